@@ -1,0 +1,37 @@
+# pgturnstile — build, run, test.
+GO        ?= go
+BIN       := bin/pgturnstile
+PKGS      := ./...
+
+.PHONY: all build run test unit integration vet staticcheck fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/pgturnstile
+
+# First README command: a throwaway PostgreSQL 15 and pgturnstile in front of it.
+run: build
+	scripts/run-local.sh
+
+# Second README command: static checks, unit tests and integration tests
+# (the integration tests start their own PostgreSQL and the real binary).
+test: build vet
+	$(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS)
+
+unit:
+	$(GO) test -race -short -count=1 $(PKGS)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+
+fuzz:
+	$(GO) test ./wire -run '^$$' -fuzz FuzzReadStartup -fuzztime 20s
+	$(GO) test ./wire -run '^$$' -fuzz FuzzReader -fuzztime 20s
+
+clean:
+	rm -rf bin
