@@ -1,0 +1,135 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func FuzzSCRAMClientFirst(f *testing.F) {
+	for _, s := range []string{
+		"n,,n=,r=fyko+d2lbbFgONRv9qkxdawL",
+		"y,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+		"n,,n=user,r=abc,x=ext",
+		"p=tls-server-end-point,,n=,r=abc",
+		"n,a=admin,n=,r=abc",
+		"n,,m=x,n=,r=abc",
+		"n,,n=,r=",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cf, err := parseClientFirst(data)
+		if err != nil {
+			var ae *Error
+			if !errors.As(err, &ae) || ae.SQLState == "" || ae.Message == "" {
+				t.Fatalf("error %v is not a complete *Error", err)
+			}
+			return
+		}
+		if cf.gs2Header != "n,," && cf.gs2Header != "y,," {
+			t.Fatalf("gs2 header %q", cf.gs2Header)
+		}
+		if cf.gs2Header+cf.bare != string(data) {
+			t.Fatalf("header+bare %q != input %q", cf.gs2Header+cf.bare, data)
+		}
+		if cf.nonce == "" || !printable(cf.nonce) || !strings.Contains(cf.bare, ",r="+cf.nonce) {
+			t.Fatalf("bad nonce %q in %q", cf.nonce, data)
+		}
+		// The SASLInitialResponse wrapper must carry it through unchanged.
+		got, err := parseSASLInitialResponse(sasl(scramMechanism, string(data)))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("SASLInitialResponse round trip: %q, %v", got, err)
+		}
+	})
+}
+
+func FuzzSCRAMClientFinal(f *testing.F) {
+	for _, s := range []string{
+		"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		"c=eSws,r=abc,x=1,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+		"c=biws,r=abc,p=AAAA",
+		"c=biws,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=,r=abc",
+		",,",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cf, err := parseClientFinal(data)
+		if err != nil {
+			var ae *Error
+			if !errors.As(err, &ae) || ae.SQLState == "" || ae.Message == "" {
+				t.Fatalf("error %v is not a complete *Error", err)
+			}
+			return
+		}
+		if len(cf.proof) != scramKeyLen {
+			t.Fatalf("proof is %d bytes", len(cf.proof))
+		}
+		if cf.withoutProof+",p="+base64.StdEncoding.EncodeToString(cf.proof) != string(data) {
+			t.Fatalf("without-proof %q + proof does not rebuild %q", cf.withoutProof, data)
+		}
+		if !strings.HasPrefix(cf.withoutProof, "c="+cf.channelBinding+",r="+cf.nonce) {
+			t.Fatalf("fields %q/%q not at the start of %q", cf.channelBinding, cf.nonce, data)
+		}
+	})
+}
+
+// FuzzSCRAMExchange drives a whole server-side exchange with arbitrary
+// client messages: it must end in an *Error or the Conn's error, never a
+// panic or a success.
+func FuzzSCRAMExchange(f *testing.F) {
+	f.Add(sasl(scramMechanism, "n,,n=,r=abc"), []byte("c=biws,r=abcX,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="))
+	f.Add([]byte("SCRAM-SHA-256\x00\xff\xff\xff\xff"), []byte{})
+	f.Add([]byte("pw\x00"), []byte("pw\x00"))
+	secret := mustParse(f, SCRAMSecret("pw", 1))
+	f.Fuzz(func(t *testing.T, first, final []byte) {
+		for _, s := range []*Secret{secret, nil, {Kind: SecretPlain, Plain: "pw"}} {
+			_, err := Authenticate(&scriptConn{msgs: [][]byte{first, final}}, MethodSCRAM, "u", s)
+			var ae *Error
+			if err == nil || !(errors.As(err, &ae) || errors.Is(err, errNoMessage)) {
+				t.Fatalf("Authenticate = %v", err)
+			}
+		}
+	})
+}
+
+func FuzzParseSecret(f *testing.F) {
+	for _, s := range []string{pgSCRAMSecret, pgMD5Secret, "secret", "", "SCRAM-SHA-256$", "md5", "SCRAM-SHA-256$1:AA==$" + strings.Repeat("A", 43) + "=:" + strings.Repeat("A", 43) + "="} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sec, err := ParseSecret(s)
+		if err != nil {
+			if !strings.HasPrefix(s, scramPrefix) {
+				t.Fatalf("error for non-SCRAM input: %v", err)
+			}
+			if tail := s[len(scramPrefix):]; len(tail) > 4 && strings.Contains(err.Error(), tail) {
+				t.Fatalf("error echoes the secret: %v", err)
+			}
+			return
+		}
+		switch sec.Kind {
+		case SecretPlain:
+			if sec.Plain != s {
+				t.Fatalf("Plain %q != %q", sec.Plain, s)
+			}
+		case SecretMD5:
+			if sec.MD5 != s || len(s) != 35 {
+				t.Fatalf("MD5 %q", sec.MD5)
+			}
+		case SecretSCRAM:
+			if sec.Iterations < 1 || len(sec.Salt) == 0 || len(sec.StoredKey) != 32 || len(sec.ServerKey) != 32 {
+				t.Fatalf("bad SCRAM fields from %q", s)
+			}
+			if back := FormatSCRAMSecret(sec.Iterations, sec.Salt, sec.StoredKey, sec.ServerKey); back != s {
+				t.Fatalf("round trip %q != %q", back, s)
+			}
+		default:
+			t.Fatalf("kind %v", sec.Kind)
+		}
+	})
+}

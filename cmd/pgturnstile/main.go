@@ -1,0 +1,233 @@
+// Command pgturnstile is a PostgreSQL connection pooler that reads
+// PgBouncer's pgbouncer.ini and userlist.txt unchanged.
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/pooler"
+)
+
+// Version is the pgturnstile release.
+const Version = "0.1.0"
+
+//go:embed default.ini
+var defaultConfig string
+
+const usage = `pgturnstile is a PostgreSQL connection pooler, a drop-in replacement for PgBouncer.
+
+Usage:
+  pgturnstile [OPTION]... CONFIG_FILE
+  pgturnstile --dev-backend=HOST:PORT
+
+Options:
+  -d, --daemon           not supported: run under systemd or a supervisor
+                         (refused with an error)
+  -q, --quiet            run quietly (no log to stderr)
+  -v, --verbose          increase verbosity (repeatable)
+  -u, --user=USERNAME    not supported: start as the intended user
+                         (refused with an error)
+  -V, --version          show version, then exit
+  -h, --help             show this help, then exit
+      --dev-backend=HOST:PORT
+                         run the embedded default config (127.0.0.1:6432,
+                         any user, transaction pooling) in front of the
+                         PostgreSQL at HOST:PORT; for trying pgturnstile out
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pgturnstile", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var daemon, quiet, version, help bool
+	var user, devBackend string
+	verbose := 0
+	for _, n := range []string{"d", "daemon"} {
+		fs.BoolVar(&daemon, n, false, "")
+	}
+	for _, n := range []string{"q", "quiet"} {
+		fs.BoolVar(&quiet, n, false, "")
+	}
+	for _, n := range []string{"V", "version"} {
+		fs.BoolVar(&version, n, false, "")
+	}
+	for _, n := range []string{"h", "help"} {
+		fs.BoolVar(&help, n, false, "")
+	}
+	for _, n := range []string{"u", "user"} {
+		fs.StringVar(&user, n, "", "")
+	}
+	for _, n := range []string{"v", "verbose"} {
+		fs.Func(n, "", func(string) error { verbose++; return nil })
+	}
+	fs.StringVar(&devBackend, "dev-backend", "", "")
+	// -v takes no value; make the flag package treat it as boolean.
+	args = expandVerbose(args, &verbose)
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "pgturnstile: %v\n\n%s", err, usage)
+		return 1
+	}
+	switch {
+	case help:
+		fmt.Fprint(os.Stdout, usage)
+		return 0
+	case version:
+		fmt.Fprintf(os.Stdout, "pgturnstile %s (PgBouncer-compatible)\n", Version)
+		return 0
+	case daemon:
+		fmt.Fprintln(stderr, "pgturnstile: -d (daemonize) is not supported; run it under systemd (Type=notify) or another supervisor")
+		return 1
+	case user != "":
+		fmt.Fprintln(stderr, "pgturnstile: -u (switch user) is not supported; start pgturnstile as the user it should run as")
+		return 1
+	}
+
+	var cfg *config.Config
+	var err error
+	switch {
+	case devBackend != "":
+		if fs.NArg() != 0 {
+			fmt.Fprintln(stderr, "pgturnstile: --dev-backend takes no config file")
+			return 1
+		}
+		cfg, err = devConfig(devBackend)
+	case fs.NArg() == 1:
+		cfg, err = config.Load(fs.Arg(0))
+	default:
+		fmt.Fprint(stderr, usage)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "pgturnstile: cannot load config file: %v\n", err)
+		return 1
+	}
+
+	logOut, closeLog, err := logWriter(cfg, quiet, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "pgturnstile: %v\n", err)
+		return 1
+	}
+	defer closeLog()
+	level := slog.LevelInfo
+	if verbose+cfg.Settings.Verbose > 0 {
+		level = slog.LevelDebug
+	}
+	log := slog.New(newHandler(logOut, level))
+
+	if pf := cfg.Settings.Pidfile; pf != "" {
+		if err := os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			log.Error("cannot write pidfile: " + err.Error())
+			return 1
+		}
+		defer os.Remove(pf)
+	}
+
+	svc, err := pooler.New(cfg, log)
+	if err != nil {
+		log.Error("startup failed: " + err.Error())
+		return 1
+	}
+	if err := svc.Listen(); err != nil {
+		log.Error("cannot listen: " + err.Error())
+		return 1
+	}
+	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
+	go func() {
+		for sig := range sigs {
+			switch sig {
+			case syscall.SIGHUP:
+				if devBackend != "" {
+					continue
+				}
+				ncfg, err := config.Load(cfg.Path)
+				if err == nil {
+					err = svc.Reload(ncfg)
+				}
+				if err != nil {
+					log.Error("RELOAD failed: " + err.Error())
+				} else {
+					log.Info("got SIGHUP, re-reading config")
+				}
+			default:
+				log.Info("got " + sig.String() + ", shutting down")
+				stop()
+				return
+			}
+		}
+	}()
+	if err := svc.Serve(ctx); err != nil {
+		log.Error("serve: " + err.Error())
+		return 1
+	}
+	return 0
+}
+
+// expandVerbose turns -vv… into repeated -v so the flag package accepts it.
+func expandVerbose(args []string, verbose *int) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if len(a) > 2 && a[0] == '-' && a[1] == 'v' && strings.Trim(a[1:], "v") == "" {
+			*verbose += len(a) - 1
+			continue
+		}
+		if a == "-v" || a == "--verbose" {
+			*verbose++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// devConfig is the embedded default config in front of HOST:PORT.
+func devConfig(backend string) (*config.Config, error) {
+	i := strings.LastIndexByte(backend, ':')
+	if i < 0 {
+		return nil, errors.New("--dev-backend must be HOST:PORT")
+	}
+	host, port := backend[:i], backend[i+1:]
+	if _, err := strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("--dev-backend: bad port %q", port)
+	}
+	text := strings.NewReplacer("@HOST@", host, "@PORT@", port).Replace(defaultConfig)
+	return config.Parse("default.ini", []byte(text))
+}
+
+// logWriter returns where log lines go: logfile when set (appended), and
+// stderr unless -q.
+func logWriter(cfg *config.Config, quiet bool, stderr io.Writer) (io.Writer, func(), error) {
+	var ws []io.Writer
+	closeFn := func() {}
+	if f := cfg.Settings.Logfile; f != "" {
+		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot open logfile: %v", err)
+		}
+		ws = append(ws, fh)
+		closeFn = func() { fh.Close() }
+	}
+	if !quiet {
+		ws = append(ws, stderr)
+	}
+	return io.MultiWriter(ws...), closeFn, nil
+}

@@ -1,0 +1,336 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// PoolMode says when a server connection goes back to its pool.
+type PoolMode int
+
+const (
+	PoolModeUnset PoolMode = iota // in Database/User: not set, inherit
+	PoolModeSession
+	PoolModeTransaction
+	PoolModeStatement
+)
+
+// ParsePoolMode accepts session, transaction or statement (any case).
+func ParsePoolMode(s string) (PoolMode, error) {
+	switch strings.ToLower(s) {
+	case "session":
+		return PoolModeSession, nil
+	case "transaction":
+		return PoolModeTransaction, nil
+	case "statement":
+		return PoolModeStatement, nil
+	}
+	return PoolModeUnset, fmt.Errorf("invalid pool_mode %q: must be one of session, transaction, statement", s)
+}
+
+// String returns the ini spelling, "" for PoolModeUnset.
+func (m PoolMode) String() string {
+	switch m {
+	case PoolModeSession:
+		return "session"
+	case PoolModeTransaction:
+		return "transaction"
+	case PoolModeStatement:
+		return "statement"
+	}
+	return ""
+}
+
+// Settings is the [pgbouncer] section, typed. Every field is filled from
+// Keys (defaults first, then the file). Durations are PgBouncer's seconds.
+type Settings struct {
+	ListenAddr     string // comma-separated, "*" = all; "" = Unix socket only
+	ListenPort     int    // 0 = any free port (pgturnstile extension, for tests)
+	UnixSocketDir  string // "" disables the Unix socket
+	UnixSocketMode int
+
+	AuthType    string // one of authTypeValues
+	AuthFile    string
+	AuthUser    string
+	AuthQuery   string
+	AuthDBName  string
+	AuthHBAFile string
+
+	AdminUsers, StatsUsers []string
+
+	PoolMode                                                     PoolMode
+	MaxClientConn, DefaultPoolSize, MinPoolSize, ReservePoolSize int
+	ReservePoolTimeout                                           time.Duration
+	MaxDBConnections, MaxUserConnections                         int // 0 = unlimited
+	ServerRoundRobin                                             bool
+	MaxPreparedStatements                                        int
+	MaxPacketSize                                                int
+	PktBuf                                                       int
+
+	ServerLifetime, ServerIdleTimeout, ServerConnectTimeout, ServerLoginRetry, ServerCheckDelay time.Duration
+	// ServerCheckQuery: EmptyQueryCheck ("<empty>", the default) = send an
+	// empty query; "" = no check; anything else = that query.
+	ServerCheckQuery       string
+	ServerResetQuery       string
+	ServerResetQueryAlways bool
+
+	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
+
+	TrackExtraParameters, IgnoreStartupParameters []string
+
+	LogConnections, LogDisconnections, LogPoolerErrors, LogStats bool
+	Logfile, Pidfile                                             string
+	Syslog                                                       bool
+	SyslogIdent, SyslogFacility                                  string
+	Verbose                                                      int
+	ApplicationNameAddHost                                       bool
+	StatsPeriod                                                  time.Duration
+	User                                                         string
+
+	AdmissionFile string // pgturnstile extension, accepted and stored
+}
+
+// Database is one [databases] entry. Integer limits are -1 when unset
+// (inherit); durations are -1 when unset.
+type Database struct {
+	Name                                                               string // the name clients connect to ("*" for the fallback)
+	Host                                                               string // hostname/IP, or a directory (starts with '/') = unix socket dir; "" = default
+	Port                                                               int    // default 5432
+	DBName                                                             string // "" = same as Name (client's db name)
+	User, Password, AuthUser                                           string
+	PoolSize, MinPoolSize, ReservePoolSize, MaxDBConnections           int // -1 = unset (inherit)
+	PoolMode                                                           PoolMode
+	ConnectQuery, ClientEncoding, DateStyle, TimeZone, ApplicationName string
+
+	// Parsed and kept for SHOW DATABASES, but not enforced yet (a warning
+	// is added when set).
+	AuthQuery, AuthDBName  string
+	MaxDBClientConnections int           // -1 = unset
+	ServerLifetime         time.Duration // -1 = unset
+	QueryWaitTimeout       time.Duration // -1 = unset
+	LoadBalanceHosts       string        // "" = unset (round-robin)
+	TargetSessionAttrs     string        // "" = unset (any)
+
+	File string
+	Line int // where it was defined
+}
+
+// ServerDBName is the database name to send to the server.
+func (d *Database) ServerDBName() string {
+	if d.DBName != "" {
+		return d.DBName
+	}
+	return d.Name
+}
+
+// User is one [users] entry. Integer limits are -1 when unset.
+type User struct {
+	Name                                          string
+	PoolMode                                      PoolMode
+	PoolSize, ReservePoolSize, MaxUserConnections int // -1 = unset
+
+	// Parsed but not enforced yet (a warning is added when set).
+	MaxUserClientConnections                                                                      int           // -1 = unset
+	QueryTimeout, IdleTransactionTimeout, TransactionTimeout, ClientIdleTimeout, QueryWaitTimeout time.Duration // -1 = unset
+
+	File string
+	Line int
+}
+
+// Pool is one [pools] entry: "user.database = pool_size=N" (Cloudflare's
+// PgBouncer fork). PoolSize < 0 means no override.
+type Pool struct {
+	User, Database string
+	PoolSize       int
+	File           string
+	Line           int
+}
+
+// PoolKey is the key of Config.Pools for (user, database).
+func PoolKey(user, database string) string { return user + "." + database }
+
+// Config is one loaded pgbouncer.ini. It is not modified after Load/Parse
+// returns; a RELOAD builds a new one and the pooler swaps it atomically.
+type Config struct {
+	Path      string
+	Settings  Settings
+	Databases map[string]*Database // includes "*" when present
+	Users     map[string]*User
+	Pools     map[string]*Pool // key PoolKey(user, database)
+	Warnings  []string         // one entry per unsupported-but-set setting
+
+	values map[string]string // canonical text of every key in Keys
+}
+
+// Default returns a Config with every setting at its default and no
+// databases, users or pools.
+func Default() *Config {
+	c := &Config{
+		Databases: map[string]*Database{},
+		Users:     map[string]*User{},
+		Pools:     map[string]*Pool{},
+		values:    make(map[string]string, len(Keys)),
+	}
+	for i := range Keys {
+		k := &Keys[i]
+		v, _ := k.parse(k.Default) // checked in init
+		c.values[k.Name] = k.format(v)
+		k.apply(&c.Settings, v)
+	}
+	return c
+}
+
+// Clone returns a deep copy, for building a changed Config (admin SET).
+func (c *Config) Clone() *Config {
+	n := *c
+	n.Settings.AdminUsers = slices.Clone(c.Settings.AdminUsers)
+	n.Settings.StatsUsers = slices.Clone(c.Settings.StatsUsers)
+	n.Settings.TrackExtraParameters = slices.Clone(c.Settings.TrackExtraParameters)
+	n.Settings.IgnoreStartupParameters = slices.Clone(c.Settings.IgnoreStartupParameters)
+	n.Databases = make(map[string]*Database, len(c.Databases))
+	for k, d := range c.Databases {
+		cp := *d
+		n.Databases[k] = &cp
+	}
+	n.Users = make(map[string]*User, len(c.Users))
+	for k, u := range c.Users {
+		cp := *u
+		n.Users[k] = &cp
+	}
+	n.Pools = make(map[string]*Pool, len(c.Pools))
+	for k, p := range c.Pools {
+		cp := *p
+		n.Pools[k] = &cp
+	}
+	n.Warnings = slices.Clone(c.Warnings)
+	n.values = maps.Clone(c.values)
+	return &n
+}
+
+// Set changes one [pgbouncer] setting, as the admin console's SET does:
+// the value is validated by the key's kind and boot-only settings are
+// refused. Call it on a Clone, never on a Config other goroutines read.
+func (c *Config) Set(key, raw string) error {
+	i, ok := keyIndex[strings.ToLower(key)]
+	if !ok {
+		return fmt.Errorf("unknown config parameter: %s", key)
+	}
+	k := &Keys[i]
+	if !k.Reloadable {
+		return fmt.Errorf("cannot change %s at runtime (needs a restart)", k.Name)
+	}
+	v, err := k.parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid value %q for parameter %s: %v", raw, k.Name, err)
+	}
+	c.values[k.Name] = k.format(v)
+	k.apply(&c.Settings, v)
+	return nil
+}
+
+// Value returns a setting's current value as SHOW CONFIG prints it ("" and
+// false for an unknown key). Keys are case-insensitive.
+func (c *Config) Value(key string) (string, bool) {
+	key = strings.ToLower(key)
+	v, ok := c.values[key]
+	if !ok {
+		return "", false
+	}
+	if key == "conffile" && v == "" {
+		return c.Path, true
+	}
+	return v, true
+}
+
+// LookupDatabase returns the entry for a client's database name; if absent
+// and "*" exists, a copy of "*" with Name=name and DBName=name (or "*"'s
+// dbname if set). The bool is false when neither exists.
+func (c *Config) LookupDatabase(name string) (*Database, bool) {
+	if d, ok := c.Databases[name]; ok {
+		return d, true
+	}
+	star, ok := c.Databases["*"]
+	if !ok {
+		return nil, false
+	}
+	d := *star
+	d.Name = name
+	if d.DBName == "" {
+		d.DBName = name
+	}
+	return &d, true
+}
+
+// Effective are the limits that apply to one (database, user) pool.
+type Effective struct {
+	PoolMode                               PoolMode
+	PoolSize, MinPoolSize, ReservePoolSize int
+	MaxDBConnections, MaxUserConnections   int // 0 = unlimited
+}
+
+// Resolve returns the effective limits for the pool (db, user), where user
+// is the name the pool logs in as (the forced user when db.User is set).
+// db may be nil (globals only). Precedence, highest first:
+//
+//	pool_size:            [pools] > [users] > [databases] > default_pool_size
+//	pool_mode:            [users] > [databases] > pool_mode
+//	reserve_pool_size:    [users] > [databases] > reserve_pool_size
+//	min_pool_size:        [databases] > min_pool_size
+//	max_db_connections:   [databases] > max_db_connections
+//	max_user_connections: [users] > max_user_connections
+//
+// A pool/user/database value applies when >= 0, except the two
+// max_*_connections, which apply only when > 0: as in PgBouncer, a per-user
+// or per-database 0 falls back to the global limit instead of meaning
+// "unlimited".
+func (c *Config) Resolve(db *Database, user string) Effective {
+	g := &c.Settings
+	e := Effective{
+		PoolMode:           g.PoolMode,
+		PoolSize:           g.DefaultPoolSize,
+		MinPoolSize:        g.MinPoolSize,
+		ReservePoolSize:    g.ReservePoolSize,
+		MaxDBConnections:   g.MaxDBConnections,
+		MaxUserConnections: g.MaxUserConnections,
+	}
+	if db != nil {
+		if db.PoolMode != PoolModeUnset {
+			e.PoolMode = db.PoolMode
+		}
+		if db.PoolSize >= 0 {
+			e.PoolSize = db.PoolSize
+		}
+		if db.MinPoolSize >= 0 {
+			e.MinPoolSize = db.MinPoolSize
+		}
+		if db.ReservePoolSize >= 0 {
+			e.ReservePoolSize = db.ReservePoolSize
+		}
+		if db.MaxDBConnections > 0 {
+			e.MaxDBConnections = db.MaxDBConnections
+		}
+	}
+	if u := c.Users[user]; u != nil {
+		if u.PoolMode != PoolModeUnset {
+			e.PoolMode = u.PoolMode
+		}
+		if u.PoolSize >= 0 {
+			e.PoolSize = u.PoolSize
+		}
+		if u.ReservePoolSize >= 0 {
+			e.ReservePoolSize = u.ReservePoolSize
+		}
+		if u.MaxUserConnections > 0 {
+			e.MaxUserConnections = u.MaxUserConnections
+		}
+	}
+	if db != nil {
+		if p := c.Pools[PoolKey(user, db.Name)]; p != nil && p.PoolSize >= 0 {
+			e.PoolSize = p.PoolSize
+		}
+	}
+	return e
+}

@@ -1,0 +1,400 @@
+package config
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is the value type of a setting. It decides how the text after "="
+// is validated and how SHOW CONFIG prints the value back.
+type Kind int
+
+const (
+	// KindInt is an integer parsed like C strtol with base 0, as PgBouncer
+	// does: "0x1F" is hex and "0777" is octal.
+	KindInt Kind = iota
+	// KindBool is 0/1 (any integer, non-zero = on) or yes/no, on/off,
+	// true/false. SHOW CONFIG prints 0 or 1.
+	KindBool
+	// KindDuration is seconds with an optional fraction ("0.5", "15"), or a
+	// Go duration with a unit ("100ms", "5s"). SHOW CONFIG prints seconds.
+	KindDuration
+	// KindEnum is one of Key.Values, matched case-insensitively.
+	KindEnum
+	// KindString is taken verbatim (surrounding blanks removed).
+	KindString
+	// KindList is a comma-separated list; blanks around items are removed.
+	KindList
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindInt:
+		return "int"
+	case KindBool:
+		return "bool"
+	case KindDuration:
+		return "duration"
+	case KindEnum:
+		return "enum"
+	case KindString:
+		return "string"
+	case KindList:
+		return "list"
+	}
+	return "unknown"
+}
+
+// Status says how far pgturnstile implements a setting.
+type Status int
+
+const (
+	// Supported: behaves as in PgBouncer.
+	Supported Status = iota
+	// Partial: accepted, some values or aspects differ (Key.Note says how).
+	Partial
+	// NotSupported: accepted and validated, but ignored for now; setting it
+	// to a non-default value adds a warning to Config.Warnings.
+	NotSupported
+)
+
+func (s Status) String() string {
+	switch s {
+	case Supported:
+		return "supported"
+	case Partial:
+		return "partial"
+	case NotSupported:
+		return "not supported yet"
+	}
+	return "unknown"
+}
+
+// Key describes one [pgbouncer] setting. The table Keys drives parsing,
+// defaults, validation, SHOW CONFIG, admin SET and pgbouncer-compat.md.
+type Key struct {
+	Name       string
+	Kind       Kind
+	Default    string // as PgBouncer's SHOW CONFIG prints the default
+	Reloadable bool   // false: only read at start (PgBouncer's CF_NO_RELOAD)
+	Status     Status
+	Doc        string   // one line: what the setting does
+	Note       string   // for Partial/NotSupported: how or why; for extensions: that they are
+	Values     []string // KindEnum: the accepted values (canonical spelling)
+
+	min, max int64               // KindInt bounds (inclusive); max 0 = MaxInt32
+	field    func(*Settings) any // pointer to the Settings field, nil if none
+}
+
+// Keys lists every PgBouncer 1.25/1.26 [pgbouncer] setting plus the
+// pgturnstile extensions, sorted by name (the order of SHOW CONFIG).
+var Keys []Key
+
+var keyIndex map[string]int
+
+// LookupKey returns the table entry for a setting name (case-insensitive).
+func LookupKey(name string) (Key, bool) {
+	i, ok := keyIndex[strings.ToLower(name)]
+	if !ok {
+		return Key{}, false
+	}
+	return Keys[i], true
+}
+
+// bootOnly are PgBouncer's CF_NO_RELOAD settings: changed only by a restart.
+var bootOnly = map[string]bool{
+	"disable_pqexec": true, "job_name": true, "service_name": true, "listen_addr": true,
+	"listen_backlog": true, "listen_port": true, "pidfile": true, "pkt_buf": true,
+	"resolv_conf": true, "so_reuseport": true, "track_extra_parameters": true,
+	"unix_socket_dir": true, "unix_socket_group": true, "unix_socket_mode": true, "user": true,
+}
+
+// DefaultAuthQuery is PgBouncer's auth_query default since 1.24.1.
+const DefaultAuthQuery = "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM pg_authid WHERE rolname=$1 AND rolcanlogin"
+
+// EmptyQueryCheck is the server_check_query value (and default since
+// PgBouncer 1.25) that means "check the server by sending an empty query".
+// An empty server_check_query disables the check.
+const EmptyQueryCheck = "<empty>"
+
+var (
+	poolModeValues = []string{"session", "transaction", "statement"}
+	authTypeValues = []string{"any", "cert", "hba", "ldap", "md5", "pam", "plain", "scram-sha-256", "trust"}
+	sslModeValues  = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
+)
+
+// supportedAuthTypes are the auth_type values the pooler implements.
+var supportedAuthTypes = map[string]bool{"any": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
+
+const (
+	notImpl     = "not implemented yet; value is validated and ignored"
+	tlsNote     = "TLS is not implemented yet; value is validated and ignored"
+	dnsNote     = "Go's resolver is used; no DNS cache yet"
+	peeringNote = "peering ([peers], cancel forwarding) is not implemented yet"
+	multiCore   = "pgturnstile uses all cores in one process; SO_REUSEPORT is not needed"
+)
+
+func init() {
+	Keys = []Key{
+		// Listening / process.
+		{Name: "listen_addr", Kind: KindString, Doc: "comma-separated addresses to listen on for TCP, `*` = all; empty = Unix socket only",
+			field: func(s *Settings) any { return &s.ListenAddr }},
+		{Name: "listen_port", Kind: KindInt, Default: "6432", max: 65535, Doc: "TCP port and Unix socket suffix; 0 = any free port (pgturnstile extension, for tests)",
+			field: func(s *Settings) any { return &s.ListenPort }},
+		{Name: "listen_backlog", Kind: KindInt, Default: "128", Status: NotSupported, Doc: "listen(2) backlog", Note: "Go uses the kernel's somaxconn"},
+		{Name: "unix_socket_dir", Kind: KindString, Default: "/tmp", Doc: "directory of the listening Unix socket; empty disables it",
+			field: func(s *Settings) any { return &s.UnixSocketDir }},
+		{Name: "unix_socket_mode", Kind: KindInt, Default: "0777", max: 07777, Status: NotSupported, Doc: "file mode of the Unix socket", Note: notImpl,
+			field: func(s *Settings) any { return &s.UnixSocketMode }},
+		{Name: "unix_socket_group", Kind: KindString, Status: NotSupported, Doc: "group of the Unix socket", Note: notImpl},
+		{Name: "user", Kind: KindString, Status: NotSupported, Doc: "Unix user to switch to when started as root", Note: "Go cannot setuid a multi-threaded process safely; run as the target user (systemd User=)",
+			field: func(s *Settings) any { return &s.User }},
+		{Name: "pidfile", Kind: KindString, Doc: "PID file",
+			field: func(s *Settings) any { return &s.Pidfile }},
+		{Name: "logfile", Kind: KindString, Doc: "log file, reopened on RELOAD/SIGHUP",
+			field: func(s *Settings) any { return &s.Logfile }},
+		{Name: "conffile", Kind: KindString, Status: NotSupported, Doc: "config file to read on the next RELOAD (default: the file from the command line)", Note: "RELOAD always rereads the file given at start"},
+		{Name: "service_name", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "Windows service name", Note: "Windows services are not supported"},
+		{Name: "job_name", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "alias of service_name", Note: "Windows services are not supported"},
+		{Name: "so_reuseport", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "set SO_REUSEPORT on TCP listeners", Note: multiCore},
+		{Name: "peer_id", Kind: KindInt, Default: "0", max: 16383, Status: NotSupported, Doc: "id of this process in a peer group; 0 = peering off", Note: peeringNote},
+
+		// Authentication.
+		{Name: "auth_type", Kind: KindEnum, Default: "md5", Values: authTypeValues, Status: Partial, Doc: "how clients authenticate",
+			Note:  "trust, any, plain, md5 and scram-sha-256 are supported; cert, hba, pam and ldap are not yet (a warning is logged)",
+			field: func(s *Settings) any { return &s.AuthType }},
+		{Name: "auth_file", Kind: KindString, Doc: "userlist.txt with user names and secrets",
+			field: func(s *Settings) any { return &s.AuthFile }},
+		{Name: "auth_hba_file", Kind: KindString, Status: NotSupported, Doc: "pg_hba.conf-style file for auth_type=hba", Note: "auth_type=hba is not implemented yet",
+			field: func(s *Settings) any { return &s.AuthHBAFile }},
+		{Name: "auth_ident_file", Kind: KindString, Status: NotSupported, Doc: "pg_ident.conf-style user name maps", Note: "auth_type=hba/cert are not implemented yet"},
+		{Name: "auth_user", Kind: KindString, Status: NotSupported, Doc: "user that runs auth_query for users missing from auth_file", Note: "auth_query is not implemented yet",
+			field: func(s *Settings) any { return &s.AuthUser }},
+		{Name: "auth_query", Kind: KindString, Default: DefaultAuthQuery, Status: NotSupported, Doc: "query returning (name, secret) for a user", Note: "auth_query is not implemented yet",
+			field: func(s *Settings) any { return &s.AuthQuery }},
+		{Name: "auth_dbname", Kind: KindString, Status: NotSupported, Doc: "[databases] entry in which auth_query runs", Note: "auth_query is not implemented yet",
+			field: func(s *Settings) any { return &s.AuthDBName }},
+		{Name: "auth_ldap_options", Kind: KindString, Status: NotSupported, Doc: "LDAP options for auth_type=ldap", Note: "auth_type=ldap is not implemented yet"},
+		{Name: "scram_iterations", Kind: KindInt, Default: "4096", min: 1, Status: NotSupported, Doc: "iterations when building a SCRAM secret from a plain password", Note: "the standard 4096 is always used"},
+		{Name: "admin_users", Kind: KindList, Doc: "users allowed to run every admin console command",
+			field: func(s *Settings) any { return &s.AdminUsers }},
+		{Name: "stats_users", Kind: KindList, Doc: "users allowed to run read-only admin console commands",
+			field: func(s *Settings) any { return &s.StatsUsers }},
+
+		// Pool sizing and limits.
+		{Name: "pool_mode", Kind: KindEnum, Default: "session", Values: poolModeValues, Doc: "when a server is released: session, transaction or statement",
+			field: func(s *Settings) any { return &s.PoolMode }},
+		{Name: "max_client_conn", Kind: KindInt, Default: "100", Doc: "maximum client connections (admin console exempt)",
+			field: func(s *Settings) any { return &s.MaxClientConn }},
+		{Name: "default_pool_size", Kind: KindInt, Default: "20", Doc: "server connections per (database, user) pool; 0 = unlimited",
+			field: func(s *Settings) any { return &s.DefaultPoolSize }},
+		{Name: "min_pool_size", Kind: KindInt, Default: "0", Doc: "keep at least this many server connections per pool",
+			field: func(s *Settings) any { return &s.MinPoolSize }},
+		{Name: "reserve_pool_size", Kind: KindInt, Default: "0", Doc: "extra connections for a pool whose clients waited reserve_pool_timeout",
+			field: func(s *Settings) any { return &s.ReservePoolSize }},
+		{Name: "reserve_pool_timeout", Kind: KindDuration, Default: "5", Doc: "wait before the reserve pool is used (seconds); 0 disables",
+			field: func(s *Settings) any { return &s.ReservePoolTimeout }},
+		{Name: "max_db_connections", Kind: KindInt, Default: "0", Doc: "server connections per database across users; 0 = unlimited",
+			field: func(s *Settings) any { return &s.MaxDBConnections }},
+		{Name: "max_db_client_connections", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "client connections per database; 0 = unlimited", Note: notImpl},
+		{Name: "max_user_connections", Kind: KindInt, Default: "0", Doc: "server connections per user across databases; 0 = unlimited",
+			field: func(s *Settings) any { return &s.MaxUserConnections }},
+		{Name: "max_user_client_connections", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "client connections per user; 0 = unlimited", Note: notImpl},
+		{Name: "server_round_robin", Kind: KindBool, Default: "0", Doc: "reuse servers round-robin instead of LIFO",
+			field: func(s *Settings) any { return &s.ServerRoundRobin }},
+		{Name: "max_prepared_statements", Kind: KindInt, Default: "200", Status: NotSupported, Doc: "per-server LRU of protocol-level prepared statements in transaction/statement mode; 0 = off", Note: notImpl,
+			field: func(s *Settings) any { return &s.MaxPreparedStatements }},
+		{Name: "max_packet_size", Kind: KindInt, Default: "2147483647", max: 4294967295, Doc: "largest protocol message allowed through",
+			field: func(s *Settings) any { return &s.MaxPacketSize }},
+		{Name: "pkt_buf", Kind: KindInt, Default: "4096", Status: NotSupported, Doc: "internal packet buffer size", Note: "buffers are sized by the Go implementation",
+			field: func(s *Settings) any { return &s.PktBuf }},
+		{Name: "sbuf_loopcnt", Kind: KindInt, Default: "5", Status: NotSupported, Doc: "fairness: buffer loops per connection per event", Note: "not needed: one goroutine per connection"},
+
+		// Startup parameters / session state.
+		{Name: "track_extra_parameters", Kind: KindList, Default: "IntervalStyle,search_path,default_transaction_read_only", Doc: "extra GUC_REPORT parameters that follow the client from server to server (PgBouncer 1.26 default)",
+			field: func(s *Settings) any { return &s.TrackExtraParameters }},
+		{Name: "ignore_startup_parameters", Kind: KindList, Doc: "startup parameters accepted and dropped",
+			field: func(s *Settings) any { return &s.IgnoreStartupParameters }},
+		{Name: "application_name_add_host", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "append the client address to application_name at login", Note: notImpl,
+			field: func(s *Settings) any { return &s.ApplicationNameAddHost }},
+		{Name: "disable_pqexec", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "reject the simple query protocol", Note: notImpl},
+		{Name: "server_reset_query", Kind: KindString, Default: "DISCARD ALL", Doc: "query run when a server is released in session mode",
+			field: func(s *Settings) any { return &s.ServerResetQuery }},
+		{Name: "server_reset_query_always", Kind: KindBool, Default: "0", Doc: "run server_reset_query in every pool mode",
+			field: func(s *Settings) any { return &s.ServerResetQueryAlways }},
+		{Name: "server_check_query", Kind: KindString, Default: EmptyQueryCheck, Doc: "liveness check for servers idle longer than server_check_delay; `<empty>` = send an empty query, empty = no check",
+			field: func(s *Settings) any { return &s.ServerCheckQuery }},
+		{Name: "server_check_delay", Kind: KindDuration, Default: "30", Doc: "idle time after which a server is checked before reuse (seconds)",
+			field: func(s *Settings) any { return &s.ServerCheckDelay }},
+		{Name: "login_notify_message", Kind: KindString, Status: NotSupported, Doc: "NOTICE sent to clients after login", Note: notImpl},
+		{Name: "query_wait_notify", Kind: KindDuration, Default: "5", Status: NotSupported, Doc: "send a NOTICE to clients queued this long (seconds); 0 = off", Note: notImpl},
+
+		// Timeouts.
+		{Name: "server_lifetime", Kind: KindDuration, Default: "3600", Doc: "close unused servers older than this (seconds); 0 = single use",
+			field: func(s *Settings) any { return &s.ServerLifetime }},
+		{Name: "server_idle_timeout", Kind: KindDuration, Default: "600", Doc: "close servers idle longer than this (seconds); 0 = never",
+			field: func(s *Settings) any { return &s.ServerIdleTimeout }},
+		{Name: "server_connect_timeout", Kind: KindDuration, Default: "15", Doc: "deadline for connecting and logging in to a server (seconds)",
+			field: func(s *Settings) any { return &s.ServerConnectTimeout }},
+		{Name: "server_login_retry", Kind: KindDuration, Default: "15", Doc: "wait after a failed server login before retrying (seconds)",
+			field: func(s *Settings) any { return &s.ServerLoginRetry }},
+		{Name: "server_fast_close", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "session mode: close close_needed servers at the end of the transaction", Note: notImpl},
+		{Name: "client_login_timeout", Kind: KindDuration, Default: "60", Doc: "deadline for a client to finish login (seconds)",
+			field: func(s *Settings) any { return &s.ClientLoginTimeout }},
+		{Name: "autodb_idle_timeout", Kind: KindDuration, Default: "3600", Status: NotSupported, Doc: "free idle databases created from `*` (seconds)", Note: notImpl},
+		{Name: "pool_idle_timeout", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "free empty pools after this long (seconds); 0 = off", Note: notImpl},
+		{Name: "query_timeout", Kind: KindDuration, Default: "0", Doc: "close the server and client when a query runs longer (seconds); 0 = off",
+			field: func(s *Settings) any { return &s.QueryTimeout }},
+		{Name: "query_wait_timeout", Kind: KindDuration, Default: "120", Doc: "maximum wait for a server (seconds); 0 = forever",
+			field: func(s *Settings) any { return &s.QueryWaitTimeout }},
+		{Name: "cancel_wait_timeout", Kind: KindDuration, Default: "10", Status: NotSupported, Doc: "maximum wait of a cancel request for a server (seconds)", Note: notImpl},
+		{Name: "client_idle_timeout", Kind: KindDuration, Default: "0", Doc: "close clients idle longer than this (seconds); 0 = off",
+			field: func(s *Settings) any { return &s.ClientIdleTimeout }},
+		{Name: "idle_transaction_timeout", Kind: KindDuration, Default: "0", Doc: "close clients idle in a transaction longer than this (seconds); 0 = off",
+			field: func(s *Settings) any { return &s.IdleTransactionTimeout }},
+		{Name: "transaction_timeout", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "close clients whose transaction is open longer than this (seconds); 0 = off", Note: notImpl},
+		{Name: "suspend_timeout", Kind: KindDuration, Default: "10", Status: NotSupported, Doc: "buffer flush wait for SUSPEND (seconds)", Note: "SUSPEND and online restart are not implemented"},
+		{Name: "stats_period", Kind: KindDuration, Default: "60", Status: NotSupported, Doc: "averaging period of SHOW STATS and the log stats line (seconds)", Note: notImpl,
+			field: func(s *Settings) any { return &s.StatsPeriod }},
+
+		// DNS.
+		{Name: "dns_max_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of successful DNS lookups (seconds)", Note: dnsNote},
+		{Name: "dns_nxdomain_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of failed DNS lookups (seconds)", Note: dnsNote},
+		{Name: "dns_zone_check_period", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "poll DNS zone serials (seconds); 0 = off", Note: dnsNote},
+		{Name: "resolv_conf", Kind: KindString, Status: NotSupported, Doc: "alternative resolv.conf", Note: dnsNote},
+
+		// TLS.
+		{Name: "client_tls_sslmode", Kind: KindEnum, Default: "disable", Values: sslModeValues, Status: NotSupported, Doc: "TLS mode towards clients", Note: tlsNote},
+		{Name: "client_tls_key_file", Kind: KindString, Status: NotSupported, Doc: "private key for client TLS", Note: tlsNote},
+		{Name: "client_tls_cert_file", Kind: KindString, Status: NotSupported, Doc: "certificate for client TLS", Note: tlsNote},
+		{Name: "client_tls_ca_file", Kind: KindString, Status: NotSupported, Doc: "CA to verify client certificates", Note: tlsNote},
+		{Name: "client_tls_protocols", Kind: KindString, Default: "secure", Status: NotSupported, Doc: "allowed TLS versions towards clients", Note: tlsNote},
+		{Name: "client_tls_ciphers", Kind: KindString, Default: "default", Status: NotSupported, Doc: "TLS ≤1.2 ciphers towards clients", Note: tlsNote},
+		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tlsNote},
+		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "ECDH curve towards clients", Note: tlsNote},
+		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: tlsNote},
+		{Name: "server_tls_sslmode", Kind: KindEnum, Default: "prefer", Values: sslModeValues, Status: NotSupported, Doc: "TLS mode towards servers", Note: tlsNote},
+		{Name: "server_tls_ca_file", Kind: KindString, Status: NotSupported, Doc: "CA to verify server certificates", Note: tlsNote},
+		{Name: "server_tls_key_file", Kind: KindString, Status: NotSupported, Doc: "client key presented to servers", Note: tlsNote},
+		{Name: "server_tls_cert_file", Kind: KindString, Status: NotSupported, Doc: "client certificate presented to servers", Note: tlsNote},
+		{Name: "server_tls_protocols", Kind: KindString, Default: "secure", Status: NotSupported, Doc: "allowed TLS versions towards servers", Note: tlsNote},
+		{Name: "server_tls_ciphers", Kind: KindString, Default: "default", Status: NotSupported, Doc: "TLS ≤1.2 ciphers towards servers", Note: tlsNote},
+		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tlsNote},
+
+		// Logging.
+		{Name: "syslog", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "log to syslog", Note: "logs go to stderr/logfile (journald reads stderr)",
+			field: func(s *Settings) any { return &s.Syslog }},
+		{Name: "syslog_ident", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "syslog program name", Note: "syslog is not implemented",
+			field: func(s *Settings) any { return &s.SyslogIdent }},
+		{Name: "syslog_facility", Kind: KindString, Default: "daemon", Status: NotSupported, Doc: "syslog facility", Note: "syslog is not implemented",
+			field: func(s *Settings) any { return &s.SyslogFacility }},
+		{Name: "log_connections", Kind: KindBool, Default: "1", Doc: "log successful logins",
+			field: func(s *Settings) any { return &s.LogConnections }},
+		{Name: "log_disconnections", Kind: KindBool, Default: "1", Doc: "log disconnections with the reason",
+			field: func(s *Settings) any { return &s.LogDisconnections }},
+		{Name: "log_pooler_errors", Kind: KindBool, Default: "1", Doc: "log errors the pooler sends to clients",
+			field: func(s *Settings) any { return &s.LogPoolerErrors }},
+		{Name: "log_stats", Kind: KindBool, Default: "1", Status: NotSupported, Doc: "log a stats line every stats_period", Note: "use SHOW STATS or /metrics",
+			field: func(s *Settings) any { return &s.LogStats }},
+		{Name: "verbose", Kind: KindInt, Default: "0", Doc: "log verbosity, like -v",
+			field: func(s *Settings) any { return &s.Verbose }},
+
+		// Low-level TCP.
+		{Name: "tcp_defer_accept", Kind: KindInt, Default: "1", Status: NotSupported, Doc: "TCP_DEFER_ACCEPT (PgBouncer: 1 on Linux, else 0)", Note: notImpl},
+		{Name: "tcp_socket_buffer", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "SO_SNDBUF/SO_RCVBUF; 0 = OS default", Note: notImpl},
+		{Name: "tcp_keepalive", Kind: KindBool, Default: "1", Status: NotSupported, Doc: "SO_KEEPALIVE", Note: "not configurable yet; Go's net package enables keepalive by default"},
+		{Name: "tcp_keepcnt", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPCNT; 0 = OS default", Note: notImpl},
+		{Name: "tcp_keepidle", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPIDLE; 0 = OS default", Note: notImpl},
+		{Name: "tcp_keepintvl", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPINTVL; 0 = OS default", Note: notImpl},
+		{Name: "tcp_user_timeout", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_USER_TIMEOUT in milliseconds; 0 = OS default", Note: notImpl},
+
+		// pgturnstile extensions.
+		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.AdmissionFile }},
+	}
+	sort.Slice(Keys, func(i, j int) bool { return Keys[i].Name < Keys[j].Name })
+	keyIndex = make(map[string]int, len(Keys))
+	for i := range Keys {
+		k := &Keys[i]
+		k.Reloadable = !bootOnly[k.Name]
+		if k.Kind == KindInt && k.max == 0 {
+			k.max = 1<<31 - 1
+		}
+		if _, dup := keyIndex[k.Name]; dup {
+			panic("BUG: duplicate config key " + k.Name)
+		}
+		keyIndex[k.Name] = i
+		if _, err := k.parse(k.Default); err != nil {
+			panic("BUG: bad default for " + k.Name + ": " + err.Error())
+		}
+	}
+}
+
+// param describes one key inside a [databases], [users] or [pools] value.
+type param struct {
+	Name   string
+	Kind   Kind
+	Status Status
+	Doc    string
+	Note   string
+}
+
+// dbParams are the keys of a [databases] connection string.
+var dbParams = []param{
+	{"host", KindString, Partial, "host name, IP, or Unix socket directory (starts with `/`); empty = Unix socket in unix_socket_dir", "comma-separated host lists (round-robin over several hosts) are not implemented yet"},
+	{"port", KindInt, Supported, "server port (default 5432)", ""},
+	{"dbname", KindString, Supported, "database on the server (default: the client's database name)", ""},
+	{"user", KindString, Supported, "forced user: all clients share one pool logged in as this user", ""},
+	{"password", KindString, Supported, "password of the forced user (else from auth_file)", ""},
+	{"auth_user", KindString, Supported, "per-database auth_user", ""},
+	{"auth_query", KindString, NotSupported, "per-database auth_query", "auth_query is not implemented yet"},
+	{"auth_dbname", KindString, NotSupported, "per-database auth_dbname", "auth_query is not implemented yet"},
+	{"pool_size", KindInt, Supported, "pool size of this database's pools", ""},
+	{"min_pool_size", KindInt, Supported, "minimum pool size", ""},
+	{"reserve_pool_size", KindInt, Supported, "reserve pool size (alias `reserve_pool`)", ""},
+	{"reserve_pool", KindInt, Supported, "old name of reserve_pool_size", ""},
+	{"pool_mode", KindEnum, Supported, "pool mode of this database", ""},
+	{"max_db_connections", KindInt, Supported, "server connections of this database across users", ""},
+	{"max_db_client_connections", KindInt, NotSupported, "client connections of this database", notImpl},
+	{"connect_query", KindString, Supported, "SQL run once on every new server connection", ""},
+	{"client_encoding", KindString, Supported, "client_encoding requested at server login", ""},
+	{"datestyle", KindString, Supported, "DateStyle requested at server login", ""},
+	{"timezone", KindString, Supported, "TimeZone requested at server login", ""},
+	{"application_name", KindString, Supported, "application_name in the server startup packet", ""},
+	{"server_lifetime", KindDuration, NotSupported, "per-database server_lifetime", "the global server_lifetime applies"},
+	{"load_balance_hosts", KindEnum, NotSupported, "`round-robin` or `disable` for host lists", "host lists are not implemented yet"},
+	{"query_wait_timeout", KindDuration, NotSupported, "per-database query_wait_timeout; -1 = unset", "the global query_wait_timeout applies"},
+	{"target_session_attrs", KindEnum, NotSupported, "which servers are accepted: any, read-write, read-only, primary, standby", notImpl},
+}
+
+// userParams are the keys of a [users] value.
+var userParams = []param{
+	{"pool_mode", KindEnum, Supported, "pool mode of this user's pools", ""},
+	{"pool_size", KindInt, Supported, "pool size of this user's pools", ""},
+	{"reserve_pool_size", KindInt, Supported, "reserve pool size of this user's pools", ""},
+	{"max_user_connections", KindInt, Supported, "server connections of this user across databases", ""},
+	{"max_user_client_connections", KindInt, NotSupported, "client connections of this user", notImpl},
+	{"query_timeout", KindDuration, NotSupported, "per-user query_timeout", "the global query_timeout applies"},
+	{"idle_transaction_timeout", KindDuration, NotSupported, "per-user idle_transaction_timeout", "the global idle_transaction_timeout applies"},
+	{"transaction_timeout", KindDuration, NotSupported, "per-user transaction_timeout", notImpl},
+	{"client_idle_timeout", KindDuration, NotSupported, "per-user client_idle_timeout", "the global client_idle_timeout applies"},
+	{"query_wait_timeout", KindDuration, NotSupported, "per-user query_wait_timeout; -1 = unset", "the global query_wait_timeout applies"},
+}
+
+var (
+	loadBalanceValues  = []string{"round-robin", "disable"}
+	sessionAttrsValues = []string{"any", "read-write", "read-only", "primary", "standby"}
+	dbParamStatus      = paramStatus(dbParams)
+	userParamStatus    = paramStatus(userParams)
+	unsetDuration      = time.Duration(-1)
+	maxDurationSeconds = float64(1<<63-1) / float64(time.Second)
+)
+
+func paramStatus(ps []param) map[string]Status {
+	m := make(map[string]Status, len(ps))
+	for _, p := range ps {
+		m[p.Name] = p.Status
+	}
+	return m
+}

@@ -1,0 +1,776 @@
+package pooler
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+var clientIDs atomic.Uint64
+
+// errSilent ends a connection without an error message (EOF, cancel request).
+var errSilent = errors.New("silent close")
+
+// client is one client connection. Its goroutine (serve) owns everything
+// outside mu; while a server is linked, one pump goroutine relays that
+// server's replies to the client. Exactly one of them writes the client
+// socket at a time: the pump while linked, serve while not. The hand-over
+// happens under mu.
+type client struct {
+	svc       *Service
+	id        uint64
+	conn      net.Conn
+	r         *wire.Reader
+	w         *wire.Writer
+	log       *slog.Logger
+	connected time.Time
+
+	user   string // login user
+	dbName string // database name the client asked for
+	pool   *Pool
+	mode   config.PoolMode
+	key    [8]byte
+	// params are the client's values of tracked parameters, keyed by the
+	// canonical name. serve reads them when it links a server; the pump
+	// updates them from ParameterStatus while linked.
+	params map[string]string
+
+	scratch []byte
+
+	mu       sync.Mutex
+	srv      *server       // linked server, nil when none
+	ls       linkState     // protocol position on the link
+	pumpDone chan struct{} // closed when the link's pump exits
+	gone     bool          // the client left while linked; the pump drains
+	detach   bool          // serve is closing the link on purpose
+	resetDue bool          // server_reset_query still to run before release
+	// drainDeadline bounds how long a server is drained after its client left.
+	drainDeadline time.Time
+	cancelSent    bool
+}
+
+func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
+
+// serve runs the client's whole life.
+func (c *client) serve() {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		c.conn.Close()
+		c.svc.clientClosed(c)
+	}()
+	if err := c.login(); err != nil {
+		c.fail(err)
+		return
+	}
+	c.loop()
+}
+
+// fail sends err to an unlinked client when it is a pooler error and logs
+// why the client is going.
+func (c *client) fail(err error) {
+	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	var pe *Error
+	var ae *auth.Error
+	var pge *pgconn.PgError
+	var se *wire.StartupError
+	switch {
+	case errors.As(err, &pe):
+	case errors.As(err, &ae):
+		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
+	case errors.As(err, &pge):
+		// A server's own error during login is forwarded as is.
+		pe = &Error{Severity: "FATAL", SQLState: pge.Code, Message: pge.Message}
+	case errors.As(err, &se):
+		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		pe = newError(CodePacketTooLarge)
+	case errors.Is(err, wire.ErrBadLength):
+		pe = newError(CodeBadPacket)
+	case isTimeout(err):
+		pe = newError(CodeClientLoginTimeout)
+	default:
+		pe = newError(CodeServerConnectFailed, err.Error())
+	}
+	if c.svc.settings().LogPoolerErrors {
+		c.log.Warn("pooler error: " + pe.Message)
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.w.Write(appendError(c.scratch[:0], pe))
+	c.w.Flush()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// login reads the startup packet, authenticates, and sends the welcome.
+func (c *client) login() error {
+	st := c.svc.settings()
+	if st.ClientLoginTimeout > 0 {
+		c.conn.SetDeadline(time.Now().Add(st.ClientLoginTimeout))
+	}
+	var su *wire.Startup
+	for tries := 0; ; tries++ {
+		var err error
+		su, err = wire.ReadStartup(c.conn)
+		if err != nil {
+			if errors.Is(err, wire.ErrOldProtocol) {
+				return newError(CodeOldProtocol)
+			}
+			return err
+		}
+		if su.Kind == wire.StartupMessage {
+			break
+		}
+		if su.Kind == wire.CancelRequest {
+			c.svc.cancel(su.CancelKey)
+			return errSilent
+		}
+		if tries > 2 {
+			return newError(CodeBadPacket)
+		}
+		// SSLRequest and GSSENCRequest: no encryption (yet); the client
+		// continues in plaintext or gives up, as with PgBouncer.
+		if _, err := c.conn.Write([]byte{'N'}); err != nil {
+			return err
+		}
+	}
+	if int(c.svc.clientCount.Load()) > st.MaxClientConn {
+		return newError(CodeMaxClientConn)
+	}
+	if c.svc.shuttingDown.Load() {
+		return newError(CodeShuttingDown)
+	}
+	startupParams, unrecognized, err := c.readParams(su)
+	if err != nil {
+		return err
+	}
+	if c.user == "" {
+		return newError(CodeNoUserName)
+	}
+	c.log = c.log.With("db", c.dbName, "user", c.user)
+	if st.LogConnections {
+		c.log.Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=no", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user))
+	}
+	if su.Minor > 0 || len(unrecognized) > 0 {
+		// We speak 3.0: tell a newer client so, and name the protocol
+		// options we ignore.
+		c.scratch = wire.AppendNegotiateProtocolVersion(c.scratch[:0], 0, unrecognized)
+		if err := c.w.Write(c.scratch); err != nil {
+			return err
+		}
+	}
+	cfg := c.svc.config()
+	db, ok := cfg.LookupDatabase(c.dbName)
+	if !ok {
+		return newError(CodeNoSuchDatabase, c.dbName)
+	}
+	if err := c.authenticate(); err != nil {
+		return err
+	}
+	pool, err := c.svc.poolFor(db, c.user)
+	if err != nil {
+		return err
+	}
+	c.pool = pool
+	eff := pool.effective()
+	c.mode = eff.PoolMode
+	pool.addClient(1)
+	if !pool.hasWelcome() {
+		// Like PgBouncer, the first client of a pool waits for a server
+		// login so the welcome carries the real server's parameters.
+		s, err := pool.acquire(context.Background())
+		if err != nil {
+			return err
+		}
+		pool.release(s)
+	}
+	c.params = pool.initialParams(startupParams)
+	if _, err := rand.Read(c.key[:]); err != nil {
+		return err
+	}
+	c.svc.registerCancel(c)
+	c.scratch = wire.AppendAuthenticationOk(c.scratch[:0])
+	for name, value := range pool.welcomeParams() {
+		if v, ok := c.params[name]; ok {
+			value = v
+		}
+		c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
+	}
+	for name, value := range c.params {
+		if _, ok := pool.welcomeParams()[name]; !ok {
+			c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
+		}
+	}
+	c.scratch = wire.AppendBackendKeyData(c.scratch, c.key)
+	c.scratch = wire.AppendReadyForQuery(c.scratch, wire.TxIdle)
+	if err := c.w.Write(c.scratch); err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	c.conn.SetDeadline(time.Time{})
+	c.r.SetMaxMessageSize(st.MaxPacketSize)
+	return nil
+}
+
+// readParams applies PgBouncer's startup parameter rules: user and database
+// are special, tracked parameters are kept, ignore_startup_parameters are
+// dropped, `options` may only carry -c settings of tracked or ignored
+// parameters, _pq_.* options are negotiated away, anything else is refused.
+func (c *client) readParams(su *wire.Startup) (map[string]string, []string, error) {
+	st := c.svc.settings()
+	ignored := func(name string) bool {
+		for _, n := range st.IgnoreStartupParameters {
+			if strings.EqualFold(n, name) {
+				return true
+			}
+		}
+		return false
+	}
+	params := map[string]string{}
+	var unrecognized []string
+	for _, p := range su.Params {
+		switch {
+		case p.Name == "user":
+			c.user = p.Value
+		case p.Name == "database":
+			c.dbName = p.Value
+		case strings.HasPrefix(p.Name, "_pq_."):
+			unrecognized = append(unrecognized, p.Name)
+		case p.Name == "options":
+			if err := c.readOptions(p.Value, params, ignored); err != nil {
+				return nil, nil, err
+			}
+		case c.svc.trackedName(p.Name) != "":
+			params[c.svc.trackedName(p.Name)] = p.Value
+		case ignored(p.Name):
+		default:
+			return nil, nil, newError(CodeUnsupportedStartupParam, p.Name)
+		}
+	}
+	if c.dbName == "" {
+		c.dbName = c.user
+	}
+	return params, unrecognized, nil
+}
+
+func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
+	if ignored("options") {
+		return nil
+	}
+	fields := strings.Fields(opts)
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		var kv string
+		switch {
+		case f == "-c" && i+1 < len(fields):
+			i++
+			kv = fields[i]
+		case strings.HasPrefix(f, "-c") && len(f) > 2:
+			kv = f[2:]
+		case strings.HasPrefix(f, "--"):
+			kv = f[2:]
+		default:
+			return newError(CodeUnsupportedOptions)
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return newError(CodeUnsupportedOptions)
+		}
+		k = strings.ReplaceAll(k, "-", "_")
+		if name := c.svc.trackedName(k); name != "" {
+			params[name] = v
+		} else if !ignored(k) {
+			return &Error{Code: CodeUnsupportedStartupParam, Severity: "FATAL", SQLState: "08P01", Message: "unsupported startup parameter in options: " + k}
+		}
+	}
+	return nil
+}
+
+// authenticate runs auth_type against auth_file.
+func (c *client) authenticate() error {
+	st := c.svc.settings()
+	m, err := auth.ParseMethod(st.AuthType)
+	if err != nil {
+		return &Error{Severity: "FATAL", SQLState: "28000", Message: err.Error()}
+	}
+	if m == auth.MethodAny {
+		return nil
+	}
+	secret, known := c.svc.secret(c.user)
+	if m == auth.MethodTrust {
+		if !known {
+			return newError(CodeNoSuchUser, c.user)
+		}
+		return nil
+	}
+	var sp *auth.Secret
+	if known {
+		sp = &secret
+	} else if st.LogConnections {
+		c.log.Info(c.String() + ": no such user: " + c.user)
+	}
+	_, err = auth.Authenticate(c, m, c.user, sp)
+	return err
+}
+
+// Send implements auth.Conn.
+func (c *client) Send(msg pgproto3.BackendMessage) error {
+	b, err := msg.Encode(c.scratch[:0])
+	if err != nil {
+		return err
+	}
+	c.scratch = b
+	if err := c.w.Write(b); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// ReadPassword implements auth.Conn.
+func (c *client) ReadPassword() ([]byte, error) {
+	typ, _, err := c.r.Next()
+	if err != nil {
+		return nil, err
+	}
+	if typ != wire.MsgPassword {
+		c.r.Skip()
+		return nil, &auth.Error{SQLState: "08P01", Message: fmt.Sprintf("expected password response, got message type %q", typ)}
+	}
+	return c.r.Body()
+}
+
+// loop relays client messages to linked servers until the client leaves.
+func (c *client) loop() {
+	st := c.svc.settings()
+	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
+	for {
+		if timeouts {
+			c.armClientDeadline(st)
+		}
+		typ, _, err := c.r.Next()
+		if err != nil {
+			if isTimeout(err) && c.clientTimedOut(st) {
+				return
+			}
+			if isTimeout(err) {
+				continue
+			}
+			c.leave(err)
+			return
+		}
+		if typ == wire.MsgTerminate {
+			c.r.Skip()
+			c.leave(nil)
+			return
+		}
+		c.mu.Lock()
+		s := c.srv
+		if s == nil {
+			c.mu.Unlock()
+			s, err = c.link()
+			if err != nil {
+				c.r.Skip()
+				c.fail(err)
+				return
+			}
+			c.mu.Lock()
+		}
+		c.ls.fromClient(typ)
+		c.mu.Unlock()
+		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
+			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
+		}
+		if err := c.r.Forward(s.w); err != nil {
+			if s.w.Err() != nil {
+				// The server is gone; its pump reports it to the client.
+				s.conn.Close()
+				continue
+			}
+			c.leave(err)
+			return
+		}
+		if c.r.Buffered() == 0 {
+			if err := s.w.Flush(); err != nil {
+				s.conn.Close()
+			}
+		}
+	}
+}
+
+// armClientDeadline sets the read deadline for client_idle_timeout or
+// idle_transaction_timeout from the current link state.
+func (c *client) armClientDeadline(st *config.Settings) {
+	c.mu.Lock()
+	linked := c.srv != nil
+	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	c.mu.Unlock()
+	var d time.Duration
+	switch {
+	case !linked:
+		d = st.ClientIdleTimeout
+	case idleInTx:
+		d = st.IdleTransactionTimeout
+	}
+	if d > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(d))
+	} else {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// clientTimedOut handles a client read deadline; true if the client was
+// closed.
+func (c *client) clientTimedOut(st *config.Settings) bool {
+	c.mu.Lock()
+	linked := c.srv != nil
+	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	c.mu.Unlock()
+	switch {
+	case !linked && st.ClientIdleTimeout > 0:
+		c.fail(newError(CodeClientIdleTimeout))
+		return true
+	case idleInTx && st.IdleTransactionTimeout > 0:
+		c.unlinkAndClose("idle transaction timeout")
+		c.fail(newError(CodeIdleTransactionTimeout))
+		return true
+	}
+	return false
+}
+
+// unlinkAndClose closes the linked server on purpose and waits for its pump
+// to stop, after which serve owns the client socket again.
+func (c *client) unlinkAndClose(reason string) {
+	c.mu.Lock()
+	s, done := c.srv, c.pumpDone
+	c.detach = true
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.conn.Close()
+	<-done
+}
+
+// link checks a server out for this client, brings its tracked parameters
+// in line with the client's, and starts the pump.
+func (c *client) link() (*server, error) {
+	s, err := c.pool.acquire(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.syncParams(s); err != nil {
+		c.pool.discard(s, "invalid server parameter")
+		return nil, err
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.srv = s
+	c.ls = linkState{txStatus: wire.TxIdle}
+	c.pumpDone = done
+	c.detach = false
+	c.mu.Unlock()
+	go c.pump(s, done)
+	return s, nil
+}
+
+// syncParams sends one SET for the tracked parameters whose server value
+// differs from the client's (PgBouncer compares case-insensitively).
+func (c *client) syncParams(s *server) error {
+	var sb strings.Builder
+	for name, want := range c.params {
+		have, ok := s.params[name]
+		if ok && strings.EqualFold(have, want) {
+			continue
+		}
+		sb.WriteString("SET ")
+		sb.WriteString(quoteIdent(name))
+		sb.WriteString(" = ")
+		sb.WriteString(quoteLiteral(want))
+		sb.WriteString(";")
+	}
+	if sb.Len() == 0 {
+		return nil
+	}
+	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
+	if err != nil {
+		return err
+	}
+	if res.err != nil {
+		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
+	}
+	// Parameters Postgres does not report (GUC_REPORT off) are remembered
+	// as set, so the next client compares against what we sent.
+	for name, want := range c.params {
+		if _, ok := s.params[name]; !ok {
+			s.params[name] = want
+		}
+	}
+	return nil
+}
+
+// leave handles the client going away. A linked server is drained back to a
+// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
+// closed; the pump is woken by an expired read deadline.
+func (c *client) leave(err error) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
+		c.log.Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(time.Since(c.connected)) + ")")
+	} else if c.svc.logDisconnections() {
+		c.log.Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
+	}
+	c.mu.Lock()
+	s := c.srv
+	if s != nil {
+		c.gone = true
+		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+	}
+	c.mu.Unlock()
+	if s != nil {
+		s.conn.SetReadDeadline(time.Now())
+	}
+}
+
+// pump relays one server's replies to the client for the life of a link.
+func (c *client) pump(s *server, done chan struct{}) {
+	defer close(done)
+	st := c.svc.settings()
+	for {
+		typ, _, err := s.r.Next()
+		if err != nil {
+			if isTimeout(err) {
+				if c.pumpTimeout(s) {
+					continue
+				}
+				return
+			}
+			c.serverLost(s, err)
+			return
+		}
+		c.mu.Lock()
+		gone := c.gone
+		c.mu.Unlock()
+		var out *wire.Writer
+		if !gone {
+			out = c.w
+		}
+		switch typ {
+		case wire.MsgReadyForQuery:
+			msg, err := s.r.Message()
+			if err != nil {
+				c.serverLost(s, err)
+				return
+			}
+			status := msg[5]
+			if out != nil {
+				out.Write(msg)
+			}
+			if !c.afterReady(s, status, st) {
+				return
+			}
+			continue
+		case wire.MsgParameterStatus:
+			if !s.r.Fits() {
+				break
+			}
+			msg, err := s.r.Message()
+			if err != nil {
+				c.serverLost(s, err)
+				return
+			}
+			name, value := s.noteParameter(msg[5:])
+			if canon := c.svc.trackedName(name); canon != "" && !gone {
+				c.params[canon] = value
+			}
+			if out != nil {
+				out.Write(msg)
+			}
+			continue
+		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
+			c.mu.Lock()
+			c.ls.copyIn = true
+			c.mu.Unlock()
+		}
+		if err := s.r.Forward(out); err != nil {
+			c.serverLost(s, err)
+			return
+		}
+		if out != nil && s.r.Buffered() == 0 {
+			out.Flush()
+		}
+	}
+}
+
+// afterReady applies the release rule after a ReadyForQuery; false when the
+// link ended and the pump must stop.
+func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
+	c.mu.Lock()
+	c.ls.readyForQuery(status)
+	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
+		s.conn.SetReadDeadline(time.Time{})
+	}
+	if c.gone {
+		return c.drainLocked(s)
+	}
+	switch afterReadyForQuery(c.mode, &c.ls) {
+	case releaseServer:
+		// Flush under mu: after c.srv is cleared, serve may link another
+		// server whose pump writes to the client.
+		c.w.Flush()
+		c.srv = nil
+		c.mu.Unlock()
+		c.releaseServer(s, st)
+		return false
+	case rejectTxBlock:
+		c.srv = nil
+		c.mu.Unlock()
+		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
+		c.w.Flush()
+		c.conn.Close()
+		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
+		return false
+	}
+	idleInTx := c.ls.idle() && status != wire.TxIdle
+	c.mu.Unlock()
+	if s.r.Buffered() == 0 {
+		c.w.Flush()
+	}
+	if idleInTx && st.IdleTransactionTimeout > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(st.IdleTransactionTimeout))
+	}
+	return true
+}
+
+// releaseServer returns a clean server, running server_reset_query first
+// when server_reset_query_always asks for it in transaction mode.
+func (c *client) releaseServer(s *server, st *config.Settings) {
+	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
+		if res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout); err != nil || res.status != wire.TxIdle {
+			c.pool.discard(s, "reset query failed")
+			return
+		}
+	}
+	c.pool.release(s)
+}
+
+// drainTimeout bounds how long a server whose client left may take to
+// become idle before it is closed instead.
+const drainTimeout = 5 * time.Second
+
+// drainLocked takes the next step to bring a server whose client left back to
+// idle. Called with mu held; releases it. False when the link is over.
+func (c *client) drainLocked(s *server) bool {
+	now := time.Now()
+	if c.drainDeadline.IsZero() {
+		c.drainDeadline = now.Add(drainTimeout)
+	}
+	step := nextDrainStep(&c.ls, c.resetDue)
+	var sql string
+	switch step {
+	case drainWait:
+		if now.After(c.drainDeadline) {
+			c.srv = nil
+			c.mu.Unlock()
+			c.pool.discard(s, "client disconnect while server was not ready")
+			return false
+		}
+		sendCancel := !c.cancelSent && c.ls.outstanding > 0
+		c.cancelSent = true
+		c.mu.Unlock()
+		if sendCancel {
+			// Don't drain an arbitrarily long query: cancel it.
+			go s.sendCancel(2 * time.Second)
+		}
+		s.conn.SetReadDeadline(c.drainDeadline)
+		return true
+	case drainSync:
+		c.ls.fromClient(wire.MsgSync)
+		s.scratch = wire.AppendSync(s.scratch[:0])
+	case drainRollback:
+		c.ls.fromClient(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
+	case drainReset:
+		c.resetDue = false
+		sql = c.svc.settings().ServerResetQuery
+		if sql == "" {
+			c.srv = nil
+			c.mu.Unlock()
+			s.conn.SetReadDeadline(time.Time{})
+			c.pool.release(s)
+			return false
+		}
+		c.ls.fromClient(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], sql)
+	case drainRelease:
+		c.srv = nil
+		c.mu.Unlock()
+		s.conn.SetReadDeadline(time.Time{})
+		c.pool.release(s)
+		return false
+	}
+	c.mu.Unlock()
+	s.conn.SetReadDeadline(c.drainDeadline)
+	if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
+		c.serverLost(s, s.w.Err())
+		return false
+	}
+	return true
+}
+
+// pumpTimeout handles an expired server read deadline: a departed client's
+// drain step, or query_timeout. False when the link is over.
+func (c *client) pumpTimeout(s *server) bool {
+	c.mu.Lock()
+	if c.gone {
+		return c.drainLocked(s)
+	}
+	c.srv = nil
+	c.mu.Unlock()
+	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
+	c.w.Flush()
+	c.conn.Close()
+	c.pool.discard(s, "query timeout")
+	return false
+}
+
+// serverLost handles a server that failed while linked.
+func (c *client) serverLost(s *server, err error) {
+	c.mu.Lock()
+	linked := c.srv == s
+	if linked {
+		c.srv = nil
+	}
+	quiet := c.gone || c.detach
+	c.mu.Unlock()
+	reason := "server conn crashed?"
+	if c.detach {
+		reason = "idle transaction timeout"
+	}
+	c.pool.discard(s, reason)
+	if linked && !quiet {
+		c.w.Write(appendError(nil, newError(CodeServerCrashed)))
+		c.w.Flush()
+		c.conn.Close()
+	}
+}

@@ -1,0 +1,573 @@
+package pooler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// poolKey identifies a pool: the [databases] entry a client named and the
+// user the servers log in as.
+type poolKey struct{ db, user string }
+
+// Pool is the set of server connections for one (database, user) and the
+// clients waiting for them. All fields below mu are guarded by it; no I/O
+// happens while it is held.
+type Pool struct {
+	svc        *Service
+	key        poolKey
+	db         *config.Database
+	connConfig *pgconn.Config
+	log        *slog.Logger
+
+	dbLimit, userLimit *limiter
+
+	mu         sync.Mutex
+	eff        config.Effective
+	idle       []*server // LIFO stack (or FIFO with server_round_robin)
+	active     int
+	connecting int
+	total      int // idle + active + connecting, what pool_size caps
+	queue      admission.Queue
+	clients    int // clients logged in to this pool
+	welcome    map[string]string
+	// lastLoginErr is the error of the last failed server login, replayed
+	// to clients for server_login_retry instead of hammering Postgres.
+	lastLoginErr   error
+	lastLoginErrAt time.Time
+	lastUsed       time.Time
+}
+
+func newPool(svc *Service, key poolKey, db *config.Database, password string) (*Pool, error) {
+	cs := "sslmode=disable"
+	host := db.Host
+	if host == "" {
+		host = "/tmp"
+	}
+	port := db.Port
+	if port == 0 {
+		port = 5432
+	}
+	cfg, err := pgconn.ParseConfig(cs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host = host
+	cfg.Port = uint16(port)
+	cfg.Fallbacks = nil
+	cfg.Database = db.DBName
+	if cfg.Database == "" {
+		cfg.Database = db.Name
+	}
+	cfg.User = key.user
+	cfg.Password = password
+	cfg.TLSConfig = nil
+	cfg.KerberosSrvName = ""
+	cfg.ValidateConnect = nil
+	cfg.AfterConnect = nil
+	cfg.ConnectTimeout = svc.settings().ServerConnectTimeout
+	cfg.RuntimeParams = map[string]string{}
+	for k, v := range map[string]string{
+		"client_encoding":  db.ClientEncoding,
+		"DateStyle":        db.DateStyle,
+		"TimeZone":         db.TimeZone,
+		"application_name": db.ApplicationName,
+	} {
+		if v != "" {
+			cfg.RuntimeParams[k] = v
+		}
+	}
+	p := &Pool{
+		svc:        svc,
+		key:        key,
+		db:         db,
+		connConfig: cfg,
+		log:        svc.log.With("pool", key.db+"/"+key.user),
+		queue:      admission.NewFIFO(),
+		lastUsed:   time.Now(),
+	}
+	return p, nil
+}
+
+// cancelTarget is where cancel requests for this pool's servers go.
+func (p *Pool) cancelTarget() (network, addr string) {
+	h, port := p.connConfig.Host, strconv.Itoa(int(p.connConfig.Port))
+	if filepath.IsAbs(h) {
+		return "unix", filepath.Join(h, ".s.PGSQL."+port)
+	}
+	return "tcp", net.JoinHostPort(h, port)
+}
+
+// poolWaiter is a client waiting in the queue for a server.
+type poolWaiter struct {
+	admission.Waiter
+	grant chan grant // buffered(1): the pool never blocks handing over
+}
+
+type grant struct {
+	s   *server
+	err error
+}
+
+// acquire returns an idle or new server for a client, waiting in the queue
+// up to query_wait_timeout. The returned server is active and owned by the
+// caller until release.
+func (p *Pool) acquire(ctx context.Context) (*server, error) {
+	for {
+		s, err := p.acquireOnce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if p.checkServer(s) {
+			return s, nil
+		}
+		p.discard(s, "server check failed")
+	}
+}
+
+func (p *Pool) acquireOnce(ctx context.Context) (*server, error) {
+	st := p.svc.settings()
+	now := time.Now()
+	p.mu.Lock()
+	p.lastUsed = now
+	if s := p.popIdleLocked(); s != nil {
+		s.state = serverActive
+		p.active++
+		p.mu.Unlock()
+		return s, nil
+	}
+	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+		err := p.lastLoginErr
+		p.mu.Unlock()
+		return nil, loginFailing(err)
+	}
+	w := &poolWaiter{grant: make(chan grant, 1)}
+	w.Enqueued = now
+	w.Data = w
+	p.queue.Push(&w.Waiter)
+	p.growLocked(false)
+	p.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if st.QueryWaitTimeout > 0 {
+		t := time.NewTimer(st.QueryWaitTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case g := <-w.grant:
+		return g.s, g.err
+	case <-timeout:
+		return p.abandon(w, newError(CodeQueryWaitTimeout))
+	case <-ctx.Done():
+		return p.abandon(w, ctx.Err())
+	}
+}
+
+// abandon takes w out of the queue. A grant that raced the timeout is handed
+// back to the pool at once, so no server is lost.
+func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
+	p.mu.Lock()
+	removed := p.queue.Remove(&w.Waiter)
+	p.mu.Unlock()
+	if !removed {
+		g := <-w.grant
+		if g.s != nil {
+			p.release(g.s)
+		}
+	}
+	return nil, reason
+}
+
+// loginFailing wraps a cached server login error as PgBouncer reports it.
+func loginFailing(err error) error {
+	var pe *pgconn.PgError
+	msg := err.Error()
+	if errors.As(err, &pe) {
+		msg = pe.Message
+	}
+	return newError(CodeServerLoginFailing, msg)
+}
+
+func (p *Pool) popIdleLocked() *server {
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	var s *server
+	if p.svc.settings().ServerRoundRobin {
+		s = p.idle[0]
+		copy(p.idle, p.idle[1:])
+		p.idle[n-1] = nil
+	} else {
+		s = p.idle[n-1]
+		p.idle[n-1] = nil
+	}
+	p.idle = p.idle[:n-1]
+	return s
+}
+
+// growLocked starts server logins for waiters that no login in flight will
+// serve, within pool_size (plus reserve_pool_size when useReserve), and the
+// database and user caps.
+func (p *Pool) growLocked(useReserve bool) {
+	need := p.queue.Len() - p.connecting
+	for need > 0 {
+		limit := p.eff.PoolSize
+		if useReserve {
+			limit += p.eff.ReservePoolSize
+		}
+		if limit > 0 && p.total >= limit {
+			return
+		}
+		// Eviction locks sibling pools, so it runs outside p.mu.
+		if !p.dbLimit.tryTake() {
+			go p.svc.evictFor(p, p.dbLimit)
+			return
+		}
+		if !p.userLimit.tryTake() {
+			p.dbLimit.give()
+			go p.svc.evictFor(p, p.userLimit)
+			return
+		}
+		p.connecting++
+		p.total++
+		need--
+		go p.connect()
+	}
+}
+
+// connect logs in one new server and hands it to the first waiter.
+func (p *Pool) connect() {
+	st := p.svc.settings()
+	ctx, cancel := context.WithTimeout(context.Background(), st.ServerConnectTimeout+time.Second)
+	s, err := dialServer(ctx, p)
+	cancel()
+	if err == nil && p.db.ConnectQuery != "" {
+		if res, qerr := s.exec(p.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
+			s.conn.Close()
+			s, err = nil, qerr
+		} else if res.err != nil {
+			p.log.Warn("connect_query failed: " + res.err.Message)
+		}
+	}
+	p.mu.Lock()
+	p.connecting--
+	if err != nil {
+		p.total--
+		p.lastLoginErr = err
+		p.lastLoginErrAt = time.Now()
+		// Every waiter gets the server's own error now (as PgBouncer
+		// forwards it), except for a server still starting up.
+		var waiters []*poolWaiter
+		if !isStartingUp(err) {
+			for w := p.queue.Pop(); w != nil; w = p.queue.Pop() {
+				waiters = append(waiters, w.Data.(*poolWaiter))
+			}
+		}
+		p.mu.Unlock()
+		p.dbLimit.give()
+		p.userLimit.give()
+		p.log.Warn("server login failed: " + err.Error())
+		for _, w := range waiters {
+			w.grant <- grant{err: err}
+		}
+		return
+	}
+	p.lastLoginErr = nil
+	if p.welcome == nil {
+		p.welcome = make(map[string]string, len(s.params))
+		for k, v := range s.params {
+			p.welcome[k] = v
+		}
+	}
+	if p.svc.logConnections() {
+		p.log.Info(s.String() + ": new connection to server")
+	}
+	p.handOffLocked(s)
+	p.mu.Unlock()
+}
+
+func isStartingUp(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57P03"
+}
+
+// handOffLocked gives a ready server to the next waiter or puts it idle.
+func (p *Pool) handOffLocked(s *server) {
+	if w := p.queue.Pop(); w != nil {
+		s.state = serverActive
+		p.active++
+		w.Data.(*poolWaiter).grant <- grant{s: s}
+		return
+	}
+	s.state = serverIdle
+	s.lastUsed = time.Now()
+	p.idle = append(p.idle, s)
+}
+
+// release returns a clean, idle server (ReadyForQuery 'I', nothing
+// outstanding) from a client to the pool.
+func (p *Pool) release(s *server) {
+	st := p.svc.settings()
+	now := time.Now()
+	p.mu.Lock()
+	if s.state != serverActive {
+		p.mu.Unlock()
+		panic("BUG: release of a server that is not active: " + s.state.String())
+	}
+	p.active--
+	reason := ""
+	switch {
+	case s.closeNeeded:
+		reason = "close_needed"
+	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total > p.eff.MinPoolSize:
+		reason = "server lifetime over"
+	}
+	if reason != "" {
+		p.total--
+		s.state = serverClosed
+		p.growLocked(false)
+		p.mu.Unlock()
+		p.closeServer(s, reason)
+		return
+	}
+	s.lastUsed = now
+	p.handOffLocked(s)
+	p.mu.Unlock()
+}
+
+// discard closes a server that its holder found unusable.
+func (p *Pool) discard(s *server, reason string) {
+	p.mu.Lock()
+	if s.state == serverActive {
+		p.active--
+	}
+	p.total--
+	s.state = serverClosed
+	p.growLocked(false)
+	p.mu.Unlock()
+	p.closeServer(s, reason)
+}
+
+// closeServer closes the socket and returns the cap slots; called without
+// p.mu after the server left every list.
+func (p *Pool) closeServer(s *server, reason string) {
+	s.close()
+	p.dbLimit.give()
+	p.userLimit.give()
+	if p.svc.logDisconnections() {
+		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(time.Since(s.created)) + ")")
+	}
+	p.svc.wakeLimited(p.dbLimit, p.userLimit)
+}
+
+// checkServer runs server_check_query on a server that sat idle longer than
+// server_check_delay; false means it is dead.
+func (p *Pool) checkServer(s *server) bool {
+	st := p.svc.settings()
+	if st.ServerCheckDelay <= 0 || time.Since(s.lastUsed) < st.ServerCheckDelay {
+		return true
+	}
+	q := st.ServerCheckQuery
+	switch q {
+	case "":
+		return true
+	case config.EmptyQueryCheck:
+		q = ""
+	}
+	res, err := s.exec(q, st.ServerConnectTimeout)
+	return err == nil && res.err == nil && res.status == wire.TxIdle
+}
+
+// closeIdleOne closes the longest-idle server, for eviction under a shared
+// cap; false if the pool had none.
+func (p *Pool) closeIdleOne() bool {
+	p.mu.Lock()
+	if len(p.idle) == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	s := p.idle[0]
+	copy(p.idle, p.idle[1:])
+	p.idle[len(p.idle)-1] = nil
+	p.idle = p.idle[:len(p.idle)-1]
+	p.total--
+	s.state = serverClosed
+	p.mu.Unlock()
+	p.closeServer(s, "evicted")
+	return true
+}
+
+// kick retries growth for waiters, after a cap freed a slot.
+func (p *Pool) kick() {
+	p.mu.Lock()
+	if p.queue.Len() > 0 {
+		p.growLocked(p.reserveDueLocked(time.Now()))
+	}
+	p.mu.Unlock()
+}
+
+func (p *Pool) reserveDueLocked(now time.Time) bool {
+	st := p.svc.settings()
+	if p.eff.ReservePoolSize <= 0 || st.ReservePoolTimeout <= 0 {
+		return false
+	}
+	w := p.queue.Oldest()
+	return w != nil && now.Sub(w.Enqueued) >= st.ReservePoolTimeout
+}
+
+// maintain is the janitor's periodic pass over one pool: idle and lifetime
+// limits, reserve pool, min_pool_size.
+func (p *Pool) maintain(now time.Time) {
+	st := p.svc.settings()
+	var doomed []*server
+	var reasons []string
+	p.mu.Lock()
+	keep := p.idle[:0]
+	for _, s := range p.idle {
+		reason := ""
+		switch {
+		case s.closeNeeded:
+			reason = "close_needed"
+		case st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && p.total-len(doomed) > p.eff.MinPoolSize:
+			reason = "server idle timeout"
+		case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total-len(doomed) > p.eff.MinPoolSize:
+			reason = "server lifetime over"
+		}
+		if reason != "" {
+			s.state = serverClosed
+			doomed = append(doomed, s)
+			reasons = append(reasons, reason)
+			continue
+		}
+		keep = append(keep, s)
+	}
+	for i := len(keep); i < len(p.idle); i++ {
+		p.idle[i] = nil
+	}
+	p.idle = keep
+	p.total -= len(doomed)
+	if p.queue.Len() > 0 {
+		p.growLocked(p.reserveDueLocked(now))
+	}
+	// min_pool_size applies to pools that have clients or a forced user.
+	if p.eff.MinPoolSize > 0 && (p.clients > 0 || p.db.User != "") && p.lastLoginErr == nil {
+		for p.total < p.eff.MinPoolSize && (p.eff.PoolSize == 0 || p.total < p.eff.PoolSize) {
+			if !p.dbLimit.tryTake() {
+				break
+			}
+			if !p.userLimit.tryTake() {
+				p.dbLimit.give()
+				break
+			}
+			p.connecting++
+			p.total++
+			go p.connect()
+		}
+	}
+	p.mu.Unlock()
+	for i, s := range doomed {
+		p.closeServer(s, reasons[i])
+	}
+}
+
+// limiter caps server connections shared by several pools
+// (max_db_connections, max_user_connections). 0 = unlimited.
+type limiter struct {
+	mu    sync.Mutex
+	max   int
+	n     int
+	pools map[*Pool]struct{}
+}
+
+func newLimiter(max int) *limiter { return &limiter{max: max, pools: map[*Pool]struct{}{}} }
+
+func (l *limiter) tryTake() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.max > 0 && l.n >= l.max {
+		return false
+	}
+	l.n++
+	return true
+}
+
+func (l *limiter) give() {
+	l.mu.Lock()
+	l.n--
+	l.mu.Unlock()
+}
+
+func (l *limiter) add(p *Pool) {
+	l.mu.Lock()
+	l.pools[p] = struct{}{}
+	l.mu.Unlock()
+}
+
+func (l *limiter) members() []*Pool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*Pool, 0, len(l.pools))
+	for p := range l.pools {
+		out = append(out, p)
+	}
+	return out
+}
+
+func formatAge(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + "s"
+}
+
+func (p *Pool) effective() config.Effective {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eff
+}
+
+func (p *Pool) addClient(n int) {
+	p.mu.Lock()
+	p.clients += n
+	p.mu.Unlock()
+}
+
+func (p *Pool) hasWelcome() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.welcome != nil
+}
+
+// welcomeParams returns the parameters of the pool's first server login,
+// sent to every client at login. The map is never modified after it is set.
+func (p *Pool) welcomeParams() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.welcome
+}
+
+// initialParams are a new client's tracked parameters: the pool's defaults,
+// overridden by what the client's startup packet asked for.
+func (p *Pool) initialParams(startup map[string]string) map[string]string {
+	out := map[string]string{}
+	welcome := p.welcomeParams()
+	for canon := range p.svc.tracked {
+		name := p.svc.tracked[canon]
+		if v, ok := welcome[name]; ok {
+			out[name] = v
+		}
+	}
+	for k, v := range startup {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package pooler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// serverState is a server connection's place in its pool, with PgBouncer's
+// names: SHOW POOLS counts are the sizes of these sets.
+type serverState int
+
+const (
+	serverLogin  serverState = iota + 1 // connecting and logging in
+	serverIdle                          // in the pool, ready
+	serverActive                        // linked to a client
+	serverClosed
+)
+
+func (s serverState) String() string {
+	switch s {
+	case serverLogin:
+		return "login"
+	case serverIdle:
+		return "idle"
+	case serverActive:
+		return "active"
+	case serverClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+var serverIDs atomic.Uint64
+
+// server is one connection to Postgres.
+type server struct {
+	id   uint64
+	pool *Pool
+	conn net.Conn
+	// r is the only reader of conn, for the whole life of the connection:
+	// the login is done by pgconn before Hijack, everything after through r.
+	// While linked, the link's pump goroutine reads; otherwise the goroutine
+	// that holds the server (checkout, release, janitor) does.
+	r *wire.Reader
+	// w is written by whoever holds the server: the linked client goroutine,
+	// the pump while draining, or maintenance while not linked.
+	w *wire.Writer
+
+	pid       uint32
+	cancelKey []byte
+	// params are the server's current values of reported parameters,
+	// updated from every ParameterStatus.
+	params map[string]string
+
+	created  time.Time
+	lastUsed time.Time
+
+	// Guarded by pool.mu.
+	state       serverState
+	closeNeeded bool
+
+	scratch []byte
+}
+
+func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
+
+// dialServer opens and logs in a new server connection with pgconn, then
+// takes the socket over.
+func dialServer(ctx context.Context, p *Pool) (*server, error) {
+	cfg := p.connConfig.Copy()
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	hj, err := pc.Hijack()
+	if err != nil {
+		pc.Close(ctx)
+		return nil, err
+	}
+	if hj.Frontend != nil && hj.Frontend.ReadBufferLen() > 0 {
+		// The server sends nothing after its first ReadyForQuery, so pgconn
+		// cannot hold unread bytes; if it does, the connection is unusable.
+		hj.Conn.Close()
+		return nil, errors.New("server sent data after ReadyForQuery during login")
+	}
+	now := time.Now()
+	s := &server{
+		id:        serverIDs.Add(1),
+		pool:      p,
+		conn:      hj.Conn,
+		r:         wire.NewReader(hj.Conn, wire.DefaultBufferSize),
+		w:         wire.NewWriter(hj.Conn, wire.DefaultBufferSize),
+		pid:       hj.PID,
+		cancelKey: hj.SecretKey,
+		params:    hj.ParameterStatuses,
+		created:   now,
+		lastUsed:  now,
+	}
+	if s.params == nil {
+		s.params = map[string]string{}
+	}
+	return s, nil
+}
+
+// execResult is the outcome of a query the pooler runs on its own.
+type execResult struct {
+	status byte
+	err    *wire.ErrorFields // first ErrorResponse, if any
+}
+
+// exec runs sql as a simple query on a server nobody else is reading, and
+// reads up to its ReadyForQuery. ParameterStatus messages update s.params.
+func (s *server) exec(sql string, timeout time.Duration) (execResult, error) {
+	var res execResult
+	if timeout > 0 {
+		s.conn.SetDeadline(time.Now().Add(timeout))
+		defer s.conn.SetDeadline(time.Time{})
+	}
+	s.scratch = wire.AppendQuery(s.scratch[:0], sql)
+	if err := s.w.Write(s.scratch); err != nil {
+		return res, err
+	}
+	if err := s.w.Flush(); err != nil {
+		return res, err
+	}
+	for {
+		typ, _, err := s.r.Next()
+		if err != nil {
+			return res, err
+		}
+		switch typ {
+		case wire.MsgReadyForQuery:
+			body, err := s.r.Body()
+			if err != nil {
+				return res, err
+			}
+			res.status, err = wire.ReadyForQueryStatus(body)
+			return res, err
+		case wire.MsgErrorResponse:
+			body, err := s.r.Body()
+			if err != nil {
+				return res, err
+			}
+			if res.err == nil {
+				f, _ := wire.ParseErrorResponse(body)
+				res.err = &f
+			}
+		case wire.MsgParameterStatus:
+			body, err := s.r.Body()
+			if err != nil {
+				return res, err
+			}
+			s.noteParameter(body)
+		default:
+			if err := s.r.Skip(); err != nil {
+				return res, err
+			}
+		}
+	}
+}
+
+// noteParameter records a ParameterStatus body in s.params and returns the
+// name and value.
+func (s *server) noteParameter(body []byte) (name, value string) {
+	n, v, err := wire.ParseParameterStatus(body)
+	if err != nil {
+		return "", ""
+	}
+	name = string(n)
+	if old, ok := s.params[name]; ok && old == string(v) {
+		return name, old
+	}
+	value = string(v)
+	s.params[name] = value
+	return name, value
+}
+
+// sendCancel asks Postgres to cancel whatever s is running, on a new
+// connection, as the protocol requires.
+func (s *server) sendCancel(timeout time.Duration) error {
+	network, addr := s.pool.cancelTarget()
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	key := make([]byte, 0, 4+len(s.cancelKey))
+	key = append(key, byte(s.pid>>24), byte(s.pid>>16), byte(s.pid>>8), byte(s.pid))
+	key = append(key, s.cancelKey...)
+	if _, err := c.Write(wire.AppendCancelRequest(nil, key)); err != nil {
+		return err
+	}
+	// Postgres closes the connection when done; wait for that so the cancel
+	// has been delivered before we report it sent.
+	var b [1]byte
+	c.Read(b[:])
+	return nil
+}
+
+// close terminates the connection politely and frees the socket.
+func (s *server) close() {
+	s.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	s.w.Write(wire.AppendTerminate(nil))
+	s.w.Flush()
+	s.conn.Close()
+}
+
+// quoteLiteral quotes v as an SQL string literal.
+func quoteLiteral(v string) string {
+	if strings.ContainsRune(v, '\\') {
+		return "E'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", "''") + "'"
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// quoteIdent quotes a parameter name when it is not a plain identifier.
+func quoteIdent(n string) string {
+	plain := n != ""
+	for _, c := range n {
+		if !(c == '_' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			plain = false
+		}
+	}
+	if plain {
+		return n
+	}
+	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,192 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// DefaultBufferSize is the read and write buffer size of a connection. Bodies
+// up to this size are handed out as slices into the buffer; larger ones are
+// streamed.
+const DefaultBufferSize = 16 * 1024
+
+// ErrMessageTooLarge is returned when a message length exceeds the reader's
+// limit (max_packet_size) or is impossible (< 4).
+var ErrMessageTooLarge = errors.New("wire: message too large")
+
+// ErrBadLength is returned for a length field smaller than 4.
+var ErrBadLength = errors.New("wire: invalid message length")
+
+// Reader reads framed messages from r. It is not safe for concurrent use:
+// exactly one goroutine reads a connection at a time.
+//
+// A read error never loses bytes already received: after a timeout the next
+// call resumes where the last one stopped, so callers may use read deadlines
+// to interrupt a blocked reader.
+type Reader struct {
+	r        io.Reader
+	buf      []byte
+	start    int // first unconsumed byte
+	end      int // one past the last received byte
+	maxLen   int // largest accepted message (header included); 0 = no limit
+	typ      byte
+	bodyLen  int // body length of the current message
+	consumed bool
+	// streamed counts the body bytes of the current message already handed
+	// out by Forward while streaming a message larger than the buffer.
+	streamed int
+}
+
+// NewReader returns a Reader with a buffer of size bytes.
+func NewReader(r io.Reader, size int) *Reader {
+	if size < 64 {
+		size = 64
+	}
+	return &Reader{r: r, buf: make([]byte, size), consumed: true}
+}
+
+// SetMaxMessageSize limits the total length (header included) of accepted
+// messages; 0 means no limit beyond the protocol's own.
+func (r *Reader) SetMaxMessageSize(n int) { r.maxLen = n }
+
+// Buffered reports how many received bytes have not been consumed yet. A
+// relay flushes its writer when this drops to zero: the peer's batch is done.
+func (r *Reader) Buffered() int { return r.end - r.start }
+
+// fill reads at least need bytes into the buffer starting at r.start,
+// compacting first when the tail is too short.
+func (r *Reader) fill(need int) error {
+	if r.end-r.start >= need {
+		return nil
+	}
+	if need > len(r.buf) {
+		return fmt.Errorf("wire: fill %d exceeds buffer %d", need, len(r.buf))
+	}
+	if len(r.buf)-r.start < need {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.start, r.end = 0, n
+	}
+	for r.end-r.start < need {
+		n, err := r.r.Read(r.buf[r.end:])
+		r.end += n
+		if err != nil {
+			if r.end-r.start >= need {
+				return nil
+			}
+			if err == io.EOF && r.end-r.start > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Next advances to the next message and returns its type and body length.
+// The previous message must have been consumed by Body, Forward or Skip.
+func (r *Reader) Next() (typ byte, bodyLen int, err error) {
+	if !r.consumed {
+		return 0, 0, errors.New("wire: BUG: Next before the previous message was consumed")
+	}
+	if err := r.fill(5); err != nil {
+		return 0, 0, err
+	}
+	h := r.buf[r.start : r.start+5]
+	n := int(binary.BigEndian.Uint32(h[1:5]))
+	if n < 4 {
+		return 0, 0, ErrBadLength
+	}
+	if r.maxLen > 0 && n+1 > r.maxLen {
+		return 0, 0, ErrMessageTooLarge
+	}
+	r.typ = h[0]
+	r.bodyLen = n - 4
+	r.consumed = false
+	r.streamed = 0
+	return r.typ, r.bodyLen, nil
+}
+
+// Type returns the current message's type byte.
+func (r *Reader) Type() byte { return r.typ }
+
+// Fits reports whether the current message fits the buffer whole.
+func (r *Reader) Fits() bool { return 5+r.bodyLen <= len(r.buf) }
+
+// Body returns the current message's body as a slice into the buffer, valid
+// until the next call on r. It fails for messages that do not fit the buffer;
+// callers that must decode such messages stream them with Forward instead.
+func (r *Reader) Body() ([]byte, error) {
+	if r.consumed {
+		return nil, errors.New("wire: BUG: Body without Next")
+	}
+	if !r.Fits() {
+		return nil, ErrMessageTooLarge
+	}
+	if err := r.fill(5 + r.bodyLen); err != nil {
+		return nil, err
+	}
+	b := r.buf[r.start+5 : r.start+5+r.bodyLen]
+	r.start += 5 + r.bodyLen
+	r.consumed = true
+	return b, nil
+}
+
+// Message is like Body but returns the whole message, header included.
+func (r *Reader) Message() ([]byte, error) {
+	if r.consumed {
+		return nil, errors.New("wire: BUG: Message without Next")
+	}
+	if !r.Fits() {
+		return nil, ErrMessageTooLarge
+	}
+	if err := r.fill(5 + r.bodyLen); err != nil {
+		return nil, err
+	}
+	b := r.buf[r.start : r.start+5+r.bodyLen]
+	r.start += 5 + r.bodyLen
+	r.consumed = true
+	return b, nil
+}
+
+// Forward copies the current message, header included, to w. Messages that
+// fit the buffer are copied in one piece; larger ones are streamed through the
+// buffer chunk by chunk. A nil w discards the message.
+func (r *Reader) Forward(w *Writer) error {
+	if r.consumed {
+		return errors.New("wire: BUG: Forward without Next")
+	}
+	if r.Fits() {
+		msg, err := r.Message()
+		if err != nil {
+			return err
+		}
+		if w != nil {
+			return w.Write(msg)
+		}
+		return nil
+	}
+	// Streaming: header first (only once), then the body in chunks.
+	total := 5 + r.bodyLen
+	for r.streamed < total {
+		if r.end == r.start {
+			if err := r.fill(1); err != nil {
+				return err
+			}
+		}
+		chunk := min(r.end-r.start, total-r.streamed)
+		if w != nil {
+			if err := w.Write(r.buf[r.start : r.start+chunk]); err != nil {
+				return err
+			}
+		}
+		r.start += chunk
+		r.streamed += chunk
+	}
+	r.consumed = true
+	return nil
+}
+
+// Skip discards the current message.
+func (r *Reader) Skip() error { return r.Forward(nil) }
