@@ -1,0 +1,72 @@
+// Package pooler is the connection pooler: listeners, client sessions,
+// server connections and the pools that share them.
+//
+// # Goroutines and ownership
+//
+// Every client connection has one goroutine (client.serve). It owns the
+// client's reader and, while no server is linked, the client's writer. It
+// reads a message header; when no server is linked it checks one out of the
+// pool (waiting in the admission queue up to query_wait_timeout), brings the
+// server's tracked parameters in line with the client's with one SET, and
+// starts the link's pump goroutine. It then forwards the client's bytes to
+// the server, flushing when the client's batch is consumed (the read buffer
+// is empty), not per message.
+//
+// The pump (client.pump) is the only reader of the server while linked and
+// the only writer to the client while linked. It forwards the server's
+// messages as bytes and looks only inside ReadyForQuery, ParameterStatus and
+// CopyIn/CopyBoth responses.
+//
+// The two goroutines share the link state (client.mu): serve records each
+// message before it writes it to the server (linkState.fromClient); the pump
+// records each ReadyForQuery. Neither holds the lock across I/O, except the
+// pump's final flush of the client writer when it ends the link, which
+// hands the client writer back to serve.
+//
+// # The release rule
+//
+// A server goes back to its pool only when the pump has written a
+// ReadyForQuery with status 'I' to the client, every Query/Sync/FunctionCall
+// the client sent has been answered, the client is not mid-batch (messages
+// sent after its last Sync) and no COPY is in progress; in transaction mode
+// that is the end of each transaction, in statement mode the end of each
+// statement (a transaction block is refused), in session mode never while
+// the client is connected. afterReadyForQuery is the rule, with a table
+// test.
+//
+// Consequence for the extended protocol: an unnamed statement prepared in
+// one Sync cycle (Parse/Describe/Sync) and executed in the next
+// (Bind/Execute/Sync) stays on one server only while a transaction or a
+// pipeline holds the link; outside of that the client may get another
+// server, exactly as with PgBouncer. Drivers that do this (pgx's describe
+// step) run both halves inside one pipeline, so they are unaffected.
+//
+// # A client that leaves while linked
+//
+// The server is not handed to anyone dirty and, when possible, not closed
+// either: serve marks the link gone and expires the server's read deadline
+// to wake the pump, which then drains: it discards replies still owed,
+// sends Sync if the client left mid-batch, ROLLBACK if a transaction is
+// open, the reset query in session mode, and releases the server once it
+// is idle. A query still running is cancelled; a drain that takes longer
+// than drainTimeout closes the server instead.
+//
+// # Pools and caps
+//
+// A Pool is keyed by (database entry, login user). pool_size (from [pools],
+// [users], [databases] or default_pool_size, resolved by config.Resolve),
+// reserve_pool_size after reserve_pool_timeout, and the shared caps
+// max_db_connections and max_user_connections (limiter) bound the servers.
+// When a shared cap blocks a pool, an idle server of a sibling pool is
+// evicted. New servers are logged in by background goroutines and handed
+// to the oldest waiter; a failed login is replayed to clients for
+// server_login_retry. The janitor closes servers past server_idle_timeout
+// or server_lifetime and keeps min_pool_size.
+//
+// # Cancellation
+//
+// Each client gets its own random BackendKeyData. A CancelRequest with that
+// key is sent, on a new connection, to the Postgres backend linked to the
+// client at that moment, with the client's link locked so the server cannot
+// move to another client while the cancel is in flight.
+package pooler
