@@ -84,8 +84,6 @@ func (k *Key) apply(s *Settings, v value) {
 	}
 }
 
-var errSyntax = errors.New("invalid syntax")
-
 // parseInt parses like C strtol(s, &end, 0) requiring the whole string:
 // optional sign, then 0x/0X hex, leading-0 octal, or decimal.
 func parseInt(s string) (int64, error) {

@@ -52,8 +52,16 @@ type client struct {
 
 	scratch []byte
 
-	mu       sync.Mutex
-	srv      *server       // linked server, nil when none
+	mu sync.Mutex
+	// writerDone is signalled when serve stops writing to the linked
+	// server (writing goes false).
+	writerDone sync.Cond
+	srv        *server // linked server, nil when none
+	// writing is set while serve may still touch the linked server's writer
+	// (between recording a message and flushing the batch). The pump never
+	// releases the server while it is set: the server's next holder would
+	// share the writer.
+	writing  bool
 	ls       linkState     // protocol position on the link
 	pumpDone chan struct{} // closed when the link's pump exits
 	gone     bool          // the client left while linked; the pump drains
@@ -179,6 +187,10 @@ func (c *client) login() error {
 		if err := c.w.Write(c.scratch); err != nil {
 			return err
 		}
+	}
+	if c.dbName == "pgbouncer" {
+		// The name is reserved for the admin console, as in PgBouncer.
+		return newError(CodeAdminUnsupported)
 	}
 	cfg := c.svc.config()
 	db, ok := cfg.LookupDatabase(c.dbName)
@@ -399,6 +411,7 @@ func (c *client) loop() {
 			c.mu.Lock()
 		}
 		c.ls.fromClient(typ)
+		c.writing = true
 		c.mu.Unlock()
 		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
 			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
@@ -407,8 +420,10 @@ func (c *client) loop() {
 			if s.w.Err() != nil {
 				// The server is gone; its pump reports it to the client.
 				s.conn.Close()
+				c.doneWriting()
 				continue
 			}
+			c.doneWriting()
 			c.leave(err)
 			return
 		}
@@ -416,8 +431,18 @@ func (c *client) loop() {
 			if err := s.w.Flush(); err != nil {
 				s.conn.Close()
 			}
+			c.doneWriting()
 		}
 	}
+}
+
+// doneWriting hands the linked server's writer back: from here on the pump
+// may release the server.
+func (c *client) doneWriting() {
+	c.mu.Lock()
+	c.writing = false
+	c.writerDone.Broadcast()
+	c.mu.Unlock()
 }
 
 // armClientDeadline sets the read deadline for client_idle_timeout or
@@ -541,6 +566,8 @@ func (c *client) leave(err error) {
 		c.log.Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
 	}
 	c.mu.Lock()
+	c.writing = false
+	c.writerDone.Broadcast()
 	s := c.srv
 	if s != nil {
 		c.gone = true
@@ -633,7 +660,17 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	if c.gone {
 		return c.drainLocked(s)
 	}
-	switch afterReadyForQuery(c.mode, &c.ls) {
+	act := afterReadyForQuery(c.mode, &c.ls)
+	for act == releaseServer && c.writing {
+		// serve is finishing a flush to this server; wait for it, then
+		// look again: it may have sent more.
+		c.writerDone.Wait()
+		act = afterReadyForQuery(c.mode, &c.ls)
+	}
+	if c.gone {
+		return c.drainLocked(s)
+	}
+	switch act {
 	case releaseServer:
 		// Flush under mu: after c.srv is cleared, serve may link another
 		// server whose pump writes to the client.

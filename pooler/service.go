@@ -231,6 +231,7 @@ func (s *Service) accept(ln net.Listener) error {
 			w:         wire.NewWriter(conn, wire.DefaultBufferSize),
 			connected: time.Now(),
 		}
+		c.writerDone.L = &c.mu
 		c.log = s.log.With("conn", c.String(), "addr", conn.RemoteAddr().String())
 		s.wg.Add(1)
 		go c.serve()
