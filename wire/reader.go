@@ -190,3 +190,94 @@ func (r *Reader) Forward(w *Writer) error {
 
 // Skip discards the current message.
 func (r *Reader) Skip() error { return r.Forward(nil) }
+
+// Peek returns up to n leading bytes of the current message's body without
+// consuming it (fewer when the body is shorter). n is capped so that header
+// and prefix fit the buffer.
+func (r *Reader) Peek(n int) ([]byte, error) {
+	if r.consumed || r.streamed > 0 {
+		return nil, errors.New("wire: BUG: Peek without Next")
+	}
+	n = min(n, r.bodyLen, len(r.buf)-5)
+	if err := r.fill(5 + n); err != nil {
+		return nil, err
+	}
+	return r.buf[r.start+5 : r.start+5+n], nil
+}
+
+// ForwardBodyFrom writes the current message's body from offset skip to its
+// end to w, without the header: the caller has written a rewritten header
+// and prefix itself. The message is consumed.
+func (r *Reader) ForwardBodyFrom(w *Writer, skip int) error {
+	if r.consumed || r.streamed > 0 {
+		return errors.New("wire: BUG: ForwardBodyFrom without Next")
+	}
+	if skip > r.bodyLen {
+		return errors.New("wire: BUG: ForwardBodyFrom beyond the body")
+	}
+	// Drop header and prefix, then stream the rest as Forward does.
+	drop := 5 + skip
+	for drop > 0 {
+		if r.end == r.start {
+			if err := r.fill(1); err != nil {
+				return err
+			}
+		}
+		k := min(drop, r.end-r.start)
+		r.start += k
+		r.streamed += k
+		drop -= k
+	}
+	total := 5 + r.bodyLen
+	for r.streamed < total {
+		if r.end == r.start {
+			if err := r.fill(1); err != nil {
+				return err
+			}
+		}
+		chunk := min(r.end-r.start, total-r.streamed)
+		if err := w.Write(r.buf[r.start : r.start+chunk]); err != nil {
+			return err
+		}
+		r.start += chunk
+		r.streamed += chunk
+	}
+	r.consumed = true
+	return nil
+}
+
+// ReadBody returns the whole body of the current message: a slice into the
+// buffer when it fits, else the body copied into dst (grown as needed). It
+// is for the few large messages the pooler must decode (a Parse with a long
+// query text).
+func (r *Reader) ReadBody(dst []byte) ([]byte, error) {
+	if r.Fits() {
+		return r.Body()
+	}
+	if r.consumed || r.streamed > 0 {
+		return nil, errors.New("wire: BUG: ReadBody without Next")
+	}
+	dst = dst[:0]
+	drop := 5
+	total := 5 + r.bodyLen
+	for r.streamed < total {
+		if r.end == r.start {
+			if err := r.fill(1); err != nil {
+				return nil, err
+			}
+		}
+		chunk := min(r.end-r.start, total-r.streamed)
+		if drop > 0 {
+			k := min(drop, chunk)
+			drop -= k
+			r.start += k
+			r.streamed += k
+			continue
+		}
+		dst = append(dst, r.buf[r.start:r.start+chunk]...)
+		r.start += chunk
+		r.streamed += chunk
+	}
+	r.consumed = true
+	return dst, nil
+}

@@ -1,0 +1,93 @@
+// Package auth is the pooler's side of client authentication: it decides,
+// for one client that has finished its startup packet, whether the password
+// it proves knowledge of matches the stored secret, speaking the PostgreSQL
+// authentication sub-protocol
+// (https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-START-UP)
+// the way PgBouncer does.
+//
+// # Where it sits
+//
+// The pooler reads the startup packet, resolves the database and the user,
+// looks up the user's Secret (userlist.txt via ParseSecret; auth_query
+// later) and calls
+//
+//	res, err := auth.Authenticate(conn, method, user, secret)
+//
+// where conn is a small Conn adapter over the client socket (Send one
+// backend message and flush; ReadPassword returns the body of the next 'p'
+// message). On success the pooler sends AuthenticationOk itself and keeps
+// res for the server login. On an *Error it sends SQLState and Message as a
+// FATAL ErrorResponse, logs Error() (which includes Detail), and closes. Any
+// other error came from the Conn: the socket is gone.
+//
+// Authenticate is synchronous and owns the connection for its duration; it
+// holds no state between calls apart from a per-process key for mock salts.
+// Timeouts (client_login_timeout) are the caller's: set a deadline on the
+// socket before calling.
+//
+// # Methods (auth_type)
+//
+//   - trust, any: no exchange. For trust the caller has already refused
+//     unknown users; any admits every name.
+//   - plain: AuthenticationCleartextPassword; the password is checked
+//     against a plain secret directly, an MD5 secret by hashing, a SCRAM
+//     secret by deriving its keys with its salt and iterations.
+//   - md5: AuthenticationMD5Password with a random 4-byte salt, for plain
+//     and MD5 secrets. With a SCRAM secret it runs SCRAM instead, as
+//     PgBouncer does: the secret cannot answer an MD5 challenge.
+//   - scram-sha-256: SCRAM-SHA-256 (RFC 5802, RFC 7677), see scram.go. A
+//     plain secret gets an ad-hoc verifier with a fresh salt; an MD5 secret
+//     cannot do SCRAM and fails (logged as PgBouncer does, "SCRAM
+//     authentication failed: user has MD5 secret").
+//
+// Unknown users (secret == nil) go through the same exchange against a mock
+// secret and fail with the same message as a wrong password: "password
+// authentication failed" (28P01), or "SASL authentication failed" for
+// SCRAM. Only Detail ("no such user") tells them apart, and it is never
+// sent. Mock SCRAM salts are stable per user name within a process so that
+// repeated probes look like a real user. A broken exchange (malformed
+// packet, wrong SASL mechanism, channel-binding mismatch) is a 08P01
+// protocol violation instead. Message texts live in errors.go and match
+// PgBouncer and PostgreSQL.
+//
+// Passwords and secrets never appear in errors; Secret's String and
+// GoString print only its kind. Comparisons use crypto/subtle.
+//
+// # SCRAM keys for the server login
+//
+// After SCRAM against a stored SCRAM secret, Result carries the client's
+// ClientKey (recovered as ClientProof XOR ClientSignature) and the secret's
+// ServerKey. The server-login code can answer PostgreSQL's own SCRAM
+// challenge with them without knowing the password (PgBouncer's SCRAM
+// pass-through); that works only when PostgreSQL holds the very same secret
+// (same salt and iterations). Result is empty for every other path: keys
+// derived from a plain password with a random salt are no use to the
+// server, and the pooler has the password anyway.
+//
+// # Password normalisation
+//
+// Where the pooler derives SCRAM keys from a cleartext password it applies
+// SASLprep as PostgreSQL does (saslprep.go), so PostgreSQL-made SCRAM
+// secrets accept non-ASCII passwords typed in any normalisation form.
+// MD5 never normalises, as in PostgreSQL.
+//
+// # Not here yet, and where it plugs in
+//
+//   - TLS and channel binding: once the pooler terminates TLS, offer
+//     SCRAM-SHA-256-PLUS in authSCRAM with the tls-server-end-point hash of
+//     the server certificate, accept "p=tls-server-end-point" in
+//     parseClientFirst and compare c= against the GS2 header plus that hash.
+//     Today "p=" is refused and "y,," accepted.
+//   - cert: a Method that needs no exchange but checks the client
+//     certificate's CN (through an ident map) against the user; it needs the
+//     TLS state, so Conn will grow an optional interface for it.
+//   - hba: the pooler evaluates auth_hba_file per connection (database,
+//     user, address, TLS) to a Method or reject, then calls Authenticate with
+//     that Method; hba's "password" is MethodPlain. ParseMethod refuses "hba"
+//     and "cert" until then, and "pam" and "ldap".
+//   - auth_query / auth_user: produce a *Secret for users missing from
+//     auth_file (via ParseSecret on the returned rolpassword) before calling
+//     Authenticate; when auth_query returns no row PgBouncer sends "no such
+//     user" rather than mocking. Caching the ad-hoc SCRAM verifier of plain
+//     secrets (PgBouncer 1.25) would also live with the user store.
+package auth
