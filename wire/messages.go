@@ -37,6 +37,9 @@ const (
 	MsgAuthentication     byte = 'R'
 	MsgNegotiateProtocol  byte = 'v'
 	MsgEmptyQueryResponse byte = 'I'
+	MsgParseComplete      byte = '1'
+	MsgBindComplete       byte = '2'
+	MsgCloseComplete      byte = '3'
 )
 
 // Transaction status bytes of ReadyForQuery.
@@ -76,6 +79,7 @@ type ErrorFields struct {
 // ParseErrorResponse decodes an ErrorResponse or NoticeResponse body.
 func ParseErrorResponse(body []byte) (ErrorFields, error) {
 	var f ErrorFields
+	unlocalized := false // a V field was seen
 	for len(body) > 0 {
 		t := body[0]
 		if t == 0 {
@@ -85,20 +89,25 @@ func ParseErrorResponse(body []byte) (ErrorFields, error) {
 		if i < 0 {
 			return f, errShort
 		}
-		v := string(body[1 : 1+i])
+		v := body[1 : 1+i]
 		switch t {
 		case 'S':
-			f.Severity = v
+			// The localized severity; V, when present, wins whatever the
+			// field order.
+			if !unlocalized {
+				f.Severity = string(v)
+			}
 		case 'V':
-			f.Severity = v
+			f.Severity = string(v)
+			unlocalized = true
 		case 'C':
-			f.Code = v
+			f.Code = string(v)
 		case 'M':
-			f.Message = v
+			f.Message = string(v)
 		case 'D':
-			f.Detail = v
+			f.Detail = string(v)
 		case 'H':
-			f.Hint = v
+			f.Hint = string(v)
 		}
 		body = body[2+i:]
 	}

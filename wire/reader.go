@@ -13,7 +13,8 @@ import (
 const DefaultBufferSize = 16 * 1024
 
 // ErrMessageTooLarge is returned when a message length exceeds the reader's
-// limit (max_packet_size) or is impossible (< 4).
+// limit (max_packet_size), and by Body and Message for a message that does
+// not fit the buffer.
 var ErrMessageTooLarge = errors.New("wire: message too large")
 
 // ErrBadLength is returned for a length field smaller than 4.
@@ -34,9 +35,13 @@ type Reader struct {
 	typ      byte
 	bodyLen  int // body length of the current message
 	consumed bool
-	// streamed counts the body bytes of the current message already handed
-	// out by Forward while streaming a message larger than the buffer.
+	// streamed counts the bytes of the current message (header included)
+	// already handed out by Forward while streaming a message larger than the
+	// buffer; a Forward interrupted by a read error resumes from there.
 	streamed int
+	// partial holds what ReadBody copied of the current message so far;
+	// non-nil only while a ReadBody interrupted by a read error is pending.
+	partial []byte
 }
 
 // NewReader returns a Reader with a buffer of size bytes.
@@ -55,30 +60,44 @@ func (r *Reader) SetMaxMessageSize(n int) { r.maxLen = n }
 // relay flushes its writer when this drops to zero: the peer's batch is done.
 func (r *Reader) Buffered() int { return r.end - r.start }
 
+// maxEmptyReads bounds consecutive (0, nil) reads before fill gives up with
+// io.ErrNoProgress instead of spinning (same policy as bufio).
+const maxEmptyReads = 100
+
 // fill reads at least need bytes into the buffer starting at r.start,
-// compacting first when the tail is too short.
-func (r *Reader) fill(need int) error {
+// compacting first when the tail is too short. An io.EOF before need bytes
+// arrived becomes io.ErrUnexpectedEOF when midMessage is set or some bytes
+// are already buffered; io.EOF is only returned at a message boundary.
+func (r *Reader) fill(need int, midMessage bool) error {
 	if r.end-r.start >= need {
 		return nil
 	}
 	if need > len(r.buf) {
 		return fmt.Errorf("wire: fill %d exceeds buffer %d", need, len(r.buf))
 	}
-	if len(r.buf)-r.start < need {
+	if r.start == r.end {
+		// Nothing pending: read into the whole buffer, not just its tail.
+		r.start, r.end = 0, 0
+	} else if len(r.buf)-r.start < need {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
 	}
-	for r.end-r.start < need {
+	for empty := 0; r.end-r.start < need; {
 		n, err := r.r.Read(r.buf[r.end:])
 		r.end += n
 		if err != nil {
 			if r.end-r.start >= need {
 				return nil
 			}
-			if err == io.EOF && r.end-r.start > 0 {
+			if err == io.EOF && (midMessage || r.end-r.start > 0) {
 				return io.ErrUnexpectedEOF
 			}
 			return err
+		}
+		if n > 0 {
+			empty = 0
+		} else if empty++; empty >= maxEmptyReads {
+			return io.ErrNoProgress
 		}
 	}
 	return nil
@@ -90,7 +109,7 @@ func (r *Reader) Next() (typ byte, bodyLen int, err error) {
 	if !r.consumed {
 		return 0, 0, errors.New("wire: BUG: Next before the previous message was consumed")
 	}
-	if err := r.fill(5); err != nil {
+	if err := r.fill(5, false); err != nil {
 		return 0, 0, err
 	}
 	h := r.buf[r.start : r.start+5]
@@ -105,6 +124,7 @@ func (r *Reader) Next() (typ byte, bodyLen int, err error) {
 	r.bodyLen = n - 4
 	r.consumed = false
 	r.streamed = 0
+	r.partial = nil
 	return r.typ, r.bodyLen, nil
 }
 
@@ -124,7 +144,7 @@ func (r *Reader) Body() ([]byte, error) {
 	if !r.Fits() {
 		return nil, ErrMessageTooLarge
 	}
-	if err := r.fill(5 + r.bodyLen); err != nil {
+	if err := r.fill(5+r.bodyLen, true); err != nil {
 		return nil, err
 	}
 	b := r.buf[r.start+5 : r.start+5+r.bodyLen]
@@ -141,7 +161,7 @@ func (r *Reader) Message() ([]byte, error) {
 	if !r.Fits() {
 		return nil, ErrMessageTooLarge
 	}
-	if err := r.fill(5 + r.bodyLen); err != nil {
+	if err := r.fill(5+r.bodyLen, true); err != nil {
 		return nil, err
 	}
 	b := r.buf[r.start : r.start+5+r.bodyLen]
@@ -171,7 +191,7 @@ func (r *Reader) Forward(w *Writer) error {
 	total := 5 + r.bodyLen
 	for r.streamed < total {
 		if r.end == r.start {
-			if err := r.fill(1); err != nil {
+			if err := r.fill(1, true); err != nil {
 				return err
 			}
 		}
@@ -199,7 +219,7 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 		return nil, errors.New("wire: BUG: Peek without Next")
 	}
 	n = min(n, r.bodyLen, len(r.buf)-5)
-	if err := r.fill(5 + n); err != nil {
+	if err := r.fill(5+n, true); err != nil {
 		return nil, err
 	}
 	return r.buf[r.start+5 : r.start+5+n], nil
@@ -209,29 +229,28 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 // end to w, without the header: the caller has written a rewritten header
 // and prefix itself. The message is consumed.
 func (r *Reader) ForwardBodyFrom(w *Writer, skip int) error {
-	if r.consumed || r.streamed > 0 {
+	if r.consumed {
 		return errors.New("wire: BUG: ForwardBodyFrom without Next")
 	}
 	if skip > r.bodyLen {
 		return errors.New("wire: BUG: ForwardBodyFrom beyond the body")
 	}
-	// Drop header and prefix, then stream the rest as Forward does.
-	drop := 5 + skip
-	for drop > 0 {
+	// Drop header and prefix, then stream the rest as Forward does. After a
+	// read error the retried call resumes from r.streamed, like Forward.
+	for r.streamed < 5+skip {
 		if r.end == r.start {
-			if err := r.fill(1); err != nil {
+			if err := r.fill(1, true); err != nil {
 				return err
 			}
 		}
-		k := min(drop, r.end-r.start)
+		k := min(5+skip-r.streamed, r.end-r.start)
 		r.start += k
 		r.streamed += k
-		drop -= k
 	}
 	total := 5 + r.bodyLen
 	for r.streamed < total {
 		if r.end == r.start {
-			if err := r.fill(1); err != nil {
+			if err := r.fill(1, true); err != nil {
 				return err
 			}
 		}
@@ -250,34 +269,52 @@ func (r *Reader) ForwardBodyFrom(w *Writer, skip int) error {
 // buffer when it fits, else the body copied into dst (grown as needed). It
 // is for the few large messages the pooler must decode (a Parse with a long
 // query text).
+//
+// After a read error the retried call resumes: the bytes copied so far are
+// kept in r.partial, not lost with the failed call's result.
 func (r *Reader) ReadBody(dst []byte) ([]byte, error) {
 	if r.Fits() {
 		return r.Body()
 	}
-	if r.consumed || r.streamed > 0 {
+	if r.consumed || (r.streamed > 0 && r.partial == nil) {
 		return nil, errors.New("wire: BUG: ReadBody without Next")
 	}
-	dst = dst[:0]
-	drop := 5
+	if r.partial == nil {
+		r.partial = dst[:0]
+		if r.partial == nil {
+			r.partial = []byte{} // non-nil marks a ReadBody in progress
+		}
+	}
 	total := 5 + r.bodyLen
 	for r.streamed < total {
 		if r.end == r.start {
-			if err := r.fill(1); err != nil {
+			if err := r.fill(1, true); err != nil {
 				return nil, err
 			}
 		}
 		chunk := min(r.end-r.start, total-r.streamed)
-		if drop > 0 {
-			k := min(drop, chunk)
-			drop -= k
-			r.start += k
-			r.streamed += k
-			continue
+		if r.streamed < 5 {
+			chunk = min(chunk, 5-r.streamed) // the header is dropped
+		} else {
+			r.partial = append(r.partial, r.buf[r.start:r.start+chunk]...)
 		}
-		dst = append(dst, r.buf[r.start:r.start+chunk]...)
 		r.start += chunk
 		r.streamed += chunk
 	}
+	body := r.partial
+	r.partial = nil
 	r.consumed = true
-	return dst, nil
+	return body, nil
+}
+
+// Pending reports whether a whole next message is already buffered, so a
+// relay can keep batching without blocking on the peer. When it is false,
+// reading on may block: flush what was batched first.
+func (r *Reader) Pending() bool {
+	n := r.end - r.start
+	if n < 5 {
+		return false
+	}
+	l := int(binary.BigEndian.Uint32(r.buf[r.start+1 : r.start+5]))
+	return n >= 1+l
 }

@@ -450,7 +450,10 @@ func TestReaderTimeoutKeepsState(t *testing.T) {
 	// A timeout in the middle of a streamed message: the part already
 	// forwarded is not forwarded again, and Next still refuses to skip ahead.
 	big := frame('d', pattern(500, 3))
-	rd := &oneTimeout{data: append(big, frame('Z', []byte("I"))...), at: 200}
+	rest := append(append([]byte(nil), big[200:]...), frame('Z', []byte("I"))...)
+	rd := &scripted{steps: []step{
+		{data: big[:100]}, {data: big[100:200]}, {err: os.ErrDeadlineExceeded}, {data: rest},
+	}}
 	r := NewReader(rd, 64)
 	rw := &recordWriter{}
 	w := NewWriter(rw, 64)
@@ -526,4 +529,28 @@ func TestReaderNoProgress(t *testing.T) {
 	if _, _, err := r.Next(); !errors.Is(err, io.ErrNoProgress) {
 		t.Fatalf("err = %v, want io.ErrNoProgress", err)
 	}
+}
+
+type step struct {
+	data []byte
+	err  error
+}
+
+// scripted returns its steps in order, splitting data that does not fit p
+// across calls; after the last step it returns io.EOF.
+type scripted struct{ steps []step }
+
+func (s *scripted) Read(p []byte) (int, error) {
+	if len(s.steps) == 0 {
+		return 0, io.EOF
+	}
+	st := &s.steps[0]
+	n := copy(p, st.data)
+	st.data = st.data[n:]
+	if len(st.data) > 0 {
+		return n, nil
+	}
+	err := st.err
+	s.steps = s.steps[1:]
+	return n, err
 }

@@ -35,9 +35,7 @@ func (w *Writer) Write(p []byte) error {
 			return err
 		}
 		if len(p) >= cap(w.buf) {
-			_, err := w.w.Write(p)
-			w.err = err
-			return err
+			return w.writeThrough(p)
 		}
 	}
 	w.buf = append(w.buf, p...)
@@ -63,8 +61,19 @@ func (w *Writer) Flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	_, err := w.w.Write(w.buf)
+	err := w.writeThrough(w.buf)
 	w.buf = w.buf[:0]
+	return err
+}
+
+// writeThrough writes p to the connection, recording a failure as the sticky
+// error. A short write without an error (a broken io.Writer) is a failure
+// too: the peer would otherwise see a silently truncated stream.
+func (w *Writer) writeThrough(p []byte) error {
+	n, err := w.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
 	w.err = err
 	return err
 }

@@ -1,0 +1,153 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+)
+
+func TestWriterBatches(t *testing.T) {
+	rw := &recordWriter{}
+	w := NewWriter(rw, 64)
+	for i := range 5 {
+		if err := w.Write([]byte{byte('a' + i), 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rw.writes) != 0 {
+		t.Fatalf("%d writes reached the connection before Flush", len(rw.writes))
+	}
+	if w.Buffered() != 15 {
+		t.Fatalf("Buffered = %d, want 15", w.Buffered())
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rw.writes) != 1 || !bytes.Equal(rw.writes[0], []byte("a\x01\x02b\x01\x02c\x01\x02d\x01\x02e\x01\x02")) {
+		t.Fatalf("writes = %q, want one batch", rw.writes)
+	}
+	if w.Buffered() != 0 {
+		t.Fatalf("Buffered after Flush = %d", w.Buffered())
+	}
+	if err := w.Flush(); err != nil || len(rw.writes) != 1 {
+		t.Fatalf("empty Flush wrote: %v %d", err, len(rw.writes))
+	}
+}
+
+func TestWriterOverflow(t *testing.T) {
+	rw := &recordWriter{}
+	w := NewWriter(rw, 10)
+	w.Write([]byte("123456"))
+	w.Write([]byte("7890")) // exactly full: still buffered
+	if len(rw.writes) != 0 {
+		t.Fatalf("full buffer flushed early: %q", rw.writes)
+	}
+	w.Write([]byte("ab")) // overflow: the batch goes out, "ab" stays
+	if len(rw.writes) != 1 || string(rw.writes[0]) != "1234567890" || w.Buffered() != 2 {
+		t.Fatalf("after overflow: writes %q, buffered %d", rw.writes, w.Buffered())
+	}
+	big := bytes.Repeat([]byte("x"), 25)
+	w.Write(big) // larger than the buffer: pending bytes first, then straight through
+	if len(rw.writes) != 3 || string(rw.writes[1]) != "ab" || !bytes.Equal(rw.writes[2], big) || w.Buffered() != 0 {
+		t.Fatalf("large write: writes %q, buffered %d", rw.writes, w.Buffered())
+	}
+	w.Write(bytes.Repeat([]byte("y"), 10)) // exactly the buffer size into an empty buffer
+	if len(rw.writes) != 3 || w.Buffered() != 10 {
+		t.Fatalf("buffer-sized write: %d writes, buffered %d", len(rw.writes), w.Buffered())
+	}
+	w.Flush()
+	if got := string(rw.all()); got != "1234567890ab"+string(big)+"yyyyyyyyyy" {
+		t.Fatalf("stream = %q", got)
+	}
+}
+
+func TestWriterWriteMessage(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out, 64)
+	w.WriteMessage('Q', []byte("SELECT 1\x00"))
+	w.WriteMessage('S', nil)
+	w.Flush()
+	want := append(frame('Q', []byte("SELECT 1\x00")), frame('S', nil)...)
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("got %q, want %q", out.Bytes(), want)
+	}
+}
+
+type failWriter struct {
+	ok    int // successful writes before failing
+	calls int
+	err   error
+}
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	f.calls++
+	if f.calls > f.ok {
+		return 0, f.err
+	}
+	return len(p), nil
+}
+
+func TestWriterStickyError(t *testing.T) {
+	boom := errors.New("boom")
+	fw := &failWriter{ok: 1, err: boom}
+	w := NewWriter(fw, 16)
+	w.Write([]byte("abc"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("def"))
+	if err := w.Flush(); err != boom {
+		t.Fatalf("Flush err = %v, want boom", err)
+	}
+	calls := fw.calls
+	if err := w.Write([]byte("x")); err != boom {
+		t.Fatalf("Write after failure = %v", err)
+	}
+	if err := w.WriteMessage('Z', []byte("I")); err != boom {
+		t.Fatalf("WriteMessage after failure = %v", err)
+	}
+	if err := w.Write(make([]byte, 100)); err != boom {
+		t.Fatalf("large Write after failure = %v", err)
+	}
+	if err := w.Flush(); err != boom || w.Err() != boom {
+		t.Fatalf("Flush after failure = %v, Err = %v", err, w.Err())
+	}
+	if fw.calls != calls {
+		t.Fatalf("the failed connection was written to again (%d calls)", fw.calls-calls)
+	}
+	// Large pass-through writes set the sticky error too.
+	fw2 := &failWriter{err: boom}
+	w2 := NewWriter(fw2, 8)
+	if err := w2.Write(make([]byte, 20)); err != boom || w2.Err() != boom {
+		t.Fatalf("pass-through failure: %v / %v", err, w2.Err())
+	}
+	// Reset clears it.
+	var out bytes.Buffer
+	w.Reset(&out)
+	if w.Err() != nil || w.Buffered() != 0 {
+		t.Fatalf("after Reset: Err %v Buffered %d", w.Err(), w.Buffered())
+	}
+	w.Write([]byte("ok"))
+	w.Flush()
+	if out.String() != "ok" {
+		t.Fatalf("after Reset wrote %q", out.String())
+	}
+}
+
+// shortWriter violates io.Writer by reporting a short write without error.
+type shortWriter struct{}
+
+func (shortWriter) Write(p []byte) (int, error) { return len(p) / 2, nil }
+
+func TestWriterShortWrite(t *testing.T) {
+	w := NewWriter(shortWriter{}, 16)
+	w.Write([]byte("abcd"))
+	if err := w.Flush(); err != io.ErrShortWrite {
+		t.Fatalf("Flush = %v, want io.ErrShortWrite", err)
+	}
+	w = NewWriter(shortWriter{}, 4)
+	if err := w.Write(make([]byte, 10)); err != io.ErrShortWrite {
+		t.Fatalf("pass-through Write = %v, want io.ErrShortWrite", err)
+	}
+}
