@@ -51,8 +51,22 @@ type client struct {
 	params map[string]string
 
 	scratch []byte
+	pumpOut []byte // the pump's own messages to the client
+	out     []byte // rewritten messages on their way to a server
+	big     []byte // bodies too large for the read buffer
+
+	// tracking is set when protocol-level prepared statements are mapped
+	// (transaction/statement mode, max_prepared_statements > 0).
+	tracking bool
 
 	mu sync.Mutex
+	// stmts maps the client's prepared-statement names to definitions.
+	stmts map[string]*stmtDef
+	// ops are the replies the linked server owes, for mapping (prepared.go).
+	ops opQueue
+	// skipToSync drops client messages up to the next Sync after an error
+	// the pooler raised itself, as Postgres does after its own errors.
+	skipToSync bool
 	// writerDone is signalled when serve stops writing to the linked
 	// server (writing goes false).
 	writerDone sync.Cond
@@ -64,7 +78,7 @@ type client struct {
 	writing  bool
 	ls       linkState     // protocol position on the link
 	pumpDone chan struct{} // closed when the link's pump exits
-	gone     bool          // the client left while linked; the pump drains
+	gone     atomic.Bool   // the client left while linked; the pump drains
 	detach   bool          // serve is closing the link on purpose
 	resetDue bool          // server_reset_query still to run before release
 	// drainDeadline bounds how long a server is drained after its client left.
@@ -207,6 +221,8 @@ func (c *client) login() error {
 	c.pool = pool
 	eff := pool.effective()
 	c.mode = eff.PoolMode
+	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
+	c.stmts = map[string]*stmtDef{}
 	pool.addClient(1)
 	if !pool.hasWelcome() {
 		// Like PgBouncer, the first client of a pool waits for a server
@@ -382,7 +398,7 @@ func (c *client) loop() {
 		if timeouts {
 			c.armClientDeadline(st)
 		}
-		typ, _, err := c.r.Next()
+		typ, n, err := c.r.Next()
 		if err != nil {
 			if isTimeout(err) && c.clientTimedOut(st) {
 				return
@@ -400,6 +416,19 @@ func (c *client) loop() {
 		}
 		c.mu.Lock()
 		s := c.srv
+		if s == nil && c.tracking {
+			c.mu.Unlock()
+			handled, err := c.answerUnlinked(typ, n)
+			if err != nil {
+				c.leave(err)
+				return
+			}
+			if handled {
+				continue
+			}
+			c.mu.Lock()
+			s = c.srv
+		}
 		if s == nil {
 			c.mu.Unlock()
 			s, err = c.link()
@@ -410,13 +439,39 @@ func (c *client) loop() {
 			}
 			c.mu.Lock()
 		}
+		if c.skipToSync && typ != wire.MsgSync {
+			// After an error the pooler raised, like Postgres: drop
+			// everything up to the client's Sync.
+			c.mu.Unlock()
+			if err := c.r.Skip(); err != nil {
+				c.leave(err)
+				return
+			}
+			c.flushBatch(s)
+			continue
+		}
+		c.skipToSync = false
 		c.ls.fromClient(typ)
+		mapped := false
+		if c.tracking {
+			switch typ {
+			case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+				mapped = true
+			case wire.MsgSync, wire.MsgFunctionCall:
+				c.ops.push(op{kind: opSync})
+			}
+		}
 		c.writing = true
 		c.mu.Unlock()
 		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
 			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
 		}
-		if err := c.r.Forward(s.w); err != nil {
+		if mapped {
+			err = c.relayMapped(typ, n, s)
+		} else {
+			err = c.r.Forward(s.w)
+		}
+		if err != nil {
 			if s.w.Err() != nil {
 				// The server is gone; its pump reports it to the client.
 				s.conn.Close()
@@ -427,13 +482,20 @@ func (c *client) loop() {
 			c.leave(err)
 			return
 		}
-		if c.r.Buffered() == 0 {
-			if err := s.w.Flush(); err != nil {
-				s.conn.Close()
-			}
-			c.doneWriting()
-		}
+		c.flushBatch(s)
 	}
+}
+
+// flushBatch flushes to the server once the client's batch is consumed,
+// then hands the server's writer back.
+func (c *client) flushBatch(s *server) {
+	if c.r.Pending() {
+		return
+	}
+	if err := s.w.Flush(); err != nil {
+		s.conn.Close()
+	}
+	c.doneWriting()
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
@@ -514,6 +576,8 @@ func (c *client) link() (*server, error) {
 	c.mu.Lock()
 	c.srv = s
 	c.ls = linkState{txStatus: wire.TxIdle}
+	c.ops.reset()
+	c.skipToSync = false
 	c.pumpDone = done
 	c.detach = false
 	c.mu.Unlock()
@@ -570,7 +634,7 @@ func (c *client) leave(err error) {
 	c.writerDone.Broadcast()
 	s := c.srv
 	if s != nil {
-		c.gone = true
+		c.gone.Store(true)
 		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 	}
 	c.mu.Unlock()
@@ -595,9 +659,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 			c.serverLost(s, err)
 			return
 		}
-		c.mu.Lock()
-		gone := c.gone
-		c.mu.Unlock()
+		gone := c.gone.Load()
 		var out *wire.Writer
 		if !gone {
 			out = c.w
@@ -610,6 +672,15 @@ func (c *client) pump(s *server, done chan struct{}) {
 				return
 			}
 			status := msg[5]
+			if c.tracking {
+				c.mu.Lock()
+				owed := c.readyLocked(c.pumpOut[:0])
+				c.mu.Unlock()
+				c.pumpOut = owed
+				if out != nil && len(owed) > 0 {
+					out.Write(owed)
+				}
+			}
 			if out != nil {
 				out.Write(msg)
 			}
@@ -638,12 +709,47 @@ func (c *client) pump(s *server, done chan struct{}) {
 			c.mu.Lock()
 			c.ls.copyIn = true
 			c.mu.Unlock()
+		case wire.MsgParseComplete, wire.MsgCloseComplete:
+			if c.tracking {
+				c.mu.Lock()
+				swallow := c.replyLocked(s)
+				c.mu.Unlock()
+				if swallow {
+					if err := s.r.Skip(); err != nil {
+						c.serverLost(s, err)
+						return
+					}
+					if out != nil && !s.r.Pending() {
+						out.Flush()
+					}
+					continue
+				}
+			}
+		case wire.MsgErrorResponse:
+			if c.tracking {
+				c.mu.Lock()
+				c.errorLocked(s)
+				c.mu.Unlock()
+			}
+		case wire.MsgCommandComplete:
+			if c.tracking {
+				pre, err := s.r.Peek(32)
+				if err != nil {
+					c.serverLost(s, err)
+					return
+				}
+				if pre[0] == 'D' {
+					c.mu.Lock()
+					c.commandCompleteLocked(s, wire.CommandTag(pre))
+					c.mu.Unlock()
+				}
+			}
 		}
 		if err := s.r.Forward(out); err != nil {
 			c.serverLost(s, err)
 			return
 		}
-		if out != nil && s.r.Buffered() == 0 {
+		if out != nil && !s.r.Pending() {
 			out.Flush()
 		}
 	}
@@ -657,7 +763,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
 		s.conn.SetReadDeadline(time.Time{})
 	}
-	if c.gone {
+	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
 	act := afterReadyForQuery(c.mode, &c.ls)
@@ -667,7 +773,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.writerDone.Wait()
 		act = afterReadyForQuery(c.mode, &c.ls)
 	}
-	if c.gone {
+	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
 	switch act {
@@ -690,7 +796,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	}
 	idleInTx := c.ls.idle() && status != wire.TxIdle
 	c.mu.Unlock()
-	if s.r.Buffered() == 0 {
+	if !s.r.Pending() {
 		c.w.Flush()
 	}
 	if idleInTx && st.IdleTransactionTimeout > 0 {
@@ -703,10 +809,14 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 // when server_reset_query_always asks for it in transaction mode.
 func (c *client) releaseServer(s *server, st *config.Settings) {
 	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
-		if res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout); err != nil || res.status != wire.TxIdle {
+		res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout)
+		if err != nil || res.status != wire.TxIdle {
 			c.pool.discard(s, "reset query failed")
 			return
 		}
+		// The reset (typically DISCARD ALL) may have dropped prepared
+		// statements; forget them rather than guess.
+		s.stmts.clear(c.svc.stmts)
 	}
 	c.pool.release(s)
 }
@@ -743,9 +853,11 @@ func (c *client) drainLocked(s *server) bool {
 		return true
 	case drainSync:
 		c.ls.fromClient(wire.MsgSync)
+		c.pushSyncLocked()
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case drainRollback:
 		c.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked()
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
 	case drainReset:
 		c.resetDue = false
@@ -758,6 +870,7 @@ func (c *client) drainLocked(s *server) bool {
 			return false
 		}
 		c.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked()
 		s.scratch = wire.AppendQuery(s.scratch[:0], sql)
 	case drainRelease:
 		c.srv = nil
@@ -775,11 +888,18 @@ func (c *client) drainLocked(s *server) bool {
 	return true
 }
 
+// pushSyncLocked records a Sync-like message the pooler itself sends.
+func (c *client) pushSyncLocked() {
+	if c.tracking {
+		c.ops.push(op{kind: opSync})
+	}
+}
+
 // pumpTimeout handles an expired server read deadline: a departed client's
 // drain step, or query_timeout. False when the link is over.
 func (c *client) pumpTimeout(s *server) bool {
 	c.mu.Lock()
-	if c.gone {
+	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
 	c.srv = nil
@@ -798,7 +918,7 @@ func (c *client) serverLost(s *server, err error) {
 	if linked {
 		c.srv = nil
 	}
-	quiet := c.gone || c.detach
+	quiet := c.gone.Load() || c.detach
 	c.mu.Unlock()
 	reason := "server conn crashed?"
 	if c.detach {

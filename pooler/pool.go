@@ -364,6 +364,7 @@ func (p *Pool) discard(s *server, reason string) {
 // p.mu after the server left every list.
 func (p *Pool) closeServer(s *server, reason string) {
 	s.close()
+	s.stmts.clear(p.svc.stmts)
 	p.dbLimit.give()
 	p.userLimit.give()
 	if p.svc.logDisconnections() {

@@ -68,6 +68,10 @@ type server struct {
 	state       serverState
 	closeNeeded bool
 
+	// stmts are the mapped prepared statements this server has; owned by
+	// whoever holds the server, like w.
+	stmts serverStmts
+
 	scratch []byte
 }
 

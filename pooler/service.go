@@ -42,6 +42,9 @@ type Service struct {
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
 
+	// stmts is the pooler-wide registry of mapped prepared statements.
+	stmts *stmtRegistry
+
 	wg sync.WaitGroup
 }
 
@@ -58,6 +61,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		dbLimits:   map[string]*limiter{},
 		userLimits: map[string]*limiter{},
 		cancels:    map[[8]byte]*client{},
+		stmts:      newStmtRegistry(),
 	}
 	for _, n := range alwaysTracked {
 		s.tracked[strings.ToLower(n)] = n
@@ -249,6 +253,9 @@ func (s *Service) clientClosed(c *client) {
 	if c.pool != nil {
 		c.pool.addClient(-1)
 	}
+	c.mu.Lock()
+	c.clearStmtsLocked()
+	c.mu.Unlock()
 	s.wg.Done()
 }
 

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -145,6 +147,10 @@ func run(args []string, stderr io.Writer) int {
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
+	}
+	if addr := os.Getenv("PGTURNSTILE_PPROF"); addr != "" {
+		// Profiling endpoint for benchmarks and debugging; off unless asked.
+		go http.ListenAndServe(addr, nil)
 	}
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 

@@ -1,0 +1,316 @@
+package pooler
+
+import (
+	"bytes"
+	"container/list"
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// Protocol-level named prepared statements in transaction and statement
+// mode (as PgBouncer ≥ 1.21 does it, max_prepared_statements > 0).
+//
+// Each distinct (query text, parameter types) gets one pooler-wide server
+// name, PGTS_<n> (stmtRegistry; keyed by the full text, never by a hash
+// alone). A client's own statement names map to those definitions
+// (client.stmts). Each server remembers which definitions it has prepared,
+// in an LRU bounded by max_prepared_statements (serverStmts).
+//
+// Rewriting, done by serve while it holds the link:
+//   - Parse "name": registered and mapped; sent as Parse PGTS_n when the
+//     server lacks it. When the server already has it, the client still
+//     needs a ParseComplete in order, so serve sends a Parse of an empty
+//     query under a scratch name followed by a Close of that name: Postgres
+//     produces the ParseComplete in the right place and the pump swallows
+//     the CloseComplete. The server's plan for PGTS_n stays warm.
+//   - Bind / Describe 'S' "name": the name is rewritten; a Parse of the
+//     definition is injected first when this server lacks it and its
+//     ParseComplete is swallowed.
+//   - Close 'S' "name": removed from the client's map only; the server's
+//     statement stays for other clients. The client's CloseComplete comes
+//     from a Close of a name that never exists, which Postgres answers with
+//     CloseComplete in order.
+//   - a re-Parse of a name the client still holds is answered with
+//     PostgreSQL's own error (42P05), emitted in order just before the
+//     ReadyForQuery of the client's next Sync; serve drops the client's
+//     messages up to that Sync, as Postgres would after an error.
+//   - SQL DEALLOCATE name / DEALLOCATE ALL / DISCARD ALL keep both sides in
+//     sync (the first is rewritten to the server name, the others clear the
+//     client's map and the server's cache when their CommandComplete comes).
+//
+// So that injected replies can be swallowed and the caches stay true when
+// the server skips messages after an error, the link keeps a queue (opQueue)
+// of every Parse, Close and Sync-like message sent, popped by the pump as
+// the replies come.
+
+// noopStmt is a statement name the pooler uses for its scratch Parse and
+// Close; clients never see it.
+const noopStmt = "pgturnstile_noop"
+
+// stmtDef is one registered statement.
+type stmtDef struct {
+	name  string // server-side name
+	query string
+	types []byte // raw parameter-type section of the Parse (count + OIDs)
+	key   string
+	refs  int // client maps and server caches holding it; guarded by the registry
+	// validated is set once a server has parsed it successfully: a later
+	// Parse of the same text may then be answered without a server.
+	validated atomic.Bool
+}
+
+// stmtRegistry holds every statement any client or server references.
+type stmtRegistry struct {
+	mu    sync.Mutex
+	byKey map[string]*stmtDef
+	next  uint64
+}
+
+func newStmtRegistry() *stmtRegistry { return &stmtRegistry{byKey: map[string]*stmtDef{}} }
+
+func stmtKey(query string, types []byte) string {
+	return query + "\x00" + string(types)
+}
+
+// acquire returns the definition for (query, types), creating it, with one
+// more reference.
+func (r *stmtRegistry) acquire(query string, types []byte) *stmtDef {
+	key := stmtKey(query, types)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.byKey[key]
+	if d == nil {
+		r.next++
+		d = &stmtDef{name: "PGTS_" + strconv.FormatUint(r.next, 10), query: query, types: bytes.Clone(types), key: key}
+		r.byKey[key] = d
+	}
+	d.refs++
+	return d
+}
+
+// lookupValidated returns, with one more reference, the definition for
+// (query, types) if a server has parsed it successfully; else nil.
+func (r *stmtRegistry) lookupValidated(query string, types []byte) *stmtDef {
+	key := stmtKey(query, types)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.byKey[key]
+	if d == nil || !d.validated.Load() {
+		return nil
+	}
+	d.refs++
+	return d
+}
+
+func (r *stmtRegistry) ref(d *stmtDef) {
+	r.mu.Lock()
+	d.refs++
+	r.mu.Unlock()
+}
+
+// release drops one reference; the definition is forgotten at zero.
+func (r *stmtRegistry) release(d *stmtDef) {
+	r.mu.Lock()
+	d.refs--
+	if d.refs == 0 {
+		delete(r.byKey, d.key)
+	}
+	r.mu.Unlock()
+}
+
+func (r *stmtRegistry) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byKey)
+}
+
+// serverStmts is a server's prepared-statement cache, least recently used
+// first. Its holder (the linked client, under client.mu) owns it.
+type serverStmts struct {
+	lru *list.List // of *stmtDef, front = most recently used
+	m   map[*stmtDef]*list.Element
+}
+
+func (c *serverStmts) init() {
+	if c.m == nil {
+		c.lru = list.New()
+		c.m = map[*stmtDef]*list.Element{}
+	}
+}
+
+func (c *serverStmts) has(d *stmtDef) bool {
+	c.init()
+	e, ok := c.m[d]
+	if ok {
+		c.lru.MoveToFront(e)
+	}
+	return ok
+}
+
+func (c *serverStmts) add(reg *stmtRegistry, d *stmtDef) {
+	c.init()
+	if _, ok := c.m[d]; ok {
+		return
+	}
+	reg.ref(d)
+	c.m[d] = c.lru.PushFront(d)
+}
+
+func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
+	c.init()
+	if e, ok := c.m[d]; ok {
+		c.lru.Remove(e)
+		delete(c.m, d)
+		reg.release(d)
+	}
+}
+
+// oldest returns the least recently used definition, or nil.
+func (c *serverStmts) oldest() *stmtDef {
+	c.init()
+	if e := c.lru.Back(); e != nil {
+		return e.Value.(*stmtDef)
+	}
+	return nil
+}
+
+func (c *serverStmts) len() int {
+	if c.m == nil {
+		return 0
+	}
+	return len(c.m)
+}
+
+func (c *serverStmts) clear(reg *stmtRegistry) {
+	for d := range c.m {
+		reg.release(d)
+	}
+	c.lru, c.m = nil, nil
+}
+
+// opKind is an entry of the link's queue of replies owed by the server.
+type opKind uint8
+
+const (
+	opParse         opKind = iota + 1 // a Parse whose ParseComplete goes to the client
+	opParseInjected                   // a Parse the pooler injected: swallow its ParseComplete
+	opClose                           // a Close whose CloseComplete goes to the client
+	opCloseInjected                   // a Close the pooler injected: swallow its CloseComplete
+	opSync                            // Sync, Query or FunctionCall: ends with ReadyForQuery
+	opError                           // an error the pooler owes the client, emitted before the next ReadyForQuery
+)
+
+type op struct {
+	kind opKind
+	def  *stmtDef // the statement a Parse/Close was about, if mapped
+	// clientName is the client's name for an opParse of a mapped
+	// statement (undone if the Parse fails).
+	clientName string
+	err        *Error
+}
+
+// opQueue is a FIFO ring; it grows but does not shrink, so steady state
+// does not allocate.
+type opQueue struct {
+	buf        []op
+	head, size int
+}
+
+func (q *opQueue) push(o op) {
+	if q.size == len(q.buf) {
+		nb := make([]op, max(8, 2*len(q.buf)))
+		for i := 0; i < q.size; i++ {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = o
+	q.size++
+}
+
+func (q *opQueue) peek() *op {
+	if q.size == 0 {
+		return nil
+	}
+	return &q.buf[q.head]
+}
+
+func (q *opQueue) pop() op {
+	o := q.buf[q.head]
+	q.buf[q.head] = op{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return o
+}
+
+func (q *opQueue) reset() {
+	for q.size > 0 {
+		q.pop()
+	}
+	q.head = 0
+}
+
+// Message builders for the few messages the pooler writes to servers.
+
+func appendParse(dst []byte, name, query string, types []byte) []byte {
+	start := len(dst)
+	dst = append(dst, wire.MsgParse, 0, 0, 0, 0)
+	dst = append(dst, name...)
+	dst = append(dst, 0)
+	dst = append(dst, query...)
+	dst = append(dst, 0)
+	if len(types) == 0 {
+		dst = append(dst, 0, 0)
+	} else {
+		dst = append(dst, types...)
+	}
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+func appendCloseStmt(dst []byte, name string) []byte {
+	start := len(dst)
+	dst = append(dst, wire.MsgClose, 0, 0, 0, 0, 'S')
+	dst = append(dst, name...)
+	dst = append(dst, 0)
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+// parseParse splits a Parse body into name, query and the raw type section.
+func parseParse(body []byte) (name, query string, types []byte, ok bool) {
+	i := bytes.IndexByte(body, 0)
+	if i < 0 {
+		return "", "", nil, false
+	}
+	j := bytes.IndexByte(body[i+1:], 0)
+	if j < 0 {
+		return "", "", nil, false
+	}
+	types = body[i+1+j+1:]
+	if len(types) < 2 {
+		return "", "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(types))
+	if len(types) != 2+4*n {
+		return "", "", nil, false
+	}
+	if n == 0 {
+		types = nil
+	}
+	return string(body[:i]), string(body[i+1 : i+1+j]), types, true
+}
+
+// cstr returns the NUL-terminated string at the start of b and the offset
+// after its NUL.
+func cstr(b []byte) (string, int, bool) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return "", 0, false
+	}
+	return string(b[:i]), i + 1, true
+}

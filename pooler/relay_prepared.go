@@ -1,0 +1,434 @@
+package pooler
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// relayMapped forwards a Parse, Bind, Describe, Close or Query with
+// prepared-statement mapping (see prepared.go). bodyLen is the message's
+// body length from Next.
+func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
+	switch typ {
+	case wire.MsgParse:
+		return c.relayParse(s)
+	case wire.MsgBind:
+		return c.relayBind(bodyLen, s)
+	case wire.MsgDescribe:
+		return c.relayDescribe(s)
+	case wire.MsgClose:
+		return c.relayClose(s)
+	case wire.MsgQuery:
+		return c.relayQuery(bodyLen, s)
+	}
+	panic("BUG: relayMapped for message type " + string(typ))
+}
+
+func (c *client) relayParse(s *server) error {
+	body, err := c.r.ReadBody(c.big)
+	if err != nil {
+		return err
+	}
+	if cap(body) > cap(c.big) {
+		c.big = body[:0]
+	}
+	name, query, types, ok := parseParse(body)
+	c.mu.Lock()
+	if !ok || name == "" {
+		// Unnamed statements (and malformed messages, which Postgres
+		// rejects itself) pass through.
+		c.ops.push(op{kind: opParse})
+		c.mu.Unlock()
+		return s.w.WriteMessage(wire.MsgParse, body)
+	}
+	if _, held := c.stmts[name]; held {
+		c.ops.push(op{kind: opError, err: errStmtExists(name)})
+		c.skipToSync = true
+		c.mu.Unlock()
+		return nil
+	}
+	def := c.svc.stmts.acquire(query, types)
+	c.stmts[name] = def
+	out := c.out[:0]
+	if s.stmts.has(def) {
+		c.ops.push(op{kind: opParse})
+		c.ops.push(op{kind: opCloseInjected})
+		out = appendParse(out, noopStmt, "", nil)
+		out = appendCloseStmt(out, noopStmt)
+	} else {
+		out = c.prepareLocked(out, s, def, opParse, name)
+	}
+	c.mu.Unlock()
+	c.out = out
+	return s.w.Write(out)
+}
+
+// prepareLocked appends a Parse of def for server s, evicting the server's
+// least recently used statement first when its cache is full, and records
+// both in the op queue. Called with c.mu held.
+func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 && s.stmts.len() >= limit {
+		if old := s.stmts.oldest(); old != nil {
+			out = appendCloseStmt(out, old.name)
+			c.svc.stmts.ref(old) // held by the op until its reply
+			c.ops.push(op{kind: opCloseInjected, def: old})
+			s.stmts.remove(c.svc.stmts, old)
+		}
+	}
+	out = appendParse(out, def.name, def.query, def.types)
+	c.ops.push(op{kind: kind, def: def, clientName: clientName})
+	s.stmts.add(c.svc.stmts, def)
+	return out
+}
+
+func (c *client) relayBind(bodyLen int, s *server) error {
+	pre, err := c.r.Peek(512)
+	if err != nil {
+		return err
+	}
+	portal, n1, ok1 := cstr(pre)
+	var stmt string
+	var n2 int
+	ok2 := false
+	if ok1 {
+		stmt, n2, ok2 = cstr(pre[n1:])
+	}
+	if !ok1 || !ok2 || stmt == "" {
+		return c.r.Forward(s.w)
+	}
+	c.mu.Lock()
+	def := c.stmts[stmt]
+	if def == nil {
+		// Postgres answers with its own "does not exist" error.
+		c.mu.Unlock()
+		return c.r.Forward(s.w)
+	}
+	out := c.out[:0]
+	if !s.stmts.has(def) {
+		out = c.prepareLocked(out, s, def, opParseInjected, "")
+	}
+	c.mu.Unlock()
+	rest := bodyLen - n1 - n2
+	start := len(out)
+	out = append(out, wire.MsgBind, 0, 0, 0, 0)
+	out = append(out, portal...)
+	out = append(out, 0)
+	out = append(out, def.name...)
+	out = append(out, 0)
+	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1+rest))
+	c.out = out
+	if err := s.w.Write(out); err != nil {
+		return err
+	}
+	return c.r.ForwardBodyFrom(s.w, n1+n2)
+}
+
+func (c *client) relayDescribe(s *server) error {
+	body, err := c.r.ReadBody(c.big)
+	if err != nil {
+		return err
+	}
+	if len(body) < 2 || body[0] != 'S' {
+		return s.w.WriteMessage(wire.MsgDescribe, body)
+	}
+	name, _, ok := cstr(body[1:])
+	c.mu.Lock()
+	def := c.stmts[name]
+	if !ok || name == "" || def == nil {
+		c.mu.Unlock()
+		return s.w.WriteMessage(wire.MsgDescribe, body)
+	}
+	out := c.out[:0]
+	if !s.stmts.has(def) {
+		out = c.prepareLocked(out, s, def, opParseInjected, "")
+	}
+	c.mu.Unlock()
+	start := len(out)
+	out = append(out, wire.MsgDescribe, 0, 0, 0, 0, 'S')
+	out = append(out, def.name...)
+	out = append(out, 0)
+	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1))
+	c.out = out
+	return s.w.Write(out)
+}
+
+func (c *client) relayClose(s *server) error {
+	body, err := c.r.ReadBody(c.big)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.ops.push(op{kind: opClose})
+	if len(body) >= 2 && body[0] == 'S' {
+		if name, _, ok := cstr(body[1:]); ok && name != "" {
+			if def := c.stmts[name]; def != nil {
+				// The client's name goes; the server's statement stays
+				// for other clients. Closing a name that does not exist
+				// gives the client its CloseComplete, in order.
+				delete(c.stmts, name)
+				c.svc.stmts.release(def)
+				c.mu.Unlock()
+				c.out = appendCloseStmt(c.out[:0], noopStmt)
+				return s.w.Write(c.out)
+			}
+		}
+	}
+	c.mu.Unlock()
+	return s.w.WriteMessage(wire.MsgClose, body)
+}
+
+// relayQuery watches simple queries for SQL DEALLOCATE of a protocol-level
+// statement name, which must not reach the server under the client's name.
+// DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
+// CommandComplete.
+func (c *client) relayQuery(bodyLen int, s *server) error {
+	pre, err := c.r.Peek(256)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	name, ok := "", false
+	if len(pre) == bodyLen {
+		name, ok = deallocateTarget(pre)
+	}
+	var def *stmtDef
+	if ok {
+		def = c.stmts[name]
+	}
+	if def == nil {
+		c.ops.push(op{kind: opSync})
+		c.mu.Unlock()
+		return c.r.Forward(s.w)
+	}
+	delete(c.stmts, name)
+	c.svc.stmts.release(def)
+	// Deallocate a scratch statement instead, so the server's shared one
+	// survives and the client still gets Postgres's own DEALLOCATE reply.
+	c.ops.push(op{kind: opParseInjected})
+	c.ops.push(op{kind: opSync})
+	c.mu.Unlock()
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	out := appendParse(c.out[:0], noopStmt, "", nil)
+	out = wire.AppendQuery(out, "DEALLOCATE "+noopStmt)
+	c.out = out
+	return s.w.Write(out)
+}
+
+// deallocateTarget recognises a query body that is exactly
+// "DEALLOCATE [PREPARE] name[;]" and returns name (unquoted). ALL is not a
+// target.
+func deallocateTarget(body []byte) (string, bool) {
+	q := strings.TrimRight(string(body), "\x00")
+	q = strings.TrimSpace(q)
+	q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
+	f := strings.Fields(q)
+	if len(f) < 2 || !strings.EqualFold(f[0], "deallocate") {
+		return "", false
+	}
+	f = f[1:]
+	if len(f) == 2 && strings.EqualFold(f[0], "prepare") {
+		f = f[1:]
+	}
+	if len(f) != 1 {
+		return "", false
+	}
+	name := f[0]
+	if len(name) >= 2 && name[0] == '"' && name[len(name)-1] == '"' {
+		return strings.ReplaceAll(name[1:len(name)-1], `""`, `"`), true
+	}
+	if strings.EqualFold(name, "all") {
+		return "", false
+	}
+	return strings.ToLower(name), true
+}
+
+// Pump side, all called with c.mu held.
+
+// replyLocked pops the op a ParseComplete or CloseComplete answers and
+// reports whether the pooler injected it (the reply is swallowed).
+func (c *client) replyLocked(s *server) (swallow bool) {
+	o := c.ops.peek()
+	if o == nil || o.kind == opSync || o.kind == opError {
+		// Not ours to account for (e.g. a client sending Close in a way
+		// we did not track): pass it through.
+		return false
+	}
+	popped := c.ops.pop()
+	if popped.kind == opCloseInjected && popped.def != nil {
+		c.svc.stmts.release(popped.def)
+	}
+	if (popped.kind == opParse || popped.kind == opParseInjected) && popped.def != nil {
+		popped.def.validated.Store(true)
+	}
+	return popped.kind == opParseInjected || popped.kind == opCloseInjected
+}
+
+// errorLocked applies an ErrorResponse: the server skips every message up to
+// the next Sync, so their ops are dropped and the caches undone.
+func (c *client) errorLocked(s *server) {
+	for o := c.ops.peek(); o != nil && o.kind != opSync; o = c.ops.peek() {
+		d := c.ops.pop()
+		switch d.kind {
+		case opParse, opParseInjected:
+			if d.def != nil {
+				s.stmts.remove(c.svc.stmts, d.def)
+				if d.clientName != "" && c.stmts[d.clientName] == d.def {
+					delete(c.stmts, d.clientName)
+					c.svc.stmts.release(d.def)
+				}
+			}
+		case opCloseInjected:
+			if d.def != nil {
+				// Skipped: the statement is still on the server.
+				s.stmts.add(c.svc.stmts, d.def)
+				c.svc.stmts.release(d.def)
+			}
+		}
+	}
+}
+
+// readyLocked appends the errors the pooler owes before this ReadyForQuery
+// and pops the Sync it answers.
+func (c *client) readyLocked(out []byte) []byte {
+	for o := c.ops.peek(); o != nil && o.kind != opSync; o = c.ops.peek() {
+		d := c.ops.pop()
+		if d.kind == opError && d.err != nil {
+			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
+		}
+	}
+	if o := c.ops.peek(); o != nil {
+		c.ops.pop()
+	}
+	return out
+}
+
+// commandCompleteLocked clears both sides' statements after DISCARD ALL or
+// DEALLOCATE ALL.
+func (c *client) commandCompleteLocked(s *server, tag []byte) {
+	t := string(tag)
+	if t != "DISCARD ALL" && t != "DEALLOCATE ALL" {
+		return
+	}
+	s.stmts.clear(c.svc.stmts)
+	c.clearStmtsLocked()
+}
+
+func (c *client) clearStmtsLocked() {
+	for name, d := range c.stmts {
+		c.svc.stmts.release(d)
+		delete(c.stmts, name)
+	}
+}
+
+// answerUnlinked answers, without a server, the messages of a client that
+// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
+// transaction is open when no server is linked), Flush, Close (the client's
+// map only; portals do not outlive transactions), a Parse of a statement
+// some server has already parsed successfully (mapped now, prepared on the
+// server at its first Bind or Describe), and everything up to the next Sync
+// after an error the pooler raised. Replies are written in order to the
+// client writer, which serve owns while unlinked.
+//
+// Besides saving a server checkout per PQprepare, this keeps clients that
+// prepare synchronously while other sessions of the same thread hold every
+// server (pgbench -M prepared) from waiting on themselves.
+func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
+	if c.skipToSync && typ != wire.MsgSync {
+		return true, c.r.Skip()
+	}
+	switch typ {
+	case wire.MsgSync:
+		if err := c.r.Skip(); err != nil {
+			return true, err
+		}
+		c.mu.Lock()
+		c.skipToSync = false
+		c.pumpOut = c.readyLocked(c.pumpOut[:0])
+		c.mu.Unlock()
+		out := wire.AppendReadyForQuery(c.pumpOut, wire.TxIdle)
+		c.pumpOut = out
+		if err := c.w.Write(out); err != nil {
+			return true, err
+		}
+		return true, c.flushUnlinked()
+	case wire.MsgFlush:
+		if err := c.r.Skip(); err != nil {
+			return true, err
+		}
+		return true, c.w.Flush()
+	case wire.MsgClose:
+		body, err := c.r.ReadBody(c.big)
+		if err != nil {
+			return true, err
+		}
+		if len(body) >= 2 && body[0] == 'S' {
+			if name, _, ok := cstr(body[1:]); ok {
+				c.mu.Lock()
+				if def := c.stmts[name]; def != nil {
+					delete(c.stmts, name)
+					c.svc.stmts.release(def)
+				}
+				c.mu.Unlock()
+			}
+		}
+		if err := c.w.Write(closeComplete); err != nil {
+			return true, err
+		}
+		return true, c.flushUnlinked()
+	case wire.MsgParse:
+		if 5+bodyLen > wire.DefaultBufferSize {
+			return false, nil
+		}
+		body, err := c.r.Peek(bodyLen)
+		if err != nil {
+			return true, err
+		}
+		name, query, types, ok := parseParse(body)
+		if !ok || name == "" {
+			return false, nil
+		}
+		c.mu.Lock()
+		if _, held := c.stmts[name]; held {
+			c.ops.push(op{kind: opError, err: errStmtExists(name)})
+			c.skipToSync = true
+			c.mu.Unlock()
+			return true, c.r.Skip()
+		}
+		def := c.svc.stmts.lookupValidated(query, types)
+		if def == nil {
+			c.mu.Unlock()
+			return false, nil
+		}
+		c.stmts[name] = def
+		c.mu.Unlock()
+		if err := c.r.Skip(); err != nil {
+			return true, err
+		}
+		if err := c.w.Write(parseComplete); err != nil {
+			return true, err
+		}
+		return true, c.flushUnlinked()
+	}
+	return false, nil
+}
+
+var (
+	parseComplete = []byte{wire.MsgParseComplete, 0, 0, 0, 4}
+	closeComplete = []byte{wire.MsgCloseComplete, 0, 0, 0, 4}
+)
+
+// flushUnlinked flushes local replies once the client's batch is consumed.
+func (c *client) flushUnlinked() error {
+	if c.r.Pending() {
+		return nil
+	}
+	return c.w.Flush()
+}
+
+func errStmtExists(name string) *Error {
+	return &Error{Severity: "ERROR", SQLState: "42P05", Message: `prepared statement "` + name + `" already exists`}
+}
