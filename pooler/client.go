@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -84,6 +82,38 @@ type client struct {
 	// drainDeadline bounds how long a server is drained after its client left.
 	drainDeadline time.Time
 	cancelSent    bool
+	// waiting is set while serve waits in the pool's queue; a cancel
+	// request then signals cancelWait.
+	waiting    bool
+	cancelWait chan struct{}
+}
+
+// errWaitCanceled ends a wait for a server on the client's cancel request.
+var errWaitCanceled = errors.New("canceled while waiting for a server")
+
+// queryCanceled answers a request whose wait for a server was cancelled, as
+// Postgres answers a cancelled query: ERROR 57014, and the client stays
+// usable. A simple query is done with ReadyForQuery; in the extended
+// protocol the rest of the batch is dropped up to its Sync, which gets the
+// ReadyForQuery.
+func (c *client) queryCanceled(typ byte) error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
+	switch typ {
+	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
+		out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	default:
+		c.mu.Lock()
+		c.skipToSync = true
+		c.mu.Unlock()
+	}
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	return c.w.Flush()
 }
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
@@ -112,7 +142,7 @@ func (c *client) fail(err error) {
 	}
 	var pe *Error
 	var ae *auth.Error
-	var pge *pgconn.PgError
+	var pge *auth.ServerError
 	var se *wire.StartupError
 	switch {
 	case errors.As(err, &pe):
@@ -120,7 +150,7 @@ func (c *client) fail(err error) {
 		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
 	case errors.As(err, &pge):
 		// A server's own error during login is forwarded as is.
-		pe = &Error{Severity: "FATAL", SQLState: pge.Code, Message: pge.Message}
+		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
 	case errors.As(err, &se):
 		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
 	case errors.Is(err, wire.ErrMessageTooLarge):
@@ -227,7 +257,7 @@ func (c *client) login() error {
 	if !pool.hasWelcome() {
 		// Like PgBouncer, the first client of a pool waits for a server
 		// login so the welcome carries the real server's parameters.
-		s, err := pool.acquire(context.Background())
+		s, err := pool.acquire(nil)
 		if err != nil {
 			return err
 		}
@@ -416,7 +446,7 @@ func (c *client) loop() {
 		}
 		c.mu.Lock()
 		s := c.srv
-		if s == nil && c.tracking {
+		if s == nil && (c.tracking || c.skipToSync) {
 			c.mu.Unlock()
 			handled, err := c.answerUnlinked(typ, n)
 			if err != nil {
@@ -432,6 +462,13 @@ func (c *client) loop() {
 		if s == nil {
 			c.mu.Unlock()
 			s, err = c.link()
+			if errors.Is(err, errWaitCanceled) {
+				if err := c.queryCanceled(typ); err != nil {
+					c.leave(err)
+					return
+				}
+				continue
+			}
 			if err != nil {
 				c.r.Skip()
 				c.fail(err)
@@ -564,7 +601,17 @@ func (c *client) unlinkAndClose(reason string) {
 // link checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
 func (c *client) link() (*server, error) {
-	s, err := c.pool.acquire(context.Background())
+	c.mu.Lock()
+	c.waiting = true
+	select {
+	case <-c.cancelWait: // a stale cancel for an earlier wait
+	default:
+	}
+	c.mu.Unlock()
+	s, err := c.pool.acquire(c.cancelWait)
+	c.mu.Lock()
+	c.waiting = false
+	c.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}

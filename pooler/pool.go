@@ -1,17 +1,17 @@
 package pooler
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -24,11 +24,15 @@ type poolKey struct{ db, user string }
 // clients waiting for them. All fields below mu are guarded by it; no I/O
 // happens while it is held.
 type Pool struct {
-	svc        *Service
-	key        poolKey
-	db         *config.Database
-	connConfig *pgconn.Config
-	log        *slog.Logger
+	svc *Service
+	key poolKey
+	db  *config.Database
+	// network and address of the Postgres server; params is the startup
+	// packet of every new server connection; cred logs it in.
+	network, address string
+	params           []wire.Param
+	cred             auth.ServerCredentials
+	log              *slog.Logger
 
 	dbLimit, userLimit *limiter
 
@@ -48,8 +52,7 @@ type Pool struct {
 	lastUsed       time.Time
 }
 
-func newPool(svc *Service, key poolKey, db *config.Database, password string) (*Pool, error) {
-	cs := "sslmode=disable"
+func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
 	host := db.Host
 	if host == "" {
 		host = "/tmp"
@@ -58,55 +61,38 @@ func newPool(svc *Service, key poolKey, db *config.Database, password string) (*
 	if port == 0 {
 		port = 5432
 	}
-	cfg, err := pgconn.ParseConfig(cs)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Host = host
-	cfg.Port = uint16(port)
-	cfg.Fallbacks = nil
-	cfg.Database = db.DBName
-	if cfg.Database == "" {
-		cfg.Database = db.Name
-	}
-	cfg.User = key.user
-	cfg.Password = password
-	cfg.TLSConfig = nil
-	cfg.KerberosSrvName = ""
-	cfg.ValidateConnect = nil
-	cfg.AfterConnect = nil
-	cfg.ConnectTimeout = svc.settings().ServerConnectTimeout
-	cfg.RuntimeParams = map[string]string{}
-	for k, v := range map[string]string{
-		"client_encoding":  db.ClientEncoding,
-		"DateStyle":        db.DateStyle,
-		"TimeZone":         db.TimeZone,
-		"application_name": db.ApplicationName,
+	dbname := db.ServerDBName()
+	params := []wire.Param{{Name: "user", Value: key.user}, {Name: "database", Value: dbname}}
+	for _, kv := range []wire.Param{
+		{Name: "client_encoding", Value: db.ClientEncoding},
+		{Name: "DateStyle", Value: db.DateStyle},
+		{Name: "TimeZone", Value: db.TimeZone},
+		{Name: "application_name", Value: db.ApplicationName},
 	} {
-		if v != "" {
-			cfg.RuntimeParams[k] = v
+		if kv.Value != "" {
+			params = append(params, kv)
 		}
 	}
 	p := &Pool{
-		svc:        svc,
-		key:        key,
-		db:         db,
-		connConfig: cfg,
-		log:        svc.log.With("pool", key.db+"/"+key.user),
-		queue:      admission.NewFIFO(),
-		lastUsed:   time.Now(),
+		svc:      svc,
+		key:      key,
+		db:       db,
+		params:   params,
+		cred:     cred,
+		log:      svc.log.With("pool", key.db+"/"+key.user),
+		queue:    admission.NewFIFO(),
+		lastUsed: time.Now(),
+	}
+	if strings.HasPrefix(host, "/") {
+		p.network, p.address = "unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port))
+	} else {
+		p.network, p.address = "tcp", net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	return p, nil
 }
 
 // cancelTarget is where cancel requests for this pool's servers go.
-func (p *Pool) cancelTarget() (network, addr string) {
-	h, port := p.connConfig.Host, strconv.Itoa(int(p.connConfig.Port))
-	if filepath.IsAbs(h) {
-		return "unix", filepath.Join(h, ".s.PGSQL."+port)
-	}
-	return "tcp", net.JoinHostPort(h, port)
-}
+func (p *Pool) cancelTarget() (network, addr string) { return p.network, p.address }
 
 // poolWaiter is a client waiting in the queue for a server.
 type poolWaiter struct {
@@ -120,11 +106,11 @@ type grant struct {
 }
 
 // acquire returns an idle or new server for a client, waiting in the queue
-// up to query_wait_timeout. The returned server is active and owned by the
+// up to query_wait_timeout or until cancel is signalled (nil: never). The returned server is active and owned by the
 // caller until release.
-func (p *Pool) acquire(ctx context.Context) (*server, error) {
+func (p *Pool) acquire(cancel <-chan struct{}) (*server, error) {
 	for {
-		s, err := p.acquireOnce(ctx)
+		s, err := p.acquireOnce(cancel)
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +121,7 @@ func (p *Pool) acquire(ctx context.Context) (*server, error) {
 	}
 }
 
-func (p *Pool) acquireOnce(ctx context.Context) (*server, error) {
+func (p *Pool) acquireOnce(cancel <-chan struct{}) (*server, error) {
 	st := p.svc.settings()
 	now := time.Now()
 	p.mu.Lock()
@@ -169,8 +155,8 @@ func (p *Pool) acquireOnce(ctx context.Context) (*server, error) {
 		return g.s, g.err
 	case <-timeout:
 		return p.abandon(w, newError(CodeQueryWaitTimeout))
-	case <-ctx.Done():
-		return p.abandon(w, ctx.Err())
+	case <-cancel:
+		return p.abandon(w, errWaitCanceled)
 	}
 }
 
@@ -191,12 +177,7 @@ func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
 
 // loginFailing wraps a cached server login error as PgBouncer reports it.
 func loginFailing(err error) error {
-	var pe *pgconn.PgError
-	msg := err.Error()
-	if errors.As(err, &pe) {
-		msg = pe.Message
-	}
-	return newError(CodeServerLoginFailing, msg)
+	return newError(CodeServerLoginFailing, err.Error())
 }
 
 func (p *Pool) popIdleLocked() *server {
@@ -250,9 +231,7 @@ func (p *Pool) growLocked(useReserve bool) {
 // connect logs in one new server and hands it to the first waiter.
 func (p *Pool) connect() {
 	st := p.svc.settings()
-	ctx, cancel := context.WithTimeout(context.Background(), st.ServerConnectTimeout+time.Second)
-	s, err := dialServer(ctx, p)
-	cancel()
+	s, err := dialServer(p, st.ServerConnectTimeout)
 	if err == nil && p.db.ConnectQuery != "" {
 		if res, qerr := s.exec(p.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
 			s.conn.Close()
@@ -299,8 +278,8 @@ func (p *Pool) connect() {
 }
 
 func isStartingUp(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "57P03"
+	var se *auth.ServerError
+	return errors.As(err, &se) && se.Fields.Code == "57P03"
 }
 
 // handOffLocked gives a ready server to the next waiter or puts it idle.

@@ -340,6 +340,9 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 	if c.skipToSync && typ != wire.MsgSync {
 		return true, c.r.Skip()
 	}
+	if !c.tracking && !c.skipToSync {
+		return false, nil
+	}
 	switch typ {
 	case wire.MsgSync:
 		if err := c.r.Skip(); err != nil {
@@ -355,6 +358,11 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 			return true, err
 		}
 		return true, c.flushUnlinked()
+	}
+	if !c.tracking {
+		return false, nil
+	}
+	switch typ {
 	case wire.MsgFlush:
 		if err := c.r.Skip(); err != nil {
 			return true, err

@@ -1,8 +1,6 @@
 package pooler
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -10,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -46,8 +44,8 @@ type server struct {
 	id   uint64
 	pool *Pool
 	conn net.Conn
-	// r is the only reader of conn, for the whole life of the connection:
-	// the login is done by pgconn before Hijack, everything after through r.
+	// r is the only reader of conn, for the whole life of the connection,
+	// login included.
 	// While linked, the link's pump goroutine reads; otherwise the goroutine
 	// that holds the server (checkout, release, janitor) does.
 	r *wire.Reader
@@ -77,42 +75,42 @@ type server struct {
 
 func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 
-// dialServer opens and logs in a new server connection with pgconn, then
-// takes the socket over.
-func dialServer(ctx context.Context, p *Pool) (*server, error) {
-	cfg := p.connConfig.Copy()
-	pc, err := pgconn.ConnectConfig(ctx, cfg)
+// dialServer opens and logs in a new server connection; connect and login
+// together are bounded by timeout (server_connect_timeout).
+func dialServer(p *Pool, timeout time.Duration) (*server, error) {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.Dial(p.network, p.address)
 	if err != nil {
 		return nil, err
 	}
-	hj, err := pc.Hijack()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		tc.SetKeepAlive(true)
+	}
+	if timeout > 0 {
+		conn.SetDeadline(time.Now().Add(timeout))
+	}
+	r := wire.NewReader(conn, wire.DefaultBufferSize)
+	w := wire.NewWriter(conn, wire.DefaultBufferSize)
+	login, err := auth.LoginToServer(r, w, p.params, p.cred)
 	if err != nil {
-		pc.Close(ctx)
+		conn.Close()
 		return nil, err
 	}
-	if hj.Frontend != nil && hj.Frontend.ReadBufferLen() > 0 {
-		// The server sends nothing after its first ReadyForQuery, so pgconn
-		// cannot hold unread bytes; if it does, the connection is unusable.
-		hj.Conn.Close()
-		return nil, errors.New("server sent data after ReadyForQuery during login")
-	}
+	conn.SetDeadline(time.Time{})
 	now := time.Now()
-	s := &server{
+	return &server{
 		id:        serverIDs.Add(1),
 		pool:      p,
-		conn:      hj.Conn,
-		r:         wire.NewReader(hj.Conn, wire.DefaultBufferSize),
-		w:         wire.NewWriter(hj.Conn, wire.DefaultBufferSize),
-		pid:       hj.PID,
-		cancelKey: hj.SecretKey,
-		params:    hj.ParameterStatuses,
+		conn:      conn,
+		r:         r,
+		w:         w,
+		pid:       login.PID,
+		cancelKey: login.CancelKey,
+		params:    login.Params,
 		created:   now,
 		lastUsed:  now,
-	}
-	if s.params == nil {
-		s.params = map[string]string{}
-	}
-	return s, nil
+	}, nil
 }
 
 // execResult is the outcome of a query the pooler runs on its own.

@@ -236,6 +236,7 @@ func (s *Service) accept(ln net.Listener) error {
 			connected: time.Now(),
 		}
 		c.writerDone.L = &c.mu
+		c.cancelWait = make(chan struct{}, 1)
 		c.log = s.log.With("conn", c.String(), "addr", conn.RemoteAddr().String())
 		s.wg.Add(1)
 		go c.serve()
@@ -279,6 +280,13 @@ func (s *Service) cancel(key [8]byte) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.waiting {
+		select {
+		case c.cancelWait <- struct{}{}:
+		default:
+		}
+		return
+	}
 	if c.srv == nil || c.ls.outstanding == 0 {
 		return
 	}
@@ -290,13 +298,15 @@ func (s *Service) cancel(key [8]byte) {
 // poolFor returns the pool of (db, user), creating it on first use. A
 // forced user in the [databases] entry replaces the client's user.
 func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
-	serverUser, password := user, ""
+	serverUser := user
+	cred := auth.ServerCredentials{User: user}
 	if db.User != "" {
-		serverUser, password = db.User, db.Password
+		serverUser = db.User
+		cred = auth.ServerCredentials{User: db.User, Password: db.Password}
 	}
-	if password == "" {
-		if sec, ok := s.secret(serverUser); ok && sec.Kind == auth.SecretPlain {
-			password = sec.Plain
+	if cred.Password == "" {
+		if sec, ok := s.secret(serverUser); ok {
+			cred.Secret = &sec
 		}
 	}
 	key := poolKey{db: db.Name, user: serverUser}
@@ -305,7 +315,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
 	if p, ok := s.pools[key]; ok {
 		return p, nil
 	}
-	p, err := newPool(s, key, db, password)
+	p, err := newPool(s, key, db, cred)
 	if err != nil {
 		return nil, err
 	}

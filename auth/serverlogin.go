@@ -1,0 +1,273 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// ServerCredentials are what the pooler logs in to Postgres with: a
+// cleartext password, or a stored secret. An MD5 secret answers MD5
+// challenges directly (md5(secret + salt)); a SCRAM secret needs the
+// client's ClientKey, recovered when the client itself logged in with SCRAM
+// against the same secret (SCRAM pass-through).
+type ServerCredentials struct {
+	User      string
+	Password  string  // cleartext, or ""
+	Secret    *Secret // used when Password is ""
+	ClientKey []byte  // SCRAM pass-through, with a SCRAM Secret
+}
+
+// ServerLogin is what the server told us during login.
+type ServerLogin struct {
+	PID       uint32
+	CancelKey []byte
+	Params    map[string]string
+}
+
+// ServerError is an ErrorResponse the server sent during login; the pooler
+// forwards it to waiting clients as is.
+type ServerError struct{ Fields wire.ErrorFields }
+
+func (e *ServerError) Error() string { return e.Fields.Message }
+
+// LoginToServer sends the startup packet and completes authentication and
+// the welcome, up to the first ReadyForQuery. r and w must be the reader and
+// writer the connection keeps using afterwards.
+func LoginToServer(r *wire.Reader, w *wire.Writer, params []wire.Param, cred ServerCredentials) (*ServerLogin, error) {
+	if err := w.Write(wire.AppendStartup(nil, params)); err != nil {
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		return nil, err
+	}
+	res := &ServerLogin{Params: map[string]string{}}
+	var sc *scramClient
+	for {
+		typ, _, err := r.Next()
+		if err != nil {
+			return nil, err
+		}
+		body, err := r.Body()
+		if err != nil {
+			return nil, err
+		}
+		switch typ {
+		case wire.MsgErrorResponse:
+			f, _ := wire.ParseErrorResponse(body)
+			return nil, &ServerError{Fields: f}
+		case wire.MsgAuthentication:
+			if len(body) < 4 {
+				return nil, errors.New("server sent a malformed authentication request")
+			}
+			code := binary.BigEndian.Uint32(body)
+			var reply []byte
+			switch code {
+			case 0: // AuthenticationOk
+				continue
+			case 3: // cleartext
+				if cred.Password == "" {
+					return nil, errors.New("server asked for a cleartext password, and no cleartext password is configured")
+				}
+				reply = passwordMessage(cred.Password)
+			case 5: // MD5
+				if len(body) != 8 {
+					return nil, errors.New("server sent a malformed MD5 request")
+				}
+				inner, err := md5Inner(cred)
+				if err != nil {
+					return nil, err
+				}
+				h := md5.Sum(append([]byte(inner), body[4:8]...))
+				reply = passwordMessage("md5" + hex.EncodeToString(h[:]))
+			case 10: // SASL
+				if !bytes.Contains(body[4:], []byte("SCRAM-SHA-256\x00")) {
+					return nil, errors.New("server offers no supported SASL mechanism")
+				}
+				sc, err = newSCRAMClient(cred)
+				if err != nil {
+					return nil, err
+				}
+				first := sc.clientFirst()
+				reply = appendSASLInitial(nil, "SCRAM-SHA-256", first)
+			case 11: // SASL continue
+				if sc == nil {
+					return nil, errors.New("server sent SASLContinue before SASL")
+				}
+				final, err := sc.clientFinal(string(body[4:]))
+				if err != nil {
+					return nil, err
+				}
+				reply = appendPasswordBytes(nil, []byte(final))
+			case 12: // SASL final
+				if sc == nil || !sc.verifyServerFinal(string(body[4:])) {
+					return nil, errors.New("server's SCRAM signature is invalid")
+				}
+				continue
+			default:
+				return nil, fmt.Errorf("server asked for an unsupported authentication method (code %d)", code)
+			}
+			if err := w.Write(reply); err != nil {
+				return nil, err
+			}
+			if err := w.Flush(); err != nil {
+				return nil, err
+			}
+		case wire.MsgParameterStatus:
+			n, v, err := wire.ParseParameterStatus(body)
+			if err == nil {
+				res.Params[string(n)] = string(v)
+			}
+		case wire.MsgBackendKeyData:
+			if len(body) < 8 {
+				return nil, errors.New("server sent a malformed BackendKeyData")
+			}
+			res.PID = binary.BigEndian.Uint32(body)
+			res.CancelKey = bytes.Clone(body[4:])
+		case wire.MsgReadyForQuery:
+			return res, nil
+		case wire.MsgNegotiateProtocol, wire.MsgNoticeResponse:
+			// We ask for 3.0 with no options; notices during login are
+			// not for any client.
+		default:
+			return nil, fmt.Errorf("server sent unexpected message %q during login", typ)
+		}
+	}
+}
+
+func md5Inner(cred ServerCredentials) (string, error) {
+	switch {
+	case cred.Password != "":
+		return MD5Secret(cred.User, cred.Password)[3:], nil
+	case cred.Secret != nil && cred.Secret.Kind == SecretMD5:
+		return cred.Secret.MD5[3:], nil
+	case cred.Secret != nil && cred.Secret.Kind == SecretPlain:
+		return MD5Secret(cred.User, cred.Secret.Plain)[3:], nil
+	}
+	return "", errors.New("server asked for MD5 authentication, and no password or MD5 secret is configured for this user")
+}
+
+func passwordMessage(pw string) []byte {
+	return appendPasswordBytes(nil, append([]byte(pw), 0))
+}
+
+func appendPasswordBytes(dst, payload []byte) []byte {
+	dst = append(dst, wire.MsgPassword, 0, 0, 0, 0)
+	start := len(dst) - 5
+	dst = append(dst, payload...)
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+func appendSASLInitial(dst []byte, mech, data string) []byte {
+	payload := append([]byte(mech), 0)
+	payload = binary.BigEndian.AppendUint32(payload, uint32(len(data)))
+	payload = append(payload, data...)
+	return appendPasswordBytes(dst, payload)
+}
+
+// scramClient is the client side of SCRAM-SHA-256 (RFC 5802/7677) without
+// channel binding.
+type scramClient struct {
+	password  string
+	secret    *Secret
+	clientKey []byte
+
+	nonce       string
+	firstBare   string
+	authMessage string
+	serverKey   []byte
+}
+
+func newSCRAMClient(cred ServerCredentials) (*scramClient, error) {
+	c := &scramClient{password: cred.Password}
+	if c.password == "" && cred.Secret != nil && cred.Secret.Kind == SecretPlain {
+		c.password = cred.Secret.Plain
+	}
+	if c.password == "" {
+		if cred.Secret == nil || cred.Secret.Kind != SecretSCRAM || len(cred.ClientKey) == 0 {
+			return nil, errors.New("cannot do SCRAM authentication: password is SCRAM secret but client authentication did not provide SCRAM keys")
+		}
+		c.secret, c.clientKey = cred.Secret, cred.ClientKey
+	}
+	var b [18]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	c.nonce = base64.StdEncoding.EncodeToString(b[:])
+	return c, nil
+}
+
+func (c *scramClient) clientFirst() string {
+	c.firstBare = "n=,r=" + c.nonce
+	return "n,," + c.firstBare
+}
+
+func (c *scramClient) clientFinal(serverFirst string) (string, error) {
+	var nonce, salt string
+	iter := 0
+	for _, a := range strings.Split(serverFirst, ",") {
+		if len(a) < 2 || a[1] != '=' {
+			continue
+		}
+		switch a[0] {
+		case 'r':
+			nonce = a[2:]
+		case 's':
+			salt = a[2:]
+		case 'i':
+			iter, _ = strconv.Atoi(a[2:])
+		}
+	}
+	if !strings.HasPrefix(nonce, c.nonce) || len(nonce) == len(c.nonce) || iter <= 0 || iter > 1<<24 {
+		return "", errors.New("server sent an invalid SCRAM server-first message")
+	}
+	saltBytes, err := base64.StdEncoding.DecodeString(salt)
+	if err != nil {
+		return "", errors.New("server sent an invalid SCRAM salt")
+	}
+	var clientKey, storedKey []byte
+	if c.secret != nil {
+		if !bytes.Equal(saltBytes, c.secret.Salt) || iter != c.secret.Iterations {
+			return "", errors.New("cannot do SCRAM authentication: the server's SCRAM secret differs from the pooler's (salt or iterations)")
+		}
+		clientKey, storedKey, c.serverKey = c.clientKey, c.secret.StoredKey, c.secret.ServerKey
+	} else {
+		k := deriveSCRAMKeys(c.password, saltBytes, iter)
+		clientKey, storedKey, c.serverKey = k.client, k.stored, k.server
+	}
+	withoutProof := "c=biws,r=" + nonce
+	c.authMessage = c.firstBare + "," + serverFirst + "," + withoutProof
+	sig := hmacSHA256(storedKey, c.authMessage)
+	proof := make([]byte, len(sig))
+	for i := range sig {
+		proof[i] = clientKey[i] ^ sig[i]
+	}
+	return withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof), nil
+}
+
+func (c *scramClient) verifyServerFinal(msg string) bool {
+	v, ok := strings.CutPrefix(msg, "v=")
+	if !ok {
+		return false
+	}
+	got, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(sha256.New, c.serverKey)
+	m.Write([]byte(c.authMessage))
+	return subtle.ConstantTimeCompare(got, m.Sum(nil)) == 1
+}
