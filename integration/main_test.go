@@ -1,0 +1,345 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgBinDir is where CI (and the Debian/Ubuntu packages) keep PostgreSQL 15.
+const pgBinDir = "/usr/lib/postgresql/15/bin"
+
+// Roles and databases created by TestMain. Tests use these names rather than
+// literals so a grep finds every user of a fixture.
+const (
+	appUser     = "app"
+	appPassword = "app-secret" // stored as SCRAM-SHA-256 in Postgres
+	md5User     = "md5user"
+	md5Password = "md5-secret" // stored as md5 in Postgres
+	benchUser   = "bench"
+	benchPass   = "bench-secret"
+
+	appDB   = "appdb"
+	otherDB = "otherdb"
+	benchDB = "benchdb"
+)
+
+// pg is the package's PostgreSQL; nil when running with -short.
+var pg *cluster
+
+// cluster is one throwaway PostgreSQL started by TestMain.
+type cluster struct {
+	dir     string // temp root: data/, sock/, postgres.log, pooler binary
+	dataDir string
+	sockDir string
+	logPath string
+	port    int
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	cred    *syscall.Credential // run initdb/postgres as this user (nil: as ourselves)
+
+	monitorMu sync.Mutex
+	monitor   *pgx.Conn // superuser conn for pg_stat_activity polling
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Unit runs: every test calls needPG, which skips.
+		os.Exit(m.Run())
+	}
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) (code int) {
+	c, err := startCluster()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "integration: cannot start PostgreSQL: %v\n", err)
+		if c != nil {
+			c.stop()
+		}
+		return 1
+	}
+	pg = c
+
+	// Stop Postgres and poolers on ^C or a kill from `go test -timeout`'s
+	// parent; Pdeathsig covers the case where we die without running this.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "integration: %v: stopping PostgreSQL and poolers\n", s)
+		killAllPoolers()
+		c.stop()
+		os.Exit(2)
+	}()
+
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "integration: panic: %v\n", r)
+			code = 2
+		}
+		killAllPoolers()
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "integration: PostgreSQL log tail:\n%s\n", tailFile(c.logPath, 40))
+		}
+		c.stop()
+	}()
+	return m.Run()
+}
+
+// needPG skips under -short and otherwise returns the cluster.
+func needPG(t testing.TB) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
+	if pg == nil {
+		t.Fatal("integration: PostgreSQL was not started (TestMain failed?)")
+	}
+	return pg
+}
+
+func startCluster() (*cluster, error) {
+	if _, err := os.Stat(filepath.Join(pgBinDir, "postgres")); err != nil {
+		return nil, fmt.Errorf("PostgreSQL 15 binaries not found in %s (install postgresql-15): %w", pgBinDir, err)
+	}
+	dir, err := os.MkdirTemp("", "pgturnstile-it-")
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{
+		dir:     dir,
+		dataDir: filepath.Join(dir, "data"),
+		sockDir: filepath.Join(dir, "sock"),
+		logPath: filepath.Join(dir, "postgres.log"),
+	}
+	// The postgres OS user must be able to traverse the root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return c, err
+	}
+	for _, d := range []string{c.dataDir, c.sockDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return c, err
+		}
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return c, fmt.Errorf("running as root needs a postgres OS user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		for _, d := range []string{c.dataDir, c.sockDir} {
+			if err := os.Chown(d, uid, gid); err != nil {
+				return c, err
+			}
+		}
+	}
+
+	initdb := exec.Command(filepath.Join(pgBinDir, "initdb"),
+		"-D", c.dataDir, "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync",
+		// Host connections use md5, which also runs SCRAM for roles whose
+		// password is stored as SCRAM: that lets md5user and app coexist.
+		"--auth-local=trust", "--auth-host=md5")
+	initdb.Dir = dir
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return c, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return c, err
+		}
+		if err := c.startPostgres(port); err != nil {
+			lastErr = err
+			c.stop()
+			continue
+		}
+		lastErr = nil
+		break
+	}
+	if lastErr != nil {
+		return c, lastErr
+	}
+	if err := c.setup(); err != nil {
+		return c, fmt.Errorf("creating roles and databases: %w", err)
+	}
+	return c, nil
+}
+
+func (c *cluster) startPostgres(port int) error {
+	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	c.port = port
+	c.cmd = exec.Command(filepath.Join(pgBinDir, "postgres"),
+		"-D", c.dataDir,
+		"-p", strconv.Itoa(port),
+		"-k", c.sockDir,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=200",
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "unix_socket_permissions=0777",
+		"-c", "log_min_messages=warning",
+	)
+	c.cmd.Dir = c.dir
+	c.cmd.Stdout = logf
+	c.cmd.Stderr = logf
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: c.cred,
+		Setpgid:    true,
+		// Go sets this after switching credentials, so it survives into
+		// postgres: if the test binary dies, so does the postmaster.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := c.cmd.Start(); err != nil {
+		return err
+	}
+	c.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, ch chan struct{}) { _ = cmd.Wait(); close(ch) }(c.cmd, c.exited)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-c.exited:
+			return fmt.Errorf("postgres exited during startup on port %d:\n%s", port, tailFile(c.logPath, 20))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, c.superuserConnString("postgres"))
+		cancel()
+		if err == nil {
+			c.monitor = conn
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres not ready after 30s: %v\n%s", err, tailFile(c.logPath, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// superuserConnString connects over the unix socket, where auth is trust.
+func (c *cluster) superuserConnString(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", c.sockDir, c.port, db)
+}
+
+// directConnString connects over TCP with a password, as the pooler does.
+func (c *cluster) directConnString(db, user, password string) string {
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable", c.port, user, password, db)
+}
+
+func (c *cluster) setup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stmts := []string{
+		"SET password_encryption = 'scram-sha-256'",
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword),
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", benchUser, benchPass),
+		"SET password_encryption = 'md5'",
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", md5User, md5Password),
+		"RESET password_encryption",
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", appDB, appUser),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", otherDB, appUser),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", benchDB, benchUser),
+	}
+	for _, s := range stmts {
+		if _, err := c.monitor.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, c.superuserConnString(appDB))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, s := range []string{
+		"CREATE TABLE dropped_tx (v text)",
+		"ALTER TABLE dropped_tx OWNER TO " + appUser,
+		"CREATE TABLE smoke (id int PRIMARY KEY, v text)",
+		"ALTER TABLE smoke OWNER TO " + appUser,
+		"GRANT ALL ON SCHEMA public TO PUBLIC",
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func (c *cluster) stop() {
+	if c.monitor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = c.monitor.Close(ctx)
+		cancel()
+		c.monitor = nil
+	}
+	if c.cmd != nil && c.cmd.Process != nil && c.exited != nil {
+		// SIGQUIT: immediate shutdown; nothing here needs to survive.
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.exited
+		}
+		c.cmd = nil
+	}
+	if os.Getenv("PGTURNSTILE_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "integration: keeping %s\n", c.dir)
+		return
+	}
+	_ = os.RemoveAll(c.dir)
+}
+
+// freePort returns a TCP port below 32768 (outside Linux's default ephemeral
+// range, so an outgoing connection cannot take it) that is free right now.
+func freePort() (int, error) {
+	for i := 0; i < 200; i++ {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free port found in 20000-31999")
+}
+
+func tailFile(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

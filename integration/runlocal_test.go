@@ -1,0 +1,148 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	psqlLineRE  = regexp.MustCompile(`^psql "([^"]+)"$`)
+	runTmpDirRE = regexp.MustCompile(`initdb in (\S+)/data`)
+)
+
+// TestMakeRun runs scripts/run-local.sh (what `make run` runs after `make
+// build`) for real: it must print the psql line, and that line must give
+// SELECT 1. Ctrl-C (SIGINT to the process group) must stop PostgreSQL and
+// remove the temp dir. The script's default listen port 6432 is used when it
+// is free (the README path: --dev-backend and the embedded config);
+// otherwise PGTURNSTILE_RUN_PORT moves it.
+func TestMakeRun(t *testing.T) {
+	needPG(t)
+	bin := poolerBinary(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PGTURNSTILE_BIN="+bin, "PGTURNSTILE_PG_PORT="+strconv.Itoa(pgPort))
+	listenPort := 6432
+	if l, err := net.Listen("tcp", "127.0.0.1:6432"); err == nil {
+		l.Close()
+		t.Log("6432 is free: running the default (embedded config) path")
+	} else {
+		listenPort, err = freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "PGTURNSTILE_RUN_PORT="+strconv.Itoa(listenPort))
+		t.Logf("6432 is busy: PGTURNSTILE_RUN_PORT=%d", listenPort)
+	}
+
+	cmd := exec.Command(filepath.Join(root, "scripts", "run-local.sh"))
+	cmd.Dir = root
+	cmd.Env = env
+	stderr := newLogBuffer()
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	lines := make(chan string, 100)
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // nobody listens any more; keep draining
+			}
+		}
+		close(lines)
+		// Wait only after stdout is drained (StdoutPipe rule).
+		exited <- cmd.Wait()
+	}()
+	var out []string
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+
+	// The psql line.
+	var connstr string
+	timeout := time.After(60 * time.Second)
+	for connstr == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("run-local.sh closed stdout without a psql line; stdout %q\nstderr:\n%s", out, stderr.String())
+			}
+			out = append(out, l)
+			if m := psqlLineRE.FindStringSubmatch(l); m != nil {
+				connstr = m[1]
+			}
+		case <-timeout:
+			t.Fatalf("no psql line within 60 s; stdout %q\nstderr:\n%s", out, stderr.String())
+		}
+	}
+	wantConn := fmt.Sprintf("host=127.0.0.1 port=%d dbname=postgres user=postgres", listenPort)
+	if connstr != wantConn {
+		t.Errorf("printed psql line has %q, want %q", connstr, wantConn)
+	}
+
+	// The pooler starts right after the line; retry psql for a few seconds.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		o, e, err := psql(t, "", connstr, "-tAc", "SELECT 1")
+		if err == nil {
+			if strings.TrimSpace(o) != "1" {
+				t.Errorf("SELECT 1 through the printed line returned %q", o)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("psql %q -c 'SELECT 1' kept failing: %v %s\nscript stderr:\n%s", connstr, err, e, stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Ctrl-C.
+	m := runTmpDirRE.FindStringSubmatch(stderr.String())
+	if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		t.Logf("run-local.sh exited: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run-local.sh still running 30 s after SIGINT; stderr:\n%s", stderr.String())
+	}
+	if m == nil {
+		t.Errorf("script did not say where its temp dir is; stderr:\n%s", stderr.String())
+	} else if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("temp dir %s still exists after Ctrl-C (%v)", m[1], err)
+	}
+	for _, port := range []int{pgPort, listenPort} {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+			c.Close()
+			t.Errorf("127.0.0.1:%d still accepts connections after Ctrl-C", port)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("script stdout: %q\nstderr:\n%s", out, stderr.String())
+	}
+}
