@@ -679,15 +679,14 @@ func (c *client) leave(err error) {
 	c.mu.Lock()
 	c.writing = false
 	c.writerDone.Broadcast()
-	s := c.srv
-	if s != nil {
+	if s := c.srv; s != nil {
 		c.gone.Store(true)
 		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
-	}
-	c.mu.Unlock()
-	if s != nil {
+		// Under mu: once the pump has released s, another client's pump
+		// reads it, and this deadline must not reach that one.
 		s.conn.SetReadDeadline(time.Now())
 	}
+	c.mu.Unlock()
 }
 
 // pump relays one server's replies to the client for the life of a link.
