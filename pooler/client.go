@@ -78,7 +78,9 @@ type client struct {
 	pumpDone chan struct{} // closed when the link's pump exits
 	gone     atomic.Bool   // the client left while linked; the pump drains
 	detach   bool          // serve is closing the link on purpose
-	resetDue bool          // server_reset_query still to run before release
+	// detachReason is logged when serve closes the linked server.
+	detachReason string
+	resetDue     bool // server_reset_query still to run before release
 	// drainDeadline bounds how long a server is drained after its client left.
 	drainDeadline time.Time
 	cancelSent    bool
@@ -436,6 +438,12 @@ func (c *client) loop() {
 			if isTimeout(err) {
 				continue
 			}
+			if errors.Is(err, wire.ErrMessageTooLarge) || errors.Is(err, wire.ErrBadLength) {
+				// A protocol violation: the server's state is unknown too.
+				c.unlinkAndClose("client sent a bad packet")
+				c.fail(err)
+				return
+			}
 			c.leave(err)
 			return
 		}
@@ -590,6 +598,7 @@ func (c *client) unlinkAndClose(reason string) {
 	c.mu.Lock()
 	s, done := c.srv, c.pumpDone
 	c.detach = true
+	c.detachReason = reason
 	c.mu.Unlock()
 	if s == nil {
 		return
@@ -965,11 +974,11 @@ func (c *client) serverLost(s *server, err error) {
 		c.srv = nil
 	}
 	quiet := c.gone.Load() || c.detach
-	c.mu.Unlock()
 	reason := "server conn crashed?"
 	if c.detach {
-		reason = "idle transaction timeout"
+		reason = c.detachReason
 	}
+	c.mu.Unlock()
 	c.pool.discard(s, reason)
 	if linked && !quiet {
 		c.w.Write(appendError(nil, newError(CodeServerCrashed)))
