@@ -87,6 +87,7 @@ type Settings struct {
 	SyslogIdent, SyslogFacility                                  string
 	Verbose                                                      int
 	ApplicationNameAddHost                                       bool
+	DisablePQExec                                                bool
 	StatsPeriod                                                  time.Duration
 	User                                                         string
 

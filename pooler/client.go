@@ -265,6 +265,10 @@ func (c *client) login() error {
 		}
 		pool.release(s)
 	}
+	if st.ApplicationNameAddHost {
+		// PgBouncer's format: "<name> - <host>:<port>".
+		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
+	}
 	c.params = pool.initialParams(startupParams)
 	if _, err := rand.Read(c.key[:]); err != nil {
 		return err
@@ -445,6 +449,14 @@ func (c *client) loop() {
 				return
 			}
 			c.leave(err)
+			return
+		}
+		if typ == wire.MsgQuery && st.DisablePQExec {
+			// disable_pqexec: a simple Query may carry several
+			// statements, which some SQL injections rely on.
+			c.r.Skip()
+			c.unlinkAndClose("PQexec disallowed")
+			c.fail(newError(CodePQExecDisallowed))
 			return
 		}
 		if typ == wire.MsgTerminate {

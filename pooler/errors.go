@@ -31,6 +31,7 @@ const (
 	CodeNoUserName
 	CodeServerConnectFailed
 	CodeAdminUnsupported
+	CodePQExecDisallowed
 )
 
 type codeInfo struct {
@@ -60,6 +61,7 @@ var codes = map[Code]codeInfo{
 	CodeNoUserName:              {"08P01", "no username supplied"},
 	CodeServerConnectFailed:     {"08P01", "server connection failed: %s"},
 	CodeAdminUnsupported:        {"08P01", "admin console is not supported yet"},
+	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says
