@@ -12,10 +12,9 @@ import (
 func TestLibPQ(t *testing.T) {
 	needPG(t)
 	p := startPooler(t, iniSettings(map[string]string{"default_pool_size": "2"}, ""), testUserlist)
-	// binary_parameters=yes makes lib/pq send Parse/Bind/Execute in one
-	// round trip; without it a parameterized query spans two Syncs, which no
-	// transaction pooler can keep on one server.
-	db := connectPq(t, p.App()+" binary_parameters=yes")
+	// lib/pq's defaults: a parameterized query spans two Sync cycles
+	// (Parse/Describe/Sync, then Bind/Execute/Sync).
+	db := connectPq(t, p.App())
 	db.SetMaxOpenConns(5)
 	ctx := ctxT(t, 30*time.Second)
 

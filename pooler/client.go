@@ -62,6 +62,10 @@ type client struct {
 	stmts map[string]*stmtDef
 	// ops are the replies the linked server owes, for mapping (prepared.go).
 	ops opQueue
+	// unnamedParse is the body of the client's last Parse of the unnamed
+	// statement, and unnamedGen counts them (relay_prepared.go).
+	unnamedParse []byte
+	unnamedGen   uint64
 	// skipToSync drops client messages up to the next Sync after an error
 	// the pooler raised itself, as Postgres does after its own errors.
 	skipToSync bool
@@ -884,6 +888,7 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 		// The reset (typically DISCARD ALL) may have dropped prepared
 		// statements; forget them rather than guess.
 		s.stmts.clear(c.svc.stmts)
+		s.unnamedOwner = 0
 	}
 	c.pool.release(s)
 }

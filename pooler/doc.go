@@ -37,9 +37,14 @@
 // Consequence for the extended protocol: an unnamed statement prepared in
 // one Sync cycle (Parse/Describe/Sync) and executed in the next
 // (Bind/Execute/Sync) stays on one server only while a transaction or a
-// pipeline holds the link; outside of that the client may get another
-// server, exactly as with PgBouncer. Drivers that do this (pgx's describe
-// step) run both halves inside one pipeline, so they are unaffected.
+// pipeline holds the link; outside of that the next cycle may get another
+// server. PgBouncer leaves it at that, which breaks lib/pq's defaults.
+// pgturnstile remembers each client's last unnamed Parse and, when a Bind or
+// Describe of the unnamed statement reaches a server that does not hold that
+// client's version of it, injects the Parse first and swallows its
+// ParseComplete (relay_prepared.go). The unnamed portal needs nothing: it
+// never outlives the Sync cycle that created it outside a transaction.
+// Named statements are mapped as described in prepared.go.
 //
 // # A client that leaves while linked
 //

@@ -211,6 +211,8 @@ type op struct {
 	// statement (undone if the Parse fails).
 	clientName string
 	err        *Error
+	// unnamed marks a Parse of the unnamed statement.
+	unnamed bool
 }
 
 // opQueue is a FIFO ring; it grows but does not shrink, so steady state

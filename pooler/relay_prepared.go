@@ -38,8 +38,15 @@ func (c *client) relayParse(s *server) error {
 	c.mu.Lock()
 	if !ok || name == "" {
 		// Unnamed statements (and malformed messages, which Postgres
-		// rejects itself) pass through.
-		c.ops.push(op{kind: opParse})
+		// rejects itself) pass through. The unnamed one is remembered so
+		// that a Bind in a later Sync cycle can recreate it on whichever
+		// server that cycle gets (lib/pq, pgx's describe-exec mode).
+		c.ops.push(op{kind: opParse, unnamed: ok})
+		if ok {
+			c.unnamedParse = append(c.unnamedParse[:0], body...)
+			c.unnamedGen++
+			s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+		}
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgParse, body)
 	}
@@ -95,7 +102,17 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	if ok1 {
 		stmt, n2, ok2 = cstr(pre[n1:])
 	}
-	if !ok1 || !ok2 || stmt == "" {
+	if !ok1 || !ok2 {
+		return c.r.Forward(s.w)
+	}
+	if stmt == "" {
+		c.mu.Lock()
+		out := c.unnamedLocked(c.out[:0], s)
+		c.mu.Unlock()
+		c.out = out
+		if err := s.w.Write(out); err != nil {
+			return err
+		}
 		return c.r.Forward(s.w)
 	}
 	c.mu.Lock()
@@ -135,8 +152,17 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	name, _, ok := cstr(body[1:])
 	c.mu.Lock()
+	if ok && name == "" {
+		out := c.unnamedLocked(c.out[:0], s)
+		c.mu.Unlock()
+		c.out = out
+		if err := s.w.Write(out); err != nil {
+			return err
+		}
+		return s.w.WriteMessage(wire.MsgDescribe, body)
+	}
 	def := c.stmts[name]
-	if !ok || name == "" || def == nil {
+	if !ok || def == nil {
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
@@ -197,6 +223,8 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	if ok {
 		def = c.stmts[name]
 	}
+	// A simple query replaces the server's unnamed statement.
+	s.unnamedOwner = 0
 	if def == nil {
 		c.ops.push(op{kind: opSync})
 		c.mu.Unlock()
@@ -272,6 +300,10 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 func (c *client) errorLocked(s *server) {
 	for o := c.ops.peek(); o != nil && o.kind != opSync; o = c.ops.peek() {
 		d := c.ops.pop()
+		if d.unnamed {
+			// Whether the server got this unnamed statement is unknown.
+			s.unnamedOwner = 0
+		}
 		switch d.kind {
 		case opParse, opParseInjected:
 			if d.def != nil {
@@ -314,6 +346,7 @@ func (c *client) commandCompleteLocked(s *server, tag []byte) {
 		return
 	}
 	s.stmts.clear(c.svc.stmts)
+	s.unnamedOwner = 0
 	c.clearStmtsLocked()
 }
 
@@ -439,4 +472,19 @@ func (c *client) flushUnlinked() error {
 
 func errStmtExists(name string) *Error {
 	return &Error{Severity: "ERROR", SQLState: "42P05", Message: `prepared statement "` + name + `" already exists`}
+}
+
+// unnamedLocked appends a Parse of the client's last unnamed statement when
+// server s does not hold it as its unnamed statement, for a Bind or
+// Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
+func (c *client) unnamedLocked(out []byte, s *server) []byte {
+	if c.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.unnamedGen) {
+		return out
+	}
+	out = append(out, wire.MsgParse, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(out[len(out)-4:], uint32(4+len(c.unnamedParse)))
+	out = append(out, c.unnamedParse...)
+	c.ops.push(op{kind: opParseInjected, unnamed: true})
+	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+	return out
 }

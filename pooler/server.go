@@ -69,6 +69,10 @@ type server struct {
 	// stmts are the mapped prepared statements this server has; owned by
 	// whoever holds the server, like w.
 	stmts serverStmts
+	// unnamedOwner and unnamedGen say whose unnamed statement (and which
+	// of its versions) the server holds; guarded by the holder's client.mu.
+	unnamedOwner uint64 // client id; 0 = none known
+	unnamedGen   uint64
 
 	scratch []byte
 }
