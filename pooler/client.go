@@ -854,6 +854,10 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.w.Flush()
 		c.srv = nil
 		c.mu.Unlock()
+		if st.ClientIdleTimeout > 0 {
+			// serve armed no idle deadline while linked; it starts now.
+			c.conn.SetReadDeadline(time.Now().Add(st.ClientIdleTimeout))
+		}
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:

@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server lifecycle and client timeouts, each with short settings.
+
+func TestClientIdleTimeout(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(map[string]string{"client_idle_timeout": "0.5"}, ""), testUserlist)
+	c := connectPgx(t, p.App())
+	ctx := ctxT(t, 10*time.Second)
+	if queryInt(t, c, "SELECT 1") != 1 {
+		t.Fatal("SELECT 1")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	_, err := c.Exec(ctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
+	wantPgError(t, err, "FATAL", "08P01", "client_idle_timeout")
+}
+
+func TestIdleTransactionTimeout(t *testing.T) {
+	needPG(t)
+	waitNoBackends(t, otherDB, appUser)
+	p := startPooler(t, iniSettings(map[string]string{"idle_transaction_timeout": "0.5"}, ""), testUserlist)
+	c := connectPgx(t, p.ConnString(otherDB, appUser, appPassword))
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.Exec(ctx, "BEGIN", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	_, err := c.Exec(ctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
+	wantPgError(t, err, "FATAL", "08P01", "idle transaction timeout")
+	// The server that held the open transaction is closed, not reused.
+	waitBackends(t, otherDB, appUser, 5*time.Second, "0", func(n int) bool { return n == 0 })
+	if !p.LogContains("closing because: idle transaction timeout") {
+		t.Fatalf("log lacks the close reason:\n%s", p.Log())
+	}
+}
+
+func TestQueryTimeout(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(map[string]string{"query_timeout": "0.5"}, ""), testUserlist)
+	c := connectPgx(t, p.App())
+	ctx := ctxT(t, 10*time.Second)
+	start := time.Now()
+	_, err := c.Exec(ctx, "SELECT pg_sleep(5)", pgx.QueryExecModeSimpleProtocol)
+	wantPgError(t, err, "FATAL", "08P01", "query timeout")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("query_timeout took %v", d)
+	}
+	// Other clients are unaffected.
+	selectOne(t, p.App())
+}
+
+func TestServerIdleTimeoutAndMinPoolSize(t *testing.T) {
+	needPG(t)
+	waitNoBackends(t, otherDB, appUser)
+	p := startPooler(t, iniSettings(map[string]string{"server_idle_timeout": "0.5", "min_pool_size": "2"}, ""), testUserlist)
+	c := connectPgx(t, p.ConnString(otherDB, appUser, appPassword))
+	if queryInt(t, c, "SELECT 1") != 1 {
+		t.Fatal("SELECT 1")
+	}
+	// min_pool_size fills the pool of a pool with clients...
+	waitBackends(t, otherDB, appUser, 5*time.Second, "2", func(n int) bool { return n == 2 })
+	// ...and server_idle_timeout never takes it below that.
+	time.Sleep(1500 * time.Millisecond)
+	if n := countBackends(t, otherDB, appUser); n != 2 {
+		t.Fatalf("backends after idle timeout: %d, want min_pool_size 2", n)
+	}
+	// A burst grows the pool; the extra servers go after the idle timeout.
+	conns := make([]*pgx.Conn, 4)
+	for i := range conns {
+		conns[i] = connectPgx(t, p.ConnString(otherDB, appUser, appPassword))
+		if _, err := conns[i].Exec(ctxT(t, 5*time.Second), "BEGIN", pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitBackends(t, otherDB, appUser, 5*time.Second, ">= 4", func(n int) bool { return n >= 4 })
+	for _, cc := range conns {
+		if _, err := cc.Exec(ctxT(t, 5*time.Second), "COMMIT", pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitBackends(t, otherDB, appUser, 5*time.Second, "2", func(n int) bool { return n == 2 })
+	if !p.LogContains("closing because: server idle timeout") {
+		t.Fatalf("log lacks the close reason:\n%s", p.Log())
+	}
+}
+
+func TestServerLifetime(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(map[string]string{"server_lifetime": "0.5", "default_pool_size": "1"}, ""), testUserlist)
+	c := connectPgx(t, p.App())
+	first := queryInt(t, c, "SELECT pg_backend_pid()")
+	time.Sleep(1200 * time.Millisecond)
+	// The old server is closed once it is released or found idle; the
+	// client gets a new one without noticing.
+	second := queryInt(t, c, "SELECT pg_backend_pid()")
+	third := queryInt(t, c, "SELECT pg_backend_pid()")
+	if second == first && third == first {
+		t.Fatalf("backend %d outlived server_lifetime", first)
+	}
+	if !p.LogContains("closing because: server lifetime over") {
+		t.Fatalf("log lacks the close reason:\n%s", p.Log())
+	}
+}
+
+func TestServerLoginRetry(t *testing.T) {
+	needPG(t)
+	// The userlist holds a wrong password for the server login; clients
+	// authenticate to the pooler with it successfully.
+	bad := `"app" "not-the-password"` + "\n"
+	p := startPooler(t, iniSettings(map[string]string{"server_login_retry": "30"}, ""), bad)
+	connstr := p.ConnString(appDB, appUser, "not-the-password")
+	_, err := tryConnectPgx(t, pgxConfig(t, connstr))
+	pe := wantPgError(t, err, "FATAL", "28P01", "")
+	if !strings.Contains(pe.Message, "password authentication failed") {
+		t.Fatalf("first client: %q", pe.Message)
+	}
+	// Within server_login_retry the pooler does not hammer Postgres: the
+	// next client gets the cached error at once.
+	start := time.Now()
+	_, err = tryConnectPgx(t, pgxConfig(t, connstr))
+	pe = wantPgError(t, err, "FATAL", "08P01", "")
+	if !strings.HasPrefix(pe.Message, "server login has been failing, cached error: ") || !strings.HasSuffix(pe.Message, " (server_login_retry)") {
+		t.Fatalf("second client: %q", pe.Message)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cached error took %v", d)
+	}
+}
+
+func TestSessionModeResetQuery(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(map[string]string{"pool_mode": "session", "default_pool_size": "1"}, ""), testUserlist)
+	ctx := ctxT(t, 10*time.Second)
+	c := connectPgx(t, p.App())
+	pid := queryInt(t, c, "SELECT pg_backend_pid()")
+	if _, err := c.Exec(ctx, "SET work_mem = '7MB'", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "PREPARE leftover AS SELECT 1", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	c2 := connectPgx(t, p.App())
+	if got := queryInt(t, c2, "SELECT pg_backend_pid()"); got != pid {
+		t.Fatalf("pool of 1 gave another server: %d vs %d", got, pid)
+	}
+	if wm := queryText(t, c2, "SHOW work_mem"); wm == "7MB" {
+		t.Fatal("session SET leaked to the next client: DISCARD ALL did not run")
+	}
+	if n := queryInt(t, c2, "SELECT count(*) FROM pg_prepared_statements"); n != 0 {
+		t.Fatalf("prepared statement leaked to the next client: %d", n)
+	}
+}
