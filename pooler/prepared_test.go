@@ -1,0 +1,125 @@
+package pooler
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+func TestDeallocateTarget(t *testing.T) {
+	cases := []struct {
+		in   string
+		name string
+		ok   bool
+	}{
+		{"DEALLOCATE s1", "s1", true},
+		{"  deallocate   S1 ;\x00", "s1", true},
+		{"DEALLOCATE PREPARE stmt_7", "stmt_7", true},
+		{`DEALLOCATE "MiXed"`, "MiXed", true},
+		{`DEALLOCATE "a""b"`, `a"b`, true},
+		{"DEALLOCATE ALL", "", false},
+		{"DEALLOCATE PREPARE ALL", "", false},
+		{"DEALLOCATE s1; SELECT 1", "", false},
+		{"SELECT 'DEALLOCATE s1'", "", false},
+		{"DEALLOCATE", "", false},
+	}
+	for _, c := range cases {
+		name, ok := deallocateTarget([]byte(c.in))
+		if name != c.name || ok != c.ok {
+			t.Errorf("%q: got (%q, %v) want (%q, %v)", c.in, name, ok, c.name, c.ok)
+		}
+	}
+}
+
+func TestParseParse(t *testing.T) {
+	body := appendParse(nil, "s1", "SELECT $1", []byte{0, 1, 0, 0, 0, 23})[5:]
+	name, query, types, ok := parseParse(body)
+	if !ok || name != "s1" || query != "SELECT $1" || len(types) != 6 || binary.BigEndian.Uint32(types[2:]) != 23 {
+		t.Fatalf("got %q %q %v %v", name, query, types, ok)
+	}
+	body = appendParse(nil, "", "SELECT 1", nil)[5:]
+	if name, _, types, ok := parseParse(body); !ok || name != "" || types != nil {
+		t.Fatalf("unnamed: %q %v %v", name, types, ok)
+	}
+	for _, bad := range [][]byte{nil, []byte("s1"), []byte("s1\x00SELECT"), []byte("s1\x00q\x00\x00\x02\x00\x00\x00\x17")} {
+		if _, _, _, ok := parseParse(bad); ok {
+			t.Errorf("accepted malformed %q", bad)
+		}
+	}
+}
+
+func TestStmtRegistryRefcounts(t *testing.T) {
+	r := newStmtRegistry()
+	a := r.acquire("SELECT 1", nil)
+	b := r.acquire("SELECT 1", nil)
+	c := r.acquire("SELECT 1", []byte{0, 1, 0, 0, 0, 23})
+	if a != b || a == c || a.name == c.name {
+		t.Fatal("definitions must be unique by text and types")
+	}
+	if r.lookupValidated("SELECT 1", nil) != nil {
+		t.Fatal("unvalidated definition answered")
+	}
+	a.validated.Store(true)
+	if d := r.lookupValidated("SELECT 1", nil); d != a {
+		t.Fatal("validated definition not found")
+	}
+	r.release(a) // lookupValidated's reference
+	r.release(a)
+	r.release(b)
+	r.release(c)
+	if r.size() != 0 {
+		t.Fatalf("registry leaks %d definitions", r.size())
+	}
+	// A new definition of the same text gets a new server name: names are
+	// never reused, so a stale server cache cannot alias another query.
+	if d := r.acquire("SELECT 1", nil); d.name == a.name {
+		t.Fatal("server name reused")
+	}
+}
+
+func TestServerStmtsLRU(t *testing.T) {
+	r := newStmtRegistry()
+	var s serverStmts
+	d1, d2, d3 := r.acquire("q1", nil), r.acquire("q2", nil), r.acquire("q3", nil)
+	s.add(r, d1)
+	s.add(r, d2)
+	s.add(r, d3)
+	if !s.has(d1) { // touches d1
+		t.Fatal("d1 missing")
+	}
+	if s.oldest() != d2 {
+		t.Fatalf("LRU order wrong: oldest %s", s.oldest().query)
+	}
+	s.remove(r, d2)
+	if s.has(d2) || s.len() != 2 {
+		t.Fatal("remove")
+	}
+	s.clear(r)
+	for _, d := range []*stmtDef{d1, d2, d3} {
+		r.release(d)
+	}
+	if r.size() != 0 || s.len() != 0 {
+		t.Fatalf("leak: registry %d cache %d", r.size(), s.len())
+	}
+}
+
+func TestOpQueueWraps(t *testing.T) {
+	var q opQueue
+	for round := 0; round < 5; round++ {
+		for i := 0; i < 11; i++ {
+			q.push(op{kind: opKind(i%6 + 1), clientName: string(rune('a' + i))})
+		}
+		for i := 0; i < 11; i++ {
+			o := q.pop()
+			if o.clientName != string(rune('a'+i)) {
+				t.Fatalf("round %d: got %q at %d", round, o.clientName, i)
+			}
+		}
+		if q.peek() != nil {
+			t.Fatal("not empty")
+		}
+	}
+	q.push(op{kind: opSync})
+	if n := testing.AllocsPerRun(100, func() { q.push(op{kind: opSync}); q.pop() }); n != 0 {
+		t.Fatalf("steady state allocates %v", n)
+	}
+}
