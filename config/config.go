@@ -92,6 +92,12 @@ type Settings struct {
 	User                                                         string
 
 	AdmissionFile string // pgturnstile extension, accepted and stored
+
+	AuthIdentFile string
+
+	// TLS towards clients and towards servers.
+	ClientTLSSSLMode, ClientTLSKeyFile, ClientTLSCertFile, ClientTLSCAFile, ClientTLSProtocols, ClientTLSCiphers string
+	ServerTLSSSLMode, ServerTLSKeyFile, ServerTLSCertFile, ServerTLSCAFile, ServerTLSProtocols, ServerTLSCiphers string
 }
 
 // Database is one [databases] entry. Integer limits are -1 when unset

@@ -125,11 +125,11 @@ var (
 )
 
 // supportedAuthTypes are the auth_type values the pooler implements.
-var supportedAuthTypes = map[string]bool{"any": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
+var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
 
 const (
 	notImpl     = "not implemented yet; value is validated and ignored"
-	tlsNote     = "TLS is not implemented yet; value is validated and ignored"
+	tlsNote     = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
 	dnsNote     = "Go's resolver is used; no DNS cache yet"
 	peeringNote = "peering ([peers], cancel forwarding) is not implemented yet"
 	multiCore   = "pgturnstile uses all cores in one process; SO_REUSEPORT is not needed"
@@ -162,18 +162,19 @@ func init() {
 
 		// Authentication.
 		{Name: "auth_type", Kind: KindEnum, Default: "md5", Values: authTypeValues, Status: Partial, Doc: "how clients authenticate",
-			Note:  "trust, any, plain, md5 and scram-sha-256 are supported; cert, hba, pam and ldap are not yet (a warning is logged)",
+			Note:  "trust, any, plain, md5, scram-sha-256, cert and hba are supported; pam and ldap are not (a warning is logged)",
 			field: func(s *Settings) any { return &s.AuthType }},
 		{Name: "auth_file", Kind: KindString, Doc: "userlist.txt with user names and secrets",
 			field: func(s *Settings) any { return &s.AuthFile }},
-		{Name: "auth_hba_file", Kind: KindString, Status: NotSupported, Doc: "pg_hba.conf-style file for auth_type=hba", Note: "auth_type=hba is not implemented yet",
+		{Name: "auth_hba_file", Kind: KindString, Doc: "pg_hba.conf-style file for auth_type=hba",
 			field: func(s *Settings) any { return &s.AuthHBAFile }},
-		{Name: "auth_ident_file", Kind: KindString, Status: NotSupported, Doc: "pg_ident.conf-style user name maps", Note: "auth_type=hba/cert are not implemented yet"},
-		{Name: "auth_user", Kind: KindString, Status: NotSupported, Doc: "user that runs auth_query for users missing from auth_file", Note: "auth_query is not implemented yet",
+		{Name: "auth_ident_file", Kind: KindString, Status: NotSupported, Doc: "pg_ident.conf-style user name maps", Note: "map= options are not implemented yet: cert auth requires the certificate CN to equal the user name",
+			field: func(s *Settings) any { return &s.AuthIdentFile }},
+		{Name: "auth_user", Kind: KindString, Doc: "user that runs auth_query for users missing from auth_file",
 			field: func(s *Settings) any { return &s.AuthUser }},
-		{Name: "auth_query", Kind: KindString, Default: DefaultAuthQuery, Status: NotSupported, Doc: "query returning (name, secret) for a user", Note: "auth_query is not implemented yet",
+		{Name: "auth_query", Kind: KindString, Default: DefaultAuthQuery, Doc: "query returning (name, secret) for a user",
 			field: func(s *Settings) any { return &s.AuthQuery }},
-		{Name: "auth_dbname", Kind: KindString, Status: NotSupported, Doc: "[databases] entry in which auth_query runs", Note: "auth_query is not implemented yet",
+		{Name: "auth_dbname", Kind: KindString, Doc: "[databases] entry in which auth_query runs",
 			field: func(s *Settings) any { return &s.AuthDBName }},
 		{Name: "auth_ldap_options", Kind: KindString, Status: NotSupported, Doc: "LDAP options for auth_type=ldap", Note: "auth_type=ldap is not implemented yet"},
 		{Name: "scram_iterations", Kind: KindInt, Default: "4096", min: 1, Status: NotSupported, Doc: "iterations when building a SCRAM secret from a plain password", Note: "the standard 4096 is always used"},
@@ -266,21 +267,33 @@ func init() {
 		{Name: "resolv_conf", Kind: KindString, Status: NotSupported, Doc: "alternative resolv.conf", Note: dnsNote},
 
 		// TLS.
-		{Name: "client_tls_sslmode", Kind: KindEnum, Default: "disable", Values: sslModeValues, Status: NotSupported, Doc: "TLS mode towards clients", Note: tlsNote},
-		{Name: "client_tls_key_file", Kind: KindString, Status: NotSupported, Doc: "private key for client TLS", Note: tlsNote},
-		{Name: "client_tls_cert_file", Kind: KindString, Status: NotSupported, Doc: "certificate for client TLS", Note: tlsNote},
-		{Name: "client_tls_ca_file", Kind: KindString, Status: NotSupported, Doc: "CA to verify client certificates", Note: tlsNote},
-		{Name: "client_tls_protocols", Kind: KindString, Default: "secure", Status: NotSupported, Doc: "allowed TLS versions towards clients", Note: tlsNote},
-		{Name: "client_tls_ciphers", Kind: KindString, Default: "default", Status: NotSupported, Doc: "TLS ≤1.2 ciphers towards clients", Note: tlsNote},
+		{Name: "client_tls_sslmode", Kind: KindEnum, Default: "disable", Values: sslModeValues, Doc: "TLS mode towards clients",
+			field: func(s *Settings) any { return &s.ClientTLSSSLMode }},
+		{Name: "client_tls_key_file", Kind: KindString, Doc: "private key for client TLS",
+			field: func(s *Settings) any { return &s.ClientTLSKeyFile }},
+		{Name: "client_tls_cert_file", Kind: KindString, Doc: "certificate for client TLS",
+			field: func(s *Settings) any { return &s.ClientTLSCertFile }},
+		{Name: "client_tls_ca_file", Kind: KindString, Doc: "CA to verify client certificates",
+			field: func(s *Settings) any { return &s.ClientTLSCAFile }},
+		{Name: "client_tls_protocols", Kind: KindString, Default: "secure", Doc: "allowed TLS versions towards clients",
+			field: func(s *Settings) any { return &s.ClientTLSProtocols }},
+		{Name: "client_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards clients",
+			field: func(s *Settings) any { return &s.ClientTLSCiphers }},
 		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tlsNote},
 		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "ECDH curve towards clients", Note: tlsNote},
 		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: tlsNote},
-		{Name: "server_tls_sslmode", Kind: KindEnum, Default: "prefer", Values: sslModeValues, Status: NotSupported, Doc: "TLS mode towards servers", Note: tlsNote},
-		{Name: "server_tls_ca_file", Kind: KindString, Status: NotSupported, Doc: "CA to verify server certificates", Note: tlsNote},
-		{Name: "server_tls_key_file", Kind: KindString, Status: NotSupported, Doc: "client key presented to servers", Note: tlsNote},
-		{Name: "server_tls_cert_file", Kind: KindString, Status: NotSupported, Doc: "client certificate presented to servers", Note: tlsNote},
-		{Name: "server_tls_protocols", Kind: KindString, Default: "secure", Status: NotSupported, Doc: "allowed TLS versions towards servers", Note: tlsNote},
-		{Name: "server_tls_ciphers", Kind: KindString, Default: "default", Status: NotSupported, Doc: "TLS ≤1.2 ciphers towards servers", Note: tlsNote},
+		{Name: "server_tls_sslmode", Kind: KindEnum, Default: "prefer", Values: sslModeValues, Doc: "TLS mode towards servers",
+			field: func(s *Settings) any { return &s.ServerTLSSSLMode }},
+		{Name: "server_tls_ca_file", Kind: KindString, Doc: "CA to verify server certificates",
+			field: func(s *Settings) any { return &s.ServerTLSCAFile }},
+		{Name: "server_tls_key_file", Kind: KindString, Doc: "client key presented to servers",
+			field: func(s *Settings) any { return &s.ServerTLSKeyFile }},
+		{Name: "server_tls_cert_file", Kind: KindString, Doc: "client certificate presented to servers",
+			field: func(s *Settings) any { return &s.ServerTLSCertFile }},
+		{Name: "server_tls_protocols", Kind: KindString, Default: "secure", Doc: "allowed TLS versions towards servers",
+			field: func(s *Settings) any { return &s.ServerTLSProtocols }},
+		{Name: "server_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards servers",
+			field: func(s *Settings) any { return &s.ServerTLSCiphers }},
 		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tlsNote},
 
 		// Logging.
@@ -349,8 +362,8 @@ var dbParams = []param{
 	{"user", KindString, Supported, "forced user: all clients share one pool logged in as this user", ""},
 	{"password", KindString, Supported, "password of the forced user (else from auth_file)", ""},
 	{"auth_user", KindString, Supported, "per-database auth_user", ""},
-	{"auth_query", KindString, NotSupported, "per-database auth_query", "auth_query is not implemented yet"},
-	{"auth_dbname", KindString, NotSupported, "per-database auth_dbname", "auth_query is not implemented yet"},
+	{"auth_query", KindString, Supported, "per-database auth_query", ""},
+	{"auth_dbname", KindString, Supported, "per-database auth_dbname", ""},
 	{"pool_size", KindInt, Supported, "pool size of this database's pools", ""},
 	{"min_pool_size", KindInt, Supported, "minimum pool size", ""},
 	{"reserve_pool_size", KindInt, Supported, "reserve pool size (alias `reserve_pool`)", ""},

@@ -394,11 +394,11 @@ max_prepared_statements = 200
 pkt_buf = 4096
 tcp_keepalive = yes
 syslog = 1
-auth_type = hba
+auth_type = pam
 auth_type = trust
 [databases]
 a = host=x load_balance_hosts=disable server_lifetime=60
-b = host=y load_balance_hosts=round-robin auth_query='SELECT 1'
+b = host=y load_balance_hosts=round-robin auth_query='SELECT 1' max_db_client_connections=3
 [users]
 u = pool_size=1 query_timeout=5 max_user_client_connections=3
 [peers]
@@ -408,10 +408,10 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 	want := []string{
 		`setting "so_reuseport" is not supported yet and is ignored (pgbouncer.ini:2)`,
 		`setting "syslog" is not supported yet and is ignored (pgbouncer.ini:7)`,
-		`auth_type "hba" is not supported yet (pgbouncer.ini:8)`,
+		`auth_type "pam" is not supported yet (pgbouncer.ini:8)`,
 		`database parameter "load_balance_hosts" is not supported yet and is ignored (pgbouncer.ini:11)`,
 		`database parameter "server_lifetime" is not supported yet and is ignored (pgbouncer.ini:11)`,
-		`database parameter "auth_query" is not supported yet and is ignored (pgbouncer.ini:12)`,
+		`database parameter "max_db_client_connections" is not supported yet and is ignored (pgbouncer.ini:12)`,
 		`user parameter "query_timeout" is not supported yet and is ignored (pgbouncer.ini:14)`,
 		`user parameter "max_user_client_connections" is not supported yet and is ignored (pgbouncer.ini:14)`,
 		`section [peers] is not supported yet and is ignored (pgbouncer.ini:15)`,

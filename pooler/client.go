@@ -2,11 +2,13 @@ package pooler
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -39,6 +41,8 @@ type client struct {
 	connected time.Time
 
 	user   string // login user
+	tls    bool   // the connection switched to TLS
+	local  bool   // connected over the Unix socket
 	dbName string // database name the client asked for
 	pool   *Pool
 	mode   config.PoolMode
@@ -207,11 +211,22 @@ func (c *client) login() error {
 		if tries > 2 {
 			return newError(CodeBadPacket)
 		}
-		// SSLRequest and GSSENCRequest: no encryption (yet); the client
-		// continues in plaintext or gives up, as with PgBouncer.
+		if su.Kind == wire.SSLRequest && !c.tls {
+			if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
+				if err := c.startTLS(cfg); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		// No TLS configured, or GSSENCRequest: the client continues in
+		// plaintext or gives up, as with PgBouncer.
 		if _, err := c.conn.Write([]byte{'N'}); err != nil {
 			return err
 		}
+	}
+	if !c.tls && auth.ClientTLSRequired(st.ClientTLSSSLMode) && !c.local {
+		return newError(CodeSSLRequired)
 	}
 	if int(c.svc.clientCount.Load()) > st.MaxClientConn {
 		return newError(CodeMaxClientConn)
@@ -228,7 +243,7 @@ func (c *client) login() error {
 	}
 	c.log = c.log.With("db", c.dbName, "user", c.user)
 	if st.LogConnections {
-		c.log.Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=no", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user))
+		c.log.Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
 	}
 	if su.Minor > 0 || len(unrecognized) > 0 {
 		// We speak 3.0: tell a newer client so, and name the protocol
@@ -247,12 +262,19 @@ func (c *client) login() error {
 	if !ok {
 		return newError(CodeNoSuchDatabase, c.dbName)
 	}
-	if err := c.authenticate(); err != nil {
+	secret, res, err := c.authenticate(db)
+	if err != nil {
 		return err
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
 		return err
+	}
+	if db.User == "" && secret != nil {
+		// The server login of this pool uses the secret the client was
+		// checked against (fresh from auth_query, or auth_file), and the
+		// client's SCRAM keys when it proved them: SCRAM pass-through.
+		pool.setCredentials(secret, res.ClientKey)
 	}
 	c.pool = pool
 	eff := pool.effective()
@@ -377,31 +399,131 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	return nil
 }
 
-// authenticate runs auth_type against auth_file.
-func (c *client) authenticate() error {
+// authenticate checks the client by auth_type (or the auth_hba_file rule
+// for its connection), against the global user store: an auth_file user
+// uses its secret; any other user, when an auth_user is configured, gets
+// its secret from auth_query on every login (so a changed password counts
+// at once); otherwise the login fails like a wrong password, without saying
+// that the user is unknown. It returns the secret the client was checked
+// against and what SCRAM left for a pass-through server login.
+func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, error) {
 	st := c.svc.settings()
-	m, err := auth.ParseMethod(st.AuthType)
-	if err != nil {
-		return &Error{Severity: "FATAL", SQLState: "28000", Message: err.Error()}
+	var none auth.Result
+	var m auth.Method
+	switch st.AuthType {
+	case "hba":
+		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
+			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
+		})
+		if !ok || rule.Method == auth.HBAReject {
+			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: "no pg_hba.conf entry for host \"" + c.remoteIP().String() + "\", user \"" + c.user + "\", database \"" + c.dbName + "\""}
+		}
+		switch rule.Method {
+		case auth.HBATrust:
+			m = auth.MethodTrust
+		case auth.HBAMD5:
+			m = auth.MethodMD5
+		case auth.HBAPassword:
+			m = auth.MethodPlain
+		case auth.HBASCRAM:
+			m = auth.MethodSCRAM
+		case auth.HBACert:
+			return nil, none, c.certAuth()
+		default:
+			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: "auth method " + rule.Method.String() + " is not supported"}
+		}
+	case "cert":
+		return nil, none, c.certAuth()
+	default:
+		var err error
+		if m, err = auth.ParseMethod(st.AuthType); err != nil {
+			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: err.Error()}
+		}
 	}
 	if m == auth.MethodAny {
-		return nil
+		return nil, none, nil
 	}
-	secret, known := c.svc.secret(c.user)
-	if m == auth.MethodTrust {
-		if !known {
-			return newError(CodeNoSuchUser, c.user)
+	u, known := c.svc.users.Load().Lookup(c.user)
+	var secret *auth.Secret
+	switch {
+	case known && u.Source == auth.SourceAuthFile:
+		secret = u.Secret
+	case authUserFor(db, st) != "":
+		sec, found, err := c.svc.authQuery(db, c.user)
+		if err != nil {
+			c.log.Warn(c.String() + ": auth_query failed: " + err.Error())
+			return nil, none, &Error{Severity: "FATAL", SQLState: "08P01", Message: "authentication query failed"}
 		}
-		return nil
+		if found {
+			secret = sec
+			c.svc.users.Load().NoteAuthQuery(c.user)
+		}
 	}
-	var sp *auth.Secret
-	if known {
-		sp = &secret
-	} else if st.LogConnections {
+	if m == auth.MethodTrust {
+		if secret == nil && !known {
+			return nil, none, newError(CodeNoSuchUser, c.user)
+		}
+		return secret, none, nil
+	}
+	if secret == nil && c.svc.settings().LogConnections {
 		c.log.Info(c.String() + ": no such user: " + c.user)
 	}
-	_, err = auth.Authenticate(c, m, c.user, sp)
-	return err
+	res, err := auth.Authenticate(c, m, c.user, secret)
+	return secret, res, err
+}
+
+// certAuth admits a client whose verified TLS certificate's common name is
+// its user name.
+func (c *client) certAuth() error {
+	if tc, ok := c.conn.(*tls.Conn); ok {
+		certs := tc.ConnectionState().PeerCertificates
+		if len(certs) > 0 && certs[0].Subject.CommonName == c.user && len(tc.ConnectionState().VerifiedChains) > 0 {
+			return nil
+		}
+	}
+	return &Error{Severity: "FATAL", SQLState: "28000", Message: "certificate authentication failed for user \"" + c.user + "\""}
+}
+
+// authUserFor is the auth_user of a database entry, else the global one.
+func authUserFor(db *config.Database, st *config.Settings) string {
+	if db.AuthUser != "" {
+		return db.AuthUser
+	}
+	return st.AuthUser
+}
+
+// startTLS answers an SSLRequest with 'S' and runs the handshake; the
+// connection continues, with a new startup packet, over TLS.
+func (c *client) startTLS(cfg *tls.Config) error {
+	if _, err := c.conn.Write([]byte{'S'}); err != nil {
+		return err
+	}
+	tc := tls.Server(c.conn, cfg)
+	if err := tc.Handshake(); err != nil {
+		return err
+	}
+	c.conn = tc
+	c.tls = true
+	c.r = wire.NewReader(tc, wire.DefaultBufferSize)
+	c.w = wire.NewWriter(tc, wire.DefaultBufferSize)
+	return nil
+}
+
+func (c *client) tlsVersion() string {
+	if tc, ok := c.conn.(*tls.Conn); ok {
+		return tls.VersionName(tc.ConnectionState().Version)
+	}
+	return "no"
+}
+
+// remoteIP is the client's address, unmapped from IPv6 when it is IPv4.
+func (c *client) remoteIP() netip.Addr {
+	if ta, ok := c.conn.RemoteAddr().(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return a.Unmap()
+		}
+	}
+	return netip.Addr{}
 }
 
 // Send implements auth.Conn.

@@ -32,6 +32,7 @@ const (
 	CodeServerConnectFailed
 	CodeAdminUnsupported
 	CodePQExecDisallowed
+	CodeSSLRequired
 )
 
 type codeInfo struct {
@@ -62,6 +63,7 @@ var codes = map[Code]codeInfo{
 	CodeServerConnectFailed:     {"08P01", "server connection failed: %s"},
 	CodeAdminUnsupported:        {"08P01", "admin console is not supported yet"},
 	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
+	CodeSSLRequired:             {"08P01", "SSL required"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says

@@ -30,13 +30,16 @@ type Pool struct {
 	// network and address of the Postgres server; params is the startup
 	// packet of every new server connection; cred logs it in.
 	network, address string
+	host             string // for TLS host name verification
 	params           []wire.Param
-	cred             auth.ServerCredentials
 	log              *slog.Logger
 
 	dbLimit, userLimit *limiter
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// cred logs new servers in; auth_query and SCRAM pass-through update
+	// it at client logins.
+	cred       auth.ServerCredentials
 	eff        config.Effective
 	idle       []*server // LIFO stack (or FIFO with server_round_robin)
 	active     int
@@ -77,6 +80,7 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 		svc:      svc,
 		key:      key,
 		db:       db,
+		host:     host,
 		params:   params,
 		cred:     cred,
 		log:      svc.log.With("pool", key.db+"/"+key.user),
@@ -550,4 +554,30 @@ func (p *Pool) initialParams(startup map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// setCredentials updates the secret new servers log in with, and the SCRAM
+// ClientKey a client proved against it (kept until a new secret comes).
+func (p *Pool) setCredentials(secret *auth.Secret, clientKey []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cred.Secret == nil || !sameSecret(p.cred.Secret, secret) {
+		p.cred.Secret = secret
+		p.cred.ClientKey = nil
+	}
+	if len(clientKey) > 0 {
+		p.cred.ClientKey = clientKey
+	}
+}
+
+func sameSecret(a, b *auth.Secret) bool {
+	return a.Kind == b.Kind && a.Plain == b.Plain && a.MD5 == b.MD5 &&
+		a.Iterations == b.Iterations && string(a.Salt) == string(b.Salt) &&
+		string(a.StoredKey) == string(b.StoredKey) && string(a.ServerKey) == string(b.ServerKey)
+}
+
+func (p *Pool) credentials() auth.ServerCredentials {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cred
 }

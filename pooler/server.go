@@ -1,7 +1,11 @@
 package pooler
 
 import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -94,9 +98,15 @@ func dialServer(p *Pool, timeout time.Duration) (*server, error) {
 	if timeout > 0 {
 		conn.SetDeadline(time.Now().Add(timeout))
 	}
+	if p.network == "tcp" {
+		// TLS is not used on Unix sockets, as with PgBouncer.
+		if conn, err = startServerTLS(conn, p); err != nil {
+			return nil, err
+		}
+	}
 	r := wire.NewReader(conn, wire.DefaultBufferSize)
 	w := wire.NewWriter(conn, wire.DefaultBufferSize)
-	login, err := auth.LoginToServer(r, w, p.params, p.cred)
+	login, err := auth.LoginToServer(r, w, p.params, p.credentials())
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -244,3 +254,116 @@ func quoteIdent(n string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
+// falls back to plaintext when the server answers 'N', require and
+// verify-* fail instead.
+func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
+	ts := p.svc.sec.Load().serverTLS
+	cfg, _, err := auth.ServerTLSConfig(ts, p.host)
+	if err != nil || cfg == nil {
+		if err != nil {
+			conn.Close()
+		}
+		return conn, err
+	}
+	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	switch b[0] {
+	case 'S':
+		tc := tls.Client(conn, cfg)
+		if err := tc.Handshake(); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("server TLS handshake: %w", err)
+		}
+		return tc, nil
+	case 'N':
+		if auth.ServerTLSRequired(ts.Mode) {
+			conn.Close()
+			return nil, errors.New("server does not support TLS, and server_tls_sslmode=" + ts.Mode + " requires it")
+		}
+		return conn, nil
+	}
+	conn.Close()
+	return nil, fmt.Errorf("server answered the SSLRequest with %q", b[0])
+}
+
+// queryRow runs sql with text parameters through the extended protocol on
+// a server nobody else is reading and returns the first row's columns (nil
+// for NULL), or ok=false when there is no row.
+func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (cols []*string, ok bool, err error) {
+	if timeout > 0 {
+		s.conn.SetDeadline(time.Now().Add(timeout))
+		defer s.conn.SetDeadline(time.Time{})
+	}
+	b := appendParse(s.scratch[:0], "", sql, nil)
+	start := len(b)
+	b = append(b, wire.MsgBind, 0, 0, 0, 0, 0, 0, 0, 0) // portal "", statement "", no formats
+	b = binary.BigEndian.AppendUint16(b, uint16(len(args)))
+	for _, a := range args {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(a)))
+		b = append(b, a...)
+	}
+	b = append(b, 0, 0) // result formats: all text
+	binary.BigEndian.PutUint32(b[start+1:], uint32(len(b)-start-1))
+	b = append(b, wire.MsgExecute, 0, 0, 0, 9, 0, 0, 0, 0, 0)
+	b = wire.AppendSync(b)
+	s.scratch = b
+	if err := s.w.Write(b); err != nil {
+		return nil, false, err
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, false, err
+	}
+	var qerr error
+	for {
+		typ, _, err := s.r.Next()
+		if err != nil {
+			return nil, false, err
+		}
+		body, err := s.r.ReadBody(nil)
+		if err != nil {
+			return nil, false, err
+		}
+		switch typ {
+		case 'D':
+			if ok || len(body) < 2 {
+				continue
+			}
+			n := int(binary.BigEndian.Uint16(body))
+			p := body[2:]
+			for i := 0; i < n; i++ {
+				if len(p) < 4 {
+					return nil, false, errors.New("malformed DataRow")
+				}
+				l := int(int32(binary.BigEndian.Uint32(p)))
+				p = p[4:]
+				if l < 0 {
+					cols = append(cols, nil)
+					continue
+				}
+				if l > len(p) {
+					return nil, false, errors.New("malformed DataRow")
+				}
+				v := string(p[:l])
+				cols = append(cols, &v)
+				p = p[l:]
+			}
+			ok = true
+		case wire.MsgErrorResponse:
+			f, _ := wire.ParseErrorResponse(body)
+			qerr = errors.New(f.Severity + ": " + f.Message + " (SQLSTATE " + f.Code + ")")
+		case wire.MsgParameterStatus:
+			s.noteParameter(body)
+		case wire.MsgReadyForQuery:
+			return cols, ok, qerr
+		}
+	}
+}

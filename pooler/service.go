@@ -2,8 +2,10 @@ package pooler
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -24,8 +26,11 @@ import (
 type Service struct {
 	log *slog.Logger
 
-	cfg      atomic.Pointer[config.Config]
-	userlist atomic.Pointer[map[string]auth.Secret]
+	cfg atomic.Pointer[config.Config]
+	// users is the global user store (auth_file, [users], auth_query).
+	users atomic.Pointer[auth.Store]
+	// sec holds what Reload derived from the auth and TLS settings.
+	sec atomic.Pointer[securityState]
 	// tracked maps a lower-cased parameter name to its canonical spelling,
 	// for the parameters that follow a client from server to server.
 	tracked map[string]string
@@ -75,11 +80,21 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 	return s, nil
 }
 
-// Reload swaps in a new configuration and re-reads auth_file. Existing pools
-// keep their servers; their limits follow the new file.
+// securityState is derived from the auth and TLS settings at (re)load.
+type securityState struct {
+	clientTLS *tls.Config // nil: SSLRequest is answered 'N'
+	serverTLS auth.TLSSettings
+	hba       *auth.HBA // auth_type=hba
+}
+
+// Reload swaps in a new configuration and re-reads auth_file, the HBA file
+// and the TLS files. Nothing changes unless all of them load: a bad file
+// leaves the running configuration as it was. Existing pools keep their
+// servers; their limits follow the new file.
 func (s *Service) Reload(cfg *config.Config) error {
+	st := &cfg.Settings
 	users := map[string]auth.Secret{}
-	if f := cfg.Settings.AuthFile; f != "" {
+	if f := st.AuthFile; f != "" {
 		raw, err := config.LoadUserlist(f)
 		if err != nil {
 			return err
@@ -92,7 +107,43 @@ func (s *Service) Reload(cfg *config.Config) error {
 			users[name] = sec
 		}
 	}
-	s.userlist.Store(&users)
+	sec := &securityState{serverTLS: auth.TLSSettings{
+		Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,
+		CAFile: st.ServerTLSCAFile, Protocols: st.ServerTLSProtocols, Ciphers: st.ServerTLSCiphers,
+	}}
+	var warn string
+	var err error
+	sec.clientTLS, warn, err = auth.ClientTLSConfig(auth.TLSSettings{
+		Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
+		CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
+	})
+	if err != nil {
+		return err
+	}
+	if warn != "" {
+		s.log.Warn(warn)
+	}
+	// Check the server side once now (files, protocols), so a bad file is
+	// refused at load rather than at the first server login.
+	if _, warn, err := auth.ServerTLSConfig(sec.serverTLS, "localhost"); err != nil {
+		return err
+	} else if warn != "" {
+		s.log.Warn(warn)
+	}
+	if st.AuthType == "hba" {
+		if st.AuthHBAFile == "" {
+			return errors.New("auth_type=hba needs auth_hba_file")
+		}
+		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
+			return err
+		}
+	}
+	configured := make([]string, 0, len(cfg.Users))
+	for name := range cfg.Users {
+		configured = append(configured, name)
+	}
+	s.users.Store(auth.NewStore(users, configured, s.users.Load()))
+	s.sec.Store(sec)
 	s.cfg.Store(cfg)
 	s.mu.Lock()
 	pools := make([]*Pool, 0, len(s.pools))
@@ -122,8 +173,11 @@ func (s *Service) trackedName(name string) string { return s.tracked[strings.ToL
 
 // secret returns a user's auth_file secret.
 func (s *Service) secret(user string) (auth.Secret, bool) {
-	sec, ok := (*s.userlist.Load())[user]
-	return sec, ok
+	u, ok := s.users.Load().Lookup(user)
+	if !ok || u.Secret == nil {
+		return auth.Secret{}, false
+	}
+	return *u.Secret, true
 }
 
 // Listen opens the TCP listeners of listen_addr/listen_port and the Unix
@@ -235,6 +289,7 @@ func (s *Service) accept(ln net.Listener) error {
 			w:         wire.NewWriter(conn, wire.DefaultBufferSize),
 			connected: time.Now(),
 		}
+		_, c.local = conn.(*net.UnixConn)
 		c.writerDone.L = &c.mu
 		c.cancelWait = make(chan struct{}, 1)
 		c.log = s.log.With("conn", c.String(), "addr", conn.RemoteAddr().String())
@@ -391,4 +446,75 @@ func (s *Service) Close() {
 	for _, ln := range lns {
 		ln.Close()
 	}
+}
+
+// authQuery fetches a user's secret with auth_query, as auth_user, in
+// auth_dbname or the client's database: on every login, so a password
+// changed in Postgres counts at once. found=false means no row or a NULL
+// secret (the role cannot log in). A server that cannot be reached gives
+// an error within server_connect_timeout, never a hang.
+func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, bool, error) {
+	st := s.settings()
+	authUser := authUserFor(db, st)
+	query := st.AuthQuery
+	if db.AuthQuery != "" {
+		query = db.AuthQuery
+	}
+	target := db
+	dbname := st.AuthDBName
+	if db.AuthDBName != "" {
+		dbname = db.AuthDBName
+	}
+	if dbname != "" {
+		t, ok := s.config().LookupDatabase(dbname)
+		if !ok {
+			return nil, false, fmt.Errorf("auth_dbname %q is not a database", dbname)
+		}
+		target = t
+	}
+	// The query runs as auth_user itself, never as a forced user.
+	authDB := *target
+	authDB.User, authDB.Password = "", ""
+	p, err := s.poolFor(&authDB, authUser)
+	if err != nil {
+		return nil, false, err
+	}
+	wait := st.ServerConnectTimeout
+	if wait <= 0 {
+		wait = 15 * time.Second
+	}
+	cancel := make(chan struct{})
+	t := time.AfterFunc(wait, func() { close(cancel) })
+	srv, err := p.acquire(cancel)
+	t.Stop()
+	if errors.Is(err, errWaitCanceled) {
+		return nil, false, errors.New("no server for auth_query within server_connect_timeout")
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	cols, found, err := srv.queryRow(query, wait, user)
+	if err != nil {
+		if isNetError(err) {
+			p.discard(srv, "auth_query failed")
+		} else {
+			p.release(srv)
+		}
+		return nil, false, err
+	}
+	p.release(srv)
+	if !found || len(cols) < 2 || cols[1] == nil {
+		return nil, false, nil
+	}
+	sec, err := auth.ParseSecret(*cols[1])
+	if err != nil {
+		return nil, false, fmt.Errorf("auth_query returned an invalid secret for %q", user)
+	}
+	return &sec, true, nil
+}
+
+// isNetError reports a failure of the connection itself (not an SQL error).
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }

@@ -1,0 +1,199 @@
+package auth
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// TLSSettings are one side's PgBouncer TLS settings (client_tls_* or
+// server_tls_*).
+type TLSSettings struct {
+	Mode                      string // disable allow prefer require verify-ca verify-full
+	KeyFile, CertFile, CAFile string
+	Protocols, Ciphers        string
+}
+
+// TLS modes, PgBouncer's (and libpq's) names.
+const (
+	TLSDisable    = "disable"
+	TLSAllow      = "allow"
+	TLSPrefer     = "prefer"
+	TLSRequire    = "require"
+	TLSVerifyCA   = "verify-ca"
+	TLSVerifyFull = "verify-full"
+)
+
+// ClientTLSConfig builds the configuration for TLS towards clients, or nil
+// when client_tls_sslmode is disable. A key and certificate are required
+// for any other mode. verify-ca and verify-full demand a client certificate
+// signed by client_tls_ca_file; with a CA file and a weaker mode, a
+// certificate is verified if the client offers one (for auth_type=cert).
+// warn is a note for the log about settings Go cannot honour.
+func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
+	if s.Mode == "" || s.Mode == TLSDisable {
+		return nil, "", nil
+	}
+	if s.KeyFile == "" || s.CertFile == "" {
+		return nil, "", fmt.Errorf("client_tls_sslmode=%s needs client_tls_key_file and client_tls_cert_file", s.Mode)
+	}
+	cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("client TLS key pair: %v", err)
+	}
+	cfg = &tls.Config{Certificates: []tls.Certificate{cert}}
+	if cfg.MinVersion, cfg.MaxVersion, err = tlsVersions(s.Protocols); err != nil {
+		return nil, "", fmt.Errorf("client_tls_protocols: %v", err)
+	}
+	warn = cipherWarning("client_tls_ciphers", s.Ciphers)
+	if s.CAFile != "" {
+		pool, err := loadCAs(s.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("client_tls_ca_file: %v", err)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	if s.Mode == TLSVerifyCA || s.Mode == TLSVerifyFull {
+		if s.CAFile == "" {
+			return nil, "", fmt.Errorf("client_tls_sslmode=%s needs client_tls_ca_file", s.Mode)
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, warn, nil
+}
+
+// ClientTLSRequired reports whether clients must use TLS.
+func ClientTLSRequired(mode string) bool {
+	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
+}
+
+// ServerTLSConfig builds the configuration for TLS towards a Postgres at
+// host, or nil when server_tls_sslmode does not ask for TLS (disable,
+// allow). prefer and require encrypt without verifying the server;
+// verify-ca checks the chain against server_tls_ca_file; verify-full also
+// checks the host name.
+func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, err error) {
+	if s.Mode == "" || s.Mode == TLSDisable || s.Mode == TLSAllow {
+		return nil, "", nil
+	}
+	cfg = &tls.Config{}
+	if cfg.MinVersion, cfg.MaxVersion, err = tlsVersions(s.Protocols); err != nil {
+		return nil, "", fmt.Errorf("server_tls_protocols: %v", err)
+	}
+	warn = cipherWarning("server_tls_ciphers", s.Ciphers)
+	if s.CertFile != "" || s.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("server TLS key pair: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	switch s.Mode {
+	case TLSPrefer, TLSRequire:
+		// Encryption without authentication of the server, as libpq.
+		cfg.InsecureSkipVerify = true
+	case TLSVerifyCA, TLSVerifyFull:
+		if s.CAFile == "" {
+			return nil, "", fmt.Errorf("server_tls_sslmode=%s needs server_tls_ca_file", s.Mode)
+		}
+		pool, err := loadCAs(s.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("server_tls_ca_file: %v", err)
+		}
+		cfg.RootCAs = pool
+		if s.Mode == TLSVerifyFull {
+			cfg.ServerName = host
+		} else {
+			// Chain only: Go verifies host names unless told not to, so
+			// verify the chain ourselves.
+			cfg.InsecureSkipVerify = true
+			cfg.VerifyPeerCertificate = verifyChainOnly(pool)
+		}
+	default:
+		return nil, "", fmt.Errorf("unknown server_tls_sslmode %q", s.Mode)
+	}
+	return cfg, warn, nil
+}
+
+// ServerTLSRequired reports whether a server that refuses TLS is an error.
+func ServerTLSRequired(mode string) bool {
+	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
+}
+
+func verifyChainOnly(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
+	return func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("server sent no certificate")
+		}
+		certs := make([]*x509.Certificate, len(raw))
+		for i, b := range raw {
+			c, err := x509.ParseCertificate(b)
+			if err != nil {
+				return err
+			}
+			certs[i] = c
+		}
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+		return err
+	}
+}
+
+func loadCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificates", path)
+	}
+	return pool, nil
+}
+
+// tlsVersions maps PgBouncer's protocol list ("secure", "all", "legacy",
+// "default", or tlsv1.0…tlsv1.3 separated by commas, colons or spaces) to
+// a version range.
+func tlsVersions(spec string) (minV, maxV uint16, err error) {
+	versions := map[string]uint16{"tlsv1.0": tls.VersionTLS10, "tlsv1.1": tls.VersionTLS11, "tlsv1.2": tls.VersionTLS12, "tlsv1.3": tls.VersionTLS13}
+	spec = strings.ToLower(strings.TrimSpace(spec))
+	switch spec {
+	case "", "secure", "default":
+		return tls.VersionTLS12, tls.VersionTLS13, nil
+	case "all", "legacy":
+		return tls.VersionTLS10, tls.VersionTLS13, nil
+	}
+	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ':' || r == ' ' }) {
+		v, ok := versions[strings.TrimPrefix(f, "+")]
+		if !ok {
+			return 0, 0, fmt.Errorf("unknown protocol %q", f)
+		}
+		if minV == 0 || v < minV {
+			minV = v
+		}
+		if v > maxV {
+			maxV = v
+		}
+	}
+	if minV == 0 {
+		return 0, 0, errors.New("no protocol enabled")
+	}
+	return minV, maxV, nil
+}
+
+// cipherWarning explains that OpenSSL cipher strings do not apply: Go's
+// crypto/tls offers only suites it considers secure, in its own order.
+func cipherWarning(key, spec string) string {
+	switch strings.ToLower(strings.TrimSpace(spec)) {
+	case "", "default", "secure", "fast", "normal", "all", "legacy":
+		return ""
+	}
+	return fmt.Sprintf("%s = %q: OpenSSL cipher strings are not supported; Go's secure default suites are used", key, spec)
+}
