@@ -87,7 +87,7 @@ func (m HBAMethod) String() string {
 // HBARule is what a matching rule tells the caller.
 type HBARule struct {
 	Line    int               // line of the auth_hba_file the record starts on
-	Method  HBAMethod         //
+	Method  HBAMethod         // what the pooler does with the login
 	Options map[string]string // name=value options, e.g. "map" for cert/peer; nil when none. Shared: do not modify.
 }
 

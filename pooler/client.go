@@ -92,9 +92,17 @@ type client struct {
 	// drainDeadline bounds how long a server is drained after its client left.
 	drainDeadline time.Time
 	cancelSent    bool
+	// Statistics: serve's batch byte count and the start of the current
+	// query and transaction (written by serve before the request goes out,
+	// read by the pump after its reply: ordered by the link).
+	recvBytes             int64
+	queryStart, xactStart time.Time
+	// sentBytes is the pump's count since the last ReadyForQuery.
+	sentBytes int64
 	// waiting is set while serve waits in the pool's queue; a cancel
 	// request then signals cancelWait.
 	waiting    bool
+	waitStart  time.Time
 	cancelWait chan struct{}
 }
 
@@ -261,6 +269,9 @@ func (c *client) login() error {
 	db, ok := cfg.LookupDatabase(c.dbName)
 	if !ok {
 		return newError(CodeNoSuchDatabase, c.dbName)
+	}
+	if c.svc.isDisabled(c.dbName) {
+		return newError(CodeDatabaseDisabled, c.dbName)
 	}
 	secret, res, err := c.authenticate(db)
 	if err != nil {
@@ -634,7 +645,22 @@ func (c *client) loop() {
 			continue
 		}
 		c.skipToSync = false
+		if c.ls.idle() {
+			// The first request after an idle point starts a query (and
+			// a transaction when none is open).
+			c.queryStart = time.Now()
+			if c.ls.txStatus == wire.TxIdle {
+				c.xactStart = c.queryStart
+			}
+		}
 		c.ls.fromClient(typ)
+		c.recvBytes += int64(n) + 5
+		switch typ {
+		case wire.MsgParse:
+			c.pool.stats.clientParses.Add(1)
+		case wire.MsgBind:
+			c.pool.stats.binds.Add(1)
+		}
 		mapped := false
 		if c.tracking {
 			switch typ {
@@ -674,6 +700,10 @@ func (c *client) loop() {
 func (c *client) flushBatch(s *server) {
 	if c.r.Pending() {
 		return
+	}
+	if c.recvBytes > 0 {
+		c.pool.stats.received.Add(c.recvBytes)
+		c.recvBytes = 0
 	}
 	if err := s.w.Flush(); err != nil {
 		s.conn.Close()
@@ -750,11 +780,13 @@ func (c *client) unlinkAndClose(reason string) {
 func (c *client) link() (*server, error) {
 	c.mu.Lock()
 	c.waiting = true
+	c.waitStart = time.Now()
 	select {
 	case <-c.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
 	c.mu.Unlock()
+	start := time.Now()
 	s, err := c.pool.acquire(c.cancelWait)
 	c.mu.Lock()
 	c.waiting = false
@@ -762,11 +794,14 @@ func (c *client) link() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.pool.stats.serverAssignments.Add(1)
+	c.pool.stats.waitTime.Add(int64(time.Since(start) / time.Microsecond))
 	if err := c.syncParams(s); err != nil {
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
 	}
 	done := make(chan struct{})
+	s.linkedTo.Store(c.id)
 	c.mu.Lock()
 	c.srv = s
 	c.ls = linkState{txStatus: wire.TxIdle}
@@ -865,6 +900,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 				return
 			}
 			status := msg[5]
+			c.sentBytes += int64(len(msg))
 			if c.tracking {
 				c.mu.Lock()
 				owed := c.readyLocked(c.pumpOut[:0])
@@ -938,6 +974,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 				}
 			}
 		}
+		c.sentBytes += int64(s.r.BodyLen()) + 5
 		if err := s.r.Forward(out); err != nil {
 			c.serverLost(s, err)
 			return
@@ -952,6 +989,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 // link ended and the pump must stop.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
+	c.countReadyLocked(status)
 	c.ls.readyForQuery(status)
 	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
 		s.conn.SetReadDeadline(time.Time{})
@@ -1128,4 +1166,20 @@ func (c *client) serverLost(s *server, err error) {
 		c.w.Flush()
 		c.conn.Close()
 	}
+}
+
+// countReadyLocked adds a finished query (and, at status 'I', a finished
+// transaction) and the bytes sent to the client since the last one to the
+// pool's stats. c.mu orders it after serve's writes of the start times.
+func (c *client) countReadyLocked(status byte) {
+	ps := &c.pool.stats
+	now := time.Now()
+	ps.queries.Add(1)
+	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
+	if status == wire.TxIdle {
+		ps.xacts.Add(1)
+		ps.xactTime.Add(int64(now.Sub(c.xactStart) / time.Microsecond))
+	}
+	ps.sent.Add(c.sentBytes)
+	c.sentBytes = 0
 }

@@ -33,6 +33,7 @@ const (
 	CodeAdminUnsupported
 	CodePQExecDisallowed
 	CodeSSLRequired
+	CodeDatabaseDisabled
 )
 
 type codeInfo struct {
@@ -64,6 +65,7 @@ var codes = map[Code]codeInfo{
 	CodeAdminUnsupported:        {"08P01", "admin console is not supported yet"},
 	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
 	CodeSSLRequired:             {"08P01", "SSL required"},
+	CodeDatabaseDisabled:        {"08P01", "database \"%s\" is disabled"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says

@@ -35,6 +35,7 @@ type Pool struct {
 	log              *slog.Logger
 
 	dbLimit, userLimit *limiter
+	stats              poolStats
 
 	mu sync.Mutex
 	// cred logs new servers in; auth_query and SCRAM pass-through update
@@ -53,6 +54,10 @@ type Pool struct {
 	lastLoginErr   error
 	lastLoginErrAt time.Time
 	lastUsed       time.Time
+	// servers are all of the pool's server connections, for SHOW SERVERS.
+	servers map[*server]struct{}
+	// paused (PAUSE, KILL): no server is handed out or kept; clients wait.
+	paused bool
 }
 
 func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
@@ -130,11 +135,13 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}) (*server, error) {
 	now := time.Now()
 	p.mu.Lock()
 	p.lastUsed = now
-	if s := p.popIdleLocked(); s != nil {
+	if s := p.popIdleLocked(); s != nil && !p.paused {
 		s.state = serverActive
 		p.active++
 		p.mu.Unlock()
 		return s, nil
+	} else if s != nil {
+		p.idle = append(p.idle, s)
 	}
 	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
 		err := p.lastLoginErr
@@ -206,6 +213,9 @@ func (p *Pool) popIdleLocked() *server {
 // serve, within pool_size (plus reserve_pool_size when useReserve), and the
 // database and user caps.
 func (p *Pool) growLocked(useReserve bool) {
+	if p.paused {
+		return
+	}
 	need := p.queue.Len() - p.connecting
 	for need > 0 {
 		limit := p.eff.PoolSize
@@ -268,6 +278,17 @@ func (p *Pool) connect() {
 		return
 	}
 	p.lastLoginErr = nil
+	if p.servers == nil {
+		p.servers = map[*server]struct{}{}
+	}
+	p.servers[s] = struct{}{}
+	if p.paused {
+		p.total--
+		s.state = serverClosed
+		p.mu.Unlock()
+		p.closeServer(s, "pause")
+		return
+	}
 	if p.welcome == nil {
 		p.welcome = make(map[string]string, len(s.params))
 		for k, v := range s.params {
@@ -312,6 +333,8 @@ func (p *Pool) release(s *server) {
 	p.active--
 	reason := ""
 	switch {
+	case p.paused:
+		reason = "pause"
 	case s.closeNeeded:
 		reason = "close_needed"
 	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total > p.eff.MinPoolSize:
@@ -348,6 +371,9 @@ func (p *Pool) discard(s *server, reason string) {
 func (p *Pool) closeServer(s *server, reason string) {
 	s.close()
 	s.stmts.clear(p.svc.stmts)
+	p.mu.Lock()
+	delete(p.servers, s)
+	p.mu.Unlock()
 	p.dbLimit.give()
 	p.userLimit.give()
 	if p.svc.logDisconnections() {
@@ -422,6 +448,8 @@ func (p *Pool) maintain(now time.Time) {
 	for _, s := range p.idle {
 		reason := ""
 		switch {
+		case p.paused:
+			reason = "pause"
 		case s.closeNeeded:
 			reason = "close_needed"
 		case st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && p.total-len(doomed) > p.eff.MinPoolSize:
@@ -485,6 +513,22 @@ func (l *limiter) tryTake() bool {
 	}
 	l.n++
 	return true
+}
+
+func (l *limiter) setMax(max int) {
+	l.mu.Lock()
+	l.max = max
+	l.mu.Unlock()
+}
+
+// over reports how many connections exceed the cap.
+func (l *limiter) over() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.max <= 0 || l.n <= l.max {
+		return 0
+	}
+	return l.n - l.max
 }
 
 func (l *limiter) give() {
@@ -580,4 +624,46 @@ func (p *Pool) credentials() auth.ServerCredentials {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cred
+}
+
+// shrink brings the pool under a lowered limit (pool_size, or a shared cap
+// it belongs to): idle servers are closed at once; busy ones are marked
+// close_needed and closed when their client releases them, so the pool
+// never grows back past the new limit (growth checks the caps too).
+func (p *Pool) shrink() {
+	excess := 0
+	p.mu.Lock()
+	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
+		excess = p.total - size
+	}
+	p.mu.Unlock()
+	excess = max(excess, p.dbLimit.over(), p.userLimit.over())
+	if excess == 0 {
+		return
+	}
+	var doomed []*server
+	p.mu.Lock()
+	for excess > 0 && len(p.idle) > 0 {
+		s := p.idle[0]
+		copy(p.idle, p.idle[1:])
+		p.idle[len(p.idle)-1] = nil
+		p.idle = p.idle[:len(p.idle)-1]
+		p.total--
+		s.state = serverClosed
+		doomed = append(doomed, s)
+		excess--
+	}
+	for s := range p.servers {
+		if excess == 0 {
+			break
+		}
+		if s.state == serverActive && !s.closeNeeded {
+			s.closeNeeded = true
+			excess--
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range doomed {
+		p.closeServer(s, "limit lowered")
+	}
 }

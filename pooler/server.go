@@ -70,6 +70,9 @@ type server struct {
 	state       serverState
 	closeNeeded bool
 
+	// linkedTo is the id of the client the server was last linked to.
+	linkedTo atomic.Uint64
+
 	// stmts are the mapped prepared statements this server has; owned by
 	// whoever holds the server, like w.
 	stmts serverStmts

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -50,6 +51,16 @@ type Service struct {
 	// stmts is the pooler-wide registry of mapped prepared statements.
 	stmts *stmtRegistry
 
+	// Console state (guarded by mu): PAUSE/DISABLE per database, PAUSE
+	// of everything, and the runtime overrides of SET USER / SET POOL.
+	dbStates      map[string]*dbState
+	pausedAll     bool
+	userOverrides map[string]*config.User
+	poolOverrides map[string]*config.Pool
+
+	done     chan struct{} // closed when a shutdown completes
+	stopOnce sync.Once
+
 	wg sync.WaitGroup
 }
 
@@ -67,6 +78,11 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		userLimits: map[string]*limiter{},
 		cancels:    map[[8]byte]*client{},
 		stmts:      newStmtRegistry(),
+
+		dbStates:      map[string]*dbState{},
+		userOverrides: map[string]*config.User{},
+		poolOverrides: map[string]*config.Pool{},
+		done:          make(chan struct{}),
 	}
 	for _, n := range alwaysTracked {
 		s.tracked[strings.ToLower(n)] = n
@@ -74,7 +90,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 	for _, n := range cfg.Settings.TrackExtraParameters {
 		s.tracked[strings.ToLower(n)] = n
 	}
-	if err := s.Reload(cfg); err != nil {
+	if err := s.Apply(cfg, true); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -87,11 +103,18 @@ type securityState struct {
 	hba       *auth.HBA // auth_type=hba
 }
 
-// Reload swaps in a new configuration and re-reads auth_file, the HBA file
+// Apply swaps in a new configuration and re-reads auth_file, the HBA file
 // and the TLS files. Nothing changes unless all of them load: a bad file
 // leaves the running configuration as it was. Existing pools keep their
-// servers; their limits follow the new file.
-func (s *Service) Reload(cfg *config.Config) error {
+// servers; their limits follow the new configuration (servers over a
+// lowered limit are closed: idle ones at once, busy ones when released).
+//
+// Runtime overrides (SET USER, SET POOL) are laid over cfg. fromFile says
+// cfg was just read from the file (start, RELOAD, SIGHUP): then, as in
+// Cloudflare's fork, an override is dropped when the file has a line for
+// the same user or pool, and kept otherwise.
+func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
+	cfg = s.withOverrides(cfg, fromFile)
 	st := &cfg.Settings
 	users := map[string]auth.Secret{}
 	if f := st.AuthFile; f != "" {
@@ -155,6 +178,11 @@ func (s *Service) Reload(cfg *config.Config) error {
 		p.mu.Lock()
 		p.eff = cfg.Resolve(p.db, p.key.user)
 		p.mu.Unlock()
+		p.dbLimit.setMax(p.eff.MaxDBConnections)
+		p.userLimit.setMax(p.eff.MaxUserConnections)
+	}
+	for _, p := range pools {
+		p.shrink()
 		p.kick()
 	}
 	for _, w := range cfg.Warnings {
@@ -252,18 +280,49 @@ func (s *Service) Serve(ctx context.Context) error {
 	for _, ln := range s.listeners {
 		go func(ln net.Listener) { errc <- s.accept(ln) }(ln)
 	}
-	select {
-	case <-ctx.Done():
-		s.Close()
-		return nil
-	case err := <-errc:
-		if s.shuttingDown.Load() {
+	for {
+		select {
+		case <-ctx.Done():
+			s.Close()
 			return nil
+		case <-s.done:
+			return nil
+		case err := <-errc:
+			if s.shuttingDown.Load() {
+				// Listeners closed by a shutdown: wait for it to finish.
+				continue
+			}
+			s.Close()
+			return err
 		}
-		s.Close()
-		return err
 	}
 }
+
+// Shutdown ends the service as SHUTDOWN (and the signals) ask: at once, or
+// after every server was released (WAIT_FOR_SERVERS, SIGINT), or after the
+// last client left (WAIT_FOR_CLIENTS, SIGTERM). New logins are refused from
+// the start; Serve returns at the end.
+func (s *Service) Shutdown(mode admin.ShutdownMode) {
+	s.Close()
+	switch mode {
+	case admin.ShutdownWaitForServers:
+		go func() {
+			s.Pause("")
+			s.stop()
+		}()
+	case admin.ShutdownWaitForClients:
+		go func() {
+			for s.clientCount.Load() > 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			s.stop()
+		}()
+	default:
+		s.stop()
+	}
+}
+
+func (s *Service) stop() { s.stopOnce.Do(func() { close(s.done) }) }
 
 func (s *Service) accept(ln net.Listener) error {
 	for {
@@ -380,6 +439,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
 	p.dbLimit.add(p)
 	p.userLimit.add(p)
+	p.paused = s.isPausedLocked(db.Name)
 	s.pools[key] = p
 	return p, nil
 }
@@ -419,6 +479,7 @@ func (s *Service) wakeLimited(ls ...*limiter) {
 func (s *Service) janitor(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	lastRoll := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -430,8 +491,16 @@ func (s *Service) janitor(ctx context.Context) {
 				pools = append(pools, p)
 			}
 			s.mu.Unlock()
+			period := s.settings().StatsPeriod
+			roll := period > 0 && now.Sub(lastRoll) >= period
+			if roll {
+				lastRoll = now
+			}
 			for _, p := range pools {
 				p.maintain(now)
+				if roll {
+					p.stats.rollPeriod(period)
+				}
 			}
 		}
 	}
@@ -517,4 +586,35 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 func isNetError(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// withOverrides lays the SET USER / SET POOL overrides over a copy of cfg.
+func (s *Service) withOverrides(cfg *config.Config, fromFile bool) *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fromFile {
+		for name := range s.userOverrides {
+			if _, inFile := cfg.Users[name]; inFile {
+				delete(s.userOverrides, name)
+			}
+		}
+		for key := range s.poolOverrides {
+			if _, inFile := cfg.Pools[key]; inFile {
+				delete(s.poolOverrides, key)
+			}
+		}
+	}
+	if len(s.userOverrides) == 0 && len(s.poolOverrides) == 0 {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	for name, u := range s.userOverrides {
+		cp := *u
+		cfg.Users[name] = &cp
+	}
+	for key, p := range s.poolOverrides {
+		cp := *p
+		cfg.Pools[key] = &cp
+	}
+	return cfg
 }

@@ -128,6 +128,9 @@ func (r *Reader) Next() (typ byte, bodyLen int, err error) {
 	return r.typ, r.bodyLen, nil
 }
 
+// BodyLen returns the current message's body length.
+func (r *Reader) BodyLen() int { return r.bodyLen }
+
 // Type returns the current message's type byte.
 func (r *Reader) Type() byte { return r.typ }
 

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
@@ -152,40 +153,77 @@ func run(args []string, stderr io.Writer) int {
 		// Profiling endpoint for benchmarks and debugging; off unless asked.
 		go http.ListenAndServe(addr, nil)
 	}
+	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
+	// which columns to expect: report the PgBouncer level we match.
+	pooler.Version = "PgBouncer 1.25.0 (pgturnstile " + Version + ")"
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	notify := newNotifier()
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
-	go func() {
-		for sig := range sigs {
-			switch sig {
-			case syscall.SIGHUP:
-				if devBackend != "" {
-					continue
-				}
-				ncfg, err := config.Load(cfg.Path)
-				if err == nil {
-					err = svc.Reload(ncfg)
-				}
-				if err != nil {
-					log.Error("RELOAD failed: " + err.Error())
-				} else {
-					log.Info("got SIGHUP, re-reading config")
-				}
-			default:
-				log.Info("got " + sig.String() + ", shutting down")
-				stop()
-				return
-			}
-		}
-	}()
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	go handleSignals(sigs, svc, log, notify, devBackend != "", stop)
+	// Listeners are open: tell systemd (Type=notify) we are ready.
+	notify.send("READY=1\nSTATUS=accepting connections")
 	if err := svc.Serve(ctx); err != nil {
+		notify.send("STOPPING=1")
 		log.Error("serve: " + err.Error())
 		return 1
 	}
+	notify.send("STOPPING=1")
+	log.Info("shutdown complete")
 	return 0
+}
+
+// handleSignals maps signals to console actions as PgBouncer 1.23+ does:
+// SIGHUP reload; SIGINT = SHUTDOWN WAIT_FOR_SERVERS; SIGTERM = SHUTDOWN
+// WAIT_FOR_CLIENTS; a second SIGINT/SIGTERM, or SIGQUIT, = immediate
+// shutdown; SIGUSR1 = PAUSE; SIGUSR2 = RESUME.
+func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger, notify *notifier, embedded bool, stop func()) {
+	shuttingDown := false
+	for sig := range sigs {
+		switch sig {
+		case syscall.SIGHUP:
+			if embedded {
+				continue
+			}
+			notify.send(reloadingMessage())
+			log.Info("got SIGHUP, re-reading config")
+			if err := svc.Reload(); err != nil {
+				log.Error("RELOAD failed: " + err.Error())
+			}
+			notify.send("READY=1")
+		case syscall.SIGUSR1:
+			log.Info("got SIGUSR1, pausing all activity")
+			go svc.Pause("")
+		case syscall.SIGUSR2:
+			if shuttingDown {
+				continue
+			}
+			log.Info("got SIGUSR2, resuming all activity")
+			svc.Resume("")
+		case syscall.SIGQUIT:
+			log.Info("got SIGQUIT, fast exit")
+			notify.send("STOPPING=1")
+			stop()
+		case syscall.SIGINT, syscall.SIGTERM:
+			if shuttingDown {
+				log.Info("got " + sig.String() + " again, fast exit")
+				stop()
+				continue
+			}
+			shuttingDown = true
+			notify.send("STOPPING=1")
+			if sig == syscall.SIGINT {
+				log.Info("got SIGINT, shutting down, waiting for servers")
+				svc.Shutdown(admin.ShutdownWaitForServers)
+			} else {
+				log.Info("got SIGTERM, shutting down, waiting for clients")
+				svc.Shutdown(admin.ShutdownWaitForClients)
+			}
+		}
+	}
 }
 
 // expandVerbose turns -vv… into repeated -v so the flag package accepts it.

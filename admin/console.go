@@ -1,0 +1,144 @@
+package admin
+
+import (
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/config"
+)
+
+// Console is what the admin console needs from the pooler: read-only
+// snapshots for SHOW, and the commands. The pooler implements it; this
+// package never reaches into pooler internals.
+type Console interface {
+	Config() *config.Config
+	Version() string
+
+	Pools() []Pool
+	Clients() []Conn
+	Servers() []Conn
+	Databases() []Database
+	Users() []User
+	Stats() []Stats
+	State() State
+	Lists() Lists
+
+	// Commands. db == "" means every database. Errors are *Error when the
+	// client should see a specific SQLSTATE and text.
+	Pause(db string) error
+	Resume(db string) error
+	Disable(db string) error
+	Enable(db string) error
+	Reconnect(db string) error
+	Kill(db string) error
+	KillClient(id uint64) error
+	// WaitClose blocks until no server of db (or any) is marked close_needed.
+	WaitClose(db string) error
+	Reload() error
+	Shutdown(mode ShutdownMode)
+	// Set changes one [pgbouncer] setting as SET key = value does.
+	Set(key, value string) error
+	// SetUser and SetPool apply Cloudflare's runtime overrides; settings is
+	// the quoted string of the command, e.g. "max_user_connections=2 pool_mode=session".
+	SetUser(name, settings string) error
+	SetPool(user, db, settings string) error
+}
+
+// ShutdownMode is how SHUTDOWN ends the process.
+type ShutdownMode int
+
+const (
+	ShutdownImmediate      ShutdownMode = iota + 1 // SHUTDOWN
+	ShutdownWaitForServers                         // SHUTDOWN WAIT_FOR_SERVERS (SIGINT)
+	ShutdownWaitForClients                         // SHUTDOWN WAIT_FOR_CLIENTS (SIGTERM)
+)
+
+// Pool is one row of SHOW POOLS.
+type Pool struct {
+	Database, User                                             string
+	ClActive, ClWaiting, ClActiveCancelReq, ClWaitingCancelReq int
+	SvActive, SvActiveCancel, SvBeingCanceled, SvIdle, SvUsed  int
+	SvTested, SvLogin                                          int
+	MaxWait                                                    time.Duration
+	PoolMode, LoadBalanceHosts                                 string
+	PoolSize                                                   int // extension column (Cloudflare's fork)
+}
+
+// Conn is one row of SHOW CLIENTS or SHOW SERVERS.
+type Conn struct {
+	Type                     string // "C" or "S"
+	User, Database           string
+	Replication              string // "none", "physical", "logical"
+	State                    string // clients: active idle waiting active_cancel_req waiting_cancel_req; servers: active idle used tested new active_cancel being_canceled
+	Addr                     string
+	Port                     int
+	LocalAddr                string
+	LocalPort                int
+	ConnectTime, RequestTime time.Time
+	Wait                     time.Duration
+	CloseNeeded              bool
+	Ptr, Link                string // identities, e.g. "C-12" / "S-3"
+	RemotePID                int
+	TLS                      string // "" or e.g. "TLSv1.3/TLS_AES_128_GCM_SHA256"
+	ApplicationName          string
+	PreparedStatements       int
+	ID                       uint64
+}
+
+// Database is one row of SHOW DATABASES.
+type Database struct {
+	Name, Host                                     string
+	Port                                           int
+	Database, ForceUser                            string
+	PoolSize, MinPoolSize, ReservePoolSize         int
+	ServerLifetime                                 time.Duration
+	PoolMode, LoadBalanceHosts                     string
+	MaxConnections, CurrentConnections             int
+	MaxClientConnections, CurrentClientConnections int
+	Paused, Disabled                               bool
+}
+
+// User is one row of SHOW USERS. Negative sizes print as NULL (unset).
+type User struct {
+	Name                                               string
+	PoolSize, ReservePoolSize                          int
+	PoolMode                                           string
+	MaxUserConnections, CurrentConnections             int
+	MaxUserClientConnections, CurrentClientConnections int
+}
+
+// Counters are the per-database statistics of SHOW STATS; times are in
+// microseconds, as PgBouncer reports them.
+type Counters struct {
+	ServerAssignmentCount, XactCount, QueryCount int64
+	Received, Sent                               int64
+	XactTime, QueryTime, WaitTime                int64
+	ClientParseCount, ServerParseCount           int64
+	BindCount, ClientLoginCount                  int64
+}
+
+// Stats is one database's totals and its averages per second over the
+// last stats_period.
+type Stats struct {
+	Database string
+	Total    Counters
+	Average  Counters
+}
+
+// State is SHOW STATE.
+type State struct{ Active, Paused, Suspended bool }
+
+// Lists are the counts of SHOW LISTS.
+type Lists struct {
+	Databases, Users, Peers, Pools, PeerPools  int
+	FreeClients, UsedClients, LoginClients     int
+	FreeServers, UsedServers                   int
+	DNSNames, DNSZones, DNSQueries, DNSPending int
+}
+
+// Error is a console error with the SQLSTATE and text PgBouncer uses.
+type Error struct {
+	SQLState string
+	Message  string
+}
+
+func (e *Error) Error() string { return e.Message }

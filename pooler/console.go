@@ -1,0 +1,562 @@
+package pooler
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/config"
+)
+
+// The pooler's side of the admin console: snapshots for SHOW and the
+// commands. Everything here reads state under the locks that guard it and
+// returns copies.
+
+var _ admin.Console = (*Service)(nil)
+
+// Version is reported by SHOW VERSION; set by the command.
+var Version = "pgturnstile"
+
+func (s *Service) Config() *config.Config { return s.config() }
+func (s *Service) Version() string        { return Version }
+
+func (s *Service) allPools() []*Pool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Pool, 0, len(s.pools))
+	for _, p := range s.pools {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].key.db != out[j].key.db {
+			return out[i].key.db < out[j].key.db
+		}
+		return out[i].key.user < out[j].key.user
+	})
+	return out
+}
+
+func (s *Service) allClients() []*client {
+	s.cancelMu.Lock()
+	out := make([]*client, 0, len(s.cancels))
+	for _, c := range s.cancels {
+		out = append(out, c)
+	}
+	s.cancelMu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (s *Service) Pools() []admin.Pool {
+	now := time.Now()
+	var out []admin.Pool
+	for _, p := range s.allPools() {
+		p.mu.Lock()
+		row := admin.Pool{
+			Database:  p.key.db,
+			User:      p.key.user,
+			ClWaiting: p.queue.Len(),
+			SvActive:  p.active,
+			SvIdle:    len(p.idle),
+			SvLogin:   p.connecting,
+			PoolMode:  p.eff.PoolMode.String(),
+			PoolSize:  p.eff.PoolSize,
+		}
+		row.ClActive = p.clients - row.ClWaiting
+		if row.ClActive < 0 {
+			row.ClActive = 0
+		}
+		if w := p.queue.Oldest(); w != nil {
+			row.MaxWait = now.Sub(w.Enqueued)
+		}
+		p.mu.Unlock()
+		out = append(out, row)
+	}
+	return out
+}
+
+func splitAddr(a net.Addr) (string, int) {
+	if a == nil {
+		return "", 0
+	}
+	if _, ok := a.(*net.UnixAddr); ok {
+		return "unix", 0
+	}
+	h, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+func (s *Service) Clients() []admin.Conn {
+	var out []admin.Conn
+	now := time.Now()
+	for _, c := range s.allClients() {
+		row := admin.Conn{
+			Type: "C", User: c.user, Database: c.dbName, Replication: "none",
+			ConnectTime: c.connected, Ptr: c.String(), ID: c.id,
+		}
+		row.Addr, row.Port = splitAddr(c.conn.RemoteAddr())
+		row.LocalAddr, row.LocalPort = splitAddr(c.conn.LocalAddr())
+		if c.tls {
+			row.TLS = c.tlsVersion()
+		}
+		c.mu.Lock()
+		switch {
+		case c.waiting:
+			row.State = "waiting"
+			row.Wait = now.Sub(c.waitStart)
+		case c.srv != nil:
+			row.State = "active"
+			row.Link = c.srv.String()
+		default:
+			row.State = "idle"
+		}
+		row.RequestTime = c.queryStart
+		row.ApplicationName = c.params["application_name"]
+		row.PreparedStatements = len(c.stmts)
+		c.mu.Unlock()
+		out = append(out, row)
+	}
+	return out
+}
+
+func (s *Service) Servers() []admin.Conn {
+	var out []admin.Conn
+	for _, p := range s.allPools() {
+		p.mu.Lock()
+		for srv := range p.servers {
+			row := admin.Conn{
+				Type: "S", User: p.key.user, Database: p.key.db, Replication: "none",
+				State: srv.state.String(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
+				CloseNeeded: srv.closeNeeded, Ptr: srv.String(), RemotePID: int(srv.pid), ID: srv.id,
+				PreparedStatements: srv.stmts.len(),
+			}
+			if id := srv.linkedTo.Load(); id != 0 && srv.state == serverActive {
+				row.Link = "C-" + strconv.FormatUint(id, 10)
+			}
+			row.Addr, row.Port = splitAddr(srv.conn.RemoteAddr())
+			row.LocalAddr, row.LocalPort = splitAddr(srv.conn.LocalAddr())
+			row.ApplicationName = srv.params["application_name"]
+			out = append(out, row)
+		}
+		p.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (s *Service) Databases() []admin.Database {
+	cfg := s.config()
+	st := &cfg.Settings
+	names := map[string]*config.Database{}
+	for name, d := range cfg.Databases {
+		if name != "*" {
+			names[name] = d
+		}
+	}
+	for _, p := range s.allPools() {
+		if _, ok := names[p.key.db]; !ok {
+			names[p.key.db] = p.db // auto-created from "*"
+		}
+	}
+	clientsByDB := map[string]int{}
+	for _, c := range s.allClients() {
+		clientsByDB[c.dbName]++
+	}
+	out := []admin.Database{{
+		Name: "pgbouncer", Port: st.ListenPort, Database: "pgbouncer", ForceUser: "pgbouncer",
+		PoolSize: 2, PoolMode: "statement", ReservePoolSize: 0,
+		CurrentClientConnections: clientsByDB["pgbouncer"],
+	}}
+	for name, d := range names {
+		eff := cfg.Resolve(d, d.User)
+		row := admin.Database{
+			Name: name, Host: d.Host, Port: d.Port, Database: d.ServerDBName(), ForceUser: d.User,
+			PoolSize: eff.PoolSize, MinPoolSize: eff.MinPoolSize, ReservePoolSize: eff.ReservePoolSize,
+			ServerLifetime: st.ServerLifetime, PoolMode: eff.PoolMode.String(),
+			MaxConnections: eff.MaxDBConnections, CurrentClientConnections: clientsByDB[name],
+		}
+		if row.Port == 0 {
+			row.Port = 5432
+		}
+		if d.PoolMode == config.PoolModeUnset {
+			row.PoolMode = ""
+		}
+		s.mu.Lock()
+		if l := s.dbLimits[name]; l != nil {
+			l.mu.Lock()
+			row.CurrentConnections = l.n
+			l.mu.Unlock()
+		}
+		ds := s.dbStates[name]
+		s.mu.Unlock()
+		if ds != nil {
+			row.Paused, row.Disabled = ds.paused, ds.disabled
+		}
+		out = append(out, row)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *Service) Users() []admin.User {
+	cfg := s.config()
+	clientsByUser := map[string]int{}
+	for _, c := range s.allClients() {
+		clientsByUser[c.user]++
+	}
+	var out []admin.User
+	for _, u := range s.users.Load().Users() {
+		row := admin.User{Name: u.Name, PoolSize: -1, ReservePoolSize: -1,
+			MaxUserConnections: cfg.Settings.MaxUserConnections, CurrentClientConnections: clientsByUser[u.Name]}
+		if cu := cfg.Users[u.Name]; cu != nil {
+			row.PoolSize, row.ReservePoolSize = cu.PoolSize, cu.ReservePoolSize
+			row.PoolMode = cu.PoolMode.String()
+			if cu.MaxUserConnections > 0 {
+				row.MaxUserConnections = cu.MaxUserConnections
+			}
+		}
+		s.mu.Lock()
+		if l := s.userLimits[u.Name]; l != nil {
+			l.mu.Lock()
+			row.CurrentConnections = l.n
+			l.mu.Unlock()
+		}
+		s.mu.Unlock()
+		out = append(out, row)
+	}
+	return out
+}
+
+func (s *Service) Stats() []admin.Stats {
+	byDB := map[string]*admin.Stats{}
+	for _, p := range s.allPools() {
+		st := byDB[p.key.db]
+		if st == nil {
+			st = &admin.Stats{Database: p.key.db}
+			byDB[p.key.db] = st
+		}
+		st.Total = addCounters(st.Total, p.stats.totals())
+		st.Average = addCounters(st.Average, p.stats.averages())
+	}
+	out := make([]admin.Stats, 0, len(byDB))
+	for _, st := range byDB {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Database < out[j].Database })
+	return out
+}
+
+func (s *Service) State() admin.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return admin.State{Active: !s.pausedAll, Paused: s.pausedAll}
+}
+
+func (s *Service) Lists() admin.Lists {
+	cfg := s.config()
+	pools := s.allPools()
+	l := admin.Lists{Databases: len(s.Databases()), Users: len(s.users.Load().Users()), Pools: len(pools)}
+	l.UsedClients = len(s.allClients())
+	l.LoginClients = int(s.clientCount.Load()) - l.UsedClients
+	if l.LoginClients < 0 {
+		l.LoginClients = 0
+	}
+	for _, p := range pools {
+		p.mu.Lock()
+		l.UsedServers += len(p.servers)
+		p.mu.Unlock()
+	}
+	_ = cfg
+	return l
+}
+
+// dbState is the console state of one database: PAUSE/KILL and DISABLE.
+type dbState struct{ paused, disabled bool }
+
+func (s *Service) dbStateLocked(db string) *dbState {
+	ds := s.dbStates[db]
+	if ds == nil {
+		ds = &dbState{}
+		s.dbStates[db] = ds
+	}
+	return ds
+}
+
+// poolsOf returns the pools of db, or every pool for "".
+func (s *Service) poolsOf(db string) []*Pool {
+	var out []*Pool
+	for _, p := range s.allPools() {
+		if db == "" || p.key.db == db {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *Service) checkDB(db string) error {
+	if db == "" {
+		return nil
+	}
+	if _, ok := s.config().Databases[db]; ok {
+		return nil
+	}
+	for _, p := range s.allPools() {
+		if p.key.db == db {
+			return nil
+		}
+	}
+	return &admin.Error{SQLState: "08P01", Message: "no such database: " + db}
+}
+
+// Pause stops handing out servers of db (every database for ""), waits
+// until the servers in use are released, and closes them. New queries wait.
+func (s *Service) Pause(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	s.setPaused(db, true)
+	for {
+		busy := 0
+		for _, p := range s.poolsOf(db) {
+			p.mu.Lock()
+			busy += p.total
+			p.mu.Unlock()
+			p.maintain(time.Now()) // closes the idle ones now
+		}
+		if busy == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Service) setPaused(db string, paused bool) {
+	s.mu.Lock()
+	if db == "" {
+		s.pausedAll = paused
+		for name, ds := range s.dbStates {
+			_ = name
+			ds.paused = paused
+		}
+	} else {
+		s.dbStateLocked(db).paused = paused
+	}
+	s.mu.Unlock()
+	for _, p := range s.poolsOf(db) {
+		p.mu.Lock()
+		p.paused = paused
+		p.mu.Unlock()
+		if !paused {
+			p.kick()
+		}
+	}
+}
+
+// isPaused says whether new pools of db start paused.
+func (s *Service) isPausedLocked(db string) bool {
+	if s.pausedAll {
+		return true
+	}
+	ds := s.dbStates[db]
+	return ds != nil && ds.paused
+}
+
+func (s *Service) Resume(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	s.setPaused(db, false)
+	return nil
+}
+
+func (s *Service) Disable(db string) error {
+	if db == "" {
+		return &admin.Error{SQLState: "08P01", Message: "DISABLE needs a database name"}
+	}
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dbStateLocked(db).disabled = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Service) Enable(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dbStateLocked(db).disabled = false
+	s.mu.Unlock()
+	return nil
+}
+
+// isDisabled reports whether new logins to db are refused.
+func (s *Service) isDisabled(db string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ds := s.dbStates[db]
+	return ds != nil && ds.disabled
+}
+
+// Reconnect marks every server of db to be closed: idle ones now, active
+// ones when their client releases them.
+func (s *Service) Reconnect(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	for _, p := range s.poolsOf(db) {
+		p.mu.Lock()
+		for srv := range p.servers {
+			srv.closeNeeded = true
+		}
+		p.mu.Unlock()
+		p.maintain(time.Now())
+	}
+	return nil
+}
+
+// Kill drops every client and server of db (all databases for "") and
+// leaves it paused until RESUME.
+func (s *Service) Kill(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	s.setPaused(db, true)
+	for _, c := range s.allClients() {
+		if db == "" || c.dbName == db {
+			c.conn.Close()
+		}
+	}
+	for _, p := range s.poolsOf(db) {
+		p.mu.Lock()
+		for srv := range p.servers {
+			srv.conn.Close()
+		}
+		p.mu.Unlock()
+		p.maintain(time.Now())
+	}
+	return nil
+}
+
+func (s *Service) KillClient(id uint64) error {
+	for _, c := range s.allClients() {
+		if c.id == id {
+			c.conn.Close()
+			return nil
+		}
+	}
+	return &admin.Error{SQLState: "08P01", Message: "client not found: " + strconv.FormatUint(id, 10)}
+}
+
+func (s *Service) WaitClose(db string) error {
+	if err := s.checkDB(db); err != nil {
+		return err
+	}
+	for {
+		pending := 0
+		for _, p := range s.poolsOf(db) {
+			p.mu.Lock()
+			for srv := range p.servers {
+				if srv.closeNeeded {
+					pending++
+				}
+			}
+			p.mu.Unlock()
+		}
+		if pending == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Reload re-reads the config file and auth files; a bad file is rejected
+// as a whole and nothing changes.
+func (s *Service) Reload() error {
+	path := s.config().Path
+	if path == "" {
+		return errors.New("no config file to reload (embedded default config)")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	return s.Apply(cfg, true)
+}
+
+// Set changes one [pgbouncer] setting, as from the file.
+func (s *Service) Set(key, value string) error {
+	cfg := s.config().Clone()
+	if err := cfg.Set(key, value); err != nil {
+		return &admin.Error{SQLState: "08P01", Message: err.Error()}
+	}
+	return s.Apply(cfg, false)
+}
+
+// SetUser and SetPool are Cloudflare's runtime overrides: they last until a
+// RELOAD reads a file with a line for the same user or pool.
+func (s *Service) SetUser(name, settings string) error {
+	u := &config.User{Name: name, PoolSize: -1, ReservePoolSize: -1, MaxUserConnections: -1,
+		MaxUserClientConnections: -1, QueryTimeout: -1, IdleTransactionTimeout: -1, TransactionTimeout: -1,
+		ClientIdleTimeout: -1, QueryWaitTimeout: -1}
+	if cur := s.config().Users[name]; cur != nil {
+		cp := *cur
+		u = &cp
+	}
+	for _, kv := range strings.Fields(settings) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return &admin.Error{SQLState: "08P01", Message: "invalid setting: " + kv}
+		}
+		var err error
+		switch strings.ToLower(k) {
+		case "pool_mode":
+			u.PoolMode, err = config.ParsePoolMode(v)
+		case "max_user_connections":
+			u.MaxUserConnections, err = strconv.Atoi(v)
+		case "pool_size":
+			u.PoolSize, err = strconv.Atoi(v)
+		case "reserve_pool_size":
+			u.ReservePoolSize, err = strconv.Atoi(v)
+		default:
+			return &admin.Error{SQLState: "08P01", Message: "unsupported user parameter: " + k}
+		}
+		if err != nil {
+			return &admin.Error{SQLState: "08P01", Message: fmt.Sprintf("invalid value for %s: %v", k, err)}
+		}
+	}
+	s.mu.Lock()
+	s.userOverrides[name] = u
+	s.mu.Unlock()
+	return s.Apply(s.config(), false)
+}
+
+func (s *Service) SetPool(user, db, settings string) error {
+	p := &config.Pool{User: user, Database: db, PoolSize: -1}
+	for _, kv := range strings.Fields(settings) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.ToLower(k) != "pool_size" {
+			return &admin.Error{SQLState: "08P01", Message: "unsupported pool parameter: " + kv}
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return &admin.Error{SQLState: "08P01", Message: "invalid value for pool_size: " + v}
+		}
+		p.PoolSize = n
+	}
+	s.mu.Lock()
+	s.poolOverrides[config.PoolKey(user, db)] = p
+	s.mu.Unlock()
+	return s.Apply(s.config(), false)
+}

@@ -1,0 +1,115 @@
+package pooler
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+)
+
+// poolStats are one pool's counters for SHOW STATS and /metrics. The hot
+// path adds to them once per query or batch, not per message.
+type poolStats struct {
+	serverAssignments, xacts, queries atomic.Int64
+	received, sent                    atomic.Int64
+	xactTime, queryTime, waitTime     atomic.Int64 // microseconds
+	clientParses, serverParses, binds atomic.Int64
+	logins                            atomic.Int64
+
+	mu   sync.Mutex
+	prev admin.Counters // totals at the start of the current stats_period
+	avg  admin.Counters // per-second averages over the last stats_period
+}
+
+func (ps *poolStats) totals() admin.Counters {
+	return admin.Counters{
+		ServerAssignmentCount: ps.serverAssignments.Load(),
+		XactCount:             ps.xacts.Load(),
+		QueryCount:            ps.queries.Load(),
+		Received:              ps.received.Load(),
+		Sent:                  ps.sent.Load(),
+		XactTime:              ps.xactTime.Load(),
+		QueryTime:             ps.queryTime.Load(),
+		WaitTime:              ps.waitTime.Load(),
+		ClientParseCount:      ps.clientParses.Load(),
+		ServerParseCount:      ps.serverParses.Load(),
+		BindCount:             ps.binds.Load(),
+		ClientLoginCount:      ps.logins.Load(),
+	}
+}
+
+// rollPeriod closes a stats_period: averages become the per-second rates
+// over it (times: per transaction or query, as PgBouncer reports them).
+func (ps *poolStats) rollPeriod(period time.Duration) {
+	t := ps.totals()
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	d := subCounters(t, ps.prev)
+	secs := int64(period / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	avg := admin.Counters{
+		ServerAssignmentCount: d.ServerAssignmentCount / secs,
+		XactCount:             d.XactCount / secs,
+		QueryCount:            d.QueryCount / secs,
+		Received:              d.Received / secs,
+		Sent:                  d.Sent / secs,
+		ClientParseCount:      d.ClientParseCount / secs,
+		ServerParseCount:      d.ServerParseCount / secs,
+		BindCount:             d.BindCount / secs,
+		ClientLoginCount:      d.ClientLoginCount / secs,
+	}
+	if d.XactCount > 0 {
+		avg.XactTime = d.XactTime / d.XactCount
+	}
+	if d.QueryCount > 0 {
+		avg.QueryTime = d.QueryTime / d.QueryCount
+	}
+	if d.ServerAssignmentCount > 0 {
+		avg.WaitTime = d.WaitTime / d.ServerAssignmentCount
+	}
+	ps.avg = avg
+	ps.prev = t
+}
+
+func (ps *poolStats) averages() admin.Counters {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.avg
+}
+
+func subCounters(a, b admin.Counters) admin.Counters {
+	return admin.Counters{
+		ServerAssignmentCount: a.ServerAssignmentCount - b.ServerAssignmentCount,
+		XactCount:             a.XactCount - b.XactCount,
+		QueryCount:            a.QueryCount - b.QueryCount,
+		Received:              a.Received - b.Received,
+		Sent:                  a.Sent - b.Sent,
+		XactTime:              a.XactTime - b.XactTime,
+		QueryTime:             a.QueryTime - b.QueryTime,
+		WaitTime:              a.WaitTime - b.WaitTime,
+		ClientParseCount:      a.ClientParseCount - b.ClientParseCount,
+		ServerParseCount:      a.ServerParseCount - b.ServerParseCount,
+		BindCount:             a.BindCount - b.BindCount,
+		ClientLoginCount:      a.ClientLoginCount - b.ClientLoginCount,
+	}
+}
+
+func addCounters(a, b admin.Counters) admin.Counters {
+	return admin.Counters{
+		ServerAssignmentCount: a.ServerAssignmentCount + b.ServerAssignmentCount,
+		XactCount:             a.XactCount + b.XactCount,
+		QueryCount:            a.QueryCount + b.QueryCount,
+		Received:              a.Received + b.Received,
+		Sent:                  a.Sent + b.Sent,
+		XactTime:              a.XactTime + b.XactTime,
+		QueryTime:             a.QueryTime + b.QueryTime,
+		WaitTime:              a.WaitTime + b.WaitTime,
+		ClientParseCount:      a.ClientParseCount + b.ClientParseCount,
+		ServerParseCount:      a.ServerParseCount + b.ServerParseCount,
+		BindCount:             a.BindCount + b.BindCount,
+		ClientLoginCount:      a.ClientLoginCount + b.ClientLoginCount,
+	}
+}
