@@ -13,9 +13,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -236,15 +238,18 @@ func (c *client) login() error {
 	if !c.tls && auth.ClientTLSRequired(st.ClientTLSSSLMode) && !c.local {
 		return newError(CodeSSLRequired)
 	}
-	if int(c.svc.clientCount.Load()) > st.MaxClientConn {
-		return newError(CodeMaxClientConn)
-	}
-	if c.svc.shuttingDown.Load() {
-		return newError(CodeShuttingDown)
-	}
 	startupParams, unrecognized, err := c.readParams(su)
 	if err != nil {
 		return err
+	}
+	// The console stays reachable when the pooler is full or stopping.
+	if c.dbName != adminDB {
+		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
+			return newError(CodeMaxClientConn)
+		}
+		if c.svc.shuttingDown.Load() {
+			return newError(CodeShuttingDown)
+		}
 	}
 	if c.user == "" {
 		return newError(CodeNoUserName)
@@ -261,9 +266,8 @@ func (c *client) login() error {
 			return err
 		}
 	}
-	if c.dbName == "pgbouncer" {
-		// The name is reserved for the admin console, as in PgBouncer.
-		return newError(CodeAdminUnsupported)
+	if c.dbName == adminDB {
+		return c.consoleLogin()
 	}
 	cfg := c.svc.config()
 	db, ok := cfg.LookupDatabase(c.dbName)
@@ -311,6 +315,7 @@ func (c *client) login() error {
 		return err
 	}
 	c.svc.registerCancel(c)
+	pool.stats.logins.Add(1)
 	c.scratch = wire.AppendAuthenticationOk(c.scratch[:0])
 	for name, value := range pool.welcomeParams() {
 		if v, ok := c.params[name]; ok {
@@ -459,7 +464,7 @@ func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, e
 	switch {
 	case known && u.Source == auth.SourceAuthFile:
 		secret = u.Secret
-	case authUserFor(db, st) != "":
+	case authUserFor(db, st) != "" && db.Name != adminDB:
 		sec, found, err := c.svc.authQuery(db, c.user)
 		if err != nil {
 			c.log.Warn(c.String() + ": auth_query failed: " + err.Error())
@@ -561,6 +566,79 @@ func (c *client) ReadPassword() ([]byte, error) {
 		return nil, &auth.Error{SQLState: "08P01", Message: fmt.Sprintf("expected password response, got message type %q", typ)}
 	}
 	return c.r.Body()
+}
+
+// adminDB is the virtual database of the admin console.
+const adminDB = "pgbouncer"
+
+// consoleLogin authenticates a login to the admin console, sends a welcome
+// and hands the connection to the console. A user in admin_users or
+// stats_users authenticates like any other (auth_type, auth_file); the
+// pooler's own OS user connecting over the Unix socket as "pgbouncer" is an
+// admin without a password, as PgBouncer allows.
+func (c *client) consoleLogin() error {
+	cfg := c.svc.config()
+	role, ok := admin.RoleFor(cfg, c.user)
+	if c.user == adminDB && c.local && c.peerIsSelf() {
+		role, ok = admin.RoleAdmin, true
+	} else {
+		if !ok {
+			return &Error{Severity: "FATAL", SQLState: "08P01", Message: "not allowed"}
+		}
+		if _, _, err := c.authenticate(&config.Database{Name: adminDB}); err != nil {
+			return err
+		}
+	}
+	c.dbName = adminDB
+	if _, err := rand.Read(c.key[:]); err != nil {
+		return err
+	}
+	c.svc.registerCancel(c) // listed by SHOW CLIENTS
+	out := wire.AppendAuthenticationOk(c.scratch[:0])
+	for _, kv := range [][2]string{
+		{"server_version", "15.0 (" + Version + ")"}, {"client_encoding", "UTF8"}, {"server_encoding", "UTF8"},
+		{"DateStyle", "ISO"}, {"TimeZone", "GMT"}, {"standard_conforming_strings", "on"},
+		{"integer_datetimes", "on"}, {"application_name", c.params["application_name"]},
+	} {
+		out = wire.AppendParameterStatus(out, kv[0], kv[1])
+	}
+	out = wire.AppendBackendKeyData(out, c.key)
+	out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	c.conn.SetDeadline(time.Time{})
+	err := admin.Serve(c.svc, c.r, c.w, c.user, role)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.log.Info(c.String() + ": console closed: " + err.Error())
+	}
+	return errSilent
+}
+
+// peerIsSelf reports whether a Unix-socket peer runs as the pooler's own
+// OS user.
+func (c *client) peerIsSelf() bool {
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var uid uint32
+	var ok2 bool
+	raw.Control(func(fd uintptr) {
+		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		if err == nil {
+			uid, ok2 = cred.Uid, true
+		}
+	})
+	return ok2 && int(uid) == os.Getuid()
 }
 
 // loop relays client messages to linked servers until the client leaves.
