@@ -1,0 +1,49 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+)
+
+// SQLSTATEs of console errors. PgBouncer sends every console error as
+// severity ERROR with 08P01, except a failed RELOAD (F0000).
+const (
+	CodeProtocolViolation = "08P01"
+	CodeConfigFileError   = "F0000"
+)
+
+// Message texts, byte for byte PgBouncer's (admin.c) or the Cloudflare
+// fork's where the command is the fork's; runbooks and tests grep them.
+const (
+	msgAdminNeeded      = "admin access needed"
+	msgBadArguments     = "bad arguments"
+	msgSetFailed        = "SET failed"
+	msgSetIgnored       = "SET ignored"
+	msgReloadFailed     = "RELOAD failed, see logs for additional details"
+	msgDBRequired       = "a database is required"
+	msgBadClientID      = "invalid client pointer supplied"
+	msgExtendedProtocol = "extended query protocol not supported by admin console"
+	msgUnsupportedPkt   = "unsupported packet type for admin console: %d"
+	msgIncompleteQuery  = "incomplete query"
+	msgBadPacket        = "bad packet"
+	msgConsoleUsage     = "Console usage"
+	// SUSPEND exists for online restart (-R), which PgBouncer removed in
+	// 1.26; pgturnstile never had it.
+	msgSuspend = "SUSPEND is not supported: online restart (-R) was removed in PgBouncer 1.26; use SHUTDOWN WAIT_FOR_CLIENTS with so_reuseport instead"
+)
+
+var errBadArguments = &Error{SQLState: CodeProtocolViolation, Message: msgBadArguments}
+
+// syntaxError is PgBouncer's answer to a statement no rule matches.
+func syntaxError(q string) *Error {
+	return &Error{SQLState: CodeProtocolViolation, Message: fmt.Sprintf("invalid command '%s', use SHOW HELP;", q)}
+}
+
+func newError(format string, args ...any) *Error {
+	return &Error{SQLState: CodeProtocolViolation, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrProtocol is returned (wrapped) by Serve when it closed the session
+// because the client sent a message the console does not take (Parse,
+// Bind, ...) or a malformed Query.
+var ErrProtocol = errors.New("admin: unsupported message for the admin console")
