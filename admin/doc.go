@@ -21,8 +21,8 @@
 // Simple query protocol only. Each Query holds one statement, optionally
 // ending in ';'. Parse, Bind or Execute get ERROR 08P01 "extended query
 // protocol not supported by admin console", any other message "unsupported
-// packet type for admin console: <type>", and the session is closed, as
-// PgBouncer does; drivers that always use the extended protocol (pgx
+// packet type for admin console: <type>"; as in PgBouncer that ERROR and a
+// ReadyForQuery are followed by FATAL "bad packet" and the close. Drivers that always use the extended protocol (pgx
 // without QueryExecModeSimpleProtocol, JDBC, asyncpg, Npgsql) cannot use the
 // console, psql and lib/pq can.
 //

@@ -68,8 +68,8 @@ func NewStore(authFile map[string]Secret, configured []string, prev *Store) *Sto
 	if prev != nil {
 		prev.mu.RLock()
 		for name, u := range prev.users {
-			if _, ok := s.users[name]; !ok && u.Source == SourceAuthQuery {
-				s.users[name] = &UserRecord{Name: name, Source: SourceAuthQuery}
+			if _, ok := s.users[name]; !ok && (u.Source == SourceAuthQuery || u.Source == SourceAdmin) {
+				s.users[name] = &UserRecord{Name: name, Source: u.Source}
 			}
 		}
 		prev.mu.RUnlock()
@@ -94,6 +94,15 @@ func (s *Store) NoteAuthQuery(name string) {
 	defer s.mu.Unlock()
 	if _, ok := s.users[name]; !ok {
 		s.users[name] = &UserRecord{Name: name, Source: SourceAuthQuery}
+	}
+}
+
+// NoteConfigured records a user given limits at runtime (SET USER).
+func (s *Store) NoteConfigured(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.users[name]; !ok {
+		s.users[name] = &UserRecord{Name: name, Source: SourceAdmin}
 	}
 }
 

@@ -92,6 +92,7 @@ type Settings struct {
 	User                                                         string
 
 	AdmissionFile string // pgturnstile extension, accepted and stored
+	MetricsAddr   string // pgturnstile extension: the /metrics listener
 
 	AuthIdentFile string
 

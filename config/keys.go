@@ -108,6 +108,7 @@ var bootOnly = map[string]bool{
 	"listen_backlog": true, "listen_port": true, "pidfile": true, "pkt_buf": true,
 	"resolv_conf": true, "so_reuseport": true, "track_extra_parameters": true,
 	"unix_socket_dir": true, "unix_socket_group": true, "unix_socket_mode": true, "user": true,
+	"metrics_addr": true,
 }
 
 // DefaultAuthQuery is PgBouncer's auth_query default since 1.24.1.
@@ -324,6 +325,8 @@ func init() {
 		{Name: "tcp_user_timeout", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_USER_TIMEOUT in milliseconds; 0 = OS default", Note: notImpl},
 
 		// pgturnstile extensions.
+		{Name: "metrics_addr", Kind: KindString, Doc: "address (host:port) of the Prometheus /metrics listener; empty = off", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.MetricsAddr }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},
 	}

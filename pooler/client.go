@@ -872,8 +872,10 @@ func (c *client) link() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	waited := time.Since(start)
 	c.pool.stats.serverAssignments.Add(1)
-	c.pool.stats.waitTime.Add(int64(time.Since(start) / time.Microsecond))
+	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
+	c.pool.metrics.waitDuration.Update(waited.Seconds())
 	if err := c.syncParams(s); err != nil {
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
@@ -1254,6 +1256,7 @@ func (c *client) countReadyLocked(status byte) {
 	now := time.Now()
 	ps.queries.Add(1)
 	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
+	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
 		ps.xactTime.Add(int64(now.Sub(c.xactStart) / time.Microsecond))

@@ -2,11 +2,9 @@ package pooler
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
@@ -504,59 +502,32 @@ func (s *Service) Set(key, value string) error {
 	return s.Apply(cfg, false)
 }
 
-// SetUser and SetPool are Cloudflare's runtime overrides: they last until a
-// RELOAD reads a file with a line for the same user or pool.
+// SetUser and SetPool are Cloudflare's runtime overrides: the settings
+// given replace the user's (or pool's) entry whole, keys left out fall back
+// to the defaults, and they last until a RELOAD reads a file with a line for
+// the same user or pool.
 func (s *Service) SetUser(name, settings string) error {
-	u := &config.User{Name: name, PoolSize: -1, ReservePoolSize: -1, MaxUserConnections: -1,
-		MaxUserClientConnections: -1, QueryTimeout: -1, IdleTransactionTimeout: -1, TransactionTimeout: -1,
-		ClientIdleTimeout: -1, QueryWaitTimeout: -1}
-	if cur := s.config().Users[name]; cur != nil {
-		cp := *cur
-		u = &cp
+	us, err := admin.ParseUserSettings(settings)
+	if err != nil {
+		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
-	for _, kv := range strings.Fields(settings) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return &admin.Error{SQLState: "08P01", Message: "invalid setting: " + kv}
-		}
-		var err error
-		switch strings.ToLower(k) {
-		case "pool_mode":
-			u.PoolMode, err = config.ParsePoolMode(v)
-		case "max_user_connections":
-			u.MaxUserConnections, err = strconv.Atoi(v)
-		case "pool_size":
-			u.PoolSize, err = strconv.Atoi(v)
-		case "reserve_pool_size":
-			u.ReservePoolSize, err = strconv.Atoi(v)
-		default:
-			return &admin.Error{SQLState: "08P01", Message: "unsupported user parameter: " + k}
-		}
-		if err != nil {
-			return &admin.Error{SQLState: "08P01", Message: fmt.Sprintf("invalid value for %s: %v", k, err)}
-		}
-	}
+	u := &config.User{Name: name, PoolMode: us.PoolMode, PoolSize: us.PoolSize, ReservePoolSize: us.ReservePoolSize,
+		MaxUserConnections: us.MaxUserConnections, MaxUserClientConnections: us.MaxUserClientConnections,
+		QueryTimeout: -1, IdleTransactionTimeout: -1, TransactionTimeout: -1, ClientIdleTimeout: -1, QueryWaitTimeout: -1}
 	s.mu.Lock()
 	s.userOverrides[name] = u
 	s.mu.Unlock()
+	s.users.Load().NoteConfigured(name)
 	return s.Apply(s.config(), false)
 }
 
 func (s *Service) SetPool(user, db, settings string) error {
-	p := &config.Pool{User: user, Database: db, PoolSize: -1}
-	for _, kv := range strings.Fields(settings) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || strings.ToLower(k) != "pool_size" {
-			return &admin.Error{SQLState: "08P01", Message: "unsupported pool parameter: " + kv}
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return &admin.Error{SQLState: "08P01", Message: "invalid value for pool_size: " + v}
-		}
-		p.PoolSize = n
+	ps, err := admin.ParsePoolSettings(settings)
+	if err != nil {
+		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
 	s.mu.Lock()
-	s.poolOverrides[config.PoolKey(user, db)] = p
+	s.poolOverrides[config.PoolKey(user, db)] = &config.Pool{User: user, Database: db, PoolSize: ps.PoolSize}
 	s.mu.Unlock()
 	return s.Apply(s.config(), false)
 }

@@ -36,6 +36,7 @@ type Pool struct {
 
 	dbLimit, userLimit *limiter
 	stats              poolStats
+	metrics            poolMetrics
 
 	mu sync.Mutex
 	// cred logs new servers in; auth_query and SCRAM pass-through update
@@ -272,6 +273,7 @@ func (p *Pool) connect() {
 		p.dbLimit.give()
 		p.userLimit.give()
 		p.log.Warn("server login failed: " + err.Error())
+		p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
 		for _, w := range waiters {
 			w.grant <- grant{err: err}
 		}
@@ -295,6 +297,7 @@ func (p *Pool) connect() {
 			p.welcome[k] = v
 		}
 	}
+	p.svc.countEvent("pgturnstile_server_connects_total", "database", p.key.db)
 	if p.svc.logConnections() {
 		p.log.Info(s.String() + ": new connection to server")
 	}
@@ -376,6 +379,7 @@ func (p *Pool) closeServer(s *server, reason string) {
 	p.mu.Unlock()
 	p.dbLimit.give()
 	p.userLimit.give()
+	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
 		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(time.Since(s.created)) + ")")
 	}

@@ -85,6 +85,7 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 		}
 	}
 	out = appendParse(out, def.name, def.query, def.types)
+	c.pool.stats.serverParses.Add(1)
 	c.ops.push(op{kind: kind, def: def, clientName: clientName})
 	s.stmts.add(c.svc.stmts, def)
 	return out

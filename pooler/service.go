@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -58,6 +59,9 @@ type Service struct {
 	userOverrides map[string]*config.User
 	poolOverrides map[string]*config.Pool
 
+	// metrics holds the histograms and event counters of /metrics.
+	metrics *metrics.Set
+
 	done     chan struct{} // closed when a shutdown completes
 	stopOnce sync.Once
 
@@ -83,6 +87,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		userOverrides: map[string]*config.User{},
 		poolOverrides: map[string]*config.Pool{},
 		done:          make(chan struct{}),
+		metrics:       metrics.NewSet(),
 	}
 	for _, n := range alwaysTracked {
 		s.tracked[strings.ToLower(n)] = n
@@ -440,6 +445,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
 	p.dbLimit.add(p)
 	p.userLimit.add(p)
 	p.paused = s.isPausedLocked(db.Name)
+	p.metrics = s.newPoolMetrics(db.Name, serverUser)
 	s.pools[key] = p
 	return p, nil
 }

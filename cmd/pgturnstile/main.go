@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -148,6 +149,20 @@ func run(args []string, stderr io.Writer) int {
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
+	}
+	if addr := cfg.Settings.MetricsAddr; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			log.Error("cannot listen for metrics: " + err.Error())
+			return 1
+		}
+		log.Info("metrics listening on " + ln.Addr().String())
+		mux := http.NewServeMux()
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			svc.WriteMetrics(w)
+		})
+		go http.Serve(ln, mux)
 	}
 	if addr := os.Getenv("PGTURNSTILE_PPROF"); addr != "" {
 		// Profiling endpoint for benchmarks and debugging; off unless asked.
