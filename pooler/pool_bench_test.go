@@ -1,0 +1,68 @@
+package pooler
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/config"
+)
+
+// benchPool is a pool of n idle servers without sockets: enough for
+// checkout and release, which never touch the connection.
+func benchPool(tb testing.TB, n int) *Pool {
+	tb.Helper()
+	cfg := config.Default()
+	cfg.Settings.AuthType = "any"
+	svc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db := &config.Database{Name: "bench", Host: "127.0.0.1", Port: 5432, PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1}
+	p, err := svc.poolFor(db, "bench")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.mu.Lock()
+	p.eff.PoolSize = n
+	for i := 0; i < n; i++ {
+		s := &server{id: uint64(i + 1), pool: p, created: time.Now(), lastUsed: time.Now(), state: serverIdle}
+		p.idle = append(p.idle, s)
+		p.total++
+	}
+	p.mu.Unlock()
+	return p
+}
+
+// BenchmarkCheckoutRelease measures one server checkout and release from a
+// pool with an idle server for every goroutine: the uncontended path of a
+// transaction. Run with -cpu 1,2,4,8.
+func BenchmarkCheckoutRelease(b *testing.B) {
+	p := benchPool(b, 64)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			s, err := p.acquire(nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.release(s)
+		}
+	})
+}
+
+func TestCheckoutReleaseDoesNotAllocate(t *testing.T) {
+	p := benchPool(t, 2)
+	n := testing.AllocsPerRun(200, func() {
+		s, err := p.acquire(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.release(s)
+	})
+	if n != 0 {
+		t.Fatalf("checkout+release allocates %v times", n)
+	}
+}
