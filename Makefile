@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin/pgturnstile
 PKGS      := ./...
 
-.PHONY: all build run test unit integration vet staticcheck fuzz clean
+.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean
 
 all: build
 
@@ -16,8 +16,13 @@ run: build
 
 # Second README command: static checks, unit tests and integration tests
 # (the integration tests start their own PostgreSQL and the real binary).
-test: build vet
-	$(GO) test -race -shuffle=on -count=1 -timeout 20m $(PKGS)
+test: build vet test-deps
+	$(GO) test -race -shuffle=on -count=1 -timeout 25m $(PKGS)
+
+# The driver matrix needs psycopg, pgjdbc and node-postgres; installs what
+# is missing (apt-get, npm ci) and is quick when all is there.
+test-deps:
+	scripts/test-deps.sh
 
 unit:
 	$(GO) test -race -short -count=1 $(PKGS)

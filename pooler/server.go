@@ -144,6 +144,8 @@ func (s *server) exec(sql string, timeout time.Duration) (execResult, error) {
 		s.conn.SetDeadline(time.Now().Add(timeout))
 		defer s.conn.SetDeadline(time.Time{})
 	}
+	// A simple query replaces the server's unnamed statement.
+	s.unnamedOwner = 0
 	s.scratch = wire.AppendQuery(s.scratch[:0], sql)
 	if err := s.w.Write(s.scratch); err != nil {
 		return res, err
@@ -306,6 +308,7 @@ func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (co
 		s.conn.SetDeadline(time.Now().Add(timeout))
 		defer s.conn.SetDeadline(time.Time{})
 	}
+	s.unnamedOwner = 0 // the unnamed statement is ours now
 	b := appendParse(s.scratch[:0], "", sql, nil)
 	start := len(b)
 	b = append(b, wire.MsgBind, 0, 0, 0, 0, 0, 0, 0, 0) // portal "", statement "", no formats

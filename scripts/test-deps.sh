@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# test-deps.sh — installs what the driver matrix (integration/drivers) needs
+# beyond Go and PostgreSQL 15: psycopg 3 for /usr/bin/python3, pgjdbc, and
+# node-postgres (pg, pg-cursor) into integration/drivers/node/node_modules.
+#
+# Idempotent and quick when everything is there: it only installs what is
+# missing and says what it did. Debian packages are installed with apt-get
+# (as root, or through sudo when available); the node modules with `npm ci`
+# from the committed package-lock.json.
+#
+# Environment:
+#   TEST_DEPS_NO_APT=1   do not run apt-get; only report what is missing
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { echo "test-deps: $*"; }
+die() { echo "test-deps: $*" >&2; exit 1; }
+
+# --- Debian packages -------------------------------------------------------
+
+# package → a file it installs that the tests use
+declare -A probe=(
+	[python3-psycopg]="/usr/lib/python3/dist-packages/psycopg/__init__.py"
+	[libpostgresql-jdbc-java]="/usr/share/java/postgresql.jar"
+)
+
+missing=()
+for pkg in python3-psycopg libpostgresql-jdbc-java; do
+	if [[ -e "${probe[$pkg]}" ]] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+		say "$pkg: present"
+	else
+		missing+=("$pkg")
+	fi
+done
+
+if ((${#missing[@]})); then
+	[[ -z "${TEST_DEPS_NO_APT:-}" ]] || die "missing: ${missing[*]} (TEST_DEPS_NO_APT is set)"
+	command -v apt-get >/dev/null || die "missing: ${missing[*]}, and no apt-get to install them"
+	sudo=()
+	if ((EUID != 0)); then
+		command -v sudo >/dev/null || die "missing: ${missing[*]}; run as root or install sudo"
+		sudo=(sudo)
+	fi
+	say "installing ${missing[*]} with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	# Try without refreshing the package lists first: on a warm machine they
+	# are recent enough and the update is the slow part.
+	if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+		"${sudo[@]}" apt-get update -q
+		"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+	fi
+	say "installed ${missing[*]}"
+fi
+
+/usr/bin/python3 -c 'import psycopg' 2>/dev/null || die "/usr/bin/python3 cannot import psycopg after installing python3-psycopg"
+[[ -r /usr/share/java/postgresql.jar ]] || die "/usr/share/java/postgresql.jar missing after installing libpostgresql-jdbc-java"
+
+# --- Runtimes the packages above do not bring --------------------------------
+
+for tool in java javac node npm; do
+	command -v "$tool" >/dev/null || die "$tool not found on PATH (install a JDK ≥ 11 and Node.js ≥ 18)"
+done
+
+# --- node-postgres ------------------------------------------------------------
+
+nodedir=integration/drivers/node
+if [[ -d "$nodedir/node_modules/pg" && -d "$nodedir/node_modules/pg-cursor" &&
+	"$nodedir/node_modules/.package-lock.json" -nt "$nodedir/package-lock.json" ]]; then
+	say "node modules in $nodedir: present"
+else
+	say "running npm ci in $nodedir"
+	(cd "$nodedir" && npm ci --no-audit --no-fund --loglevel=error)
+	say "installed node modules in $nodedir"
+fi
+
+say "all driver-matrix dependencies present"
