@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/pgturnstile/pgturnstile/config"
@@ -162,33 +161,12 @@ func splitPairs(s string) ([]pair, error) {
 	}
 }
 
-// parseLimit parses an integer like C strtol(s, &end, 0) that must use the
-// whole string, within int32: "-1", "0x10" = 16 and "010" = 8 are fine,
-// "3x", "0d", "" are not.
+// parseLimit parses an integer the way the ini does (config.ParseInt),
+// within int32.
 func parseLimit(s string) (int, error) {
-	t := s
-	neg := false
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		neg = t[0] == '-'
-		t = t[1:]
-	}
-	base := 10
-	switch {
-	case len(t) > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X'):
-		base, t = 16, t[2:]
-	case len(t) > 1 && t[0] == '0':
-		base, t = 8, t[1:]
-	}
-	if t == "" || t[0] == '+' || t[0] == '-' || t[0] == '_' {
-		return 0, fmt.Errorf("not an integer: %q", s)
-	}
-	u, err := strconv.ParseUint(t, base, 32)
+	n, err := config.ParseInt(s)
 	if err != nil {
-		return 0, fmt.Errorf("not an integer in range: %q", s)
-	}
-	n := int64(u)
-	if neg {
-		n = -n
+		return 0, err
 	}
 	if n > math.MaxInt32 || n < math.MinInt32 {
 		return 0, fmt.Errorf("integer out of range: %q", s)

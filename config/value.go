@@ -84,8 +84,12 @@ func (k *Key) apply(s *Settings, v value) {
 	}
 }
 
-// parseInt parses like C strtol(s, &end, 0) requiring the whole string:
-// optional sign, then 0x/0X hex, leading-0 octal, or decimal.
+// ParseInt parses an integer setting as PgBouncer does, like C
+// strtol(s, &end, 0) requiring the whole string: optional sign, then 0x/0X
+// hex, leading-0 octal, or decimal. The admin console's SET USER / SET POOL
+// values use it too.
+func ParseInt(s string) (int64, error) { return parseInt(s) }
+
 func parseInt(s string) (int64, error) {
 	t := s
 	neg := false
@@ -100,7 +104,7 @@ func parseInt(s string) (int64, error) {
 	case len(t) > 1 && t[0] == '0':
 		base, t = 8, t[1:]
 	}
-	if t == "" || t[0] == '+' || t[0] == '-' {
+	if t == "" || t[0] == '+' || t[0] == '-' || t[0] == '_' {
 		return 0, fmt.Errorf("not an integer: %q", s)
 	}
 	u, err := strconv.ParseUint(t, base, 63)
