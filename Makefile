@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin/pgturnstile
 PKGS      := ./...
 
-.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean
+.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean bench
 
 all: build
 
@@ -37,6 +37,15 @@ staticcheck:
 fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz FuzzReadStartup -fuzztime 20s
 	$(GO) test ./wire -run '^$$' -fuzz FuzzReader -fuzztime 20s
+
+# Benchmarks side by side with PgBouncer and direct PostgreSQL (bench/README.md).
+# `make bench` writes BENCHMARKS.md (under 20 minutes on 2 cores);
+# `make bench QUICK=1` is a smoke test (under 5) that writes bench/BENCHMARKS.quick.md.
+# Extra flags: make bench BENCHFLAGS='-only S-ext-100 -pprof 127.0.0.1:6060'.
+BENCH_OUT := $(if $(filter 1 yes true,$(QUICK)),-quick -out bench/BENCHMARKS.quick.md,-out BENCHMARKS.md)
+bench: build
+	$(GO) build -o bin/pgbench-compare ./bench/cmd/pgbench-compare
+	bin/pgbench-compare $(BENCH_OUT) $(BENCHFLAGS)
 
 clean:
 	rm -rf bin

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// idleResult is one idle-connections measurement of one fresh pooler.
+type idleResult struct {
+	Target    string
+	Round     int
+	OK        bool
+	Err       string
+	Clients   int
+	BeforeKB  int64   // VmRSS with one client logged in and its query done
+	WithKB    int64   // VmRSS with Clients more logged in and idle
+	PerClient float64 // (WithKB-BeforeKB)/Clients, KiB
+	ConnectS  float64 // time to log all of them in (SCRAM each)
+}
+
+// measureIdle logs n clients in to p (SCRAM, like pgbench), leaves them idle
+// and reads the pooler's RSS before and with them.
+func measureIdle(ctx context.Context, p *proc, n int, round int) idleResult {
+	r := idleResult{Target: p.name, Round: round, Clients: n}
+	// One client and one query first: the pool has its server connection and
+	// the process its steady baseline.
+	if err := queryOnce(ctx, p.port); err != nil {
+		r.Err = "warm-up query: " + err.Error()
+		return r
+	}
+	time.Sleep(500 * time.Millisecond)
+	before, err := procStatusKB(p.pid(), "VmRSS")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	r.BeforeKB = before
+
+	conns := make([]*pgconn.PgConn, n)
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				c, err := pgconn.Connect(cctx, connString(p.port))
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				conns[i] = c
+			}
+		}()
+	}
+	wg.Wait()
+	r.ConnectS = time.Since(start).Seconds()
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.Background())
+			}
+		}
+	}()
+	if f := failed.Load(); f > 0 {
+		r.Err = fmt.Sprintf("%d of %d logins failed; first: %v", f, n, firstErr.Load())
+		return r
+	}
+	time.Sleep(2 * time.Second) // let the pooler settle
+	with, err := procStatusKB(p.pid(), "VmRSS")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	// Every connection still usable? A pooler that dropped idle clients
+	// would look cheap.
+	if err := conns[n-1].Exec(cctx, "SELECT 1").Close(); err != nil {
+		r.Err = "query on the last idle connection: " + err.Error()
+		return r
+	}
+	r.WithKB = with
+	r.PerClient = float64(with-before) / float64(n)
+	r.OK = true
+	return r
+}

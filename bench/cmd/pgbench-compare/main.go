@@ -1,0 +1,470 @@
+// Command pgbench-compare is `make bench`: it benchmarks pgturnstile side by
+// side with PgBouncer and direct PostgreSQL, and writes BENCHMARKS.md.
+//
+// It starts a throwaway PostgreSQL tuned for benchmarking, PgBouncer and
+// pgturnstile with equivalent configs (transaction pooling, pool of 20,
+// SCRAM), and a second pgturnstile with GOMAXPROCS=1; runs every pgbench
+// workload against every target interleaved (round 1: A B C D, round 2:
+// D C B A, …), measuring TPS, p50/p99 latency, pooler CPU per transaction
+// and peak RSS over a steady window of each run; then holds thousands of
+// idle client connections open through fresh instances of each pooler and
+// reads their RSS. See bench/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Target names, as they appear in the report.
+const (
+	tDirect    = "direct"
+	tBouncer   = "pgbouncer"
+	tTurnstile = "pgturnstile"
+	tTurnOne   = "pgturnstile GOMAXPROCS=1"
+)
+
+type options struct {
+	quick       bool
+	rounds      int
+	duration    time.Duration
+	scale       int
+	idleClients int
+	idleRounds  int
+	out         string
+	pooler      string
+	pgbouncer   string
+	pgBin       string
+	only        string
+	pprof       string
+	keep        bool
+	direct500   bool
+	oneProc     bool
+	noInstall   bool
+}
+
+func main() {
+	var o options
+	flag.BoolVar(&o.quick, "quick", false, "smoke-test sizes: 2 rounds of 2 s, scale 1, no GOMAXPROCS=1 target, 500 idle clients (under 5 minutes)")
+	flag.IntVar(&o.rounds, "rounds", 0, "rounds per workload (default 3; -quick 2)")
+	flag.DurationVar(&o.duration, "duration", 0, "pgbench -T per run, whole seconds (default 4s; -quick 2s)")
+	flag.IntVar(&o.scale, "scale", 0, "pgbench -i scale (default 10; -quick 1)")
+	flag.IntVar(&o.idleClients, "idle-clients", 0, "idle client connections held open (default 5000; -quick 500)")
+	flag.IntVar(&o.idleRounds, "idle-rounds", 0, "idle-connection rounds per pooler (default 1: 5,000 SCRAM logins take a while on 2 cores)")
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "report to write")
+	flag.StringVar(&o.pooler, "pgturnstile", "bin/pgturnstile", "pgturnstile binary")
+	flag.StringVar(&o.pgbouncer, "pgbouncer", "", "PgBouncer binary (default: from PATH or /usr/sbin; installed with apt-get if missing)")
+	flag.StringVar(&o.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries")
+	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle')")
+	flag.StringVar(&o.pprof, "pprof", "", "serve pgturnstile's net/http/pprof on this address (e.g. 127.0.0.1:6060) during the run")
+	oneProc := flag.String("gomaxprocs1", "auto", "also run a pgturnstile with GOMAXPROCS=1 as a fourth target: yes, no, or auto (yes, except with -quick)")
+	flag.BoolVar(&o.direct500, "direct-500", false, "also run direct PostgreSQL at 500 clients (500 backends on 2 cores take longer to log in than a run lasts)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs, failed runs' output)")
+	flag.BoolVar(&o.noInstall, "no-install", false, "do not apt-get install PgBouncer when it is missing")
+	flag.Parse()
+	switch *oneProc {
+	case "yes", "true", "1":
+		o.oneProc = true
+	case "no", "false", "0":
+	case "auto":
+		o.oneProc = !o.quick
+	default:
+		fmt.Fprintln(os.Stderr, "pgbench-compare: -gomaxprocs1 must be yes, no or auto")
+		os.Exit(2)
+	}
+	defaults(&o)
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "pgbench-compare:", err)
+		os.Exit(1)
+	}
+}
+
+func defaults(o *options) {
+	def := func(p *int, full, quick int) {
+		if *p == 0 {
+			*p = full
+			if o.quick {
+				*p = quick
+			}
+		}
+	}
+	def(&o.rounds, 3, 2)
+	def(&o.scale, 10, 1)
+	def(&o.idleClients, 5000, 500)
+	def(&o.idleRounds, 1, 1)
+	if o.duration == 0 {
+		o.duration = 4 * time.Second
+		if o.quick {
+			o.duration = 2 * time.Second
+		}
+	}
+	o.duration = o.duration.Round(time.Second)
+	if o.duration < 2*time.Second {
+		o.duration = 2 * time.Second
+	}
+}
+
+// workloads is the issue's list, in the order they run.
+func workloads() []workload {
+	var ws []workload
+	for _, c := range []int{10, 100, 500} {
+		for _, m := range []struct{ key, mode string }{{"simple", "simple"}, {"ext", "extended"}, {"prep", "prepared"}} {
+			ws = append(ws, workload{
+				Name:    fmt.Sprintf("select-only -M %s, %d clients", m.mode, c),
+				Key:     fmt.Sprintf("S-%s-%d", m.key, c),
+				Clients: c,
+				Args:    []string{"-S", "-M", m.mode},
+			})
+		}
+	}
+	ws = append(ws,
+		workload{Name: "TPC-B-like, 50 clients", Key: "tpcb-50", Clients: 50, Args: []string{"-M", "simple"}},
+		workload{Name: "select-only -C (reconnect per transaction, SCRAM), 50 clients", Key: "S-connect-50", Clients: 50, Args: []string{"-S", "-C", "-M", "simple"}},
+		workload{Name: "select-only, 1 client (added latency)", Key: "S-simple-1", Clients: 1, Args: []string{"-S", "-M", "simple"}},
+	)
+	return ws
+}
+
+func run(o options) error {
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		el := time.Since(start).Round(time.Second)
+		fmt.Fprintf(os.Stderr, "[%s] %s\n", el, fmt.Sprintf(format, args...))
+	}
+	var onlyRE *regexp.Regexp
+	if o.only != "" {
+		var err error
+		if onlyRE, err = regexp.Compile(o.only); err != nil {
+			return fmt.Errorf("-only: %v", err)
+		}
+	}
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		return fmt.Errorf("pgbench not found in PATH (Debian: apt-get install postgresql-client-15)")
+	}
+	pooler, err := filepath.Abs(o.pooler)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(pooler); err != nil {
+		return fmt.Errorf("%s: %v (run 'make build')", o.pooler, err)
+	}
+	bouncer, err := findPgbouncer(o, logf)
+	if err != nil {
+		return err
+	}
+	nofile, err := raiseNoFile()
+	if err != nil {
+		return fmt.Errorf("raising the open-files limit: %v", err)
+	}
+	if need := uint64(o.idleClients + 200); nofile < need {
+		return fmt.Errorf("open-files hard limit is %d; %d idle clients need %d (raise it with ulimit -Hn as root)", nofile, o.idleClients, need)
+	}
+
+	e, err := newEnv(o.pgBin, logf)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		logf("got %v: stopping", s)
+		cancel()
+	}()
+	defer e.close(o.keep)
+
+	info := collectInfo(o, pooler, bouncer)
+	info.LoadStart = loadAvg()
+	info.Nofile = nofile
+
+	sb := "256MB"
+	if o.quick {
+		sb = "128MB"
+	}
+	logf("PostgreSQL: initdb and start in %s", e.dir)
+	if err := e.startPostgres(sb); err != nil {
+		return err
+	}
+	logf("pgbench -i -s %d", o.scale)
+	if err := e.pgbenchInit(o.scale); err != nil {
+		return err
+	}
+	info.PostgresConf = fmt.Sprintf("fsync=off, synchronous_commit=off, full_page_writes=off, max_connections=700, shared_buffers=%s", sb)
+
+	pgb, err := e.startPooler("pgbouncer", "pgbouncer", bouncer, nil)
+	if err != nil {
+		return err
+	}
+	var turnEnv []string
+	if o.pprof != "" {
+		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
+		logf("pgturnstile pprof on http://%s/debug/pprof/", o.pprof)
+	}
+	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv)
+	if err != nil {
+		return err
+	}
+	targets := []target{
+		{Name: tDirect, Port: e.pgPort},
+		{Name: tBouncer, Port: pgb.port, Proc: pgb},
+		{Name: tTurnstile, Port: pgt.port, Proc: pgt},
+	}
+	poolers := []*proc{pgb, pgt}
+	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgt.port, pgt.pid())
+	if o.oneProc {
+		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"})
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{Name: tTurnOne, Port: pgt1.port, Proc: pgt1})
+		poolers = append(poolers, pgt1)
+		logf("pgturnstile GOMAXPROCS=1 :%d (pid %d)", pgt1.port, pgt1.pid())
+	}
+
+	logDir := filepath.Join(e.dir, "logs")
+	if err := os.Mkdir(logDir, 0o755); err != nil {
+		return err
+	}
+	// Warm-up: fill every pool to 20 server connections, so that no
+	// measured run pays for opening them.
+	for _, t := range targets[1:] {
+		warm := workload{Key: "warm-up", Clients: 40, Args: []string{"-S"}}
+		r := runPgbench(ctx, logDir, 0, warm, t, max(min(o.duration/2, 2*time.Second), time.Second), 0)
+		if !r.OK {
+			logf("warm-up through %s: %s", t.Name, r.Err)
+		}
+	}
+
+	var ws []workload
+	for _, w := range workloads() {
+		if onlyRE == nil || onlyRE.MatchString(w.Key) {
+			ws = append(ws, w)
+		}
+	}
+	var results []runResult
+	firstRound := map[string]bool{}
+	total := len(ws) * o.rounds * len(targets)
+	seq := 0
+	for _, w := range ws {
+		for round := 1; round <= o.rounds; round++ {
+			order := targets
+			if round%2 == 0 {
+				order = reversed(targets)
+			}
+			for _, t := range order {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				seq++
+				if t.Proc == nil && w.Clients >= 500 && !o.direct500 {
+					continue
+				}
+				// A target that failed round 1 of a workload (PgBouncer
+				// 1.18 and -M prepared) is not run again: its rounds would
+				// only fail the same way and cost the time of a run.
+				if round > 1 && !firstRound[w.Key+"\x00"+t.Name] {
+					r := runResult{Workload: w.Key, Target: t.Name, Round: round, Err: "skipped: failed in round 1 with a server error", CPUus: math.NaN()}
+					results = append(results, r)
+					logf("%3d/%d %-14s r%d %-24s skipped (failed in round 1)", seq, total, w.Key, round, t.Name)
+					continue
+				}
+				r := runPgbench(ctx, logDir, seq, w, t, o.duration, round)
+				if round == 1 {
+					// Only a server error (not a slow machine) is taken as
+					// a failure that will repeat.
+					firstRound[w.Key+"\x00"+t.Name] = r.OK || !strings.Contains(r.Err, "ERROR:")
+				}
+				results = append(results, r)
+				if r.Retried != "" {
+					logf("%3d/%d %-14s r%d %-24s %s", seq, total, w.Key, round, t.Name, r.Retried)
+				}
+				if r.OK {
+					logf("%3d/%d %-14s r%d %-24s %8.0f tps  p50 %7.3f ms  p99 %7.3f ms  cpu %s µs/txn  hwm %s  logins %d ms",
+						seq, total, w.Key, round, t.Name, r.TPS, r.P50us/1000, r.P99us/1000, fmtF(r.CPUus, 1), fmtKB(r.PeakRSSKB), r.ConnectMs)
+				} else {
+					logf("%3d/%d %-14s r%d %-24s FAILED: %s", seq, total, w.Key, round, t.Name, r.Err)
+				}
+				time.Sleep(100 * time.Millisecond) // let logouts settle
+			}
+		}
+	}
+	for _, p := range poolers {
+		if !p.alive() {
+			logf("%s exited during the run: %v (see %s)", p.name, p.err, filepath.Join(e.dir, p.name+".stderr"))
+			info.Notes = append(info.Notes, fmt.Sprintf("%s exited during the run: %v", p.name, p.err))
+		}
+	}
+
+	var idle []idleResult
+	if onlyRE == nil || onlyRE.MatchString("idle") {
+		for round := 1; round <= o.idleRounds; round++ {
+			kinds := []struct{ name, kind, bin string }{{tBouncer, "pgbouncer", bouncer}, {tTurnstile, "pgturnstile", pooler}}
+			if round%2 == 0 {
+				kinds[0], kinds[1] = kinds[1], kinds[0]
+			}
+			for _, k := range kinds {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				p, err := e.startPooler(fmt.Sprintf("idle-%s-r%d", k.kind, round), k.kind, k.bin, nil)
+				if err != nil {
+					idle = append(idle, idleResult{Target: k.name, Round: round, Clients: o.idleClients, Err: err.Error()})
+					continue
+				}
+				r := measureIdle(ctx, p, o.idleClients, round)
+				r.Target = k.name
+				e.stopPooler(p)
+				idle = append(idle, r)
+				if r.OK {
+					logf("idle r%d %-12s %d clients: RSS %s → %s, %.1f KiB per client (logins took %.1fs)",
+						round, k.name, r.Clients, fmtKB(r.BeforeKB), fmtKB(r.WithKB), r.PerClient, r.ConnectS)
+				} else {
+					logf("idle r%d %-12s FAILED: %s", round, k.name, r.Err)
+				}
+			}
+		}
+	}
+
+	info.Elapsed = time.Since(start)
+	info.LoadEnd = loadAvg()
+	rep := report(o, info, ws, results, idle)
+	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s (%s)", o.out, info.Elapsed.Round(time.Second))
+	fmt.Print(summaryText(rep))
+	return nil
+}
+
+func reversed[T any](xs []T) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[len(xs)-1-i] = x
+	}
+	return out
+}
+
+// findPgbouncer returns the PgBouncer binary, installing Debian's package
+// when there is none.
+func findPgbouncer(o options, logf func(string, ...any)) (string, error) {
+	if o.pgbouncer != "" {
+		return o.pgbouncer, nil
+	}
+	look := func() string {
+		if p, err := exec.LookPath("pgbouncer"); err == nil {
+			return p
+		}
+		if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+			return "/usr/sbin/pgbouncer"
+		}
+		return ""
+	}
+	if p := look(); p != "" {
+		return p, nil
+	}
+	if o.noInstall {
+		return "", fmt.Errorf("pgbouncer not found (apt-get install -y pgbouncer)")
+	}
+	logf("PgBouncer not found: apt-get install -y pgbouncer")
+	install := func() ([]byte, error) {
+		cmd := exec.Command("apt-get", "install", "-y", "pgbouncer")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if out, err := install(); err != nil {
+		// A fresh machine may have no package lists yet.
+		if upd, uerr := exec.Command("apt-get", "update").CombinedOutput(); uerr != nil {
+			return "", fmt.Errorf("apt-get install pgbouncer: %v\n%s\napt-get update: %v\n%s", err, out, uerr, upd)
+		}
+		if out, err := install(); err != nil {
+			return "", fmt.Errorf("apt-get install pgbouncer: %v\n%s", err, out)
+		}
+	}
+	// Debian's package starts its own service on 6432 where systemd runs;
+	// we start our own instances and leave that one alone.
+	if p := look(); p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("pgbouncer still not found after apt-get install")
+}
+
+// info is what the report says about the machine and the versions.
+type info struct {
+	Date, Nproc, CPU, Mem, Kernel         string
+	Turnstile, Bouncer, Postgres, Pgbench string
+	Go, Command, Argv, PostgresConf       string
+	Nofile                                uint64
+	LoadStart, LoadEnd                    float64
+	Elapsed                               time.Duration
+	Notes                                 []string
+}
+
+func collectInfo(o options, pooler, bouncer string) info {
+	first := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		s := strings.TrimSpace(string(out))
+		if err != nil && s == "" {
+			return "?"
+		}
+		line, _, _ := strings.Cut(s, "\n")
+		return line
+	}
+	in := info{
+		Date:     time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Nproc:    first("nproc"),
+		Kernel:   first("uname", "-sr"),
+		Bouncer:  first(bouncer, "-V"),
+		Postgres: first(filepath.Join(o.pgBin, "postgres"), "-V"),
+		Pgbench:  first("pgbench", "--version"),
+		Go:       first("go", "version"),
+	}
+	desc := first("git", "describe", "--always", "--dirty", "--tags")
+	in.Turnstile = fmt.Sprintf("%s (git %s)", first(pooler, "-V"), desc)
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				in.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if kb, err := procStatusKBFile("/proc/meminfo", "MemTotal"); err == nil {
+		in.Mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+	}
+	in.Argv = strings.Join(os.Args, " ")
+	in.Command = in.Argv
+	if os.Getenv("MAKELEVEL") != "" {
+		in.Command = "make bench"
+		if o.quick {
+			in.Command += " QUICK=1"
+		}
+	}
+	return in
+}
+
+func procStatusKBFile(path, field string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var n int64
+			_, err := fmt.Sscan(rest, &n)
+			return n, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s", field, path)
+}

@@ -1,0 +1,411 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// agg is the median, min and max of a set of per-round figures.
+type agg struct {
+	Med, Lo, Hi float64
+	N           int
+}
+
+func aggregate(xs []float64) agg {
+	var v []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return agg{Med: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+	}
+	slices.Sort(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return agg{Med: m, Lo: v[0], Hi: v[len(v)-1], N: len(v)}
+}
+
+// cell formats an agg as "median (min–max)", with prec decimals.
+func (a agg) cell(prec int) string {
+	if a.N == 0 {
+		return "—"
+	}
+	if a.N == 1 {
+		return fmtF(a.Med, prec)
+	}
+	return fmt.Sprintf("%s (%s–%s)", fmtF(a.Med, prec), fmtF(a.Lo, prec), fmtF(a.Hi, prec))
+}
+
+func fmtF(x float64, prec int) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.*f", prec, x)
+}
+
+func fmtKB(kb int64) string {
+	if kb <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(kb)/1024)
+}
+
+type resultKey struct {
+	workload, target string
+	round            int
+}
+
+// table indexes results by workload, target and round.
+type table map[resultKey]runResult
+
+// index indexes results by workload, target and round. A target that got a
+// server error in any round of a workload (PgBouncer 1.18 with -M prepared,
+// which only gets through when no client happens to land on a server that
+// another client already prepared on) is left out of that workload's figures
+// altogether: it does not work, and a lucky round is no comparison.
+func index(rs []runResult) table {
+	t := table{}
+	broken := map[[2]string]bool{}
+	for _, r := range rs {
+		if !r.OK && strings.Contains(r.Err, "ERROR:") {
+			broken[[2]string{r.Workload, r.Target}] = true
+		}
+	}
+	for _, r := range rs {
+		if r.OK && broken[[2]string{r.Workload, r.Target}] {
+			r.OK = false
+			r.Err = "left out: other rounds failed with a server error"
+		}
+		t[resultKey{r.Workload, r.Target, r.Round}] = r
+	}
+	return t
+}
+
+// perTarget collects field f of the OK runs of (workload, target).
+func (t table) perTarget(w, tgt string, rounds int, f func(runResult) float64) agg {
+	var xs []float64
+	for i := 1; i <= rounds; i++ {
+		if r, ok := t[resultKey{w, tgt, i}]; ok && r.OK {
+			xs = append(xs, f(r))
+		}
+	}
+	return aggregate(xs)
+}
+
+// pairs applies f to the runs of a and b in the same round (both OK), and
+// aggregates over rounds: the noise of one round hits both alike.
+func (t table) pairs(w, a, b string, rounds int, f func(x, y runResult) float64) agg {
+	var xs []float64
+	for i := 1; i <= rounds; i++ {
+		x, ok1 := t[resultKey{w, a, i}]
+		y, ok2 := t[resultKey{w, b, i}]
+		if ok1 && ok2 && x.OK && y.OK {
+			xs = append(xs, f(x, y))
+		}
+	}
+	return aggregate(xs)
+}
+
+func (t table) runs(w, tgt string, rounds int) (ok, all int, firstErr string) {
+	for i := 1; i <= rounds; i++ {
+		if r, found := t[resultKey{w, tgt, i}]; found {
+			all++
+			if r.OK {
+				ok++
+			} else if firstErr == "" {
+				firstErr = r.Err
+			}
+		}
+	}
+	return
+}
+
+var (
+	fTPS = func(r runResult) float64 { return r.TPS }
+	fP50 = func(r runResult) float64 { return r.P50us / 1000 }
+	fP99 = func(r runResult) float64 { return r.P99us / 1000 }
+	fCPU = func(r runResult) float64 { return r.CPUus }
+	fRSS = func(r runResult) float64 {
+		if r.PeakRSSKB <= 0 {
+			return math.NaN()
+		}
+		return float64(r.PeakRSSKB) / 1024
+	}
+	ratio = func(f func(runResult) float64) func(x, y runResult) float64 {
+		return func(x, y runResult) float64 { return f(x) / f(y) }
+	}
+)
+
+const startMarker = "<!-- tables -->"
+const rawMarker = "<!-- raw -->"
+
+func report(o options, in info, ws []workload, rs []runResult, idle []idleResult) string {
+	t := index(rs)
+	R := o.rounds
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+
+	p("# Benchmarks\n\n")
+	p("pgturnstile side by side with PgBouncer, and PostgreSQL directly as the reference. ")
+	p("Written by `make bench` (`bench/cmd/pgbench-compare`); how it measures and how to read it: [bench/README.md](bench/README.md).\n\n")
+	if o.quick {
+		p("> **QUICK run** (`make bench QUICK=1`): a smoke test with short runs on a small data set. Do not quote these figures; run `make bench`.\n\n")
+	}
+	p("- **Date:** %s\n", in.Date)
+	p("- **Machine:** %s CPUs (`nproc`), %s, %s RAM, %s. Everything (PostgreSQL, the poolers, pgbench) runs on this one machine, which is shared and noisy.\n", in.Nproc, in.CPU, in.Mem, in.Kernel)
+	p("- **Versions:** %s; %s; %s; %s; %s.\n", in.Turnstile, in.Bouncer, in.Postgres, in.Pgbench, in.Go)
+	if in.Command != in.Argv {
+		p("- **Command:** `%s` (runs `%s`); wall time %s.\n", in.Command, in.Argv, in.Elapsed.Round(1e9))
+	} else {
+		p("- **Command:** `%s`; wall time %s.\n", in.Command, in.Elapsed.Round(1e9))
+	}
+	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. Open-files limit raised to %d.\n",
+		in.PostgresConf, o.scale, in.Nofile)
+	p("- **Runs:** %d rounds per workload, `pgbench -T %d` (plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
+		R, int(o.duration.Seconds()), targetList(o))
+	var loads []float64
+	retries := 0
+	for _, r := range rs {
+		if r.Load > 0 { // 0: a skipped run
+			loads = append(loads, r.Load)
+		}
+		if r.Retried != "" {
+			retries++
+		}
+	}
+	p("- **Machine load:** 1-minute load average %s at the start, %s at the end, %s (median; min–max in brackets) at the starts of the runs, on %s CPUs.", fmtF(in.LoadStart, 1), fmtF(in.LoadEnd, 1), aggregate(loads).cell(1), in.Nproc)
+	if retries > 0 {
+		p(" %d runs left too little to measure (pgbench's -T ran out while its clients logged in) and were run again with a longer -T.", retries)
+	}
+	p("\n")
+	if !o.direct500 {
+		p("- **Direct PostgreSQL at 500 clients is not run:** 500 backends on this 2-core machine took longer to log in than a run lasts (no transaction within 13 s in trials); `-direct-500` runs it.\n")
+	}
+	for _, n := range in.Notes {
+		p("- **Note:** %s\n", n)
+	}
+	p("\n%s\n\n", startMarker)
+
+	// Verdict against the issue's "Done when".
+	p("## Targets (issue 6, \"Done when\")\n\n")
+	p("| Criterion | Figure (median of pair-by-pair ratios, min–max) | Met |\n|---|---|---|\n")
+	verdict := func(a agg, ok func(float64) bool) string {
+		if a.N == 0 {
+			return "n/a"
+		}
+		if ok(a.Med) {
+			return "yes"
+		}
+		return "**no**"
+	}
+	{
+		a := t.pairs("S-ext-100", tTurnstile, tBouncer, R, ratio(fTPS))
+		p("| select-only extended, 100 clients: TPS pgturnstile/PgBouncer ≥ 1.0 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x >= 1.0 }))
+		a = t.pairs("S-ext-100", tTurnstile, tBouncer, R, ratio(fCPU))
+		p("| select-only extended, 100 clients: pooler CPU µs/txn pgturnstile/PgBouncer ≤ 1.2 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x <= 1.2 }))
+		for _, m := range []string{"simple", "ext", "prep"} {
+			w := "S-" + m + "-500"
+			a = t.pairs(w, tTurnstile, tBouncer, R, ratio(fP99))
+			p("| %s: p99 pgturnstile/PgBouncer ≤ 1.0 | %s | %s |\n", w, a.cell(2), verdict(a, func(x float64) bool { return x <= 1.0 }))
+		}
+		a = idleRatio(idle)
+		p("| idle: RSS per client at %d clients, pgturnstile/PgBouncer ≤ 2.0 | %s | %s |\n", o.idleClients, a.cell(2), verdict(a, func(x float64) bool { return x <= 2.0 }))
+	}
+	p("\n")
+
+	p("## pgturnstile / PgBouncer, pair by pair\n\n")
+	p("Each cell: the ratio within each round, then median (min–max) over rounds. TPS above 1 and the other columns below 1 favour pgturnstile.\n\n")
+	if o.oneProc {
+		p("| Workload | TPS | CPU µs/txn | p50 | p99 | TPS, GOMAXPROCS=1 | CPU µs/txn, GOMAXPROCS=1 |\n|---|---|---|---|---|---|---|\n")
+	} else {
+		p("| Workload | TPS | CPU µs/txn | p50 | p99 |\n|---|---|---|---|---|\n")
+	}
+	for _, w := range ws {
+		p("| %s | %s | %s | %s | %s |", w.Name,
+			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fTPS)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fCPU)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fP50)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fP99)).cell(2))
+		if o.oneProc {
+			p(" %s | %s |", t.pairs(w.Key, tTurnOne, tBouncer, R, ratio(fTPS)).cell(2),
+				t.pairs(w.Key, tTurnOne, tBouncer, R, ratio(fCPU)).cell(2))
+		}
+		p("\n")
+	}
+	p("\n")
+
+	p("## Results per target\n\n")
+	p("TPS and latency as pgbench sees them; *pooler CPU* is the pooler process's utime+stime over the window ÷ transactions in it; *peak RSS* is the pooler's VmHWM during the run.\n\n")
+	p("| Workload | Target | TPS | p50 ms | p99 ms | Pooler CPU µs/txn | Peak RSS MiB | Runs OK |\n|---|---|---|---|---|---|---|---|\n")
+	for _, w := range ws {
+		for _, tg := range []string{tDirect, tBouncer, tTurnstile, tTurnOne} {
+			ok, all, ferr := t.runs(w.Key, tg, R)
+			if all == 0 {
+				continue
+			}
+			runs := fmt.Sprintf("%d/%d", ok, all)
+			if ok < all {
+				runs += " ⚠ " + shorten(ferr, 140)
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", w.Name, tg,
+				t.perTarget(w.Key, tg, R, fTPS).cell(0),
+				t.perTarget(w.Key, tg, R, fP50).cell(3),
+				t.perTarget(w.Key, tg, R, fP99).cell(3),
+				t.perTarget(w.Key, tg, R, fCPU).cell(1),
+				t.perTarget(w.Key, tg, R, fRSS).cell(1),
+				mdEscape(runs))
+		}
+	}
+	p("\n")
+
+	if slices.ContainsFunc(ws, func(w workload) bool { return w.Key == "S-simple-1" }) {
+		p("## Added latency, 1 client (`-S`, simple protocol)\n\n")
+		p("Pooler minus direct PostgreSQL in the same round, µs.\n\n")
+		p("| Target | p50 added µs | p99 added µs |\n|---|---|---|\n")
+		for _, tg := range []string{tBouncer, tTurnstile, tTurnOne} {
+			d50 := t.pairs("S-simple-1", tg, tDirect, R, func(x, y runResult) float64 { return x.P50us - y.P50us })
+			d99 := t.pairs("S-simple-1", tg, tDirect, R, func(x, y runResult) float64 { return x.P99us - y.P99us })
+			p("| %s | %s | %s |\n", tg, d50.cell(0), d99.cell(0))
+		}
+		p("\n")
+	}
+
+	if len(idle) > 0 {
+		p("## Idle client connections\n\n")
+		p("A fresh instance of each pooler per round; one client logs in and runs a query, then RSS is read (*before*); then %d more clients log in with SCRAM and stay idle, and RSS is read again 2 s later (*with*). Per client = (with − before) ÷ clients.\n\n", o.idleClients)
+		p("| Pooler | Clients | RSS before MiB | RSS with MiB | KiB per client | Logins took s | Rounds OK |\n|---|---|---|---|---|---|---|\n")
+		for _, tg := range []string{tBouncer, tTurnstile} {
+			var bf, wi, pc, cs []float64
+			ok, all, ferr := 0, 0, ""
+			for _, r := range idle {
+				if r.Target != tg {
+					continue
+				}
+				all++
+				if !r.OK {
+					if ferr == "" {
+						ferr = r.Err
+					}
+					continue
+				}
+				ok++
+				bf = append(bf, float64(r.BeforeKB)/1024)
+				wi = append(wi, float64(r.WithKB)/1024)
+				pc = append(pc, r.PerClient)
+				cs = append(cs, r.ConnectS)
+			}
+			runs := fmt.Sprintf("%d/%d", ok, all)
+			if ferr != "" {
+				runs += " ⚠ " + shorten(ferr, 140)
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s |\n", tg, o.idleClients, aggregate(bf).cell(1), aggregate(wi).cell(1),
+				aggregate(pc).cell(1), aggregate(cs).cell(1), mdEscape(runs))
+		}
+		p("\n")
+	}
+
+	// Failures, in full.
+	var fails []string
+	for _, r := range rs {
+		if !r.OK {
+			fails = append(fails, fmt.Sprintf("- %s, round %d, %s: %s", r.Workload, r.Round, r.Target, mdEscape(shorten(r.Err, 400))))
+		}
+	}
+	for _, r := range idle {
+		if !r.OK {
+			fails = append(fails, fmt.Sprintf("- idle, round %d, %s: %s", r.Round, r.Target, mdEscape(shorten(r.Err, 400))))
+		}
+	}
+	if len(fails) > 0 {
+		p("## Failed runs\n\n%s\n\n", strings.Join(fails, "\n"))
+		if slices.ContainsFunc(rs, func(r runResult) bool {
+			return !r.OK && r.Target == tBouncer && strings.HasPrefix(r.Workload, "S-prep")
+		}) && strings.Contains(in.Bouncer, "1.18") {
+			p("PgBouncer before 1.21 does not support protocol-level prepared statements in transaction mode (`max_prepared_statements` came in 1.21), so `-M prepared` through it fails by design; pgturnstile supports them.\n\n")
+		}
+	}
+	p("%s\n\n", rawMarker)
+
+	p("<details><summary>Every run</summary>\n\n")
+	p("| Workload | Round | Target | TPS | p50 ms | p99 ms | CPU µs/txn | Peak RSS MiB | Txns in window | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		note := r.Retried
+		if !r.OK {
+			note = r.Err
+		}
+		if r.OK {
+			p("| %s | %d | %s | %.0f | %.3f | %.3f | %s | %s | %d | %.2f | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.TPS,
+				r.P50us/1000, r.P99us/1000, fmtF(r.CPUus, 1), fmtF(fRSS(r), 1), r.Txns, r.WindowS, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+		} else {
+			p("| %s | %d | %s | | | | | | | | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+		}
+	}
+	if len(idle) > 0 {
+		p("\n| Idle round | Pooler | Clients | RSS before KiB | RSS with KiB | KiB per client | Logins s | Error |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range idle {
+			p("| %d | %s | %d | %d | %d | %.1f | %.1f | %s |\n", r.Round, r.Target, r.Clients, r.BeforeKB, r.WithKB, r.PerClient, r.ConnectS, mdEscape(shorten(r.Err, 200)))
+		}
+	}
+	p("\n</details>\n")
+	return b.String()
+}
+
+func idleRatio(idle []idleResult) agg {
+	var xs []float64
+	rounds := map[int][2]float64{}
+	for _, r := range idle {
+		if !r.OK {
+			continue
+		}
+		v := rounds[r.Round]
+		switch r.Target {
+		case tTurnstile:
+			v[0] = r.PerClient
+		case tBouncer:
+			v[1] = r.PerClient
+		}
+		rounds[r.Round] = v
+	}
+	for _, v := range rounds {
+		if v[0] > 0 && v[1] > 0 {
+			xs = append(xs, v[0]/v[1])
+		}
+	}
+	return aggregate(xs)
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func mdEscape(s string) string {
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// summaryText is the report between the markers: what goes to stdout.
+func summaryText(rep string) string {
+	i := strings.Index(rep, startMarker)
+	j := strings.Index(rep, rawMarker)
+	if i < 0 || j < i {
+		return rep
+	}
+	return strings.TrimSpace(rep[i+len(startMarker):j]) + "\n"
+}
+
+func targetList(o options) string {
+	s := "direct PostgreSQL, PgBouncer, pgturnstile"
+	if o.oneProc {
+		s += ", pgturnstile with GOMAXPROCS=1"
+	}
+	return s
+}
