@@ -16,7 +16,7 @@ run: build
 
 # Second README command: static checks, unit tests and integration tests
 # (the integration tests start their own PostgreSQL and the real binary).
-test: build vet test-deps
+test: build vet staticcheck test-deps
 	$(GO) test -race -shuffle=on -count=1 -timeout 25m $(PKGS)
 
 # The driver matrix needs psycopg, pgjdbc and node-postgres; installs what

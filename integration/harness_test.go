@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,7 +70,7 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "/usr/local/go/bin/go" // where the machine image installs Go
 }
 
 // ---------------------------------------------------------------------------
@@ -139,6 +138,7 @@ type Pooler struct {
 	log     *logBuffer
 	exited  chan struct{}
 	dumped  atomic.Bool // killed by DumpGoroutines on purpose
+	stopped atomic.Bool // Stop ran: the cleanup has nothing left to do
 }
 
 var (
@@ -163,6 +163,13 @@ var listeningRE = regexp.MustCompile(`listening on 127\.0\.0\.1:(\d+)`)
 // "listening on 127.0.0.1:<port>" line. It is stopped in t.Cleanup.
 func startPooler(t testing.TB, ini, userlist string) *Pooler {
 	t.Helper()
+	return startPoolerEnv(t, ini, userlist, nil)
+}
+
+// startPoolerEnv is startPooler with env (KEY=VALUE) added to the pooler's
+// environment (NOTIFY_SOCKET, for one).
+func startPoolerEnv(t testing.TB, ini, userlist string, env []string) *Pooler {
+	t.Helper()
 	c := needPG(t)
 	bin := poolerBinary(t)
 	dir := t.TempDir()
@@ -177,7 +184,7 @@ func startPooler(t testing.TB, ini, userlist string) *Pooler {
 	}
 	p.cmd = exec.Command(bin, p.IniPath)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	p.cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
 	p.cmd.Stdout = p.log
 	p.cmd.Stderr = p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -209,7 +216,17 @@ func startPooler(t testing.TB, ini, userlist string) *Pooler {
 	return p
 }
 
+// Stop stops the pooler now (SIGTERM, as in the cleanup) and runs the
+// cleanup's checks on its log; the cleanup then does nothing.
+func (p *Pooler) Stop() {
+	p.t.Helper()
+	p.stop()
+}
+
 func (p *Pooler) stop() {
+	if p.stopped.Swap(true) {
+		return
+	}
 	t := p.t
 	defer func() {
 		poolersMu.Lock()
@@ -256,6 +273,53 @@ func (p *Pooler) DumpGoroutines() {
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
+	}
+}
+
+// AuthFile is the userlist.txt that startPooler wrote (@AUTH_FILE@).
+func (p *Pooler) AuthFile() string { return filepath.Join(p.Dir, "userlist.txt") }
+
+// WriteConfig replaces the pooler's ini (with @PGPORT@ and @AUTH_FILE@
+// filled in as by startPooler) and userlist.txt; Reload makes it read them.
+func (p *Pooler) WriteConfig(ini, userlist string) {
+	p.t.Helper()
+	ini = strings.NewReplacer("@PGPORT@", strconv.Itoa(pg.port), "@AUTH_FILE@", p.AuthFile()).Replace(ini)
+	if err := os.WriteFile(p.AuthFile(), []byte(userlist), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(p.IniPath, []byte(ini), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+const reloadedLine = "got SIGHUP, re-reading config"
+
+// Reload sends SIGHUP and waits for the pooler to log that it re-read its
+// config; a "RELOAD failed" line or 10 s of silence fails the test.
+func (p *Pooler) Reload() {
+	p.t.Helper()
+	before := strings.Count(p.log.String(), reloadedLine)
+	failedBefore := strings.Count(p.log.String(), "RELOAD failed")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		p.t.Fatalf("SIGHUP: %v", err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		logText := p.log.String()
+		if strings.Count(logText, reloadedLine) > before {
+			return
+		}
+		if strings.Count(logText, "RELOAD failed") > failedBefore {
+			p.t.Fatalf("pooler refused the reload; log:\n%s", logText)
+		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("pooler exited on SIGHUP (%v); log:\n%s", p.cmd.ProcessState, logText)
+		case <-deadline:
+			p.t.Fatalf("pooler did not log %q within 10s of SIGHUP; log:\n%s", reloadedLine, logText)
+		case <-p.log.changed():
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

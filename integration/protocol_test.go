@@ -51,7 +51,7 @@ func TestNoticesEmptyAndMultiStatement(t *testing.T) {
 	}
 	// A multi-statement query that fails in the middle runs as one implicit
 	// transaction: nothing before the error is kept.
-	res, err = c.Exec(ctx, "CREATE TEMP TABLE x_multi(i int); SELECT 1/0; SELECT 3").ReadAll()
+	_, err = c.Exec(ctx, "CREATE TEMP TABLE x_multi(i int); SELECT 1/0; SELECT 3").ReadAll()
 	if err == nil || !strings.Contains(err.Error(), "division by zero") {
 		t.Fatalf("want division by zero, got %v", err)
 	}

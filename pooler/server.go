@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -258,7 +257,6 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
 // falls back to plaintext when the server answers 'N', require and

@@ -9,7 +9,7 @@ import (
 
 // Request codes carried in place of a protocol version in the first packet.
 const (
-	ProtocolVersion30    = 3<<16 | 0
+	ProtocolVersion30    = 3 << 16 // 3.0
 	sslRequestCode       = 80877103
 	gssEncRequestCode    = 80877104
 	cancelRequestCode    = 80877102
