@@ -520,8 +520,8 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	}
 	c.conn = tc
 	c.tls = true
-	c.r = wire.NewReader(tc, wire.DefaultBufferSize)
-	c.w = wire.NewWriter(tc, wire.DefaultBufferSize)
+	c.r = wire.NewReader(tc, clientReadBuffer)
+	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
 	return nil
 }
 

@@ -257,7 +257,6 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-
 // startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
 // falls back to plaintext when the server answers 'N', require and
 // verify-* fail instead.

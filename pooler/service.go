@@ -68,6 +68,12 @@ type Service struct {
 	wg sync.WaitGroup
 }
 
+// clientReadBuffer is the read buffer of a client connection: client
+// messages are small (larger ones stream through), and idle clients are
+// many, so it is kept at PgBouncer's pkt_buf default. The write buffer is
+// borrowed from a pool only while there is something to send.
+const clientReadBuffer = 4096
+
 // alwaysTracked are the parameters PgBouncer always carries across servers;
 // track_extra_parameters adds more.
 var alwaysTracked = []string{"client_encoding", "DateStyle", "TimeZone", "standard_conforming_strings", "application_name"}
@@ -349,8 +355,8 @@ func (s *Service) accept(ln net.Listener) error {
 			svc:       s,
 			id:        clientIDs.Add(1),
 			conn:      conn,
-			r:         wire.NewReader(conn, wire.DefaultBufferSize),
-			w:         wire.NewWriter(conn, wire.DefaultBufferSize),
+			r:         wire.NewReader(conn, clientReadBuffer),
+			w:         wire.NewPooledWriter(conn, wire.DefaultBufferSize),
 			connected: time.Now(),
 		}
 		_, c.local = conn.(*net.UnixConn)

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"io"
+	"sync"
 )
 
 // Writer buffers outgoing messages and writes them in one system call per
@@ -12,6 +13,39 @@ type Writer struct {
 	w   io.Writer
 	buf []byte
 	err error
+	// pool, when set, lends the buffer: it is taken at the first Write and
+	// given back by the Flush that empties it, so an idle connection holds
+	// no write buffer.
+	pool *sync.Pool
+	size int
+}
+
+var bufPools sync.Map // size → *sync.Pool of *[]byte
+
+// NewPooledWriter is NewWriter with a buffer borrowed only while there is
+// something to write. For the many mostly idle client connections.
+func NewPooledWriter(w io.Writer, size int) *Writer {
+	p, _ := bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
+		b := make([]byte, 0, size)
+		return &b
+	}})
+	return &Writer{w: w, pool: p.(*sync.Pool), size: size}
+}
+
+// grab borrows the buffer of a pooled writer.
+func (w *Writer) grab() {
+	if w.buf == nil && w.pool != nil {
+		w.buf = (*w.pool.Get().(*[]byte))[:0]
+	}
+}
+
+// giveBack returns an empty pooled buffer.
+func (w *Writer) giveBack() {
+	if w.pool != nil && w.buf != nil && len(w.buf) == 0 {
+		b := w.buf
+		w.buf = nil
+		w.pool.Put(&b)
+	}
 }
 
 // NewWriter returns a Writer with a buffer of size bytes.
@@ -30,10 +64,12 @@ func (w *Writer) Write(p []byte) error {
 	if w.err != nil {
 		return w.err
 	}
+	w.grab()
 	if len(w.buf)+len(p) > cap(w.buf) {
 		if err := w.Flush(); err != nil {
 			return err
 		}
+		w.grab()
 		if len(p) >= cap(w.buf) {
 			return w.writeThrough(p)
 		}
@@ -59,10 +95,12 @@ func (w *Writer) Flush() error {
 		return w.err
 	}
 	if len(w.buf) == 0 {
+		w.giveBack()
 		return nil
 	}
 	err := w.writeThrough(w.buf)
 	w.buf = w.buf[:0]
+	w.giveBack()
 	return err
 }
 

@@ -151,3 +151,29 @@ func TestWriterShortWrite(t *testing.T) {
 		t.Fatalf("pass-through Write = %v, want io.ErrShortWrite", err)
 	}
 }
+
+func TestPooledWriterLendsItsBuffer(t *testing.T) {
+	var out bytes.Buffer
+	w := NewPooledWriter(&out, 64)
+	if w.buf != nil {
+		t.Fatal("buffer taken before the first write")
+	}
+	if err := w.Write([]byte("hello")); err != nil || w.Buffered() != 5 || out.Len() != 0 {
+		t.Fatalf("buffered %d, written %d, %v", w.Buffered(), out.Len(), err)
+	}
+	if err := w.Flush(); err != nil || out.String() != "hello" || w.buf != nil {
+		t.Fatalf("after flush: %q, holds buffer: %v, %v", out.String(), w.buf != nil, err)
+	}
+	// Overflow flushes, then keeps batching small writes.
+	big := bytes.Repeat([]byte("x"), 63)
+	w.Write(big)
+	w.Write([]byte("yz"))
+	if out.Len() != 68 || w.Buffered() != 2 {
+		t.Fatalf("overflow: written %d, buffered %d", out.Len(), w.Buffered())
+	}
+	w.Write(bytes.Repeat([]byte("L"), 100)) // larger than the buffer: straight through
+	w.Flush()
+	if out.Len() != 170 || !bytes.HasSuffix(out.Bytes(), bytes.Repeat([]byte("L"), 100)) {
+		t.Fatalf("large write: %d bytes", out.Len())
+	}
+}
