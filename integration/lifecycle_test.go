@@ -159,3 +159,25 @@ func TestSessionModeResetQuery(t *testing.T) {
 		t.Fatalf("prepared statement leaked to the next client: %d", n)
 	}
 }
+
+// An idle server that Postgres closed (pg_terminate_backend, a restart,
+// idle_session_timeout) is not handed to the next client.
+func TestIdleServerKilledByPostgres(t *testing.T) {
+	needPG(t)
+	waitNoBackends(t, otherDB, appUser)
+	p := startPooler(t, iniSettings(map[string]string{"default_pool_size": "1"}, ""), testUserlist)
+	connstr := p.ConnString(otherDB, appUser, appPassword)
+	c := connectPgx(t, connstr)
+	old := queryInt(t, c, "SELECT pg_backend_pid()")
+	su := directSuperuser(t, "postgres")
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := su.Exec(ctx, "SELECT pg_terminate_backend($1)", old); err != nil {
+		t.Fatal(err)
+	}
+	waitBackends(t, otherDB, appUser, 5*time.Second, "0", func(n int) bool { return n == 0 })
+	time.Sleep(200 * time.Millisecond) // idle longer than the pooler's peek threshold
+	got := queryInt(t, c, "SELECT pg_backend_pid()")
+	if got == old {
+		t.Fatalf("got the terminated backend %d again", old)
+	}
+}

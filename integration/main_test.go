@@ -34,6 +34,13 @@ const (
 	md5Password = "md5-secret" // stored as md5 in Postgres
 	benchUser   = "bench"
 	benchPass   = "bench-secret"
+	aliceUser   = "alice"
+	alicePass   = "alice-secret"
+	bobUser     = "bob"
+	bobPass     = "bob-secret"
+	// scramUser's own pg_hba.conf line demands scram-sha-256 (no md5
+	// fallback); its password is created by the SCRAM pass-through tests.
+	scramUser = "scram_pt"
 
 	appDB   = "appdb"
 	otherDB = "otherdb"
@@ -53,6 +60,8 @@ type cluster struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	cred    *syscall.Credential // run initdb/postgres as this user (nil: as ourselves)
+	// extraArgs are appended to the postgres command line (a later -c wins).
+	extraArgs []string
 
 	monitorMu sync.Mutex
 	monitor   *pgx.Conn // superuser conn for pg_stat_activity polling
@@ -117,6 +126,65 @@ func needPG(t testing.TB) *cluster {
 }
 
 func startCluster() (*cluster, error) {
+	c, err := initCluster()
+	if err != nil {
+		return c, err
+	}
+	if err := c.prependHBA(extraHBALines); err != nil {
+		return c, err
+	}
+	if err := c.startOnFreePort(); err != nil {
+		return c, err
+	}
+	if err := c.setup(); err != nil {
+		return c, fmt.Errorf("creating roles and databases: %w", err)
+	}
+	return c, nil
+}
+
+// extraHBALines go before initdb's own pg_hba.conf lines (which are md5 for
+// every TCP connection): scramUser must use SCRAM with no md5 fallback, and
+// the cloudflare-fork §3.5 scenario's roles get its variant B lines.
+var extraHBALines = []string{
+	"host all " + scramUser + " 127.0.0.1/32 scram-sha-256",
+	"host all pgb_auth 127.0.0.1/32 md5",
+	"host appdb app_user,other_user 127.0.0.1/32 md5",
+}
+
+// prependHBA puts lines at the top of the cluster's pg_hba.conf (before the
+// server starts, or followed by pg_reload_conf()).
+func (c *cluster) prependHBA(lines []string) error {
+	path := filepath.Join(c.dataDir, "pg_hba.conf")
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	// WriteFile keeps the owner (postgres) of the existing file.
+	return os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"+string(old)), 0o600)
+}
+
+// startOnFreePort starts postgres on a free port, retrying on another port
+// when one is taken between the check and the bind.
+func (c *cluster) startOnFreePort() error {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		if err := c.startPostgres(port); err != nil {
+			lastErr = err
+			c.stopServer()
+			continue
+		}
+		return nil
+	}
+	return lastErr
+}
+
+// initCluster makes a temp dir and runs initdb in it (as the postgres OS
+// user when we are root); the server is not started.
+func initCluster() (*cluster, error) {
 	if _, err := os.Stat(filepath.Join(pgBinDir, "postgres")); err != nil {
 		return nil, fmt.Errorf("PostgreSQL 15 binaries not found in %s (install postgresql-15): %w", pgBinDir, err)
 	}
@@ -164,27 +232,6 @@ func startCluster() (*cluster, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return c, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return c, err
-		}
-		if err := c.startPostgres(port); err != nil {
-			lastErr = err
-			c.stop()
-			continue
-		}
-		lastErr = nil
-		break
-	}
-	if lastErr != nil {
-		return c, lastErr
-	}
-	if err := c.setup(); err != nil {
-		return c, fmt.Errorf("creating roles and databases: %w", err)
-	}
 	return c, nil
 }
 
@@ -207,6 +254,7 @@ func (c *cluster) startPostgres(port int) error {
 		"-c", "unix_socket_permissions=0777",
 		"-c", "log_min_messages=warning",
 	)
+	c.cmd.Args = append(c.cmd.Args, c.extraArgs...)
 	c.cmd.Dir = c.dir
 	c.cmd.Stdout = logf
 	c.cmd.Stderr = logf
@@ -261,6 +309,9 @@ func (c *cluster) setup() error {
 		"SET password_encryption = 'scram-sha-256'",
 		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword),
 		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", benchUser, benchPass),
+		// alice and bob: the Cloudflare-fork scenarios' tenants (throttle_test.go).
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", aliceUser, alicePass),
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", bobUser, bobPass),
 		"SET password_encryption = 'md5'",
 		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", md5User, md5Password),
 		"RESET password_encryption",
@@ -293,6 +344,17 @@ func (c *cluster) setup() error {
 }
 
 func (c *cluster) stop() {
+	c.stopServer()
+	if os.Getenv("PGTURNSTILE_KEEP") != "" {
+		fmt.Fprintf(os.Stderr, "integration: keeping %s\n", c.dir)
+		return
+	}
+	_ = os.RemoveAll(c.dir)
+}
+
+// stopServer stops postgres and keeps the data directory (startOnFreePort
+// retries on another port with it).
+func (c *cluster) stopServer() {
 	if c.monitor != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = c.monitor.Close(ctx)
@@ -310,11 +372,6 @@ func (c *cluster) stop() {
 		}
 		c.cmd = nil
 	}
-	if os.Getenv("PGTURNSTILE_KEEP") != "" {
-		fmt.Fprintf(os.Stderr, "integration: keeping %s\n", c.dir)
-		return
-	}
-	_ = os.RemoveAll(c.dir)
 }
 
 // freePort returns a TCP port below 32768 (outside Linux's default ephemeral

@@ -390,7 +390,15 @@ func (p *Pool) closeServer(s *server, reason string) {
 // server_check_delay; false means it is dead.
 func (p *Pool) checkServer(s *server) bool {
 	st := p.svc.settings()
-	if st.ServerCheckDelay <= 0 || time.Since(s.lastUsed) < st.ServerCheckDelay {
+	idle := time.Since(s.lastUsed)
+	// A server that sat idle may have been closed by Postgres (restart,
+	// pg_terminate_backend, idle_session_timeout): PgBouncer's event loop
+	// sees that at once; we look before handing it out. Servers reused
+	// within deadPeekAfter skip the look, so a busy pool pays nothing.
+	if idle > deadPeekAfter && s.closedByPeer() {
+		return false
+	}
+	if st.ServerCheckDelay <= 0 || idle < st.ServerCheckDelay {
 		return true
 	}
 	q := st.ServerCheckQuery
@@ -403,6 +411,10 @@ func (p *Pool) checkServer(s *server) bool {
 	res, err := s.exec(q, st.ServerConnectTimeout)
 	return err == nil && res.err == nil && res.status == wire.TxIdle
 }
+
+// deadPeekAfter is how long a server must have been idle before checkout
+// looks whether Postgres closed it.
+const deadPeekAfter = 100 * time.Millisecond
 
 // closeIdleOne closes the longest-idle server, for eviction under a shared
 // cap; false if the pool had none.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/auth"
@@ -369,4 +370,34 @@ func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (co
 			return cols, ok, qerr
 		}
 	}
+}
+
+// closedByPeer reports, without blocking, whether Postgres closed this idle
+// connection or sent something unasked (a FATAL before closing): a peek
+// at the socket that finds EOF or data. Nothing is consumed.
+func (s *server) closedByPeer() bool {
+	nc := s.conn
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	dead := false
+	var b [1]byte
+	err = raw.Read(func(fd uintptr) bool {
+		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK:
+		case rerr != nil || n >= 0:
+			dead = true // EOF (n == 0), data, or a socket error
+		}
+		return true // never wait
+	})
+	return dead || err != nil
 }
