@@ -283,7 +283,8 @@ type Effective struct {
 // is the name the pool logs in as (the forced user when db.User is set).
 // db may be nil (globals only). Precedence, highest first:
 //
-//	pool_size:            [pools] > [users] > [databases] > default_pool_size
+//	pool_size:            [pools] > [users] > [databases] > default_pool_size,
+//	                      except that [pools] never exceeds [databases]
 //	pool_mode:            [users] > [databases] > pool_mode
 //	reserve_pool_size:    [users] > [databases] > reserve_pool_size
 //	min_pool_size:        [databases] > min_pool_size
@@ -337,7 +338,12 @@ func (c *Config) Resolve(db *Database, user string) Effective {
 	}
 	if db != nil {
 		if p := c.Pools[PoolKey(user, db.Name)]; p != nil && p.PoolSize >= 0 {
+			// Cloudflare's rule: [pools] can lower a database's own
+			// pool_size but never raise it; without one it applies as is.
 			e.PoolSize = p.PoolSize
+			if db.PoolSize >= 0 && db.PoolSize < p.PoolSize {
+				e.PoolSize = db.PoolSize
+			}
 		}
 	}
 	return e

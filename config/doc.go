@@ -51,10 +51,9 @@
 //
 // Per-entry integers are -1 when not set. As in PgBouncer, a per-database
 // max_db_connections or per-user max_user_connections of 0 means "use the
-// global limit", not "unlimited". Note that Cloudflare's fork combines a
-// [pools] size with a [databases] pool_size as min(pool, database); here
-// [pools] simply wins, so it can also raise a pool above the database's
-// size.
+// global limit", not "unlimited". A [pools] size is combined with a
+// [databases] pool_size as min(pool, database), Cloudflare's rule: [pools]
+// can narrow a tenant but never widen it past its database's own size.
 //
 // # Immutability
 //

@@ -25,6 +25,7 @@ carol = pool_mode=transaction
 alice.sized = pool_size=2
 carol.plain = pool_size=60
 dave.sized  = pool_size=-1
+erin.sized  = pool_size=50
 `)
 	tests := []struct {
 		db, user string
@@ -44,10 +45,12 @@ dave.sized  = pool_size=-1
 		{"plain", "bob", Effective{PoolModeSession, 20, 1, 2, 100, 50}},
 		// User pool_mode beats the database's.
 		{"sized", "carol", Effective{PoolModeTransaction, 10, 4, 3, 30, 50}},
-		// [pools] may raise a pool above the database and global size.
+		// [pools] may raise a pool above the global size when the database sets none.
 		{"plain", "carol", Effective{PoolModeTransaction, 60, 1, 2, 100, 50}},
 		// Negative [pools] size: no override.
 		{"sized", "dave", Effective{PoolModeTransaction, 10, 4, 3, 30, 50}},
+		// [pools] cannot raise a pool above the database's own pool_size (the fork's min rule).
+		{"sized", "erin", Effective{PoolModeTransaction, 10, 4, 3, 30, 50}},
 	}
 	for _, tt := range tests {
 		db := c.Databases[tt.db]

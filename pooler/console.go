@@ -52,7 +52,14 @@ func (s *Service) allClients() []*client {
 
 func (s *Service) Pools() []admin.Pool {
 	now := time.Now()
-	var out []admin.Pool
+	// The console's own pool, as PgBouncer lists it.
+	consoles := 0
+	for _, c := range s.allClients() {
+		if c.dbName == adminDB {
+			consoles++
+		}
+	}
+	out := []admin.Pool{{Database: adminDB, User: adminDB, ClActive: consoles, PoolMode: "statement"}}
 	for _, p := range s.allPools() {
 		p.mu.Lock()
 		row := admin.Pool{
@@ -487,10 +494,13 @@ func (s *Service) Reload() error {
 		return errors.New("no config file to reload (embedded default config)")
 	}
 	cfg, err := config.Load(path)
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.Apply(cfg, true)
 	}
-	return s.Apply(cfg, true)
+	if err != nil {
+		s.log.Error("RELOAD failed: " + err.Error())
+	}
+	return err
 }
 
 // Set changes one [pgbouncer] setting, as from the file.

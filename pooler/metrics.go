@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/pgturnstile/pgturnstile/admin"
 )
 
 // Prometheus metrics. Per-pool histograms and the event counters live in
@@ -38,49 +39,67 @@ func (s *Service) countEvent(name, label, value string) {
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`%s{%s="%s"}`, name, label, labelValue(value))).Inc()
 }
 
-// WriteMetrics writes every metric in Prometheus text format.
+func init() {
+	// Emit # HELP/# TYPE so Prometheus knows counters from gauges and
+	// sees the histograms as histograms.
+	metrics.ExposeMetadata(true)
+}
+
+// WriteMetrics writes every metric in Prometheus text format. Families with
+// one series per pool or database get their metadata once, then the
+// samples.
 func (s *Service) WriteMetrics(w io.Writer) {
-	for _, p := range s.Pools() {
-		l := fmt.Sprintf(`{database="%s",user="%s"}`, labelValue(p.Database), labelValue(p.User))
-		for _, g := range []struct {
-			name string
-			v    int
-		}{
-			{"pgturnstile_pool_clients_active", p.ClActive},
-			{"pgturnstile_pool_clients_waiting", p.ClWaiting},
-			{"pgturnstile_pool_servers_active", p.SvActive},
-			{"pgturnstile_pool_servers_idle", p.SvIdle},
-			{"pgturnstile_pool_servers_login", p.SvLogin},
-			{"pgturnstile_pool_size", p.PoolSize},
-		} {
-			metrics.WriteGaugeUint64(w, g.name+l, uint64(max(g.v, 0)))
+	pools := s.Pools()
+	for _, g := range []struct {
+		name string
+		v    func(p *admin.Pool) int
+	}{
+		{"pgturnstile_pool_clients_active", func(p *admin.Pool) int { return p.ClActive }},
+		{"pgturnstile_pool_clients_waiting", func(p *admin.Pool) int { return p.ClWaiting }},
+		{"pgturnstile_pool_servers_active", func(p *admin.Pool) int { return p.SvActive }},
+		{"pgturnstile_pool_servers_idle", func(p *admin.Pool) int { return p.SvIdle }},
+		{"pgturnstile_pool_servers_login", func(p *admin.Pool) int { return p.SvLogin }},
+		{"pgturnstile_pool_size", func(p *admin.Pool) int { return p.PoolSize }},
+	} {
+		metrics.WriteMetadataIfNeeded(w, g.name, "gauge")
+		for i := range pools {
+			p := &pools[i]
+			fmt.Fprintf(w, "%s%s %d\n", g.name, poolLabels(p.Database, p.User), max(g.v(p), 0))
 		}
-		metrics.WriteGaugeFloat64(w, "pgturnstile_pool_maxwait_seconds"+l, p.MaxWait.Seconds())
 	}
-	for _, st := range s.Stats() {
-		l := fmt.Sprintf(`{database="%s"}`, labelValue(st.Database))
-		t := st.Total
-		for _, c := range []struct {
-			name string
-			v    int64
-		}{
-			{"pgturnstile_server_assignments_total", t.ServerAssignmentCount},
-			{"pgturnstile_transactions_total", t.XactCount},
-			{"pgturnstile_queries_total", t.QueryCount},
-			{"pgturnstile_received_bytes_total", t.Received},
-			{"pgturnstile_sent_bytes_total", t.Sent},
-			{"pgturnstile_transaction_time_microseconds_total", t.XactTime},
-			{"pgturnstile_query_time_microseconds_total", t.QueryTime},
-			{"pgturnstile_wait_time_microseconds_total", t.WaitTime},
-			{"pgturnstile_client_parses_total", t.ClientParseCount},
-			{"pgturnstile_server_parses_total", t.ServerParseCount},
-			{"pgturnstile_binds_total", t.BindCount},
-			{"pgturnstile_client_logins_total", t.ClientLoginCount},
-		} {
-			metrics.WriteCounterUint64(w, c.name+l, uint64(max(c.v, 0)))
+	metrics.WriteMetadataIfNeeded(w, "pgturnstile_pool_maxwait_seconds", "gauge")
+	for _, p := range pools {
+		fmt.Fprintf(w, "pgturnstile_pool_maxwait_seconds%s %g\n", poolLabels(p.Database, p.User), p.MaxWait.Seconds())
+	}
+	stats := s.Stats()
+	for _, c := range []struct {
+		name string
+		v    func(t *admin.Counters) int64
+	}{
+		{"pgturnstile_server_assignments_total", func(t *admin.Counters) int64 { return t.ServerAssignmentCount }},
+		{"pgturnstile_transactions_total", func(t *admin.Counters) int64 { return t.XactCount }},
+		{"pgturnstile_queries_total", func(t *admin.Counters) int64 { return t.QueryCount }},
+		{"pgturnstile_received_bytes_total", func(t *admin.Counters) int64 { return t.Received }},
+		{"pgturnstile_sent_bytes_total", func(t *admin.Counters) int64 { return t.Sent }},
+		{"pgturnstile_transaction_time_microseconds_total", func(t *admin.Counters) int64 { return t.XactTime }},
+		{"pgturnstile_query_time_microseconds_total", func(t *admin.Counters) int64 { return t.QueryTime }},
+		{"pgturnstile_wait_time_microseconds_total", func(t *admin.Counters) int64 { return t.WaitTime }},
+		{"pgturnstile_client_parses_total", func(t *admin.Counters) int64 { return t.ClientParseCount }},
+		{"pgturnstile_server_parses_total", func(t *admin.Counters) int64 { return t.ServerParseCount }},
+		{"pgturnstile_binds_total", func(t *admin.Counters) int64 { return t.BindCount }},
+		{"pgturnstile_client_logins_total", func(t *admin.Counters) int64 { return t.ClientLoginCount }},
+	} {
+		metrics.WriteMetadataIfNeeded(w, c.name, "counter")
+		for i := range stats {
+			st := &stats[i]
+			fmt.Fprintf(w, "%s{database=\"%s\"} %d\n", c.name, labelValue(st.Database), max(c.v(&st.Total), 0))
 		}
 	}
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	s.metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
+}
+
+func poolLabels(db, user string) string {
+	return fmt.Sprintf(`{database="%s",user="%s"}`, labelValue(db), labelValue(user))
 }

@@ -59,6 +59,9 @@ type Pool struct {
 	servers map[*server]struct{}
 	// paused (PAUSE, KILL): no server is handed out or kept; clients wait.
 	paused bool
+	// closed: a [pools] line or SET POOL gave this pool pool_size=0 (the
+	// fork's way to shut a tenant out): no servers at all, clients wait.
+	closed bool
 }
 
 func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
@@ -214,7 +217,7 @@ func (p *Pool) popIdleLocked() *server {
 // serve, within pool_size (plus reserve_pool_size when useReserve), and the
 // database and user caps.
 func (p *Pool) growLocked(useReserve bool) {
-	if p.paused {
+	if p.paused || p.closed {
 		return
 	}
 	need := p.queue.Len() - p.connecting
@@ -284,11 +287,15 @@ func (p *Pool) connect() {
 		p.servers = map[*server]struct{}{}
 	}
 	p.servers[s] = struct{}{}
-	if p.paused {
+	if p.paused || p.overLimitLocked() {
 		p.total--
 		s.state = serverClosed
 		p.mu.Unlock()
-		p.closeServer(s, "pause")
+		reason := "pause"
+		if !p.paused {
+			reason = "limit lowered"
+		}
+		p.closeServer(s, reason)
 		return
 	}
 	if p.welcome == nil {
@@ -340,6 +347,9 @@ func (p *Pool) release(s *server) {
 		reason = "pause"
 	case s.closeNeeded:
 		reason = "close_needed"
+	case p.overLimitLocked():
+		// A limit was lowered while this server was busy (or logging in).
+		reason = "limit lowered"
 	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total > p.eff.MinPoolSize:
 		reason = "server lifetime over"
 	}
@@ -646,11 +656,26 @@ func (p *Pool) credentials() auth.ServerCredentials {
 // it belongs to): idle servers are closed at once; busy ones are marked
 // close_needed and closed when their client releases them, so the pool
 // never grows back past the new limit (growth checks the caps too).
+// overLimitLocked reports whether the pool holds more servers than its
+// size or a shared cap now allows.
+func (p *Pool) overLimitLocked() bool {
+	if p.closed {
+		return true
+	}
+	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
+		return true
+	}
+	return p.dbLimit.over() > 0 || p.userLimit.over() > 0
+}
+
 func (p *Pool) shrink() {
 	excess := 0
 	p.mu.Lock()
 	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
 		excess = p.total - size
+	}
+	if p.closed {
+		excess = p.total
 	}
 	p.mu.Unlock()
 	excess = max(excess, p.dbLimit.over(), p.userLimit.over())

@@ -188,6 +188,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	for _, p := range pools {
 		p.mu.Lock()
 		p.eff = cfg.Resolve(p.db, p.key.user)
+		p.closed = poolClosed(cfg, p.db, p.key.user)
 		p.mu.Unlock()
 		p.dbLimit.setMax(p.eff.MaxDBConnections)
 		p.userLimit.setMax(p.eff.MaxUserConnections)
@@ -196,10 +197,23 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 		p.shrink()
 		p.kick()
 	}
+	// Pools named in [pools] (or by SET POOL) exist from the start, as in
+	// the fork, so SHOW POOLS lists them before their first client.
+	for _, po := range cfg.Pools {
+		if db, ok := cfg.LookupDatabase(po.Database); ok && db.User == "" {
+			s.poolFor(db, po.User)
+		}
+	}
 	for _, w := range cfg.Warnings {
 		s.log.Warn(w)
 	}
 	return nil
+}
+
+// poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.
+func poolClosed(cfg *config.Config, db *config.Database, user string) bool {
+	po := cfg.Pools[config.PoolKey(user, db.Name)]
+	return po != nil && po.PoolSize == 0
 }
 
 func (s *Service) config() *config.Config     { return s.cfg.Load() }
@@ -451,6 +465,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
 	p.dbLimit.add(p)
 	p.userLimit.add(p)
 	p.paused = s.isPausedLocked(db.Name)
+	p.closed = poolClosed(cfg, db, serverUser)
 	p.metrics = s.newPoolMetrics(db.Name, serverUser)
 	s.pools[key] = p
 	return p, nil

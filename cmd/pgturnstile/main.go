@@ -205,9 +205,7 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 			}
 			notify.send(reloadingMessage())
 			log.Info("got SIGHUP, re-reading config")
-			if err := svc.Reload(); err != nil {
-				log.Error("RELOAD failed: " + err.Error())
-			}
+			svc.Reload() // logs a failure itself
 			notify.send("READY=1")
 		case syscall.SIGUSR1:
 			log.Info("got SIGUSR1, pausing all activity")
