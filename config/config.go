@@ -93,6 +93,10 @@ type Settings struct {
 
 	AdmissionFile string // pgturnstile extension, accepted and stored
 	MetricsAddr   string // pgturnstile extension: the /metrics listener
+	// LimitEvictGrace (extension): how long a busy server over a lowered
+	// limit may stay with its client before it is evicted; 0 = never, it
+	// closes when the client releases it.
+	LimitEvictGrace time.Duration
 
 	AuthIdentFile string
 

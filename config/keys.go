@@ -325,6 +325,8 @@ func init() {
 		{Name: "tcp_user_timeout", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_USER_TIMEOUT in milliseconds; 0 = OS default", Note: notImpl},
 
 		// pgturnstile extensions.
+		{Name: "limit_evict_grace", Kind: KindDuration, Default: "0", Doc: "after a limit is lowered (SET USER, SET POOL, RELOAD), how long a busy server over it may stay with its client before it is evicted (the client gets FATAL evicted); 0 = never, it closes when released", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.LimitEvictGrace }},
 		{Name: "metrics_addr", Kind: KindString, Doc: "address (host:port) of the Prometheus /metrics listener; empty = off", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.MetricsAddr }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",

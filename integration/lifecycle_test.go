@@ -181,3 +181,44 @@ func TestIdleServerKilledByPostgres(t *testing.T) {
 		t.Fatalf("got the terminated backend %d again", old)
 	}
 }
+
+// limit_evict_grace: a busy server over a lowered limit is evicted after
+// the grace; its client gets FATAL "evicted", the other keeps its server.
+func TestLimitEvictGrace(t *testing.T) {
+	needPG(t)
+	waitNoBackends(t, otherDB, appUser)
+	p := startPooler(t, iniSettings(map[string]string{
+		"pool_mode": "session", "limit_evict_grace": "0.5", "admin_users": appUser,
+	}, ""), testUserlist)
+	ctx := ctxT(t, 20*time.Second)
+	var clients []*pgx.Conn
+	for i := 0; i < 2; i++ {
+		c := connectPgx(t, p.ConnString(otherDB, appUser, appPassword))
+		if _, err := c.Exec(ctx, "BEGIN", pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	waitBackends(t, otherDB, appUser, 5*time.Second, "2", func(n int) bool { return n == 2 })
+	admin := connectPgx(t, p.ConnString("pgbouncer", appUser, appPassword))
+	if _, err := admin.Exec(ctx, "SET USER "+appUser+" = 'max_user_connections=1'", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	// Within the grace both keep their servers.
+	time.Sleep(200 * time.Millisecond)
+	if n := countBackends(t, otherDB, appUser); n != 2 {
+		t.Fatalf("backends within the grace: %d, want 2", n)
+	}
+	waitBackends(t, otherDB, appUser, 5*time.Second, "1", func(n int) bool { return n == 1 })
+	evicted := 0
+	for _, c := range clients {
+		_, err := c.Exec(ctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			wantPgError(t, err, "FATAL", "08P01", "evicted")
+			evicted++
+		}
+	}
+	if evicted != 1 {
+		t.Fatalf("%d clients evicted, want 1", evicted)
+	}
+}

@@ -1236,13 +1236,17 @@ func (c *client) serverLost(s *server, err error) {
 	}
 	quiet := c.gone.Load() || c.detach
 	reason := "server conn crashed?"
+	code := CodeServerCrashed
 	if c.detach {
 		reason = c.detachReason
+	}
+	if s.evicted.Load() {
+		reason, code = "evicted", CodeEvicted
 	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
 	if linked && !quiet {
-		c.w.Write(appendError(nil, newError(CodeServerCrashed)))
+		c.w.Write(appendError(nil, newError(code)))
 		c.w.Flush()
 		c.conn.Close()
 	}

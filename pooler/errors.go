@@ -34,6 +34,7 @@ const (
 	CodePQExecDisallowed
 	CodeSSLRequired
 	CodeDatabaseDisabled
+	CodeEvicted
 )
 
 type codeInfo struct {
@@ -66,6 +67,7 @@ var codes = map[Code]codeInfo{
 	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
 	CodeSSLRequired:             {"08P01", "SSL required"},
 	CodeDatabaseDisabled:        {"08P01", "database \"%s\" is disabled"},
+	CodeEvicted:                 {"08P01", "evicted"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says

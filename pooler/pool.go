@@ -470,6 +470,23 @@ func (p *Pool) maintain(now time.Time) {
 	var doomed []*server
 	var reasons []string
 	p.mu.Lock()
+	var evict []*server
+	if st.LimitEvictGrace > 0 {
+		// Busy servers over a lowered limit whose client did not release
+		// them within limit_evict_grace are taken away; the client gets
+		// FATAL "evicted" from its pump, which discards the server.
+		for s := range p.servers {
+			if s.state == serverActive && !s.evictAt.IsZero() && now.After(s.evictAt) && !s.evicted.Load() {
+				s.evicted.Store(true)
+				evict = append(evict, s)
+			}
+		}
+	}
+	defer func() {
+		for _, s := range evict {
+			s.conn.Close()
+		}
+	}()
 	keep := p.idle[:0]
 	for _, s := range p.idle {
 		reason := ""
@@ -700,6 +717,7 @@ func (p *Pool) shrink() {
 		}
 		if s.state == serverActive && !s.closeNeeded {
 			s.closeNeeded = true
+			s.evictAt = time.Now().Add(p.svc.settings().LimitEvictGrace)
 			excess--
 		}
 	}

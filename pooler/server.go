@@ -70,6 +70,12 @@ type server struct {
 	state       serverState
 	closeNeeded bool
 
+	// evictAt is when a busy server over a lowered limit is taken from its
+	// client (limit_evict_grace); zero when not doomed. Guarded by pool.mu.
+	evictAt time.Time
+	// evicted is set when the janitor closed the server for that reason.
+	evicted atomic.Bool
+
 	// linkedTo is the id of the client the server was last linked to.
 	linkedTo atomic.Uint64
 
