@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 // Roles of the cloudflare-fork.md §3.5 scenario, stored as md5 as it says.
@@ -461,7 +462,7 @@ func TestAuthQueryFailure(t *testing.T) {
 	// The auth user's own server connection survived the SQL error.
 	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01", failed, nil)
 
-	dead, err := freePort()
+	dead, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

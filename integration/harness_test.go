@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/lib/pq"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 // ---------------------------------------------------------------------------
@@ -39,38 +40,17 @@ var (
 func poolerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		if p := os.Getenv("PGTURNSTILE_BIN"); p != "" {
-			binPath, buildErr = filepath.Abs(p)
-			return
-		}
 		root, err := filepath.Abs("..")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(pg.dir, "pgturnstile")
-		args := []string{"build", "-o", binPath}
-		if os.Getenv("PGTURNSTILE_RACE") != "" {
-			args = append(args, "-race")
-		}
-		args = append(args, "./cmd/pgturnstile")
-		cmd := exec.Command(goTool(), args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/pgturnstile: %v\n%s", err, out)
-		}
+		binPath, buildErr = pgtest.BuildPooler(root, filepath.Join(pg.dir, "pgturnstile"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go" // where the machine image installs Go
 }
 
 // ---------------------------------------------------------------------------
@@ -526,11 +506,11 @@ func psql(t testing.TB, password string, args ...string) (stdout, stderr string,
 	return o.String(), e.String(), err
 }
 
-// pgbench runs the pgbench from pgBinDir with args and returns its combined
+// pgbench runs the pgbench from pgtest.BinDir with args and returns its combined
 // output. It is killed after 60 s: a -T 10 run that outlives that is stuck.
 func pgbench(t testing.TB, password string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(ctxT(t, 60*time.Second), filepath.Join(pgBinDir, "pgbench"), args...)
+	cmd := exec.CommandContext(ctxT(t, 60*time.Second), filepath.Join(pgtest.BinDir, "pgbench"), args...)
 	cmd.Env = clientEnv(password)
 	out := newLogBuffer()
 	cmd.Stdout, cmd.Stderr = out, out

@@ -2,15 +2,11 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
-
-// pgBinDir is where CI (and the Debian/Ubuntu packages) keep PostgreSQL 15.
-const pgBinDir = "/usr/lib/postgresql/15/bin"
 
 // Roles and databases created by TestMain. Tests use these names rather than
 // literals so a grep finds every user of a fixture.
@@ -106,7 +100,7 @@ func runMain(m *testing.M) (code int) {
 		}
 		killAllPoolers()
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "integration: PostgreSQL log tail:\n%s\n", tailFile(c.logPath, 40))
+			fmt.Fprintf(os.Stderr, "integration: PostgreSQL log tail:\n%s\n", pgtest.TailFile(c.logPath, 40))
 		}
 		c.stop()
 	}()
@@ -168,7 +162,7 @@ func (c *cluster) prependHBA(lines []string) error {
 func (c *cluster) startOnFreePort() error {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := pgtest.FreePort()
 		if err != nil {
 			return err
 		}
@@ -185,54 +179,14 @@ func (c *cluster) startOnFreePort() error {
 // initCluster makes a temp dir and runs initdb in it (as the postgres OS
 // user when we are root); the server is not started.
 func initCluster() (*cluster, error) {
-	if _, err := os.Stat(filepath.Join(pgBinDir, "postgres")); err != nil {
-		return nil, fmt.Errorf("PostgreSQL 15 binaries not found in %s (install postgresql-15): %w", pgBinDir, err)
-	}
-	dir, err := os.MkdirTemp("", "pgturnstile-it-")
-	if err != nil {
+	// Host connections use md5, which also runs SCRAM for roles whose
+	// password is stored as SCRAM: that lets md5user and app coexist.
+	d, err := pgtest.InitDB("pgturnstile-it-", "md5")
+	if d == nil {
 		return nil, err
 	}
-	c := &cluster{
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		sockDir: filepath.Join(dir, "sock"),
-		logPath: filepath.Join(dir, "postgres.log"),
-	}
-	// The postgres OS user must be able to traverse the root.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return c, err
-	}
-	for _, d := range []string{c.dataDir, c.sockDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return c, err
-		}
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return c, fmt.Errorf("running as root needs a postgres OS user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
-		for _, d := range []string{c.dataDir, c.sockDir} {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return c, err
-			}
-		}
-	}
-
-	initdb := exec.Command(filepath.Join(pgBinDir, "initdb"),
-		"-D", c.dataDir, "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync",
-		// Host connections use md5, which also runs SCRAM for roles whose
-		// password is stored as SCRAM: that lets md5user and app coexist.
-		"--auth-local=trust", "--auth-host=md5")
-	initdb.Dir = dir
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return c, fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	return c, nil
+	c := &cluster{dir: d.Root, dataDir: d.Data, sockDir: d.Socket, logPath: d.Log, cred: d.Cred}
+	return c, err
 }
 
 func (c *cluster) startPostgres(port int) error {
@@ -242,7 +196,7 @@ func (c *cluster) startPostgres(port int) error {
 	}
 	defer logf.Close()
 	c.port = port
-	c.cmd = exec.Command(filepath.Join(pgBinDir, "postgres"),
+	c.cmd = exec.Command(filepath.Join(pgtest.BinDir, "postgres"),
 		"-D", c.dataDir,
 		"-p", strconv.Itoa(port),
 		"-k", c.sockDir,
@@ -275,7 +229,7 @@ func (c *cluster) startPostgres(port int) error {
 	for {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("postgres exited during startup on port %d:\n%s", port, tailFile(c.logPath, 20))
+			return fmt.Errorf("postgres exited during startup on port %d:\n%s", port, pgtest.TailFile(c.logPath, 20))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -286,7 +240,7 @@ func (c *cluster) startPostgres(port int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres not ready after 30s: %v\n%s", err, tailFile(c.logPath, 20))
+			return fmt.Errorf("postgres not ready after 30s: %v\n%s", err, pgtest.TailFile(c.logPath, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -372,31 +326,4 @@ func (c *cluster) stopServer() {
 		}
 		c.cmd = nil
 	}
-}
-
-// freePort returns a TCP port below 32768 (outside Linux's default ephemeral
-// range, so an outgoing connection cannot take it) that is free right now.
-func freePort() (int, error) {
-	for i := 0; i < 200; i++ {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, errors.New("no free port found in 20000-31999")
-}
-
-func tailFile(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -315,7 +316,7 @@ func TestNotifySocket(t *testing.T) {
 	}
 	t.Cleanup(func() { ln.Close() })
 
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +426,7 @@ func clockMonotonic(ts *syscall.Timespec) error {
 // counters equal SHOW STATS, its pool gauges SHOW POOLS, when idle.
 func TestMetrics(t *testing.T) {
 	needPG(t)
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

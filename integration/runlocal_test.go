@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 var (
@@ -33,7 +35,7 @@ func TestMakeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgPort, err := freePort()
+	pgPort, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestMakeRun(t *testing.T) {
 		l.Close()
 		t.Log("6432 is free: running the default (embedded config) path")
 	} else {
-		listenPort, err = freePort()
+		listenPort, err = pgtest.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

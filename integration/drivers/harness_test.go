@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 // The scenario sizes every driver uses (the programs get them in the
@@ -43,37 +44,17 @@ var (
 func poolerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		if p := os.Getenv("PGTURNSTILE_BIN"); p != "" {
-			binPath, buildErr = filepath.Abs(p)
-			return
-		}
 		root, err := filepath.Abs("../..")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(pg.dir, "pgturnstile")
-		args := []string{"build", "-o", binPath}
-		if os.Getenv("PGTURNSTILE_RACE") != "" {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command(goTool(), append(args, "./cmd/pgturnstile")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/pgturnstile: %v\n%s", err, out)
-		}
+		binPath, buildErr = pgtest.BuildPooler(root, filepath.Join(pg.dir, "pgturnstile"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "/usr/local/go/bin/go" // where the machine image installs Go
 }
 
 // pooler is one running pgturnstile process.

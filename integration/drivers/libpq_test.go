@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 // psqlPath is Debian's wrapper, which picks the newest client (15 in CI).
@@ -229,7 +230,7 @@ var (
 // pgbenchRun runs pgbench against tg and returns processed and failed
 // transactions as printed.
 func pgbenchRun(ctx context.Context, tg target, args ...string) (processed, failed string, out string, err error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(pgBinDir, "pgbench"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(pgtest.BinDir, "pgbench"), args...)
 	cmd.Env = tg.env()
 	cmd.WaitDelay = time.Second
 	b, err := cmd.CombinedOutput()
@@ -330,7 +331,7 @@ func TestPgbenchPrepared50(t *testing.T) {
 	for _, tg := range targets {
 		newDatabase(t, tg.db)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, filepath.Join(pgBinDir, "pgbench"), "-i", "-q", "-s", "1")
+		cmd := exec.CommandContext(ctx, filepath.Join(pgtest.BinDir, "pgbench"), "-i", "-q", "-s", "1")
 		cmd.Env = target{port: pg.port, db: tg.db}.env()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("pgbench -i: %v\n%s", err, out)

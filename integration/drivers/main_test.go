@@ -2,27 +2,20 @@ package drivers
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
-
-// pgBinDir is where CI (and the Debian packages) keep PostgreSQL 15.
-const pgBinDir = "/usr/lib/postgresql/15/bin"
 
 // The role every driver logs in as, directly and through the pooler. Its
 // password is stored as SCRAM; host connections to Postgres use md5 auth,
@@ -87,7 +80,7 @@ func runMain(m *testing.M) (code int) {
 		}
 		killAll()
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "drivers: PostgreSQL log tail:\n%s\n", tailFile(c.logPath, 40))
+			fmt.Fprintf(os.Stderr, "drivers: PostgreSQL log tail:\n%s\n", pgtest.TailFile(c.logPath, 40))
 		}
 		c.stop()
 		fmt.Print(matrix.table())
@@ -97,52 +90,17 @@ func runMain(m *testing.M) (code int) {
 }
 
 func startCluster() (*cluster, error) {
-	if _, err := os.Stat(filepath.Join(pgBinDir, "postgres")); err != nil {
-		return nil, fmt.Errorf("PostgreSQL 15 binaries not found in %s (install postgresql-15): %w", pgBinDir, err)
-	}
-	dir, err := os.MkdirTemp("", "pgturnstile-drivers-")
-	if err != nil {
+	d, err := pgtest.InitDB("pgturnstile-drivers-", "md5")
+	if d == nil {
 		return nil, err
 	}
-	c := &cluster{
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		sockDir: filepath.Join(dir, "sock"),
-		logPath: filepath.Join(dir, "postgres.log"),
-	}
-	if err := os.Chmod(dir, 0o755); err != nil { // postgres must traverse it
+	c := &cluster{dir: d.Root, dataDir: d.Data, sockDir: d.Socket, logPath: d.Log, cred: d.Cred}
+	if err != nil {
 		return c, err
-	}
-	for _, d := range []string{c.dataDir, c.sockDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return c, err
-		}
-	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return c, fmt.Errorf("running as root needs a postgres OS user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
-		for _, d := range []string{c.dataDir, c.sockDir} {
-			if err := os.Chown(d, uid, gid); err != nil {
-				return c, err
-			}
-		}
-	}
-	initdb := exec.Command(filepath.Join(pgBinDir, "initdb"),
-		"-D", c.dataDir, "-U", "postgres", "-E", "UTF8", "--no-locale", "--no-sync",
-		"--auth-local=trust", "--auth-host=md5")
-	initdb.Dir = dir
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return c, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := pgtest.FreePort()
 		if err != nil {
 			return c, err
 		}
@@ -174,7 +132,7 @@ func (c *cluster) startPostgres(port int) error {
 	}
 	defer logf.Close()
 	c.port = port
-	c.cmd = exec.Command(filepath.Join(pgBinDir, "postgres"),
+	c.cmd = exec.Command(filepath.Join(pgtest.BinDir, "postgres"),
 		"-D", c.dataDir,
 		"-p", strconv.Itoa(port),
 		"-k", c.sockDir,
@@ -201,7 +159,7 @@ func (c *cluster) startPostgres(port int) error {
 	for {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("postgres exited during startup on port %d:\n%s", port, tailFile(c.logPath, 20))
+			return fmt.Errorf("postgres exited during startup on port %d:\n%s", port, pgtest.TailFile(c.logPath, 20))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -212,7 +170,7 @@ func (c *cluster) startPostgres(port int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres not ready after 30s: %v\n%s", err, tailFile(c.logPath, 20))
+			return fmt.Errorf("postgres not ready after 30s: %v\n%s", err, pgtest.TailFile(c.logPath, 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -240,31 +198,4 @@ func (c *cluster) stop() {
 		return
 	}
 	_ = os.RemoveAll(c.dir)
-}
-
-// freePort returns a TCP port below 32768 (outside Linux's ephemeral range)
-// that is free right now.
-func freePort() (int, error) {
-	for i := 0; i < 200; i++ {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, errors.New("no free port found in 20000-31999")
-}
-
-func tailFile(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }
