@@ -30,7 +30,6 @@ const (
 	CodeServerCrashed
 	CodeNoUserName
 	CodeServerConnectFailed
-	CodeAdminUnsupported
 	CodePQExecDisallowed
 	CodeSSLRequired
 	CodeDatabaseDisabled
@@ -63,7 +62,6 @@ var codes = map[Code]codeInfo{
 	CodeServerCrashed:           {"08P01", "server conn crashed?"},
 	CodeNoUserName:              {"08P01", "no username supplied"},
 	CodeServerConnectFailed:     {"08P01", "server connection failed: %s"},
-	CodeAdminUnsupported:        {"08P01", "admin console is not supported yet"},
 	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
 	CodeSSLRequired:             {"08P01", "SSL required"},
 	CodeDatabaseDisabled:        {"08P01", "database \"%s\" is disabled"},
