@@ -204,8 +204,11 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 				continue
 			}
 			notify.send(reloadingMessage())
-			log.Info("got SIGHUP, re-reading config")
-			svc.Reload() // logs a failure itself
+			// PgBouncer's phrase, logged once the new config is in force
+			// (a failure is logged by Reload as "RELOAD failed: …").
+			if svc.Reload() == nil {
+				log.Info("got SIGHUP, re-reading config")
+			}
 			notify.send("READY=1")
 		case syscall.SIGUSR1:
 			log.Info("got SIGUSR1, pausing all activity")
