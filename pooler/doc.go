@@ -9,19 +9,26 @@
 // pool (waiting in the admission queue up to query_wait_timeout), brings the
 // server's tracked parameters in line with the client's with one SET, and
 // starts the link's pump goroutine. It then forwards the client's bytes to
-// the server, flushing when the client's batch is consumed (the read buffer
-// is empty), not per message.
+// the server, flushing when the client's batch is consumed (no whole next
+// message is buffered), not per message.
 //
 // The pump (client.pump) is the only reader of the server while linked and
 // the only writer to the client while linked. It forwards the server's
-// messages as bytes and looks only inside ReadyForQuery, ParameterStatus and
-// CopyIn/CopyBoth responses.
+// messages as bytes and looks only inside ReadyForQuery, ParameterStatus,
+// CopyIn/CopyBoth responses, and, when prepared statements are mapped,
+// ParseComplete, CloseComplete, ErrorResponse and CommandComplete.
 //
 // The two goroutines share the link state (client.mu): serve records each
 // message before it writes it to the server (linkState.fromClient); the pump
 // records each ReadyForQuery. Neither holds the lock across I/O, except the
 // pump's final flush of the client writer when it ends the link, which
-// hands the client writer back to serve.
+// hands the client writer back to serve. serve marks itself as writing to
+// the server until its batch is flushed; the pump does not release a server
+// while that is set (the next holder would share its writer).
+//
+// While no server is linked, serve answers what needs none itself: Sync
+// (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
+// parsed, and the rest of a batch after an error the pooler raised.
 //
 // # The release rule
 //
@@ -66,7 +73,14 @@
 // evicted. New servers are logged in by background goroutines and handed
 // to the oldest waiter; a failed login is replayed to clients for
 // server_login_retry. The janitor closes servers past server_idle_timeout
-// or server_lifetime and keeps min_pool_size.
+// or server_lifetime and keeps min_pool_size. A server idle for a while is
+// peeked at (non-blocking) before checkout, so one Postgres closed is never
+// handed out.
+//
+// Limits change at runtime (RELOAD, SET, SET USER, SET POOL): a pool over
+// its new limit closes idle servers at once and busy ones at release (or,
+// with limit_evict_grace, takes them after the grace), and never grows past
+// it. PAUSE and KILL hold the pool's clients in the queue.
 //
 // # Cancellation
 //
