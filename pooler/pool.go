@@ -341,19 +341,7 @@ func (p *Pool) release(s *server) {
 		panic("BUG: release of a server that is not active: " + s.state.String())
 	}
 	p.active--
-	reason := ""
-	switch {
-	case p.paused:
-		reason = "pause"
-	case s.closeNeeded:
-		reason = "close_needed"
-	case p.overLimitLocked():
-		// A limit was lowered while this server was busy (or logging in).
-		reason = "limit lowered"
-	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total > p.eff.MinPoolSize:
-		reason = "server lifetime over"
-	}
-	if reason != "" {
+	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" {
 		p.total--
 		s.state = serverClosed
 		p.growLocked(false)
@@ -364,6 +352,28 @@ func (p *Pool) release(s *server) {
 	s.lastUsed = now
 	p.handOffLocked(s)
 	p.mu.Unlock()
+}
+
+// closeReasonLocked says why a server coming back from a client (idle
+// false) or sitting in the pool (idle true) must be closed, or "" to keep
+// it. closing is how many of the pool's servers are already being closed,
+// so min_pool_size is kept.
+func (p *Pool) closeReasonLocked(s *server, st *config.Settings, now time.Time, idle bool, closing int) string {
+	aboveMin := p.total-closing > p.eff.MinPoolSize
+	switch {
+	case p.paused:
+		return "pause"
+	case s.closeNeeded:
+		return "close_needed"
+	case !idle && p.overLimitLocked():
+		// A limit was lowered while this server was busy (or logging in).
+		return "limit lowered"
+	case idle && st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && aboveMin:
+		return "server idle timeout"
+	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && aboveMin:
+		return "server lifetime over"
+	}
+	return ""
 }
 
 // discard closes a server that its holder found unusable.
@@ -489,18 +499,7 @@ func (p *Pool) maintain(now time.Time) {
 	}()
 	keep := p.idle[:0]
 	for _, s := range p.idle {
-		reason := ""
-		switch {
-		case p.paused:
-			reason = "pause"
-		case s.closeNeeded:
-			reason = "close_needed"
-		case st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && p.total-len(doomed) > p.eff.MinPoolSize:
-			reason = "server idle timeout"
-		case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && p.total-len(doomed) > p.eff.MinPoolSize:
-			reason = "server lifetime over"
-		}
-		if reason != "" {
+		if reason := p.closeReasonLocked(s, st, now, true, len(doomed)); reason != "" {
 			s.state = serverClosed
 			doomed = append(doomed, s)
 			reasons = append(reasons, reason)

@@ -141,19 +141,11 @@ func (r *Reader) Fits() bool { return 5+r.bodyLen <= len(r.buf) }
 // until the next call on r. It fails for messages that do not fit the buffer;
 // callers that must decode such messages stream them with Forward instead.
 func (r *Reader) Body() ([]byte, error) {
-	if r.consumed {
-		return nil, errors.New("wire: BUG: Body without Next")
-	}
-	if !r.Fits() {
-		return nil, ErrMessageTooLarge
-	}
-	if err := r.fill(5+r.bodyLen, true); err != nil {
+	m, err := r.Message()
+	if err != nil {
 		return nil, err
 	}
-	b := r.buf[r.start+5 : r.start+5+r.bodyLen]
-	r.start += 5 + r.bodyLen
-	r.consumed = true
-	return b, nil
+	return m[5:], nil
 }
 
 // Message is like Body but returns the whole message, header included.
