@@ -59,6 +59,9 @@ type Pool struct {
 	servers map[*server]struct{}
 	// paused (PAUSE, KILL): no server is handed out or kept; clients wait.
 	paused bool
+	// dials are the connections of logins in flight; true once shrink
+	// aborted one.
+	dials map[net.Conn]bool
 	// closed: a [pools] line or SET POOL gave this pool pool_size=0 (the
 	// fork's way to shut a tenant out): no servers at all, clients wait.
 	closed bool
@@ -260,6 +263,15 @@ func (p *Pool) connect() {
 	}
 	p.mu.Lock()
 	p.connecting--
+	if errors.Is(err, errDialAborted) {
+		// Not a failure: nobody waits for this login any more.
+		p.total--
+		p.mu.Unlock()
+		p.dbLimit.give()
+		p.userLimit.give()
+		p.svc.wakeLimited(p.dbLimit, p.userLimit)
+		return
+	}
 	if err != nil {
 		p.total--
 		p.lastLoginErr = err
@@ -700,6 +712,17 @@ func (p *Pool) shrink() {
 	}
 	var doomed []*server
 	p.mu.Lock()
+	// Logins in flight first: their backends would appear over the limit.
+	for conn, aborted := range p.dials {
+		if excess == 0 {
+			break
+		}
+		if !aborted {
+			p.dials[conn] = true
+			conn.Close()
+			excess--
+		}
+	}
 	for excess > 0 && len(p.idle) > 0 {
 		s := p.idle[0]
 		copy(p.idle, p.idle[1:])
@@ -724,4 +747,28 @@ func (p *Pool) shrink() {
 	for _, s := range doomed {
 		p.closeServer(s, "limit lowered")
 	}
+}
+
+// startDial registers a login in flight; false if the pool is over its
+// limit already (the login is not worth starting).
+func (p *Pool) startDial(conn net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	if p.dials == nil {
+		p.dials = map[net.Conn]bool{}
+	}
+	p.dials[conn] = false
+	return true
+}
+
+// endDial forgets a login and reports whether shrink aborted it.
+func (p *Pool) endDial(conn net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	aborted := p.dials[conn]
+	delete(p.dials, conn)
+	return aborted
 }

@@ -94,12 +94,23 @@ func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 
 // dialServer opens and logs in a new server connection; connect and login
 // together are bounded by timeout (server_connect_timeout).
-func dialServer(p *Pool, timeout time.Duration) (*server, error) {
+func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.Dial(p.network, p.address)
 	if err != nil {
 		return nil, err
 	}
+	// A limit lowered while this login is in flight closes conn (shrink)
+	// rather than let a backend Postgres would see over the new limit.
+	if !p.startDial(conn) {
+		conn.Close()
+		return nil, errDialAborted
+	}
+	defer func() {
+		if p.endDial(conn) && err == nil {
+			err = errDialAborted
+		}
+	}()
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 		tc.SetKeepAlive(true)
@@ -135,6 +146,9 @@ func dialServer(p *Pool, timeout time.Duration) (*server, error) {
 		lastUsed:  now,
 	}, nil
 }
+
+// errDialAborted ends a server login that a lowered limit made unwanted.
+var errDialAborted = errors.New("server login aborted: limit lowered")
 
 // execResult is the outcome of a query the pooler runs on its own.
 type execResult struct {
