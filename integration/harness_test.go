@@ -303,6 +303,21 @@ func (p *Pooler) Reload() {
 	}
 }
 
+// WaitLog waits up to timeout for the pooler's log to contain s: the log
+// arrives through a pipe, after the client saw the effect.
+func (p *Pooler) WaitLog(s string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for !p.LogContains(s) {
+		select {
+		case <-p.log.changed():
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			return false
+		}
+	}
+	return true
+}
+
 // LogContains reports whether the pooler's stdout/stderr so far contains s.
 func (p *Pooler) LogContains(s string) bool { return strings.Contains(p.log.String(), s) }
 

@@ -37,7 +37,7 @@ func TestIdleTransactionTimeout(t *testing.T) {
 	wantPgError(t, err, "FATAL", "08P01", "idle transaction timeout")
 	// The server that held the open transaction is closed, not reused.
 	waitBackends(t, otherDB, appUser, 5*time.Second, "0", func(n int) bool { return n == 0 })
-	if !p.LogContains("closing because: idle transaction timeout") {
+	if !p.WaitLog("closing because: idle transaction timeout", 5*time.Second) {
 		t.Fatalf("log lacks the close reason:\n%s", p.Log())
 	}
 }
@@ -87,7 +87,7 @@ func TestServerIdleTimeoutAndMinPoolSize(t *testing.T) {
 		}
 	}
 	waitBackends(t, otherDB, appUser, 5*time.Second, "2", func(n int) bool { return n == 2 })
-	if !p.LogContains("closing because: server idle timeout") {
+	if !p.WaitLog("closing because: server idle timeout", 5*time.Second) {
 		t.Fatalf("log lacks the close reason:\n%s", p.Log())
 	}
 }
@@ -105,7 +105,7 @@ func TestServerLifetime(t *testing.T) {
 	if second == first && third == first {
 		t.Fatalf("backend %d outlived server_lifetime", first)
 	}
-	if !p.LogContains("closing because: server lifetime over") {
+	if !p.WaitLog("closing because: server lifetime over", 5*time.Second) {
 		t.Fatalf("log lacks the close reason:\n%s", p.Log())
 	}
 }

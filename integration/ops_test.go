@@ -157,7 +157,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	failed := strings.Count(p.Log(), "RELOAD failed")
 	p.signal(t, syscall.SIGHUP)
 	p.waitLog(t, "RELOAD failed", failed, 5*time.Second)
-	if want := fmt.Sprintf("pgbouncer.ini:%d", lineOf(bad, "no_such_setting = 1")); !p.LogContains(want) {
+	if want := fmt.Sprintf("pgbouncer.ini:%d", lineOf(bad, "no_such_setting = 1")); !p.WaitLog(want, 5*time.Second) {
 		t.Errorf("log does not name %s:\n%s", want, p.Log())
 	}
 	if v := poolSize(); v != "15" {

@@ -20,6 +20,8 @@ import (
 // client before the last ReadyForQuery.
 func TestPipelinedBatch(t *testing.T) {
 	needPG(t)
+	// Backends of an earlier test's pooler may still be exiting.
+	waitNoBackends(t, appDB, appUser)
 	p := startPooler(t, iniSettings(map[string]string{"default_pool_size": "2"}, ""), testUserlist)
 
 	// 20 background clients keep both servers busy with short queries.

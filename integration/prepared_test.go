@@ -17,6 +17,8 @@ import (
 // clients share two servers, each with its own set of cached statements.
 func TestPgxDefaultModePreparedStatements(t *testing.T) {
 	needPG(t)
+	// Backends of an earlier test's pooler may still be exiting.
+	waitNoBackends(t, appDB, appUser)
 	p := startPooler(t, iniSettings(map[string]string{"default_pool_size": "2"}, ""), testUserlist)
 
 	var wg sync.WaitGroup

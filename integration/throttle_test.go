@@ -439,7 +439,7 @@ func TestCloudflareScenarios(t *testing.T) {
 		if want := fmt.Sprintf("pgbouncer.ini:%d", lineOf(bad, "bob.d2 = pool_size=oops")); !strings.Contains(e.Detail, want) {
 			t.Errorf("RELOAD error detail %q does not name %s", e.Detail, want)
 		}
-		if want := fmt.Sprintf("pgbouncer.ini:%d", lineOf(bad, "bob.d2 = pool_size=oops")); !f.p.LogContains(want) {
+		if want := fmt.Sprintf("pgbouncer.ini:%d", lineOf(bad, "bob.d2 = pool_size=oops")); !f.p.WaitLog(want, 5*time.Second) {
 			t.Errorf("log does not name %s:\n%s", want, f.p.Log())
 		}
 		wantCols(t, "bob after bad RELOAD", f.user(bobUser), "max_user_connections", 0)
