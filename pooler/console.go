@@ -440,7 +440,7 @@ func (s *Service) Kill(db string) error {
 	s.setPaused(db, true)
 	for _, c := range s.allClients() {
 		if db == "" || c.dbName == db {
-			c.conn.Close()
+			s.dropClient(c)
 		}
 	}
 	for _, p := range s.poolsOf(db) {
@@ -457,7 +457,7 @@ func (s *Service) Kill(db string) error {
 func (s *Service) KillClient(id uint64) error {
 	for _, c := range s.allClients() {
 		if c.id == id {
-			c.conn.Close()
+			s.dropClient(c)
 			return nil
 		}
 	}
@@ -540,4 +540,16 @@ func (s *Service) SetPool(user, db, settings string) error {
 	s.poolOverrides[config.PoolKey(user, db)] = &config.Pool{User: user, Database: db, PoolSize: ps.PoolSize}
 	s.mu.Unlock()
 	return s.Apply(s.config(), false)
+}
+
+// dropClient disconnects a client for KILL/KILL_CLIENT and forgets it at
+// once, so the next SHOW CLIENTS no longer lists it (its goroutine notices
+// the closed socket a moment later).
+func (s *Service) dropClient(c *client) {
+	c.conn.Close()
+	s.cancelMu.Lock()
+	if s.cancels[c.key] == c {
+		delete(s.cancels, c.key)
+	}
+	s.cancelMu.Unlock()
 }

@@ -107,7 +107,9 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 		return nil, errDialAborted
 	}
 	defer func() {
-		if p.endDial(conn) && err == nil {
+		// An aborted login usually fails on its closed socket: that is
+		// not a login failure to report to waiters or cache.
+		if p.endDial(conn) {
 			err = errDialAborted
 		}
 	}()
