@@ -106,10 +106,11 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 		conn.Close()
 		return nil, errDialAborted
 	}
+	raw := conn // registered by startDial; conn may become a TLS conn
 	defer func() {
 		// An aborted login usually fails on its closed socket: that is
 		// not a login failure to report to waiters or cache.
-		if p.endDial(conn) {
+		if p.endDial(raw) {
 			err = errDialAborted
 		}
 	}()
