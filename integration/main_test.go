@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -83,27 +82,13 @@ func runMain(m *testing.M) (code int) {
 
 	// Stop Postgres and poolers on ^C or a kill from `go test -timeout`'s
 	// parent; Pdeathsig covers the case where we die without running this.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		s := <-sigs
-		fmt.Fprintf(os.Stderr, "integration: %v: stopping PostgreSQL and poolers\n", s)
+	defer pgtest.Guard("integration", func(failed bool) {
 		killAllPoolers()
-		c.stop()
-		os.Exit(2)
-	}()
-
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "integration: panic: %v\n", r)
-			code = 2
-		}
-		killAllPoolers()
-		if code != 0 {
+		if failed {
 			fmt.Fprintf(os.Stderr, "integration: PostgreSQL log tail:\n%s\n", pgtest.TailFile(c.logPath, 40))
 		}
 		c.stop()
-	}()
+	})(&code)
 	return m.Run()
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -64,28 +63,17 @@ func runMain(m *testing.M) (code int) {
 	}
 	pg = c
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		s := <-sigs
-		fmt.Fprintf(os.Stderr, "drivers: %v: stopping PostgreSQL and poolers\n", s)
+	// Stop Postgres and poolers on ^C or a kill from `go test -timeout`'s
+	// parent; Pdeathsig covers the case where we die without running this.
+	defer pgtest.Guard("drivers", func(failed bool) {
 		killAll()
-		c.stop()
-		os.Exit(2)
-	}()
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "drivers: panic: %v\n", r)
-			code = 2
-		}
-		killAll()
-		if code != 0 {
+		if failed {
 			fmt.Fprintf(os.Stderr, "drivers: PostgreSQL log tail:\n%s\n", pgtest.TailFile(c.logPath, 40))
 		}
 		c.stop()
 		fmt.Print(matrix.table())
 		fmt.Printf("drivers: suite wall time %v\n", time.Since(start).Round(100*time.Millisecond))
-	}()
+	})(&code)
 	return m.Run()
 }
 

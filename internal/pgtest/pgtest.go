@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -130,4 +131,26 @@ func GoTool() string {
 		return p
 	}
 	return "/usr/local/go/bin/go" // where the machine image installs Go
+}
+
+// Guard makes a TestMain clean up whatever way it ends: on SIGINT, SIGTERM
+// or SIGHUP it runs cleanup and exits 2; the function it returns, deferred
+// with the TestMain's exit code, turns a panic into code 2 and runs cleanup,
+// telling it whether the run failed. name prefixes the messages.
+func Guard(name string, cleanup func(failed bool)) func(code *int) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "%s: %v: stopping PostgreSQL and poolers\n", name, s)
+		cleanup(true)
+		os.Exit(2)
+	}()
+	return func(code *int) {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "%s: panic: %v\n", name, r)
+			*code = 2
+		}
+		cleanup(*code != 0)
+	}
 }
