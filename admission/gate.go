@@ -17,6 +17,11 @@ type Config struct {
 	MaxWait   time.Duration // caps both timeouts (query_wait_timeout); 0 = no cap
 	DebtDecay time.Duration // time for a full PoolSize of debt to decay; default 10s
 	Forgive   float64       // debt forgiven per uncontended higher-tier admission; default 0.1, < 0 means none
+	// HoldP50 fixes the median transaction time that floors the timeouts
+	// (Short' = max(Short, 2×p50), Long' = max(Long, 10×p50)): 0 estimates
+	// it from Release hold times, > 0 uses this value, < 0 disables the
+	// floors (timeouts are exactly Short and Long, as in the [sim] model).
+	HoldP50 time.Duration
 
 	NoDebt       bool // simulations and regression guards only
 	NoHysteresis bool // simulations only: the library detector (leave LIFO as soon as the queue empties)
@@ -88,11 +93,13 @@ type Gate struct {
 	rr        []uint32 // [node] rotating tie-break
 
 	p50       float64 // streaming median of hold times, ns; 0 = no sample yet
+	p50Fixed  bool    // Config.HoldP50 != 0: do not estimate
 	shortEff  int64
 	longEff   int64
 	timer     Timer
 	timerAt   int64
 	timerGen  uint64
+	debtWake  int64    // when decay lets the blocked tier fit (see dispatch)
 	decHead   *Request // decided under the lock, delivered after unlock
 	decTail   *Request
 	immediate uint64 // zero-capacity sheds without queueing (stats)
@@ -166,6 +173,8 @@ func NewGate(cfg Config, capacity int) *Gate {
 		forgive: cfg.Forgive,
 		noDebt:  cfg.NoDebt,
 		noHyst:  cfg.NoHysteresis,
+
+		debtWake: math.MaxInt64,
 	}
 	if g.clock == nil {
 		g.clock = SystemClock
@@ -230,6 +239,10 @@ func NewGate(cfg Config, capacity int) *Gate {
 	g.limitF = make([]float64, g.nn)
 	g.rr = make([]uint32, g.nn)
 
+	if cfg.HoldP50 != 0 {
+		g.p50Fixed = true
+		g.p50 = float64(max(cfg.HoldP50, 0))
+	}
 	g.epoch = g.clock.Now()
 	g.capacity = capacity
 	g.setLimits()
@@ -329,6 +342,9 @@ func (g *Gate) fits(p int) bool {
 // converges to the median (the fixed point where as many samples lie above
 // as below), ignores rare long transactions and needs no memory.
 func (g *Gate) observeHold(h int64) {
+	if g.p50Fixed {
+		return
+	}
 	x := float64(max(h, minP50))
 	switch {
 	case g.p50 == 0:
@@ -528,6 +544,7 @@ func (g *Gate) reap(now int64) {
 // holds. A tier whose remaining waiters are all held back by ceilings does
 // not block lower tiers (their waiters could not use the slot anyway).
 func (g *Gate) dispatch(now int64) {
+	g.debtWake = math.MaxInt64
 	if g.waiting == 0 {
 		return
 	}
@@ -538,7 +555,14 @@ func (g *Gate) dispatch(now int64) {
 		t := &g.tiers[p]
 		for t.waiting > 0 {
 			if !g.fits(p) {
-				return // debt is non-decreasing down the tiers: no lower tier fits either
+				// Debt is non-decreasing down the tiers: no lower tier fits
+				// either. If only debt is in the way, wake when it has
+				// decayed enough (nothing else would re-run dispatch).
+				if free := g.capacity - g.inUse; free >= 1 && g.decayRate > 0 {
+					wait := (g.tiers[p].debt - float64(free-1)) / g.decayRate
+					g.debtWake = now + int64(math.Ceil(wait)) + 1
+				}
+				return
 			}
 			q := g.choose(p)
 			if q < 0 {
@@ -621,8 +645,9 @@ func (g *Gate) underCeilings(l LeafID) bool {
 
 // ---- timer ----
 
-// nextDeadline is the earliest moment reap has work: a head waiter's
-// timeout, a FIFO tier's switch to LIFO, or the zero-capacity grace end.
+// nextDeadline is the earliest moment dispatch has work: a head waiter's
+// timeout, a FIFO tier's switch to LIFO, the zero-capacity grace end, or
+// debt decayed enough for the first blocked tier.
 func (g *Gate) nextDeadline() int64 {
 	d := int64(math.MaxInt64)
 	for m := g.waitMask; m != 0; m &= m - 1 {
@@ -636,7 +661,7 @@ func (g *Gate) nextDeadline() int64 {
 	if g.capacity == 0 {
 		d = min(d, g.zeroSince+g.shortEff)
 	}
-	return d
+	return min(d, g.debtWake)
 }
 
 // arm keeps exactly one timer armed at or before the next deadline. A
@@ -706,6 +731,17 @@ func (g *Gate) tryFast(c Class, now int64) (Ticket, bool) {
 	return Ticket{g: g, c: c, at: now}, true
 }
 
+// afterFast unlocks after a fast-path grant. Forgiveness may have let a
+// lower tier's waiter fit, so dispatch runs when lower tiers have waiters.
+func (g *Gate) afterFast(now int64) {
+	if g.waiting == 0 {
+		g.mu.Unlock()
+		return
+	}
+	g.dispatch(now)
+	g.finish(now)
+}
+
 // zeroExpired: capacity has been 0 for at least Short'; requests are then
 // shed at once rather than queued.
 func (g *Gate) zeroExpired(now int64) bool {
@@ -742,7 +778,7 @@ func (g *Gate) Acquire(ctx context.Context, c Class) (Ticket, error) {
 	g.mu.Lock()
 	now := g.now()
 	if tk, ok := g.tryFast(c, now); ok {
-		g.mu.Unlock()
+		g.afterFast(now)
 		return tk, nil
 	}
 	if g.zeroExpired(now) {
@@ -795,7 +831,7 @@ func (g *Gate) Submit(c Class, done func(Ticket, error)) *Request {
 	g.mu.Lock()
 	now := g.now()
 	if tk, ok := g.tryFast(c, now); ok {
-		g.mu.Unlock()
+		g.afterFast(now)
 		done(tk, nil)
 		return nil
 	}
