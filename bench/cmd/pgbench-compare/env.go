@@ -213,11 +213,25 @@ func pgbenchEnv() []string {
 		"PGAPPNAME=", "PGOPTIONS=")
 }
 
+// iniOpts is what one pooler instance's ini differs in.
+type iniOpts struct {
+	// PoolSize is default_pool_size; 0 means the benchmark's 20.
+	PoolSize int
+	// Extra is appended to the [pgbouncer] section, one "key = value" a
+	// line (logfile for PgBouncer, admission_file for pgturnstile).
+	Extra string
+}
+
 // poolerINI is the one config both poolers get: transaction pooling, pool of
-// 20, SCRAM for clients (plain password in the userlist, which both also use
-// to log in to PostgreSQL), logging of each login and logout off (PgBouncer
-// and pgturnstile both log them by default, which would dominate -C).
-func (e *env) poolerINI(name string, port int, extra string) (string, error) {
+// 20 (the overload scenario: 4), SCRAM for clients (plain password in the
+// userlist, which both also use to log in to PostgreSQL), logging of each
+// login and logout off (PgBouncer and pgturnstile both log them by default,
+// which would dominate -C).
+func (e *env) poolerINI(name string, port int, o iniOpts) (string, error) {
+	poolSize := o.PoolSize
+	if poolSize == 0 {
+		poolSize = 20
+	}
 	userlist := filepath.Join(e.dir, "userlist.txt")
 	if err := os.WriteFile(userlist, fmt.Appendf(nil, "%q %q\n", benchUser, benchPass), 0o644); err != nil {
 		return "", err
@@ -232,26 +246,25 @@ unix_socket_dir =
 auth_type = scram-sha-256
 auth_file = %s
 pool_mode = transaction
-default_pool_size = 20
+default_pool_size = %d
 max_client_conn = 6000
 log_connections = 0
 log_disconnections = 0
-%s`, benchDB, e.pgPort, benchDB, port, userlist, extra)
+%s`, benchDB, e.pgPort, benchDB, port, userlist, poolSize, o.Extra)
 	path := filepath.Join(e.dir, name+".ini")
 	return path, os.WriteFile(path, []byte(ini), 0o644)
 }
 
 // startPooler starts a pooler (kind "pgbouncer" or "pgturnstile") on a free
 // port and waits until the bench role can run a query through it.
-func (e *env) startPooler(name, kind, bin string, envv []string) (*proc, error) {
+func (e *env) startPooler(name, kind, bin string, envv []string, io iniOpts) (*proc, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(e.dir, name+".log")
-	extra := ""
 	if kind == "pgbouncer" {
-		extra = "logfile = " + logPath + "\n"
+		io.Extra = "logfile = " + logPath + "\n" + io.Extra
 		if err := os.WriteFile(logPath, nil, 0o644); err != nil {
 			return nil, err
 		}
@@ -259,7 +272,7 @@ func (e *env) startPooler(name, kind, bin string, envv []string) (*proc, error) 
 			return nil, err
 		}
 	}
-	ini, err := e.poolerINI(name, port, extra)
+	ini, err := e.poolerINI(name, port, io)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,12 @@
 // SCRAM), and a second pgturnstile with GOMAXPROCS=1; runs every pgbench
 // workload against every target interleaved (round 1: A B C D, round 2:
 // D C B A, …), measuring TPS, p50/p99 latency, pooler CPU per transaction
-// and peak RSS over a steady window of each run; then holds thousands of
-// idle client connections open through fresh instances of each pooler and
-// reads their RSS. See bench/README.md.
+// and peak RSS over a steady window of each run; then drives PgBouncer and
+// pgturnstile (with an admission policy) with a flood of low-priority and a
+// trickle of high-priority clients at three times the capacity of a pool of
+// 4 (the overload scenario, overload.go); then holds thousands of idle
+// client connections open through fresh instances of each pooler and reads
+// their RSS. See bench/README.md.
 package main
 
 import (
@@ -38,6 +41,7 @@ type options struct {
 	quick       bool
 	rounds      int
 	duration    time.Duration
+	overloadDur time.Duration
 	scale       int
 	idleClients int
 	idleRounds  int
@@ -55,9 +59,10 @@ type options struct {
 
 func main() {
 	var o options
-	flag.BoolVar(&o.quick, "quick", false, "smoke-test sizes: 2 rounds of 2 s, scale 1, no GOMAXPROCS=1 target, 500 idle clients (under 5 minutes)")
+	flag.BoolVar(&o.quick, "quick", false, "smoke-test sizes: 2 rounds of 2 s (overload: 4 s), scale 1, no GOMAXPROCS=1 target, 500 idle clients (under 5 minutes)")
 	flag.IntVar(&o.rounds, "rounds", 0, "rounds per workload (default 3; -quick 2)")
 	flag.DurationVar(&o.duration, "duration", 0, "pgbench -T per run, whole seconds (default 4s; -quick 2s)")
+	flag.DurationVar(&o.overloadDur, "overload-duration", 0, "length of each overload-scenario run (default 8s; -quick 4s)")
 	flag.IntVar(&o.scale, "scale", 0, "pgbench -i scale (default 10; -quick 1)")
 	flag.IntVar(&o.idleClients, "idle-clients", 0, "idle client connections held open (default 5000; -quick 500)")
 	flag.IntVar(&o.idleRounds, "idle-rounds", 0, "idle-connection rounds per pooler (default 1: 5,000 SCRAM logins take a while on 2 cores)")
@@ -65,7 +70,7 @@ func main() {
 	flag.StringVar(&o.pooler, "pgturnstile", "bin/pgturnstile", "pgturnstile binary")
 	flag.StringVar(&o.pgbouncer, "pgbouncer", "", "PgBouncer binary (default: from PATH or /usr/sbin; installed with apt-get if missing)")
 	flag.StringVar(&o.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries")
-	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle')")
+	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle|overload')")
 	flag.StringVar(&o.pprof, "pprof", "", "serve pgturnstile's net/http/pprof on this address (e.g. 127.0.0.1:6060) during the run")
 	oneProc := flag.String("gomaxprocs1", "auto", "also run a pgturnstile with GOMAXPROCS=1 as a fourth target: yes, no, or auto (yes, except with -quick)")
 	flag.BoolVar(&o.direct500, "direct-500", false, "also run direct PostgreSQL at 500 clients (500 backends on 2 cores take longer to log in than a run lasts)")
@@ -112,6 +117,14 @@ func defaults(o *options) {
 	if o.duration < 2*time.Second {
 		o.duration = 2 * time.Second
 	}
+	if o.overloadDur == 0 {
+		o.overloadDur = 8 * time.Second
+		if o.quick {
+			o.overloadDur = 4 * time.Second
+		}
+	}
+	// The first second is left out of the measuring window.
+	o.overloadDur = max(o.overloadDur, 2*time.Second)
 }
 
 // workloads is the list, in the order they run.
@@ -203,7 +216,7 @@ func run(o options) error {
 	}
 	info.PostgresConf = fmt.Sprintf("fsync=off, synchronous_commit=off, full_page_writes=off, max_connections=700, shared_buffers=%s", sb)
 
-	pgb, err := e.startPooler("pgbouncer", "pgbouncer", bouncer, nil)
+	pgb, err := e.startPooler("pgbouncer", "pgbouncer", bouncer, nil, iniOpts{})
 	if err != nil {
 		return err
 	}
@@ -212,7 +225,7 @@ func run(o options) error {
 		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
 		logf("pgturnstile pprof on http://%s/debug/pprof/", o.pprof)
 	}
-	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv)
+	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv, iniOpts{})
 	if err != nil {
 		return err
 	}
@@ -224,7 +237,7 @@ func run(o options) error {
 	poolers := []*proc{pgb, pgt}
 	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgt.port, pgt.pid())
 	if o.oneProc {
-		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"})
+		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{})
 		if err != nil {
 			return err
 		}
@@ -307,6 +320,19 @@ func run(o options) error {
 		}
 	}
 
+	// Before the idle test, whose thousands of logins leave the machine
+	// busy for a while.
+	var over []overloadResult
+	if onlyRE == nil || onlyRE.MatchString(overloadKey) {
+		logf("overload: %d low- and %d high-priority clients, pool of %d, %d rounds of %s", overloadLow, overloadHigh, overloadPoolSize, o.rounds, o.overloadDur)
+		var notes []string
+		over, notes = runOverloadScenario(ctx, e, o, bouncer, pooler, logf)
+		info.Notes = append(info.Notes, notes...)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
 	var idle []idleResult
 	if onlyRE == nil || onlyRE.MatchString("idle") {
 		for round := 1; round <= o.idleRounds; round++ {
@@ -318,7 +344,7 @@ func run(o options) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				p, err := e.startPooler(fmt.Sprintf("idle-%s-r%d", k.kind, round), k.kind, k.bin, nil)
+				p, err := e.startPooler(fmt.Sprintf("idle-%s-r%d", k.kind, round), k.kind, k.bin, nil, iniOpts{})
 				if err != nil {
 					idle = append(idle, idleResult{Target: k.name, Round: round, Clients: o.idleClients, Err: err.Error()})
 					continue
@@ -339,7 +365,7 @@ func run(o options) error {
 
 	info.Elapsed = time.Since(start)
 	info.LoadEnd = loadAvg()
-	rep := report(o, info, ws, results, idle)
+	rep := report(o, info, ws, results, idle, over)
 	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func TestReportSmoke(t *testing.T) {
 		{Target: tTurnstile, Round: 1, OK: true, Clients: 10, BeforeKB: 1000, WithKB: 1030, PerClient: 3},
 	}
 	in := info{Bouncer: "PgBouncer 1.18.0"}
-	rep := report(o, in, workloads(), rs, idle)
+	rep := report(o, in, workloads(), rs, idle, nil)
 	for _, want := range []string{
 		"| select-only extended, 100 clients: TPS pgturnstile/PgBouncer ≥ 1.0 | 1.00 (0.90–1.10) | yes |",
 		"pooler CPU µs/txn pgturnstile/PgBouncer ≤ 1.2 | 1.25 (1.10–1.40) | **no** |",
@@ -161,5 +161,148 @@ func TestReportSmoke(t *testing.T) {
 	}
 	if s := summaryText(rep); strings.Contains(s, "Every run") || !strings.Contains(s, "## Targets") {
 		t.Errorf("summary is not the tables part:\n%s", s)
+	}
+}
+
+// TestSummarizeOverload: attempts before the window, in it and running past
+// its end; success and latency go by start, TPS by completion.
+func TestSummarizeOverload(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	txns := []otxn{
+		// Started before the window (warm = 1 s): left out of success and
+		// latency; the first completes in the window and counts for TPS.
+		{Start: ms(900), End: ms(1100), High: true},
+		{Start: ms(500), End: ms(600), High: true, Out: outShed},
+		// High in the window: 4 successes (20, 30, 40, 400 ms), 1 shed,
+		// 1 other error.
+		{Start: ms(1000), End: ms(1020), High: true},
+		{Start: ms(1500), End: ms(1530), High: true},
+		{Start: ms(2000), End: ms(2040), High: true},
+		{Start: ms(2500), End: ms(2510), High: true, Out: outShed},
+		{Start: ms(2600), End: ms(2700), High: true, Out: outOther},
+		// Started in the window, completed after its end (3 s): its
+		// latency counts, its completion does not.
+		{Start: ms(2900), End: ms(3300), High: true},
+		// Low: 2 completions in the window, 3 sheds, 1 other error, and a
+		// shed that started after the end.
+		{Start: ms(1100), End: ms(1120)},
+		{Start: ms(1200), End: ms(1220)},
+		{Start: ms(1300), End: ms(1305), Out: outShed},
+		{Start: ms(1400), End: ms(1405), Out: outShed},
+		{Start: ms(1500), End: ms(1505), Out: outShed},
+		{Start: ms(1600), End: ms(1601), Out: outOther},
+		{Start: ms(3000), End: ms(3005), Out: outShed},
+	}
+	var r overloadResult
+	if err := summarizeOverload(&r, txns, time.Second, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r.WindowS != 2 {
+		t.Errorf("window = %v s, want 2", r.WindowS)
+	}
+	if r.HighTxns != 6 || r.HighOK != 4 || r.HighShed != 1 {
+		t.Errorf("high: %d attempts, %d ok, %d shed; want 6, 4, 1", r.HighTxns, r.HighOK, r.HighShed)
+	}
+	if got := r.highSuccessPct(); math.Abs(got-400.0/6) > 1e-9 {
+		t.Errorf("high success = %v %%, want 66.67", got)
+	}
+	if r.LowTxns != 6 || r.LowShed != 3 || r.OtherErrs != 2 {
+		t.Errorf("low: %d attempts, %d shed, %d other errors; want 6, 3, 2", r.LowTxns, r.LowShed, r.OtherErrs)
+	}
+	// Nearest rank of 20, 30, 40, 400 ms: p50 = 2nd, p99 = 4th.
+	if r.HighP50us != 30_000 || r.HighP99us != 400_000 {
+		t.Errorf("high p50 %v µs, p99 %v µs; want 30000, 400000", r.HighP50us, r.HighP99us)
+	}
+	// High completions in [1 s, 3 s): 1.1, 1.02, 1.53, 2.04 → 4 in 2 s.
+	if r.HighTPS != 2 || r.LowTPS != 1 || r.totalTPS() != 3 {
+		t.Errorf("tps high %v low %v total %v; want 2, 1, 3", r.HighTPS, r.LowTPS, r.totalTPS())
+	}
+
+	// All high attempts shed: a result (0 %), with no latency.
+	var s overloadResult
+	if err := summarizeOverload(&s, []otxn{{Start: ms(1500), End: ms(1600), High: true, Out: outShed}}, time.Second, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s.highSuccessPct() != 0 || !math.IsNaN(s.HighP50us) || !math.IsNaN(s.HighP99us) {
+		t.Errorf("all shed: success %v, p50 %v, p99 %v", s.highSuccessPct(), s.HighP50us, s.HighP99us)
+	}
+	// No high attempt in the window, or no window: an error.
+	if err := summarizeOverload(&overloadResult{}, txns[8:], time.Second, 3*time.Second); err == nil {
+		t.Error("no error without high-priority attempts")
+	}
+	if err := summarizeOverload(&overloadResult{}, txns, time.Second, time.Second+50*time.Millisecond); err == nil {
+		t.Error("no error for a 50 ms window")
+	}
+}
+
+func TestOverloadReport(t *testing.T) {
+	o := options{rounds: 3, overloadDur: 8 * time.Second}
+	mk := func(tg string, round int, p50, p99, high, low float64) overloadResult {
+		return overloadResult{Target: tg, Round: round, OK: true, WindowS: 7, HighTxns: 100, HighOK: 99, HighShed: 1,
+			HighP50us: p50 * 1000, HighP99us: p99 * 1000, HighTPS: high, LowTPS: low, LowShed: 500 * round, LowTxns: 1000}
+	}
+	over := []overloadResult{
+		mk(tBouncer, 1, 360, 400, 11, 170), mk(tTurnstile, 1, 36, 80, 150, 40),
+		mk(tTurnstile, 2, 24, 40, 160, 30), mk(tBouncer, 2, 400, 500, 10, 180),
+		mk(tBouncer, 3, 300, 400, 12, 170),
+		{Target: tTurnstile, Round: 3, Err: "logins: 68 of 68 failed; first: boom", HighP50us: math.NaN(), HighP99us: math.NaN()},
+	}
+	sec := overloadSection(o, over)
+	for _, want := range []string{
+		"## Overload (admission control)",
+		"3 rounds of 8s per pooler",
+		"from 1s after the start",
+		"≈ 340 ms",
+		"| pgbouncer | 99.0 (99.0–99.0) | 360.0 (300.0–400.0) | 400.0 (400.0–500.0) | 11 (10–12) | 170 (170–180) | 1000 (500–1500) | 0 (0–0) | 3/3 |",
+		"| pgturnstile | 99.0 (99.0–99.0) | 30.0 (24.0–36.0) | 60.0 (40.0–80.0) | 155 (150–160) | 35 (30–40) | 750 (500–1000) | 0 (0–0) | 2/3 ⚠ logins: 68 of 68 failed; first: boom |",
+		// Round 1: 36/360, 80/400, 190/181; round 2: 24/400, 40/500, 190/190.
+		"| ratio within each round, median (min–max) | 0.08 (0.06–0.10) | 0.14 (0.08–0.20) | 1.02 (1.00–1.05) |",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("overload section lacks %q\n%s", want, sec)
+		}
+	}
+	rep := report(o, info{}, nil, nil, nil, over)
+	if !strings.Contains(summaryText(rep), "## Overload (admission control)") {
+		t.Error("the overload section is not in the printed summary")
+	}
+	if !strings.Contains(rep, "- overload, round 3, pgturnstile: logins: 68 of 68 failed") {
+		t.Errorf("failed overload run not listed:\n%s", rep)
+	}
+	if !strings.Contains(rep, "| 2 | pgbouncer | 100 | 99.00 | 1 | 400.0 | 500.0 | 10.0 | 1000 | 180.0 | 1000 | 0 | 0 | 7.00 |") {
+		t.Errorf("raw overload row missing:\n%s", rep)
+	}
+	if rep := report(o, info{}, nil, nil, nil, nil); strings.Contains(rep, "Overload") {
+		t.Error("overload section without overload runs")
+	}
+}
+
+// TestPoolerINI: the overload poolers' ini differs from the others only in
+// the pool size and, for pgturnstile, the admission policy.
+func TestPoolerINI(t *testing.T) {
+	e := &env{dir: t.TempDir(), pgPort: 5432}
+	path, err := e.poolerINI("overload-pgturnstile", 6432, iniOpts{PoolSize: overloadPoolSize, Extra: "admission_file = /x/admission.toml\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ini := string(b)
+	for _, want := range []string{"\ndefault_pool_size = 4\n", "\npool_mode = transaction\n", "\nlisten_port = 6432\n", "\nadmission_file = /x/admission.toml\n"} {
+		if !strings.Contains(ini, want) {
+			t.Errorf("ini lacks %q:\n%s", want, ini)
+		}
+	}
+	if strings.Count(ini, "default_pool_size") != 1 {
+		t.Errorf("default_pool_size set more than once:\n%s", ini)
+	}
+	path, err = e.poolerINI("pgbouncer", 6433, iniOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\ndefault_pool_size = 20\n") || strings.Contains(string(b), "admission_file") {
+		t.Errorf("default ini:\n%s", b)
 	}
 }

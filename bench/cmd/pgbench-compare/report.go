@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // agg is the median, min and max of a set of per-round figures.
@@ -145,7 +146,7 @@ var (
 const startMarker = "<!-- tables -->"
 const rawMarker = "<!-- raw -->"
 
-func report(o options, in info, ws []workload, rs []runResult, idle []idleResult) string {
+func report(o options, in info, ws []workload, rs []runResult, idle []idleResult, over []overloadResult) string {
 	t := index(rs)
 	R := o.rounds
 	var b strings.Builder
@@ -310,6 +311,10 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		p("\n")
 	}
 
+	if len(over) > 0 {
+		b.WriteString(overloadSection(o, over))
+	}
+
 	// Failures, in full.
 	var fails []string
 	for _, r := range rs {
@@ -320,6 +325,11 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	for _, r := range idle {
 		if !r.OK {
 			fails = append(fails, fmt.Sprintf("- idle, round %d, %s: %s", r.Round, r.Target, mdEscape(shorten(r.Err, 400))))
+		}
+	}
+	for _, r := range over {
+		if !r.OK {
+			fails = append(fails, fmt.Sprintf("- %s, round %d, %s: %s", overloadKey, r.Round, r.Target, mdEscape(shorten(r.Err, 400))))
 		}
 	}
 	if len(fails) > 0 {
@@ -350,6 +360,20 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		p("\n| Idle round | Pooler | Clients | RSS before KiB | RSS with KiB | KiB per client | Logins s | Error |\n|---|---|---|---|---|---|---|---|\n")
 		for _, r := range idle {
 			p("| %d | %s | %d | %d | %d | %.1f | %.1f | %s |\n", r.Round, r.Target, r.Clients, r.BeforeKB, r.WithKB, r.PerClient, r.ConnectS, mdEscape(shorten(r.Err, 200)))
+		}
+	}
+	if len(over) > 0 {
+		p("\n| Overload round | Target | High attempts | High OK %% | High shed | High p50 ms | High p99 ms | High TPS | Low attempts | Low TPS | Low shed | Other errors | Reconnects | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range over {
+			note := r.FirstOther
+			if !r.OK {
+				note = r.Err
+				p("| %d | %s | | | | | | | | | | | | | %d | %s | %s |\n", r.Round, r.Target, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+				continue
+			}
+			p("| %d | %s | %d | %s | %d | %s | %s | %.1f | %d | %.1f | %d | %d | %d | %.2f | %d | %s | %s |\n", r.Round, r.Target,
+				r.HighTxns, fmtF(r.highSuccessPct(), 2), r.HighShed, fmtF(r.HighP50us/1000, 1), fmtF(r.HighP99us/1000, 1), r.HighTPS,
+				r.LowTxns, r.LowTPS, r.LowShed, r.OtherErrs, r.Reconnects, r.WindowS, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
 		}
 	}
 	p("\n</details>\n")
@@ -408,4 +432,105 @@ func targetList(o options) string {
 		s += ", pgturnstile with GOMAXPROCS=1"
 	}
 	return s
+}
+
+// overloadSection is the report's section on the overload scenario: per
+// target, then pgturnstile/PgBouncer pair by pair.
+func overloadSection(o options, over []overloadResult) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	warm := min(time.Second, o.overloadDur/4)
+	p("## Overload (admission control)\n\n")
+	p("A fresh PgBouncer and pgturnstile, each with `default_pool_size = 4` (otherwise the ini above); pgturnstile also gets an `admission_file` with the tiers `critical, high, medium, low`, default `high`, and one rule: `application_name = \"batch-*\"` → `low`. ")
+	p("Through each, %d low-priority clients (`application_name=batch-N`) and %d high-priority ones (`application_name=web`, statement tagged `/* pgturnstile: priority=high */`) run `SELECT pg_sleep(0.02)` back to back on their own connection (pgx, simple protocol), ", overloadLow, overloadHigh)
+	p("so demand is about three times the %d transactions/s that %d server connections can serve. A client whose transaction is shed (SQLSTATE 53000) or fails waits a random 10–50 ms and goes on. ", overloadPoolSize*50, overloadPoolSize)
+	p("%d rounds of %s per pooler, interleaved; figures over the window from %s after the start to the end: success and latency of the attempts that started in it (latency measured by the client around each statement, successful ones only), TPS of the transactions that completed in it. Cells are *median (min–max)* over rounds.\n\n",
+		o.rounds, o.overloadDur, warm)
+	p("How to read it: PgBouncer has no priorities, so a high-priority transaction queues behind the flood, first come first served (about %d ÷ %d × 20 ms ≈ %d ms); with admission control pgturnstile should serve it at close to the statement's 20 ms, shedding low-priority work instead, while total TPS (high + low) stays at the pool's capacity: high p50/p99 ratios well below 1 and a total TPS ratio near 1 are the aim.\n\n",
+		overloadLow+overloadHigh, overloadPoolSize, (overloadLow+overloadHigh)*20/overloadPoolSize)
+	p("| Target | High success %% | High p50 ms | High p99 ms | High TPS | Low TPS | Low shed (53000) | Other errors | Runs OK |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, tg := range []string{tBouncer, tTurnstile} {
+		per := func(f func(overloadResult) float64) agg { return overloadPerTarget(over, tg, f) }
+		ok, all, ferr := 0, 0, ""
+		for _, r := range over {
+			if r.Target != tg {
+				continue
+			}
+			all++
+			if r.OK {
+				ok++
+			} else if ferr == "" {
+				ferr = r.Err
+			}
+		}
+		if all == 0 {
+			continue
+		}
+		runs := fmt.Sprintf("%d/%d", ok, all)
+		if ferr != "" {
+			runs += " ⚠ " + shorten(ferr, 140)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tg,
+			per(overloadResult.highSuccessPct).cell(1),
+			per(func(r overloadResult) float64 { return r.HighP50us / 1000 }).cell(1),
+			per(func(r overloadResult) float64 { return r.HighP99us / 1000 }).cell(1),
+			per(func(r overloadResult) float64 { return r.HighTPS }).cell(0),
+			per(func(r overloadResult) float64 { return r.LowTPS }).cell(0),
+			per(func(r overloadResult) float64 { return float64(r.LowShed) }).cell(0),
+			per(func(r overloadResult) float64 { return float64(r.OtherErrs) }).cell(0),
+			mdEscape(runs))
+	}
+	p("\n| pgturnstile / PgBouncer, pair by pair | High p50 | High p99 | Total TPS (high + low) |\n|---|---|---|---|\n")
+	ratioOf := func(f func(overloadResult) float64) agg {
+		return overloadPairs(over, func(x, y overloadResult) float64 { return f(x) / f(y) })
+	}
+	p("| ratio within each round, median (min–max) | %s | %s | %s |\n\n",
+		ratioOf(func(r overloadResult) float64 { return r.HighP50us }).cell(2),
+		ratioOf(func(r overloadResult) float64 { return r.HighP99us }).cell(2),
+		ratioOf(overloadResult.totalTPS).cell(2))
+	return b.String()
+}
+
+// overloadPerTarget aggregates f over the OK overload runs of tgt.
+func overloadPerTarget(over []overloadResult, tgt string, f func(overloadResult) float64) agg {
+	var xs []float64
+	for _, r := range over {
+		if r.OK && r.Target == tgt {
+			xs = append(xs, f(r))
+		}
+	}
+	return aggregate(xs)
+}
+
+// overloadPairs applies f to pgturnstile's and PgBouncer's runs of the same
+// round (both OK) and aggregates over rounds, as table.pairs does.
+func overloadPairs(over []overloadResult, f func(turn, bouncer overloadResult) float64) agg {
+	type pair struct{ turn, bouncer *overloadResult }
+	byRound := map[int]*pair{}
+	var rounds []int
+	for i := range over {
+		r := &over[i]
+		if !r.OK {
+			continue
+		}
+		pr := byRound[r.Round]
+		if pr == nil {
+			pr = &pair{}
+			byRound[r.Round] = pr
+			rounds = append(rounds, r.Round)
+		}
+		switch r.Target {
+		case tTurnstile:
+			pr.turn = r
+		case tBouncer:
+			pr.bouncer = r
+		}
+	}
+	var xs []float64
+	for _, rd := range rounds {
+		if pr := byRound[rd]; pr.turn != nil && pr.bouncer != nil {
+			xs = append(xs, f(*pr.turn, *pr.bouncer))
+		}
+	}
+	return aggregate(xs)
 }
