@@ -60,6 +60,7 @@ type Gate struct {
 
 	// Immutable after NewGate.
 	clock     Clock
+	sysClock  bool // clock is SystemClock: read the monotonic clock only
 	epoch     time.Time
 	tree      *Tree
 	fair      bool // queues per leaf, weights and ceilings enforced
@@ -179,6 +180,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	if g.clock == nil {
 		g.clock = SystemClock
 	}
+	_, g.sysClock = g.clock.(systemClock)
 	if g.tree == nil {
 		g.tree = singleLeaf
 	}
@@ -252,7 +254,14 @@ func NewGate(cfg Config, capacity int) *Gate {
 
 // now reads the clock as ns since the gate's epoch (monotonic when the
 // clock's times carry a monotonic reading).
-func (g *Gate) now() int64 { return int64(g.clock.Now().Sub(g.epoch)) }
+// For SystemClock, time.Since reads only the monotonic clock, which is
+// several times cheaper than time.Now on some virtual machines.
+func (g *Gate) now() int64 {
+	if g.sysClock {
+		return int64(time.Since(g.epoch))
+	}
+	return int64(g.clock.Now().Sub(g.epoch))
+}
 
 func (g *Gate) setLimits() {
 	g.tree.limits(float64(g.capacity), g.limitF)
@@ -560,7 +569,7 @@ func (g *Gate) dispatch(now int64) {
 				// decayed enough (nothing else would re-run dispatch).
 				if free := g.capacity - g.inUse; free >= 1 && g.decayRate > 0 {
 					wait := (g.tiers[p].debt - float64(free-1)) / g.decayRate
-					g.debtWake = now + int64(math.Ceil(wait)) + 1
+					g.debtWake = now + max(int64(math.Ceil(wait)), 1)
 				}
 				return
 			}
