@@ -887,3 +887,21 @@ func TestDebtSaturationRecovery(t *testing.T) {
 		t.Fatalf("debt left after DebtDecay: %v", d)
 	}
 }
+
+// With the system clock the single timer sheds a waiter nobody serves.
+func TestRealClockTimerSheds(t *testing.T) {
+	g := admission.NewGate(admission.Config{Tiers: 1, Short: ms, Long: 5 * ms, HoldP50: -1}, 1)
+	tk, err := g.Acquire(context.Background(), admission.Class{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Acquire(context.Background(), admission.Class{})
+	var se *admission.ShedError
+	if !errors.As(err, &se) || se.Reason != admission.ReasonFIFOTimeout || se.Waited < 5*ms {
+		t.Fatalf("err %v", err)
+	}
+	g.Release(tk)
+	if g.InUse() != 0 || g.Waiting() != 0 {
+		t.Fatal("not balanced")
+	}
+}
