@@ -527,9 +527,18 @@ func (g *Gate) shed(r *Request, reason Reason, now int64) {
 func (g *Gate) reap(now int64) {
 	for m := g.waitMask; m != 0; m &= m - 1 {
 		t := &g.tiers[bits.TrailingZeros64(m)]
-		if !t.lifo && now-t.nonEmptySince > g.longEff {
-			t.lifo = true
-			t.modeSwitches++
+		if !t.lifo {
+			// Events in time order even when the timer runs late: FIFO
+			// deadlines that fall before the LIFO switch (waiters enqueued
+			// when the queue became non-empty) come first.
+			sw := t.nonEmptySince + g.longEff + 1
+			for t.head != nil && t.head.enq+g.longEff <= now && t.head.enq+g.longEff < sw {
+				g.shed(t.head, ReasonFIFOTimeout, now)
+			}
+			if t.head != nil && now >= sw {
+				t.lifo = true
+				t.modeSwitches++
+			}
 		}
 		to, reason := g.longEff, ReasonFIFOTimeout
 		if t.lifo {
