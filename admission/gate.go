@@ -44,7 +44,7 @@ const (
 	minSharePerLeaf = 4
 
 	// p50Step is the relative step of the streaming median of hold times.
-	p50Step = 1.0 / 16
+	p50Step = 1.0 / 64
 	minP50  = int64(time.Microsecond)
 
 	// eps absorbs float rounding in debt arithmetic (0.1 forgiven ten times
@@ -162,6 +162,11 @@ func (t Ticket) Class() Class { return t.c }
 // Valid is false for the zero Ticket (what a failed Acquire returns).
 func (t Ticket) Valid() bool { return t.g != nil }
 
+// Release gives the ticket back to the gate that granted it (the same as
+// that gate's Release), so a holder need not keep the gate: after a policy
+// reload, tickets of the old gate go back to the old gate.
+func (t Ticket) Release() { t.g.Release(t) }
+
 // NewGate returns a gate with the given initial capacity.
 func NewGate(cfg Config, capacity int) *Gate {
 	g := &Gate{
@@ -219,7 +224,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	g.decayRate = g.poolSize / float64(decay)
 
 	leaves := g.tree.Leaves()
-	g.fair = !cfg.NoFairness && (leaves == 1 || ps >= minSharePerLeaf*leaves)
+	g.fair = !cfg.NoFairness && (leaves == 1 || ps >= minSharePerLeaf*g.tree.DeclaredLeaves())
 	g.nq = 1
 	if g.fair {
 		g.nq = leaves
@@ -347,7 +352,7 @@ func (g *Gate) fits(p int) bool {
 // ---- hold-time estimate and timeouts (§1.2) ----
 
 // observeHold feeds the streaming median of hold times: each sample moves
-// the estimate by a factor 1±1/16 towards it, never past it. The estimate
+// the estimate by a factor 1±1/64 towards it, never past it. The estimate
 // converges to the median (the fixed point where as many samples lie above
 // as below), ignores rare long transactions and needs no memory.
 func (g *Gate) observeHold(h int64) {

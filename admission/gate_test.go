@@ -717,16 +717,21 @@ func TestCeilingIsHardCap(t *testing.T) {
 
 func TestFairnessOffForSmallPools(t *testing.T) {
 	tr := catTree(t, admission.NodeSpec{Path: []string{"a"}}, admission.NodeSpec{Path: []string{"b"}})
-	f := newFixture(t, admission.Config{Tiers: 1, Tree: tr}, 11) // 11 < 4 × 3 leaves
+	// Two declared leaves (a, b) plus the implicit "other": only the
+	// declared ones count, so 8 slots keep fairness on and 7 switch it off.
+	if on := admission.NewGate(admission.Config{Tiers: 1, Tree: tr, PoolSize: 8}, 8); !on.Fair() {
+		t.Fatal("fairness must be on when PoolSize ≥ 4 × declared leaves (8 ≥ 4 × 2)")
+	}
+	f := newFixture(t, admission.Config{Tiers: 1, Tree: tr}, 7) // 7 < 4 × 2 declared leaves
 	if f.g.Fair() {
-		t.Fatal("fairness must be off when PoolSize < 4 × leaves")
+		t.Fatal("fairness must be off when PoolSize < 4 × declared leaves")
 	}
 	g2 := admission.NewGate(admission.Config{Tree: tr, PoolSize: 100, NoFairness: true}, 100)
 	if g2.Fair() {
 		t.Fatal("NoFairness")
 	}
 	// Off means one FIFO per tier: arrival order across categories.
-	held := f.hold(11, admission.Class{Leaf: tr.Leaf([]string{"a"})})
+	held := f.hold(7, admission.Class{Leaf: tr.Leaf([]string{"a"})})
 	_, ob := f.submit(admission.Class{Leaf: tr.Leaf([]string{"b"})})
 	_, oa := f.submit(admission.Class{Leaf: tr.Leaf([]string{"a"})})
 	f.g.Release(held[0])

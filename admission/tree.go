@@ -25,6 +25,8 @@ type Tree struct {
 	// leafPath[l] holds the nodes from the root's child down to leaf l's
 	// node (the root itself is left out: the gate's capacity bounds it).
 	leafPath [][]int32
+	// declaredLeaves counts leaves that are not implicit "other" nodes.
+	declaredLeaves int
 }
 
 type treeNode struct {
@@ -66,6 +68,7 @@ func NewTree(spec TreeSpec) (*Tree, error) {
 		declared bool
 		children []*bnode
 		byValue  map[string]*bnode
+		implicit bool // an "other" child the tree added, not the policy
 	}
 	root := &bnode{weight: 1, ceiling: 1, declared: true}
 	for i, ns := range spec.Nodes {
@@ -123,10 +126,13 @@ func NewTree(spec TreeSpec) (*Tree, error) {
 		if len(b.children) == 0 {
 			t.nodes[idx].leaf = LeafID(len(t.leafNode))
 			t.leafNode = append(t.leafNode, idx)
+			if !b.implicit {
+				t.declaredLeaves++
+			}
 			return nil
 		}
 		if b.byValue[OtherValue] == nil {
-			o := &bnode{value: OtherValue, weight: 1, ceiling: 1}
+			o := &bnode{value: OtherValue, weight: 1, ceiling: 1, implicit: true}
 			b.children = append(b.children, o)
 			b.byValue[OtherValue] = o
 		}
@@ -205,6 +211,13 @@ func (t *Tree) LeafPath(id LeafID) string {
 
 // Leaves is the number of leaves; LeafIDs are 0 … Leaves()-1.
 func (t *Tree) Leaves() int { return len(t.leafNode) }
+
+// DeclaredLeaves counts the leaves the policy declared, leaving out the
+// implicit "other" ones (at least 1). It is what the gate slices its
+// capacity by when it decides whether fairness is meaningful: the "other"
+// leaves catch stray tags and would otherwise switch fairness off for any
+// tree with a few declared categories.
+func (t *Tree) DeclaredLeaves() int { return max(t.declaredLeaves, 1) }
 
 // Levels returns a copy of the level names, from the root down.
 func (t *Tree) Levels() []string { return append([]string(nil), t.levels...) }
