@@ -97,6 +97,15 @@ type Settings struct {
 	// limit may stay with its client before it is evicted; 0 = never, it
 	// closes when the client releases it.
 	LimitEvictGrace time.Duration
+	// Connection safeguards (extensions): per-pool token buckets for
+	// creating and closing servers, the cap on logins in flight, the
+	// spread of server lifetimes, and how much of an abandoned result is
+	// read before its query is cancelled. Rates are per second; 0 =
+	// unlimited.
+	ServerConnectRate, ServerConnectBurst, ServerMaxParallelConnects int
+	ServerCloseRate                                                  int
+	ServerLifetimeJitter                                             float64
+	ClientDrainMaxBytes                                              int
 
 	AuthIdentFile string
 

@@ -26,6 +26,10 @@ const (
 	KindString
 	// KindList is a comma-separated list; blanks around items are removed.
 	KindList
+	// KindFloat is a decimal number within [Key.fmin, Key.fmax] (a
+	// fraction, for the extensions that need one). SHOW CONFIG prints it
+	// like C's "%g".
+	KindFloat
 )
 
 func (k Kind) String() string {
@@ -42,6 +46,8 @@ func (k Kind) String() string {
 		return "string"
 	case KindList:
 		return "list"
+	case KindFloat:
+		return "float"
 	}
 	return "unknown"
 }
@@ -83,8 +89,9 @@ type Key struct {
 	Note       string   // for Partial/NotSupported: how or why; for extensions: that they are
 	Values     []string // KindEnum: the accepted values (canonical spelling)
 
-	min, max int64               // KindInt bounds (inclusive); max 0 = MaxInt32
-	field    func(*Settings) any // pointer to the Settings field, nil if none
+	min, max   int64               // KindInt bounds (inclusive); max 0 = MaxInt32
+	fmin, fmax float64             // KindFloat bounds (inclusive)
+	field      func(*Settings) any // pointer to the Settings field, nil if none
 }
 
 // Keys lists every PgBouncer 1.25/1.26 [pgbouncer] setting plus the
@@ -331,6 +338,24 @@ func init() {
 			field: func(s *Settings) any { return &s.MetricsAddr }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},
+		{Name: "server_connect_rate", Kind: KindInt, Default: "20", Doc: "new server connections per second per pool (token bucket of server_connect_burst); 0 = unlimited",
+			Note:  "pgturnstile extension: spreads refills after churn (pg_terminate_backend, restarts) so Postgres is not hit by a login storm; a pool that needs more waits, counted in pgturnstile_server_connect_wait_seconds_total",
+			field: func(s *Settings) any { return &s.ServerConnectRate }},
+		{Name: "server_connect_burst", Kind: KindInt, Default: "4", min: 1, Doc: "server connections a pool may start at once before server_connect_rate paces it",
+			Note:  "pgturnstile extension; the bucket starts full",
+			field: func(s *Settings) any { return &s.ServerConnectBurst }},
+		{Name: "server_max_parallel_connects", Kind: KindInt, Default: "4", Doc: "server logins in flight per pool; 0 = unlimited",
+			Note:  "pgturnstile extension: a slow or overloaded Postgres gets at most this many concurrent logins from one pool",
+			field: func(s *Settings) any { return &s.ServerMaxParallelConnects }},
+		{Name: "server_close_rate", Kind: KindInt, Default: "10", Doc: "closes per second per pool of healthy servers (server_idle_timeout, server_lifetime, lowered limits, RECONNECT), bursts of the same size; 0 = unlimited",
+			Note:  "pgturnstile extension: broken servers and PAUSE/KILL close at once; a deferred close leaves the server in the pool until a later janitor pass",
+			field: func(s *Settings) any { return &s.ServerCloseRate }},
+		{Name: "server_lifetime_jitter", Kind: KindFloat, Default: "0.1", fmax: 1, Doc: "each server's lifetime is server_lifetime × (1 ± this fraction), drawn once when it is created; 0 = exact",
+			Note:  "pgturnstile extension: servers opened together do not all expire together",
+			field: func(s *Settings) any { return &s.ServerLifetimeJitter }},
+		{Name: "client_drain_max_bytes", Kind: KindInt, Default: "1048576", Doc: "result bytes discarded for a client that left mid-result before its query is cancelled (then rolled back and the server reused)",
+			Note:  "pgturnstile extension: 1 MiB takes about a millisecond to discard and covers nearly all results; beyond it a cancel is cheaper than reading on. A query with no output is cancelled after 100 ms",
+			field: func(s *Settings) any { return &s.ClientDrainMaxBytes }},
 	}
 	sort.Slice(Keys, func(i, j int) bool { return Keys[i].Name < Keys[j].Name })
 	keyIndex = make(map[string]int, len(Keys))

@@ -118,6 +118,8 @@ func TestDefaults(t *testing.T) {
 			alt = map[string]string{"0": "1", "1": "0"}[k.Default]
 		case KindDuration:
 			alt = "7.5"
+		case KindFloat:
+			alt = "0.75"
 		case KindEnum:
 			alt = k.Values[0]
 			if alt == k.Default {

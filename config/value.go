@@ -16,6 +16,7 @@ type value struct {
 	d    time.Duration
 	s    string // KindString, KindEnum (canonical spelling)
 	list []string
+	f    float64
 }
 
 // parse validates raw text for this key.
@@ -38,6 +39,11 @@ func (k *Key) parse(raw string) (value, error) {
 		v.s = raw
 	case KindList:
 		v.list = parseList(raw)
+	case KindFloat:
+		v.f, err = parseFloat(raw)
+		if err == nil && (v.f < k.fmin || v.f > k.fmax) {
+			err = fmt.Errorf("must be between %g and %g", k.fmin, k.fmax)
+		}
 	}
 	return v, err
 }
@@ -56,6 +62,8 @@ func (k *Key) format(v value) string {
 		return formatDuration(v.d)
 	case KindList:
 		return strings.Join(v.list, ",")
+	case KindFloat:
+		return strconv.FormatFloat(v.f, 'g', 6, 64)
 	}
 	return v.s
 }
@@ -76,6 +84,8 @@ func (k *Key) apply(s *Settings, v value) {
 		*p = v.s
 	case *[]string:
 		*p = v.list
+	case *float64:
+		*p = v.f
 	case *PoolMode:
 		m, _ := ParsePoolMode(v.s)
 		*p = m
@@ -174,6 +184,16 @@ func parseDuration(s string) (time.Duration, error) {
 // formatDuration prints seconds like C's "%g" (PgBouncer's SHOW CONFIG).
 func formatDuration(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'g', 6, 64)
+}
+
+// parseFloat accepts a plain decimal number ("0.1", "1e-2"); NaN and the
+// infinities are refused.
+func parseFloat(s string) (float64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("not a number: %q", s)
+	}
+	return f, nil
 }
 
 func parseEnum(s string, values []string) (string, error) {

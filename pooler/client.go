@@ -91,9 +91,9 @@ type client struct {
 	// detachReason is logged when serve closes the linked server.
 	detachReason string
 	resetDue     bool // server_reset_query still to run before release
-	// drainDeadline bounds how long a server is drained after its client left.
-	drainDeadline time.Time
-	cancelSent    bool
+	// drain is the progress of bringing the server back after the client
+	// left (drain.go).
+	drain drainState
 	// Statistics: serve's batch byte count and the start of the current
 	// query and transaction (written by serve before the request goes out,
 	// read by the pump after its reply: ordered by the link).
@@ -1054,9 +1054,12 @@ func (c *client) pump(s *server, done chan struct{}) {
 				}
 			}
 		}
-		c.sentBytes += int64(s.r.BodyLen()) + 5
-		if err := s.r.Forward(out); err != nil {
-			c.serverLost(s, err)
+		n := int64(s.r.BodyLen()) + 5
+		c.sentBytes += n
+		if gone {
+			c.drainDiscarded(s, n)
+		}
+		if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
 			return
 		}
 		if out != nil && !s.r.Pending() {
@@ -1137,66 +1140,52 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 	c.pool.release(s)
 }
 
-// drainTimeout bounds how long a server whose client left may take to
-// become idle before it is closed instead.
-const drainTimeout = 5 * time.Second
-
 // drainLocked takes the next step to bring a server whose client left back to
-// idle. Called with mu held; releases it. False when the link is over.
+// idle (drain.go). Called with mu held; releases it. False when the link is
+// over.
 func (c *client) drainLocked(s *server) bool {
 	now := time.Now()
-	if c.drainDeadline.IsZero() {
-		c.drainDeadline = now.Add(drainTimeout)
+	d := &c.drain
+	if d.deadline.IsZero() {
+		c.startDrainLocked(s, now)
 	}
 	step := nextDrainStep(&c.ls, c.resetDue)
-	var sql string
-	switch step {
-	case drainWait:
-		if now.After(c.drainDeadline) {
-			c.srv = nil
-			c.mu.Unlock()
-			c.pool.discard(s, "client disconnect while server was not ready")
-			return false
-		}
-		sendCancel := !c.cancelSent && c.ls.outstanding > 0
-		c.cancelSent = true
+	switch {
+	case step == drainWait && now.After(d.deadline):
+		return c.drainFailedLocked(s, "client disconnect while server was not ready")
+	case step == drainWait && c.ls.copyIn && !d.copyFailed:
+		// A COPY FROM STDIN waits for data that will never come.
+		d.copyFailed = true
+		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
+	case step == drainWait:
 		c.mu.Unlock()
-		if sendCancel {
-			// Don't drain an arbitrarily long query: cancel it.
-			go s.sendCancel(2 * time.Second)
-		}
-		s.conn.SetReadDeadline(c.drainDeadline)
+		s.conn.SetReadDeadline(d.deadline)
 		return true
-	case drainSync:
+	case !c.awaitCancelLocked():
+		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
+	case step == drainSync:
 		c.ls.fromClient(wire.MsgSync)
 		c.pushSyncLocked()
 		s.scratch = wire.AppendSync(s.scratch[:0])
-	case drainRollback:
+	case step == drainRollback:
+		// Auto rollback: the client's transaction dies with it.
 		c.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked()
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-	case drainReset:
+		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
+	case step == drainReset && c.svc.settings().ServerResetQuery == "":
 		c.resetDue = false
-		sql = c.svc.settings().ServerResetQuery
-		if sql == "" {
-			c.srv = nil
-			c.mu.Unlock()
-			s.conn.SetReadDeadline(time.Time{})
-			c.pool.release(s)
-			return false
-		}
+		return c.drainReleaseLocked(s)
+	case step == drainReset:
+		c.resetDue = false
 		c.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked()
-		s.scratch = wire.AppendQuery(s.scratch[:0], sql)
-	case drainRelease:
-		c.srv = nil
-		c.mu.Unlock()
-		s.conn.SetReadDeadline(time.Time{})
-		c.pool.release(s)
-		return false
+		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
+	default: // drainRelease
+		return c.drainReleaseLocked(s)
 	}
 	c.mu.Unlock()
-	s.conn.SetReadDeadline(c.drainDeadline)
+	s.conn.SetReadDeadline(d.deadline)
 	if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
 		c.serverLost(s, s.w.Err())
 		return false
@@ -1242,6 +1231,9 @@ func (c *client) serverLost(s *server, err error) {
 	}
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
+	}
+	if c.gone.Load() {
+		c.finishDrainLocked("closed")
 	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)

@@ -380,6 +380,11 @@ func (s *Service) Resume(db string) error {
 		return err
 	}
 	s.setPaused(db, false)
+	// Warm the pools back to min_pool_size now, through their create
+	// buckets, rather than at the next janitor pass.
+	for _, p := range s.poolsOf(db) {
+		p.warm()
+	}
 	return nil
 }
 
@@ -426,6 +431,9 @@ func (s *Service) Reconnect(db string) error {
 			srv.closeNeeded = true
 		}
 		p.mu.Unlock()
+		// Closes the idle servers as close tokens allow (the others at
+		// release or later passes) and warms the pool back to
+		// min_pool_size through its create bucket.
 		p.maintain(time.Now())
 	}
 	return nil

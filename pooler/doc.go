@@ -60,8 +60,12 @@
 // to wake the pump, which then drains: it discards replies still owed,
 // sends Sync if the client left mid-batch, ROLLBACK if a transaction is
 // open, the reset query in session mode, and releases the server once it
-// is idle. A query still running is cancelled; a drain that takes longer
-// than drainTimeout closes the server instead.
+// is idle. Bounded exhaust (drain.go): a query still running is cancelled
+// once client_drain_max_bytes of its output were discarded, or when it
+// sends nothing for a moment, on a bounded cancel path, and nothing more is
+// sent to the server before that cancel reached Postgres; a drain that
+// takes longer than drainTimeout closes the server instead. Outcomes are
+// counted (pgturnstile_server_drain_total).
 //
 // # Pools and caps
 //
@@ -73,9 +77,20 @@
 // evicted. New servers are logged in by background goroutines and handed
 // to the oldest waiter; a failed login is replayed to clients for
 // server_login_retry. The janitor closes servers past server_idle_timeout
-// or server_lifetime and keeps min_pool_size. A server idle for a while is
-// peeked at (non-blocking) before checkout, so one Postgres closed is never
-// handed out.
+// or server_lifetime (spread by server_lifetime_jitter) and keeps
+// min_pool_size. A server idle for a while is peeked at (non-blocking)
+// before checkout, and by the janitor, so one Postgres closed is never
+// handed out and is replaced.
+//
+// Connection safeguards (safeguards.go): logins start only with a token of
+// the pool's create bucket (server_connect_rate, server_connect_burst) and
+// within server_max_parallel_connects; growth that finds no token arms the
+// pool's one grow timer for when the next is due. Healthy servers (idle
+// timeout, lifetime, lowered limit, RECONNECT) close only with a token of
+// the close bucket (server_close_rate) and otherwise stay for a later
+// janitor pass; broken servers, PAUSE and KILL close at once. Service.Warm
+// fills the forced-user pools to min_pool_size before clients are
+// accepted, and RESUME/RECONNECT refill through the same bucket.
 //
 // Limits change at runtime (RELOAD, SET, SET USER, SET POOL): a pool over
 // its new limit closes idle servers at once and busy ones at release (or,

@@ -19,6 +19,9 @@ import (
 type poolMetrics struct {
 	queryDuration *metrics.PrometheusHistogram
 	waitDuration  *metrics.PrometheusHistogram
+	// connectWait sums the time the pool's growth waited for a create
+	// token (server_connect_rate).
+	connectWait *metrics.FloatCounter
 }
 
 func labelValue(s string) string {
@@ -30,6 +33,7 @@ func (s *Service) newPoolMetrics(db, user string) poolMetrics {
 	return poolMetrics{
 		queryDuration: s.metrics.GetOrCreatePrometheusHistogram("pgturnstile_query_duration_seconds" + l),
 		waitDuration:  s.metrics.GetOrCreatePrometheusHistogram("pgturnstile_wait_duration_seconds" + l),
+		connectWait:   s.metrics.GetOrCreateFloatCounter("pgturnstile_server_connect_wait_seconds_total" + l),
 	}
 }
 
@@ -37,6 +41,22 @@ func (s *Service) newPoolMetrics(db, user string) poolMetrics {
 // by reason. Not on the hot path.
 func (s *Service) countEvent(name, label, value string) {
 	s.metrics.GetOrCreateCounter(fmt.Sprintf(`%s{%s="%s"}`, name, label, labelValue(value))).Inc()
+}
+
+// countEvents is countEvent with several labels, given as name, value
+// pairs.
+func (s *Service) countEvents(name string, labels ...string) {
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `%s="%s"`, labels[i], labelValue(labels[i+1]))
+	}
+	b.WriteByte('}')
+	s.metrics.GetOrCreateCounter(b.String()).Inc()
 }
 
 func init() {

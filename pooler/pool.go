@@ -65,6 +65,20 @@ type Pool struct {
 	// closed: a [pools] line or SET POOL gave this pool pool_size=0 (the
 	// fork's way to shut a tenant out): no servers at all, clients wait.
 	closed bool
+	// Connection safeguards (safeguards.go). creates paces new servers
+	// (server_connect_rate/burst), closes the closing of healthy ones
+	// (server_close_rate). When growth waits for a token, growTimer (one
+	// per pool) fires at growAt, when the next token is due; zero growAt
+	// means it is not armed. tokenWaitSince is when growth started to wait
+	// for a token (zero: not waiting), for the wait counter.
+	creates, closes bucket
+	growTimer       *time.Timer
+	growAt          time.Time
+	tokenWaitSince  time.Time
+	drainCancelPath chan struct{} // drainCancelSlots: cancels of drains in flight
+	// launch starts a login the caller accounted for (go p.connect() when
+	// nil); unit tests replace it to watch pacing without a network.
+	launch func()
 }
 
 func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
@@ -98,6 +112,8 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 		log:      svc.log.With("pool", key.db+"/"+key.user),
 		queue:    admission.NewFIFO(),
 		lastUsed: time.Now(),
+
+		drainCancelPath: make(chan struct{}, drainCancelSlots),
 	}
 	if strings.HasPrefix(host, "/") {
 		p.network, p.address = "unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port))
@@ -159,7 +175,7 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}) (*server, error) {
 	w.Enqueued = now
 	w.Data = w
 	p.queue.Push(&w.Waiter)
-	p.growLocked(false)
+	p.growLocked(now, false)
 	p.mu.Unlock()
 
 	var timeout <-chan time.Time
@@ -217,9 +233,11 @@ func (p *Pool) popIdleLocked() *server {
 }
 
 // growLocked starts server logins for waiters that no login in flight will
-// serve, within pool_size (plus reserve_pool_size when useReserve), and the
-// database and user caps.
-func (p *Pool) growLocked(useReserve bool) {
+// serve, within pool_size (plus reserve_pool_size when useReserve), the
+// database and user caps, server_max_parallel_connects (a finishing login
+// grows again) and the create bucket (the grow timer retries when the next
+// token is due).
+func (p *Pool) growLocked(now time.Time, useReserve bool) {
 	if p.paused || p.closed {
 		return
 	}
@@ -232,6 +250,9 @@ func (p *Pool) growLocked(useReserve bool) {
 		if limit > 0 && p.total >= limit {
 			return
 		}
+		if !p.mayConnectLocked(now) {
+			return
+		}
 		// Eviction locks sibling pools, so it runs outside p.mu.
 		if !p.dbLimit.tryTake() {
 			go p.svc.evictFor(p, p.dbLimit)
@@ -242,10 +263,8 @@ func (p *Pool) growLocked(useReserve bool) {
 			go p.svc.evictFor(p, p.userLimit)
 			return
 		}
-		p.connecting++
-		p.total++
+		p.startConnectLocked(now)
 		need--
-		go p.connect()
 	}
 }
 
@@ -266,6 +285,7 @@ func (p *Pool) connect() {
 	if errors.Is(err, errDialAborted) {
 		// Not a failure: nobody waits for this login any more.
 		p.total--
+		p.regrowLocked(time.Now())
 		p.mu.Unlock()
 		p.dbLimit.give()
 		p.userLimit.give()
@@ -299,9 +319,11 @@ func (p *Pool) connect() {
 		p.servers = map[*server]struct{}{}
 	}
 	p.servers[s] = struct{}{}
+	s.lifeDraw = lifetimeDraw()
 	if p.paused || p.overLimitLocked() {
 		p.total--
 		s.state = serverClosed
+		p.regrowLocked(time.Now())
 		p.mu.Unlock()
 		reason := "pause"
 		if !p.paused {
@@ -321,7 +343,17 @@ func (p *Pool) connect() {
 		p.log.Info(s.String() + ": new connection to server")
 	}
 	p.handOffLocked(s)
+	p.regrowLocked(time.Now())
 	p.mu.Unlock()
+}
+
+// regrowLocked continues growth after a login ended: it freed a slot of
+// server_max_parallel_connects that waiters or min_pool_size may need.
+func (p *Pool) regrowLocked(now time.Time) {
+	if p.queue.Len() > 0 {
+		p.growLocked(now, p.reserveDueLocked(now))
+	}
+	p.fillMinLocked(now)
 }
 
 func isStartingUp(err error) bool {
@@ -353,10 +385,10 @@ func (p *Pool) release(s *server) {
 		panic("BUG: release of a server that is not active: " + s.state.String())
 	}
 	p.active--
-	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" {
+	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" && p.mayCloseLocked(reason, now) {
 		p.total--
 		s.state = serverClosed
-		p.growLocked(false)
+		p.growLocked(now, false)
 		p.mu.Unlock()
 		p.closeServer(s, reason)
 		return
@@ -376,19 +408,23 @@ func (p *Pool) closeReasonLocked(s *server, st *config.Settings, now time.Time, 
 	case p.paused:
 		return "pause"
 	case s.closeNeeded:
+		if s.doomReason != "" {
+			return s.doomReason
+		}
 		return "close_needed"
 	case !idle && p.overLimitLocked():
 		// A limit was lowered while this server was busy (or logging in).
 		return "limit lowered"
 	case idle && st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && aboveMin:
 		return "server idle timeout"
-	case st.ServerLifetime > 0 && now.Sub(s.created) > st.ServerLifetime && aboveMin:
+	case st.ServerLifetime > 0 && now.Sub(s.created) > jitteredLifetime(st.ServerLifetime, st.ServerLifetimeJitter, s.lifeDraw) && aboveMin:
 		return "server lifetime over"
 	}
 	return ""
 }
 
-// discard closes a server that its holder found unusable.
+// discard closes a server that its holder found unusable. Such closes are
+// emergencies: they take no close token.
 func (p *Pool) discard(s *server, reason string) {
 	p.mu.Lock()
 	if s.state == serverActive {
@@ -396,7 +432,7 @@ func (p *Pool) discard(s *server, reason string) {
 	}
 	p.total--
 	s.state = serverClosed
-	p.growLocked(false)
+	p.growLocked(time.Now(), false)
 	p.mu.Unlock()
 	p.closeServer(s, reason)
 }
@@ -445,8 +481,11 @@ func (p *Pool) checkServer(s *server) bool {
 }
 
 // deadPeekAfter is how long a server must have been idle before checkout
-// looks whether Postgres closed it.
-const deadPeekAfter = 100 * time.Millisecond
+// looks whether Postgres closed it. It is short: after pg_terminate_backend
+// or a restart, a server last used more than this before is not handed to a
+// client that would get the backend's FATAL instead of its answer (the
+// look is one non-blocking recvfrom; a busy pool reuses servers sooner).
+const deadPeekAfter = time.Millisecond
 
 // closeIdleOne closes the longest-idle server, for eviction under a shared
 // cap; false if the pool had none.
@@ -471,7 +510,8 @@ func (p *Pool) closeIdleOne() bool {
 func (p *Pool) kick() {
 	p.mu.Lock()
 	if p.queue.Len() > 0 {
-		p.growLocked(p.reserveDueLocked(time.Now()))
+		now := time.Now()
+		p.growLocked(now, p.reserveDueLocked(now))
 	}
 	p.mu.Unlock()
 }
@@ -511,7 +551,14 @@ func (p *Pool) maintain(now time.Time) {
 	}()
 	keep := p.idle[:0]
 	for _, s := range p.idle {
-		if reason := p.closeReasonLocked(s, st, now, true, len(doomed)); reason != "" {
+		reason := p.closeReasonLocked(s, st, now, true, len(doomed))
+		if reason == "" && p.deadWhileIdleLocked(s, now) {
+			// Postgres closed it (pg_terminate_backend, restart): an
+			// emergency, and min_pool_size below refills through the
+			// create bucket.
+			reason = "server conn crashed?"
+		}
+		if reason != "" && p.mayCloseLocked(reason, now) {
 			s.state = serverClosed
 			doomed = append(doomed, s)
 			reasons = append(reasons, reason)
@@ -524,24 +571,8 @@ func (p *Pool) maintain(now time.Time) {
 	}
 	p.idle = keep
 	p.total -= len(doomed)
-	if p.queue.Len() > 0 {
-		p.growLocked(p.reserveDueLocked(now))
-	}
-	// min_pool_size applies to pools that have clients or a forced user.
-	if p.eff.MinPoolSize > 0 && (p.clients > 0 || p.db.User != "") && p.lastLoginErr == nil {
-		for p.total < p.eff.MinPoolSize && (p.eff.PoolSize == 0 || p.total < p.eff.PoolSize) {
-			if !p.dbLimit.tryTake() {
-				break
-			}
-			if !p.userLimit.tryTake() {
-				p.dbLimit.give()
-				break
-			}
-			p.connecting++
-			p.total++
-			go p.connect()
-		}
-	}
+	p.regrowLocked(now)
+	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
@@ -680,10 +711,6 @@ func (p *Pool) credentials() auth.ServerCredentials {
 	return p.cred
 }
 
-// shrink brings the pool under a lowered limit (pool_size, or a shared cap
-// it belongs to): idle servers are closed at once; busy ones are marked
-// close_needed and closed when their client releases them, so the pool
-// never grows back past the new limit (growth checks the caps too).
 // overLimitLocked reports whether the pool holds more servers than its
 // size or a shared cap now allows.
 func (p *Pool) overLimitLocked() bool {
@@ -696,6 +723,13 @@ func (p *Pool) overLimitLocked() bool {
 	return p.dbLimit.over() > 0 || p.userLimit.over() > 0
 }
 
+// shrink brings the pool under a lowered limit (pool_size, or a shared cap
+// it belongs to): logins in flight are aborted, idle servers closed, busy
+// ones marked close_needed and closed when their client releases them, so
+// the pool never grows back past the new limit (growth checks the caps
+// too). Idle servers take a close token each (server_close_rate);
+// those that find none are marked close_needed and closed by later janitor
+// passes as tokens come; a later shrink does not count those twice.
 func (p *Pool) shrink() {
 	excess := 0
 	p.mu.Lock()
@@ -705,12 +739,14 @@ func (p *Pool) shrink() {
 	if p.closed {
 		excess = p.total
 	}
+	excess -= p.deferredLocked()
 	p.mu.Unlock()
-	excess = max(excess, p.dbLimit.over(), p.userLimit.over())
-	if excess == 0 {
+	excess = max(excess, p.dbLimit.over()-p.dbLimit.deferred(), p.userLimit.over()-p.userLimit.deferred())
+	if excess <= 0 {
 		return
 	}
 	var doomed []*server
+	now := time.Now()
 	p.mu.Lock()
 	// Logins in flight first: their backends would appear over the limit.
 	for conn, aborted := range p.dials {
@@ -723,22 +759,33 @@ func (p *Pool) shrink() {
 			excess--
 		}
 	}
-	for excess > 0 && len(p.idle) > 0 {
-		s := p.idle[0]
-		copy(p.idle, p.idle[1:])
-		p.idle[len(p.idle)-1] = nil
-		p.idle = p.idle[:len(p.idle)-1]
-		p.total--
-		s.state = serverClosed
-		doomed = append(doomed, s)
-		excess--
+	// Longest idle first (the front of the stack).
+	keep := p.idle[:0]
+	for _, s := range p.idle {
+		if excess > 0 && !s.closeNeeded {
+			excess--
+			if p.mayCloseLocked("limit lowered", now) {
+				p.total--
+				s.state = serverClosed
+				doomed = append(doomed, s)
+				continue
+			}
+			s.closeNeeded = true
+			s.doomReason = "limit lowered"
+		}
+		keep = append(keep, s)
 	}
+	for i := len(keep); i < len(p.idle); i++ {
+		p.idle[i] = nil
+	}
+	p.idle = keep
 	for s := range p.servers {
 		if excess == 0 {
 			break
 		}
 		if s.state == serverActive && !s.closeNeeded {
 			s.closeNeeded = true
+			s.doomReason = "limit lowered"
 			s.evictAt = time.Now().Add(p.svc.settings().LimitEvictGrace)
 			excess--
 		}

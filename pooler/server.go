@@ -69,6 +69,13 @@ type server struct {
 	// Guarded by pool.mu.
 	state       serverState
 	closeNeeded bool
+	// doomReason is why closeNeeded was set, for the log ("" = RECONNECT).
+	doomReason string
+	// lifeDraw in [-1, 1) spreads this server's lifetime by
+	// server_lifetime_jitter; drawn once, at login. peekedAt is when the
+	// janitor last looked whether Postgres closed it while idle.
+	lifeDraw float64
+	peekedAt time.Time
 
 	// evictAt is when a busy server over a lowered limit is taken from its
 	// client (limit_evict_grace); zero when not doomed. Guarded by pool.mu.

@@ -179,7 +179,11 @@ func run(args []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	go handleSignals(sigs, svc, log, notify, devBackend != "", stop)
-	// Listeners are open: tell systemd (Type=notify) we are ready.
+	// Listeners are open but nothing is accepted before Serve: warm the
+	// forced-user pools to min_pool_size first, so the first clients find
+	// servers ready.
+	svc.Warm(ctx)
+	// Tell systemd (Type=notify) we are ready.
 	notify.send("READY=1\nSTATUS=accepting connections")
 	if err := svc.Serve(ctx); err != nil {
 		notify.send("STOPPING=1")
