@@ -21,6 +21,9 @@ type Console interface {
 	Stats() []Stats
 	State() State
 	Lists() Lists
+	// Admission lists the gates of pools under an admission policy
+	// (admission_file); empty without one.
+	Admission() []AdmissionRow
 
 	// Commands. db == "" means every database. Errors are *Error when the
 	// client should see a specific SQLSTATE and text.
@@ -142,3 +145,21 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// AdmissionRow is one row of SHOW ADMISSION (a pgturnstile extension): the
+// gate of one pool (Kind "pool"), one of its priority tiers ("tier") or one
+// node of its fair-share tree ("node"). Fields that do not apply to a kind
+// are zero and printed as NULL.
+type AdmissionRow struct {
+	Database, User string
+	Kind           string // "pool", "tier", "node"
+	Name           string // pool: ""; tier: its priority name; node: its path ("/" is the root)
+	Capacity       int    // pool
+	InUse, Waiting int
+	Weight         float64 // node
+	Ceiling        float64 // node
+	Alloc          float64 // node: water-fill allocation of the current demand
+	Debt           float64 // tier
+	Mode           string  // tier: "fifo" or "lifo"
+	Granted, Shed  uint64  // tier
+}

@@ -26,6 +26,7 @@ type fakeConsole struct {
 	stats     []Stats
 	state     State
 	lists     Lists
+	admission []AdmissionRow
 }
 
 func (f *fakeConsole) record(format string, args ...any) error {
@@ -43,6 +44,7 @@ func (f *fakeConsole) Users() []User             { return f.users }
 func (f *fakeConsole) Stats() []Stats            { return f.stats }
 func (f *fakeConsole) State() State              { return f.state }
 func (f *fakeConsole) Lists() Lists              { return f.lists }
+func (f *fakeConsole) Admission() []AdmissionRow { return f.admission }
 func (f *fakeConsole) Pause(db string) error     { return f.record("Pause(%q)", db) }
 func (f *fakeConsole) Resume(db string) error    { return f.record("Resume(%q)", db) }
 func (f *fakeConsole) Disable(db string) error   { return f.record("Disable(%q)", db) }
@@ -114,6 +116,12 @@ func newFake() *fakeConsole {
 				Average: Counters{ServerAssignmentCount: 3, XactCount: 2, QueryCount: 1, XactTime: 300, QueryTime: 40, WaitTime: 1}},
 		},
 		state: State{Active: false, Paused: true},
+		admission: []AdmissionRow{
+			{Database: "app", User: "alice", Kind: "pool", Capacity: 4, InUse: 3, Waiting: 5},
+			{Database: "app", User: "alice", Kind: "tier", Name: "high", Debt: 0, Mode: "fifo", Granted: 7},
+			{Database: "app", User: "alice", Kind: "tier", Name: "low", InUse: 1, Waiting: 5, Debt: 1.25, Mode: "lifo", Granted: 3, Shed: 9},
+			{Database: "app", User: "alice", Kind: "node", Name: "source=batch", InUse: 1, Waiting: 5, Weight: 1, Ceiling: 0.5, Alloc: 2},
+		},
 		lists: Lists{Databases: 2, Users: 3, Pools: 2, FreeClients: 5, UsedClients: 4, LoginClients: 1, FreeServers: 6, UsedServers: 2},
 	}
 }

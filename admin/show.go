@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,11 @@ var (
 	dnsZonesCols = cols("sqi", "zonename", "serial", "count")
 	versionCols  = cols("s", "version")
 	stateCols    = cols("ss", "key", "value")
+	// SHOW ADMISSION is pgturnstile's own: one row per gate, tier and
+	// fair-share node.
+	admissionCols = cols("ssssiiiNNNNsqq", "database", "user", "kind", "name",
+		"capacity", "in_use", "waiting", "weight", "ceiling", "alloc", "debt", "mode",
+		"granted", "shed")
 )
 
 // shows maps each SHOW subject (lower case) to its command. HELP is
@@ -104,6 +110,7 @@ var shows = map[string]showCmd{
 	"dns_zones": {cols: dnsZonesCols, rows: noRows},
 	"version":   {cols: versionCols, rows: func(c Console) [][]value { return [][]value{{text(c.Version())}} }},
 	"state":     {cols: stateCols, rows: stateRows},
+	"admission": {cols: admissionCols, rows: admissionRows},
 }
 
 // helpText is the detail of SHOW HELP's NOTICE: PgBouncer's list plus the
@@ -113,6 +120,7 @@ const helpText = "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VER
 	"\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE\n" +
 	"\tSHOW DNS_HOSTS|DNS_ZONES\n" +
 	"\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n" +
+	"\tSHOW ADMISSION\n" +
 	"\tSET key = arg\n" +
 	"\tSET USER <user> = 'args'\n" +
 	"\tSET POOL <user>.<db> = 'args'\n" +
@@ -413,3 +421,27 @@ func stateRows(con Console) [][]value {
 		{text("suspended"), yesNo(s.Suspended)},
 	}
 }
+
+func admissionRows(con Console) [][]value {
+	var out [][]value
+	for _, r := range con.Admission() {
+		row := []value{text(r.Database), text(r.User), text(r.Kind), text(r.Name),
+			null, num(r.InUse), num(r.Waiting), null, null, null, null, null, null, null}
+		switch r.Kind {
+		case "pool":
+			row[3] = null
+			row[4] = num(r.Capacity)
+		case "tier":
+			row[10], row[11] = decimal(r.Debt), text(r.Mode)
+			row[12], row[13] = num(r.Granted), num(r.Shed)
+		case "node":
+			row[7], row[8], row[9] = decimal(r.Weight), decimal(r.Ceiling), decimal(r.Alloc)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// decimal prints a fraction for a numeric column with two decimals, enough
+// for debt and shares and stable for tests.
+func decimal(f float64) value { return text(strconv.FormatFloat(f, 'f', 2, 64)) }

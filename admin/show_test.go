@@ -386,3 +386,27 @@ func TestExporterScrape(t *testing.T) {
 		t.Errorf("stats %v", stats)
 	}
 }
+
+func TestShowAdmission(t *testing.T) {
+	r := run1(t, newFake(), RoleStats, "SHOW ADMISSION")
+	wantOK(t, r, "SHOW")
+	if len(r.rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(r.rows))
+	}
+	want := []map[string]string{
+		{"kind": "pool", "name": "NULL", "capacity": "4", "in_use": "3", "waiting": "5", "debt": "NULL", "weight": "NULL"},
+		{"kind": "tier", "name": "high", "capacity": "NULL", "debt": "0.00", "mode": "fifo", "granted": "7", "shed": "0"},
+		{"kind": "tier", "name": "low", "in_use": "1", "waiting": "5", "debt": "1.25", "mode": "lifo", "granted": "3", "shed": "9"},
+		{"kind": "node", "name": "source=batch", "weight": "1.00", "ceiling": "0.50", "alloc": "2.00", "debt": "NULL", "mode": "NULL"},
+	}
+	for i, cols := range want {
+		if got := r.get(t, i, "database"); got != "app" {
+			t.Errorf("row %d database = %q", i, got)
+		}
+		for col, w := range cols {
+			if got := r.get(t, i, col); got != w {
+				t.Errorf("row %d %s = %q, want %q", i, col, got, w)
+			}
+		}
+	}
+}

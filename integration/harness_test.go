@@ -119,6 +119,8 @@ type Pooler struct {
 	exited  chan struct{}
 	dumped  atomic.Bool // killed by DumpGoroutines on purpose
 	stopped atomic.Bool // Stop ran: the cleanup has nothing left to do
+	// metricsAddr is metrics_addr when a test set one.
+	metricsAddr string
 }
 
 var (

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/admission/classify"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -106,6 +108,11 @@ type client struct {
 	waiting    bool
 	waitStart  time.Time
 	cancelWait chan struct{}
+
+	// adm is the client's admission state (admission_file), admitCh the
+	// gate's answer to its current wait.
+	adm     clientAdmission
+	admitCh chan admitResult
 }
 
 // errWaitCanceled ends a wait for a server on the client's cancel request.
@@ -406,6 +413,12 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 			return newError(CodeUnsupportedOptions)
 		}
 		k = strings.ReplaceAll(k, "-", "_")
+		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
+			// Admission tags (-c pgturnstile.priority=low): the pooler's
+			// own, never forwarded to Postgres.
+			c.adm.opts = append(c.adm.opts, classify.OptionTag{Key: rest, Value: v})
+			continue
+		}
 		if name := c.svc.trackedName(k); name != "" {
 			params[name] = v
 		} else if !ignored(k) {
@@ -696,9 +709,16 @@ func (c *client) loop() {
 		}
 		if s == nil {
 			c.mu.Unlock()
-			s, err = c.link()
+			s, err = c.link(typ, n)
 			if errors.Is(err, errWaitCanceled) {
 				if err := c.queryCanceled(typ); err != nil {
+					c.leave(err)
+					return
+				}
+				continue
+			}
+			if shed, ok := err.(*shedError); ok {
+				if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
 					c.leave(err)
 					return
 				}
@@ -855,7 +875,7 @@ func (c *client) unlinkAndClose(reason string) {
 
 // link checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
-func (c *client) link() (*server, error) {
+func (c *client) link(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.waiting = true
 	c.waitStart = time.Now()
@@ -865,13 +885,36 @@ func (c *client) link() (*server, error) {
 	}
 	c.mu.Unlock()
 	start := time.Now()
+	// Under an admission policy the transaction first needs a ticket; the
+	// pool's own queue then only covers servers still logging in.
+	var ticket admission.Ticket
+	if ap := c.svc.adm.Load(); ap != nil {
+		if g := c.pool.gateFor(ap); g != nil {
+			t, err := c.admit(g, ap, typ, n)
+			if err != nil {
+				c.mu.Lock()
+				c.waiting = false
+				c.mu.Unlock()
+				var se *admission.ShedError
+				if errors.As(err, &se) {
+					return nil, &shedError{se, ap}
+				}
+				return nil, err
+			}
+			ticket = t
+		}
+	}
 	s, err := c.pool.acquire(c.cancelWait)
 	c.mu.Lock()
 	c.waiting = false
 	c.mu.Unlock()
 	if err != nil {
+		if ticket.Valid() {
+			ticket.Release()
+		}
 		return nil, err
 	}
+	s.ticket = ticket
 	waited := time.Since(start)
 	c.pool.stats.serverAssignments.Add(1)
 	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))

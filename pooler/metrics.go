@@ -115,6 +115,7 @@ func (s *Service) WriteMetrics(w io.Writer) {
 			fmt.Fprintf(w, "%s{database=\"%s\"} %d\n", c.name, labelValue(st.Database), max(c.v(&st.Total), 0))
 		}
 	}
+	s.writeAdmissionMetrics(w)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	s.metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
@@ -122,4 +123,49 @@ func (s *Service) WriteMetrics(w io.Writer) {
 
 func poolLabels(db, user string) string {
 	return fmt.Sprintf(`{database="%s",user="%s"}`, labelValue(db), labelValue(user))
+}
+
+// writeAdmissionMetrics writes the gates' state from the rows SHOW
+// ADMISSION prints: capacity and tickets per pool, debt, LIFO mode and
+// waiters per tier, tickets and waiters per fair-share node. Decision
+// counters and wait histograms live in s.metrics (admission.go).
+func (s *Service) writeAdmissionMetrics(w io.Writer) {
+	rows := s.Admission()
+	if len(rows) == 0 {
+		return
+	}
+	type series struct {
+		name, kind string
+		v          func(r *admin.AdmissionRow) float64
+	}
+	for _, g := range []series{
+		{"pgturnstile_admission_capacity", "pool", func(r *admin.AdmissionRow) float64 { return float64(r.Capacity) }},
+		{"pgturnstile_admission_in_use", "pool", func(r *admin.AdmissionRow) float64 { return float64(r.InUse) }},
+		{"pgturnstile_admission_debt", "tier", func(r *admin.AdmissionRow) float64 { return r.Debt }},
+		{"pgturnstile_admission_lifo", "tier", func(r *admin.AdmissionRow) float64 {
+			if r.Mode == "lifo" {
+				return 1
+			}
+			return 0
+		}},
+		{"pgturnstile_admission_waiting", "tier", func(r *admin.AdmissionRow) float64 { return float64(r.Waiting) }},
+		{"pgturnstile_admission_node_in_use", "node", func(r *admin.AdmissionRow) float64 { return float64(r.InUse) }},
+		{"pgturnstile_admission_node_waiting", "node", func(r *admin.AdmissionRow) float64 { return float64(r.Waiting) }},
+	} {
+		metrics.WriteMetadataIfNeeded(w, g.name, "gauge")
+		for i := range rows {
+			r := &rows[i]
+			if r.Kind != g.kind {
+				continue
+			}
+			labels := poolLabels(r.Database, r.User)
+			switch r.Kind {
+			case "tier":
+				labels = fmt.Sprintf(`{database="%s",user="%s",priority="%s"}`, labelValue(r.Database), labelValue(r.User), labelValue(r.Name))
+			case "node":
+				labels = fmt.Sprintf(`{database="%s",user="%s",category="%s"}`, labelValue(r.Database), labelValue(r.User), labelValue(r.Name))
+			}
+			fmt.Fprintf(w, "%s%s %g\n", g.name, labels, g.v(r))
+		}
+	}
 }

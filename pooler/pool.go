@@ -65,6 +65,10 @@ type Pool struct {
 	// closed: a [pools] line or SET POOL gave this pool pool_size=0 (the
 	// fork's way to shut a tenant out): no servers at all, clients wait.
 	closed bool
+	// gate is the admission gate under an admission_file policy, nil
+	// without one (admission.go).
+	gate *poolGate
+
 	// Connection safeguards (safeguards.go). creates paces new servers
 	// (server_connect_rate/burst), closes the closing of healthy ones
 	// (server_close_rate). When growth waits for a token, growTimer (one
@@ -241,7 +245,10 @@ func (p *Pool) growLocked(now time.Time, useReserve bool) {
 	if p.paused || p.closed {
 		return
 	}
-	need := p.queue.Len() - p.connecting
+	// Clients queued at the admission gate are demand too: the gate's
+	// capacity grows with the servers opened for them.
+	defer p.syncGateLocked()
+	need := p.queue.Len() + p.gateWaitingLocked() - p.connecting
 	for need > 0 {
 		limit := p.eff.PoolSize
 		if useReserve {
@@ -294,6 +301,7 @@ func (p *Pool) connect() {
 	}
 	if err != nil {
 		p.total--
+		p.syncGateLocked()
 		p.lastLoginErr = err
 		p.lastLoginErrAt = time.Now()
 		// Every waiter gets the server's own error now (as PgBouncer
@@ -350,9 +358,10 @@ func (p *Pool) connect() {
 // regrowLocked continues growth after a login ended: it freed a slot of
 // server_max_parallel_connects that waiters or min_pool_size may need.
 func (p *Pool) regrowLocked(now time.Time) {
-	if p.queue.Len() > 0 {
+	if p.queue.Len() > 0 || p.gateWaitingLocked() > 0 {
 		p.growLocked(now, p.reserveDueLocked(now))
 	}
+	p.syncGateLocked()
 	p.fillMinLocked(now)
 }
 
@@ -377,6 +386,8 @@ func (p *Pool) handOffLocked(s *server) {
 // release returns a clean, idle server (ReadyForQuery 'I', nothing
 // outstanding) from a client to the pool.
 func (p *Pool) release(s *server) {
+	// Taken now: once handed off, the server carries its next holder's.
+	defer releaseTicket(s.takeTicket())
 	st := p.svc.settings()
 	now := time.Now()
 	p.mu.Lock()
@@ -429,6 +440,7 @@ func (p *Pool) discard(s *server, reason string) {
 	p.mu.Lock()
 	if s.state == serverActive {
 		p.active--
+		defer releaseTicket(s.takeTicket())
 	}
 	p.total--
 	s.state = serverClosed

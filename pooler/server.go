@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -82,6 +83,10 @@ type server struct {
 	evictAt time.Time
 	// evicted is set when the janitor closed the server for that reason.
 	evicted atomic.Bool
+
+	// ticket is the admission ticket of the transaction holding the server
+	// (admission_file); given back with the server. Owned by the holder.
+	ticket admission.Ticket
 
 	// linkedTo is the id of the client the server was last linked to.
 	linkedTo atomic.Uint64

@@ -62,6 +62,11 @@ type Service struct {
 	// metrics holds the histograms and event counters of /metrics.
 	metrics *metrics.Set
 
+	// adm is the admission policy from admission_file; nil without one
+	// (PgBouncer's FIFO behaviour). admInstruments are its counters.
+	adm            atomic.Pointer[admissionPolicy]
+	admInstruments admissionInstruments
+
 	done     chan struct{} // closed when a shutdown completes
 	stopOnce sync.Once
 
@@ -164,6 +169,18 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	} else if warn != "" {
 		s.log.Warn(warn)
 	}
+	// The admission policy is read before anything is swapped, so a bad
+	// file leaves the running policy (and configuration) as they were.
+	// A SET of another key keeps the policy (and every pool's gate); the
+	// file is read again at start, RELOAD, SIGHUP, or when SET
+	// admission_file names another one.
+	adm := s.adm.Load()
+	if fromFile || adm == nil && st.AdmissionFile != "" || adm != nil && adm.file != st.AdmissionFile {
+		var err error
+		if adm, err = loadAdmission(st); err != nil {
+			return err
+		}
+	}
 	if st.AuthType == "hba" {
 		if st.AuthHBAFile == "" {
 			return errors.New("auth_type=hba needs auth_hba_file")
@@ -179,6 +196,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	s.users.Store(auth.NewStore(users, configured, s.users.Load()))
 	s.sec.Store(sec)
 	s.cfg.Store(cfg)
+	s.adm.Store(adm)
 	s.mu.Lock()
 	pools := make([]*Pool, 0, len(s.pools))
 	for _, p := range s.pools {
@@ -189,6 +207,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 		p.mu.Lock()
 		p.eff = cfg.Resolve(p.db, p.key.user)
 		p.closed = poolClosed(cfg, p.db, p.key.user)
+		p.syncGateLocked()
 		p.mu.Unlock()
 		p.dbLimit.setMax(p.eff.MaxDBConnections)
 		p.userLimit.setMax(p.eff.MaxUserConnections)

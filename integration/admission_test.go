@@ -1,0 +1,362 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
+)
+
+// Admission control end to end: a real Postgres, the real binary, pgx in its
+// default (extended, statement-caching) mode.
+
+// startAdmissionPooler starts the pooler with policy as its admission_file.
+func startAdmissionPooler(t *testing.T, policy string, settings map[string]string) *Pooler {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admission.toml")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s := withConsoleUsers(map[string]string{"admission_file": path, "max_client_conn": "300", "metrics_addr": addr})
+	for k, v := range settings {
+		s[k] = v
+	}
+	p := startPooler(t, iniSettings(s, ""), opsUserlist)
+	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
+	p.metricsAddr = addr
+	return p
+}
+
+// admissionMetrics sums the samples of p's /metrics whose series starts
+// with prefix (name and the first labels).
+func admissionMetrics(t testing.TB, p *Pooler, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// connectApp connects to appdb through p with an application_name.
+func connectApp(t testing.TB, p *Pooler, appName string) *pgx.Conn {
+	t.Helper()
+	cfg := pgxConfig(t, p.App())
+	cfg.RuntimeParams["application_name"] = appName
+	conn, err := tryConnectPgx(t, cfg)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", appName, err)
+	}
+	return conn
+}
+
+// detailRE is the machine-readable DETAIL of a shed.
+var detailRE = regexp.MustCompile(`^reason=(fifo_timeout|lifo_timeout|zero_capacity) priority=(\S+) category=(\S+) waited_ms=(\d+) retry_after_ms=(\d+)$`)
+
+// shedOutcome runs one statement and classifies its result: nil error,
+// a shed (checked to be an ERROR 53000 with the DETAIL format), or anything
+// else (returned).
+func isShed(t testing.TB, err error) bool {
+	t.Helper()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53000" {
+		return false
+	}
+	if pe.Severity != "ERROR" {
+		t.Errorf("shed with severity %s, want ERROR", pe.Severity)
+	}
+	if !detailRE.MatchString(pe.Detail) {
+		t.Errorf("shed DETAIL %q does not match %s", pe.Detail, detailRE)
+	}
+	if pe.Hint == "" {
+		t.Error("shed without a HINT")
+	}
+	return true
+}
+
+type loopStats struct {
+	ok, shed, other atomic.Int64
+	// usableAfterShed counts shed connections whose next SELECT 1
+	// succeeded; brokenAfterShed those where it failed otherwise.
+	usableAfterShed, brokenAfterShed atomic.Int64
+	firstOther                       atomic.Value
+}
+
+// loop runs sql on conn until ctx ends; after a shed it checks the
+// connection with SELECT 1 (which may itself be shed under overload: then it
+// retries until it either succeeds or fails with something else).
+func (ls *loopStats) loop(ctx context.Context, t testing.TB, conn *pgx.Conn, sql string) {
+	for ctx.Err() == nil {
+		_, err := conn.Exec(ctx, sql)
+		switch {
+		case err == nil:
+			ls.ok.Add(1)
+		case ctx.Err() != nil:
+			return
+		case isShed(t, err):
+			ls.shed.Add(1)
+			for ctx.Err() == nil {
+				var one int
+				err := conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+				if err == nil && one == 1 {
+					ls.usableAfterShed.Add(1)
+					break
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if !isShed(t, err) {
+					ls.brokenAfterShed.Add(1)
+					ls.firstOther.CompareAndSwap(nil, err.Error())
+					return
+				}
+			}
+		default:
+			ls.other.Add(1)
+			ls.firstOther.CompareAndSwap(nil, err.Error())
+			return
+		}
+	}
+}
+
+// priorityPolicy: sessions are medium by default, batch-* sessions low; the
+// app user may tag transactions up to high. So the high clients below are
+// high only through their comment tag, which pgx sends once, in the Parse
+// of its cached statement, and then reuses through Bind alone.
+const priorityPolicy = `
+[priorities]
+names = ["critical", "high", "medium", "low"]
+default = "medium"
+
+[[rule]]
+application_name = "batch-*"
+priority = "low"
+
+[users.app]
+max_priority = "high"
+`
+
+// TestAdmissionPriorityUnderOverload is the issue's scenario: pool_size=4,
+// 64 low-priority clients (application_name=batch-*) looping
+// SELECT pg_sleep(0.02), and 4 high-priority clients tagged by a leading
+// comment. High priority must succeed ≥ 99 %; shed low-priority clients get
+// ERROR 53000 and stay usable; SHOW ADMISSION shows debt on the low tier.
+func TestAdmissionPriorityUnderOverload(t *testing.T) {
+	p := startAdmissionPooler(t, priorityPolicy, map[string]string{"default_pool_size": "4"})
+	var low, high loopStats
+	var lows, highs []*pgx.Conn
+	for i := 0; i < 64; i++ {
+		lows = append(lows, connectApp(t, p, fmt.Sprintf("batch-%d", i)))
+	}
+	for i := 0; i < 4; i++ {
+		highs = append(highs, connectApp(t, p, "web"))
+	}
+	admin := adminConsole(t, p)
+	ctx, stop := context.WithTimeout(context.Background(), 6*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, c := range lows {
+		wg.Add(1)
+		go func() { defer wg.Done(); low.loop(ctx, t, c, "SELECT pg_sleep(0.02)") }()
+	}
+	for _, c := range highs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			high.loop(ctx, t, c, "/* pgturnstile: priority=high */ SELECT pg_sleep(0.02)")
+		}()
+	}
+	maxDebt := 0.0
+	sawLIFO := false
+	for ctx.Err() == nil {
+		res, err := tryShow(admin, "SHOW ADMISSION")
+		if err == nil {
+			for _, row := range res.where("database", appDB, "kind", "tier", "name", "low") {
+				d, _ := strconv.ParseFloat(row["debt"], 64)
+				maxDebt = max(maxDebt, d)
+				sawLIFO = sawLIFO || row["mode"] == "lifo"
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	hOK, hShed, hOther := high.ok.Load(), high.shed.Load(), high.other.Load()
+	lOK, lShed, lOther := low.ok.Load(), low.shed.Load(), low.other.Load()
+	t.Logf("MEASURED high: %d ok, %d shed, %d other; low: %d ok, %d shed, %d other; low usable after shed %d; max low debt %.2f, LIFO seen %v",
+		hOK, hShed, hOther, lOK, lShed, lOther, low.usableAfterShed.Load(), maxDebt, sawLIFO)
+	if hOther+lOther > 0 || low.brokenAfterShed.Load()+high.brokenAfterShed.Load() > 0 {
+		t.Fatalf("errors other than sheds: %v", firstNonNil(high.firstOther.Load(), low.firstOther.Load()))
+	}
+	if total := hOK + hShed; total < 100 || float64(hOK) < 0.99*float64(total) {
+		t.Errorf("high priority: %d of %d succeeded, want ≥ 99 %% of at least 100", hOK, total)
+	}
+	if lShed == 0 {
+		t.Error("no low-priority transaction was shed: the pool was not overloaded?")
+	}
+	if lOK == 0 {
+		t.Error("low priority got nothing through")
+	}
+	if low.usableAfterShed.Load() == 0 {
+		t.Error("no shed low-priority connection was checked with SELECT 1")
+	}
+	if maxDebt <= 0 {
+		t.Error("SHOW ADMISSION never showed debt on the low tier")
+	}
+	// The counters agree with what the clients saw.
+	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="low",category="default",outcome="shed_`); got < float64(lShed) {
+		t.Errorf("metrics count %v low sheds, clients saw at least %d", got, lShed)
+	}
+	// Every high transaction was admitted as high: the tag read at Parse
+	// also classified every later Bind-only execution. Up to 8 more: each
+	// client's one prepare round trip (Parse/Describe/Sync) and the
+	// execution cut off when the run ended. (A shed client's SELECT 1
+	// check is untagged: medium.)
+	ran := float64(hOK + hShed)
+	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="high",`); got < ran || got > ran+8 {
+		t.Errorf("metrics count %v high-priority decisions, the high clients ran %v transactions (+ up to 8)", got, ran)
+	}
+}
+
+func firstNonNil(vs ...any) any {
+	for _, v := range vs {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+const fairPolicy = `
+[priorities]
+names = ["high", "low"]
+default = "high"
+
+[tree]
+levels = ["tenant"]
+[[tree.node]]
+path = "tenant=a"
+weight = 1
+[[tree.node]]
+path = "tenant=b"
+weight = 1
+
+[[rule]]
+application_name = "a-*"
+category = { tenant = "a" }
+
+[[rule]]
+application_name = "b-*"
+category = { tenant = "b" }
+`
+
+// TestAdmissionFairShare: two equal-weight categories, one flooding; the
+// other keeps ≥ 95 % success.
+func TestAdmissionFairShare(t *testing.T) {
+	p := startAdmissionPooler(t, fairPolicy, map[string]string{"default_pool_size": "12"})
+	var a, b loopStats
+	var as, bs []*pgx.Conn
+	for i := 0; i < 60; i++ {
+		as = append(as, connectApp(t, p, fmt.Sprintf("a-%d", i)))
+	}
+	for i := 0; i < 4; i++ {
+		bs = append(bs, connectApp(t, p, fmt.Sprintf("b-%d", i)))
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, c := range as {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.loop(ctx, t, c, "SELECT pg_sleep(0.02)") }()
+	}
+	for _, c := range bs {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.loop(ctx, t, c, "SELECT pg_sleep(0.02)") }()
+	}
+	wg.Wait()
+	t.Logf("MEASURED tenant a (60 clients): %d ok, %d shed; tenant b (4 clients): %d ok, %d shed",
+		a.ok.Load(), a.shed.Load(), b.ok.Load(), b.shed.Load())
+	if a.other.Load()+b.other.Load() > 0 {
+		t.Fatalf("errors other than sheds: %v", firstNonNil(a.firstOther.Load(), b.firstOther.Load()))
+	}
+	if a.shed.Load() == 0 {
+		t.Error("the flooding tenant was never shed: no overload?")
+	}
+	if total := b.ok.Load() + b.shed.Load(); total < 100 || float64(b.ok.Load()) < 0.95*float64(total) {
+		t.Errorf("tenant b: %d of %d succeeded, want ≥ 95 %%", b.ok.Load(), total)
+	}
+}
+
+// TestAdmissionReload: RELOAD applies an edited policy; a broken file is
+// refused and the running policy stays.
+func TestAdmissionReload(t *testing.T) {
+	p := startAdmissionPooler(t, priorityPolicy, map[string]string{"default_pool_size": "2"})
+	c := connectApp(t, p, "batch-1")
+	selectOne(t, p.App())
+	if n := queryInt(t, c, "SELECT 7"); n != 7 {
+		t.Fatalf("SELECT 7 = %d", n)
+	}
+	admin := adminConsole(t, p)
+	tiers := show(t, admin, "SHOW ADMISSION").where("database", appDB, "kind", "tier")
+	if len(tiers) != 4 {
+		t.Fatalf("SHOW ADMISSION lists %d tiers for appdb, want 4:\n%v", len(tiers), tiers)
+	}
+	policyFile := ""
+	for _, row := range show(t, admin, "SHOW CONFIG").where("key", "admission_file") {
+		policyFile = row["value"]
+	}
+	if policyFile == "" {
+		t.Fatal("SHOW CONFIG has no admission_file")
+	}
+	if err := os.WriteFile(policyFile, []byte("[priorities]\nnames = [\"only\"]\ndefault = \"only\"\nbogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminExecErr(t, admin, "RELOAD", "F0000", "RELOAD failed, see logs for additional details")
+	if n := len(show(t, admin, "SHOW ADMISSION").where("database", appDB, "kind", "tier")); n != 4 {
+		t.Errorf("after a broken policy file, SHOW ADMISSION lists %d tiers, want the old 4", n)
+	}
+	if err := os.WriteFile(policyFile, []byte("[priorities]\nnames = [\"hi\", \"lo\"]\ndefault = \"hi\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminExec(t, admin, "RELOAD")
+	if n := queryInt(t, c, "SELECT 8"); n != 8 {
+		t.Fatalf("SELECT 8 = %d", n)
+	}
+	if n := len(show(t, admin, "SHOW ADMISSION").where("database", appDB, "kind", "tier")); n != 2 {
+		t.Errorf("after RELOAD, SHOW ADMISSION lists %d tiers, want 2", n)
+	}
+}

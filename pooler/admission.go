@@ -1,0 +1,409 @@
+package pooler
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/admission/classify"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// Admission control (admission_file). Without a policy nothing here runs and
+// a client that finds no idle server waits in the pool's FIFO queue up to
+// query_wait_timeout, exactly as in PgBouncer.
+//
+// With a policy, a client that needs a server first takes a ticket from its
+// pool's admission.Gate, classified by the policy from its session (user,
+// database, application_name, startup options) and the first statement of
+// the transaction (a tag comment). The ticket is held until the server goes
+// back to the pool, so a transaction once admitted is never shed. A shed
+// client gets ERROR 53000 (never FATAL) and stays connected.
+//
+// The gate's capacity is the pool's live plus connecting servers, capped by
+// pool_size: after a churn event the few servers that exist go to whoever
+// priority and fairness pick, while the pool reopens connections (paced by
+// the connect bucket) for the demand waiting at the gate.
+
+// admissionPolicy is what admission_file held at the last (re)load.
+type admissionPolicy struct {
+	file   string
+	policy *classify.Policy
+}
+
+// loadAdmission reads admission_file; nil when none is configured.
+func loadAdmission(st *config.Settings) (*admissionPolicy, error) {
+	if st.AdmissionFile == "" {
+		return nil, nil
+	}
+	raw, err := config.LoadAdmission(st.AdmissionFile)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := classify.New(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", st.AdmissionFile, err)
+	}
+	return &admissionPolicy{file: st.AdmissionFile, policy: pol}, nil
+}
+
+// poolGate is a pool's gate and what it was built from.
+type poolGate struct {
+	gate     *admission.Gate
+	policy   *admissionPolicy
+	poolSize int
+	maxWait  time.Duration
+}
+
+// gateFor returns the pool's gate for the current policy, rebuilding it when
+// the policy, pool_size or query_wait_timeout changed. A reload swaps the
+// gate atomically for new arrivals; tickets of the old one go back to it.
+func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
+	if ap == nil {
+		return nil
+	}
+	st := p.svc.settings()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		// PAUSE holds clients until RESUME, as in PgBouncer, rather than
+		// letting CoDel shed them.
+		return nil
+	}
+	size := p.eff.PoolSize
+	if g := p.gate; g != nil && g.policy == ap && g.poolSize == size && g.maxWait == st.QueryWaitTimeout {
+		return g.gate
+	}
+	cfg := ap.policy.GateConfig()
+	cfg.PoolSize = max(size, 1)
+	cfg.MaxWait = st.QueryWaitTimeout
+	g := admission.NewGate(cfg, p.gateCapacityLocked())
+	if !g.Fair() && cfg.Tree != nil && cfg.Tree.Leaves() > 1 {
+		// PGKeeper's caveat: a pool too small to slice makes fair shares
+		// rounding noise; the gate then serves each tier in FIFO order.
+		p.log.Warn(fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves()))
+	}
+	p.gate = &poolGate{gate: g, policy: ap, poolSize: size, maxWait: st.QueryWaitTimeout}
+	return g
+}
+
+// gateCapacityLocked is what the gate may hand out: servers that exist or
+// are logging in, within pool_size, and at least one, so a pool that shrank
+// to no servers (server_idle_timeout) admits the transaction that reopens
+// one instead of shedding everyone at zero capacity. Only a closed pool
+// (pool_size=0 in [pools] or SET POOL) has none: its clients are shed.
+func (p *Pool) gateCapacityLocked() int {
+	if p.closed {
+		return 0
+	}
+	n := max(p.total, 1)
+	if p.eff.PoolSize > 0 {
+		n = min(n, p.eff.PoolSize)
+	}
+	return n
+}
+
+// syncGateLocked follows the gate's capacity after the pool's server count
+// changed.
+func (p *Pool) syncGateLocked() {
+	if p.gate != nil {
+		p.gate.gate.SetCapacity(p.gateCapacityLocked())
+	}
+}
+
+// gateWaitingLocked is the demand queued at the gate, which the pool opens
+// servers for.
+func (p *Pool) gateWaitingLocked() int {
+	if p.gate == nil {
+		return 0
+	}
+	return p.gate.gate.Waiting()
+}
+
+// noteDemand opens servers for clients that just queued at the gate.
+func (p *Pool) noteDemand() {
+	p.mu.Lock()
+	p.growLocked(time.Now(), false)
+	p.mu.Unlock()
+}
+
+// shedError is a gate's refusal with the policy that decided it, on its way
+// from link to the serve loop.
+type shedError struct {
+	*admission.ShedError
+	policy *admissionPolicy
+}
+
+// admitResult carries the gate's decision to the waiting client.
+type admitResult struct {
+	t   admission.Ticket
+	err error
+}
+
+// admit takes a ticket for the transaction starting with the message typ
+// (body not consumed). It waits at the gate; a CancelRequest ends the wait
+// with errWaitCanceled, a shed with *admission.ShedError.
+func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) (admission.Ticket, error) {
+	class := c.classify(ap.policy, typ, n)
+	if c.admitCh == nil {
+		c.admitCh = make(chan admitResult, 1)
+	}
+	ch := c.admitCh
+	start := time.Now()
+	r := g.Submit(class, func(t admission.Ticket, err error) { ch <- admitResult{t, err} })
+	if r != nil {
+		c.pool.noteDemand()
+	}
+	var res admitResult
+	select {
+	case res = <-ch:
+	case <-c.cancelWait:
+		if g.Cancel(r) {
+			c.countAdmission(ap, class, "cancelled", time.Since(start))
+			return admission.Ticket{}, errWaitCanceled
+		}
+		res = <-ch
+		if res.err == nil {
+			g.Release(res.t)
+		}
+		c.countAdmission(ap, class, "cancelled", time.Since(start))
+		return admission.Ticket{}, errWaitCanceled
+	}
+	outcome := "admitted"
+	switch {
+	case res.err != nil:
+		var shed *admission.ShedError
+		if errors.As(res.err, &shed) {
+			outcome = "shed_" + shed.Reason.String()
+		} else {
+			outcome = "error"
+		}
+	case r != nil:
+		outcome = "admitted_after_wait"
+	}
+	c.countAdmission(ap, class, outcome, time.Since(start))
+	return res.t, res.err
+}
+
+// classify derives the transaction's class from the session and the first
+// statement's tag comment: the text of a simple Query, of a Parse, or of the
+// statement a Bind refers to (recorded when the client parsed it).
+func (c *client) classify(pol *classify.Policy, typ byte, n int) admission.Class {
+	sess := c.admSession(pol)
+	var sql []byte
+	switch typ {
+	case wire.MsgQuery, wire.MsgParse, wire.MsgBind:
+		body, err := c.r.Peek(min(n, clientReadBuffer-5))
+		if err != nil {
+			break
+		}
+		switch typ {
+		case wire.MsgQuery:
+			sql = body
+		case wire.MsgParse:
+			if i := bytes.IndexByte(body, 0); i >= 0 {
+				sql = body[i+1:]
+			}
+		case wire.MsgBind:
+			sql = c.boundStatementText(body)
+		}
+		if i := bytes.IndexByte(sql, 0); i >= 0 {
+			sql = sql[:i]
+		}
+	}
+	return pol.Classify(sess, sql)
+}
+
+// boundStatementText returns the SQL of the statement a Bind body names, as
+// the client parsed it, or nil when the pooler did not record it.
+func (c *client) boundStatementText(body []byte) []byte {
+	i := bytes.IndexByte(body, 0) // end of the portal name
+	if i < 0 {
+		return nil
+	}
+	rest := body[i+1:]
+	j := bytes.IndexByte(rest, 0)
+	if j < 0 {
+		return nil
+	}
+	name := rest[:j]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(name) == 0 {
+		if k := bytes.IndexByte(c.unnamedParse, 0); k >= 0 {
+			return c.unnamedParse[k+1:]
+		}
+		return nil
+	}
+	if def := c.stmts[string(name)]; def != nil {
+		return []byte(def.query)
+	}
+	return nil
+}
+
+// admSession is the client's session-level class under pol, recomputed
+// when the policy or application_name changed.
+func (c *client) admSession(pol *classify.Policy) *classify.Session {
+	app := c.params["application_name"]
+	if c.adm.policy != pol || c.adm.app != app {
+		c.adm.policy, c.adm.app = pol, app
+		c.adm.session = pol.Session(c.user, c.dbName, app, c.adm.opts)
+	}
+	return &c.adm.session
+}
+
+// clientAdmission is a client's admission state.
+type clientAdmission struct {
+	opts    []classify.OptionTag // pgturnstile.* keys from the startup options
+	policy  *classify.Policy
+	app     string
+	session classify.Session
+}
+
+// shed answers a request the gate refused: ERROR (SQLSTATE 53000 or the
+// policy's shed_sqlstate) with a machine-readable DETAIL and a HINT; then
+// ReadyForQuery for a simple Query, or, in the extended protocol, the rest
+// of the batch is dropped up to its Sync, as after a server error. The
+// client stays connected.
+func (c *client) shed(typ byte, ap *admissionPolicy, e *admission.ShedError) error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	pol := ap.policy
+	detail := "reason=" + e.Reason.String() +
+		" priority=" + pol.PriorityName(e.Class.Priority) +
+		" category=" + categoryLabel(pol, e.Class.Leaf) +
+		" waited_ms=" + strconv.FormatInt(e.Waited.Milliseconds(), 10) +
+		" retry_after_ms=" + strconv.FormatInt(e.RetryAfter.Milliseconds(), 10)
+	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", pol.ShedSQLState(),
+		"pgturnstile: transaction rejected by admission control (overloaded)", detail,
+		"The database is shedding load; retry after a randomized backoff.")
+	switch typ {
+	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
+		out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	default:
+		c.mu.Lock()
+		c.skipToSync = true
+		c.mu.Unlock()
+	}
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// categoryLabel is a leaf's path for DETAIL and metrics ("default" for the
+// single-leaf tree).
+func categoryLabel(pol *classify.Policy, leaf admission.LeafID) string {
+	if p := pol.Tree().LeafPath(leaf); p != "" {
+		return p
+	}
+	return "default"
+}
+
+// admissionCounters caches the decision counters: label formatting stays
+// off the path of every decision.
+type admissionCounterKey struct {
+	db       string
+	priority int
+	leaf     admission.LeafID
+	outcome  string
+	policy   *admissionPolicy
+}
+
+type admissionInstruments struct {
+	decisions sync.Map // admissionCounterKey → *metrics.Counter
+	waits     sync.Map // waitKey → *metrics.PrometheusHistogram
+}
+
+type waitKey struct {
+	db       string
+	priority int
+	policy   *admissionPolicy
+}
+
+// countAdmission records one decision and how long it took.
+func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
+	in := &c.svc.admInstruments
+	k := admissionCounterKey{db: c.pool.key.db, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
+	v, ok := in.decisions.Load(k)
+	if !ok {
+		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{database="%s",priority="%s",category="%s",outcome="%s"}`,
+			labelValue(k.db), labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
+		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
+	}
+	v.(*metrics.Counter).Inc()
+	wk := waitKey{db: c.pool.key.db, priority: class.Priority, policy: ap}
+	h, ok := in.waits.Load(wk)
+	if !ok {
+		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{database="%s",priority="%s"}`,
+			labelValue(wk.db), labelValue(ap.policy.PriorityName(class.Priority)))
+		h, _ = in.waits.LoadOrStore(wk, c.svc.metrics.GetOrCreatePrometheusHistogram(name))
+	}
+	h.(*metrics.PrometheusHistogram).Update(waited.Seconds())
+}
+
+// Admission lists every pool's gate for SHOW ADMISSION and the metrics.
+func (s *Service) Admission() []admin.AdmissionRow {
+	ap := s.adm.Load()
+	if ap == nil {
+		return nil
+	}
+	var out []admin.AdmissionRow
+	for _, p := range s.allPools() {
+		p.mu.Lock()
+		pg := p.gate
+		p.mu.Unlock()
+		if pg == nil || pg.policy != ap {
+			continue
+		}
+		snap := pg.gate.Snapshot()
+		base := admin.AdmissionRow{Database: p.key.db, User: p.key.user}
+		row := base
+		row.Kind, row.Capacity, row.InUse, row.Waiting = "pool", snap.Capacity, snap.InUse, snap.Waiting
+		out = append(out, row)
+		for _, t := range snap.Tiers {
+			row := base
+			row.Kind, row.Name = "tier", ap.policy.PriorityName(t.Priority)
+			row.Waiting, row.Debt, row.Mode = t.Waiting, t.Debt, "fifo"
+			if t.LIFO {
+				row.Mode = "lifo"
+			}
+			row.Granted, row.Shed = t.Granted, t.Shed
+			out = append(out, row)
+		}
+		for _, n := range snap.Nodes {
+			row := base
+			row.Kind, row.Name = "node", n.Path
+			if row.Name == "" {
+				row.Name = "/"
+			}
+			row.InUse, row.Waiting, row.Weight, row.Ceiling, row.Alloc = n.InUse, n.Waiting, n.Weight, n.Ceiling, n.Alloc
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// takeTicket removes the holder's admission ticket from a server that goes
+// back to the pool; releaseTicket then gives it back to its gate, after the
+// server is idle (or gone), so the next grant finds it.
+func (s *server) takeTicket() admission.Ticket {
+	t := s.ticket
+	s.ticket = admission.Ticket{}
+	return t
+}
+
+func releaseTicket(t admission.Ticket) {
+	if t.Valid() {
+		t.Release()
+	}
+}
