@@ -257,11 +257,12 @@ func TestChurn(t *testing.T) {
 		t.Fatal(sampleErr)
 	}
 
-	// Rate check over every pair of samples. connects_total counts logins
-	// when they complete, so a login that took longer than the next one
-	// can shift one count into a later window: +1 of slack for that (and
-	// for nothing else: attempts, counted when the token is taken, get
-	// none).
+	// Rate check over every pair of samples. Attempts, counted when the
+	// token is taken (each is a connection Postgres sees), get no slack.
+	// connects_total counts logins when they complete: the logins in
+	// flight when a window opens (at most server_max_parallel_connects, 4
+	// by default) may all complete inside it, however late a loaded
+	// machine lets them finish, so completions get that much slack.
 	if len(samples) < 10 {
 		t.Fatalf("only %d samples", len(samples))
 	}
@@ -278,7 +279,7 @@ func TestChurn(t *testing.T) {
 				n     float64
 				slack float64
 			}{
-				{"connects", samples[j].connects - samples[i].connects, 1},
+				{"connects", samples[j].connects - samples[i].connects, 4},
 				{"attempts", samples[j].attempts - samples[i].attempts, 0},
 			} {
 				excess := c.n - (rate*window + burst)

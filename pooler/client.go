@@ -88,8 +88,11 @@ type client struct {
 	writing  bool
 	ls       linkState     // protocol position on the link
 	pumpDone chan struct{} // closed when the link's pump exits
-	gone     atomic.Bool   // the client left while linked; the pump drains
-	detach   bool          // serve is closing the link on purpose
+	// pumpStarted: the link has a pump goroutine (serve's own; see
+	// relayOrPump).
+	pumpStarted bool
+	gone        atomic.Bool // the client left while linked; the pump drains
+	detach      bool        // serve is closing the link on purpose
 	// detachReason is logged when serve closes the linked server.
 	detachReason string
 	resetDue     bool // server_reset_query still to run before release
@@ -740,6 +743,9 @@ func (c *client) loop() {
 				return
 			}
 			c.flushBatch(s)
+			if !c.r.Pending() {
+				c.startPump(s)
+			}
 			continue
 		}
 		c.skipToSync = false
@@ -783,6 +789,7 @@ func (c *client) loop() {
 				// The server is gone; its pump reports it to the client.
 				s.conn.Close()
 				c.doneWriting()
+				c.startPump(s)
 				continue
 			}
 			c.doneWriting()
@@ -790,6 +797,7 @@ func (c *client) loop() {
 			return
 		}
 		c.flushBatch(s)
+		c.relayOrPump(s, typ)
 	}
 }
 
@@ -870,6 +878,7 @@ func (c *client) unlinkAndClose(reason string) {
 		return
 	}
 	s.conn.Close()
+	c.startPump(s) // the pump reports the closed server and ends the link
 	<-done
 }
 
@@ -931,10 +940,48 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	c.ops.reset()
 	c.skipToSync = false
 	c.pumpDone = done
+	c.pumpStarted = false
 	c.detach = false
 	c.mu.Unlock()
-	go c.pump(s, done)
+	// No pump yet: serve relays the answer itself when the first batch
+	// ends with a Sync or Query (see relayOrPump).
 	return s, nil
+}
+
+// relayOrPump runs after serve flushed a complete batch to the linked
+// server. A batch that ends with Sync or Query, on a link without a pump,
+// is answered inline: serve reads the reply and relays it itself, which
+// saves a goroutine, its wake-ups and a hand-over per transaction; when the
+// reply ends the link (an autocommit statement in transaction mode, the
+// common case) serve goes straight back to reading the client. Anything
+// else — a link still held after the reply (a transaction block), COPY IN,
+// a batch ending in Flush — gets a pump of its own, as before, so a client
+// idle in a transaction still hears at once about its server going away.
+// While serve relays inline it reads nothing from the client; what the
+// client sends meanwhile waits in the socket, as it would with Postgres.
+func (c *client) relayOrPump(s *server, typ byte) {
+	if c.r.Pending() || c.pumpStarted {
+		return
+	}
+	if typ != wire.MsgSync && typ != wire.MsgQuery {
+		c.startPump(s)
+		return
+	}
+	if c.pumpRun(s, true) == pumpLinkOver {
+		close(c.pumpDone)
+		return
+	}
+	c.startPump(s)
+}
+
+// startPump starts the link's pump goroutine unless it runs already.
+// Called by serve only.
+func (c *client) startPump(s *server) {
+	if c.pumpStarted {
+		return
+	}
+	c.pumpStarted = true
+	go c.pump(s, c.pumpDone)
 }
 
 // syncParams sends one SET for the tracked parameters whose server value
@@ -984,7 +1031,8 @@ func (c *client) leave(err error) {
 	c.mu.Lock()
 	c.writing = false
 	c.writerDone.Broadcast()
-	if s := c.srv; s != nil {
+	s := c.srv
+	if s != nil {
 		c.gone.Store(true)
 		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
@@ -992,23 +1040,45 @@ func (c *client) leave(err error) {
 		s.conn.SetReadDeadline(time.Now())
 	}
 	c.mu.Unlock()
+	if s != nil {
+		// A link left mid-batch has no pump yet: start the one that
+		// drains it.
+		c.startPump(s)
+	}
 }
 
-// pump relays one server's replies to the client for the life of a link.
+// pumpStop says why pumpRun returned.
+type pumpStop uint8
+
+const (
+	pumpLinkOver pumpStop = iota // the link ended (released, lost or closed)
+	pumpHandOff                  // inline only: the rest needs a pump goroutine
+)
+
+// pump relays one server's replies to the client for the rest of a link.
 func (c *client) pump(s *server, done chan struct{}) {
 	defer close(done)
+	c.pumpRun(s, false)
+}
+
+// pumpRun relays the server's replies to the client until the link ends.
+// Inline (run by serve, see relayOrPump) it also stops, with pumpHandOff,
+// once everything sent is answered while the link stays, or when COPY IN
+// starts.
+func (c *client) pumpRun(s *server, inline bool) pumpStop {
 	st := c.svc.settings()
 	for {
+		handOff := false
 		typ, _, err := s.r.Next()
 		if err != nil {
 			if isTimeout(err) {
 				if c.pumpTimeout(s) {
 					continue
 				}
-				return
+				return pumpLinkOver
 			}
 			c.serverLost(s, err)
-			return
+			return pumpLinkOver
 		}
 		gone := c.gone.Load()
 		var out *wire.Writer
@@ -1020,7 +1090,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 			msg, err := s.r.Message()
 			if err != nil {
 				c.serverLost(s, err)
-				return
+				return pumpLinkOver
 			}
 			status := msg[5]
 			c.sentBytes += int64(len(msg))
@@ -1037,7 +1107,17 @@ func (c *client) pump(s *server, done chan struct{}) {
 				out.Write(msg)
 			}
 			if !c.afterReady(s, status, st) {
-				return
+				return pumpLinkOver
+			}
+			if inline {
+				c.mu.Lock()
+				answered := c.ls.outstanding == 0
+				c.mu.Unlock()
+				if answered && !s.r.Pending() {
+					// The link stays (a transaction block): a pump
+					// goroutine watches the server from here on.
+					return pumpHandOff
+				}
 			}
 			continue
 		case wire.MsgParameterStatus:
@@ -1047,7 +1127,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 			msg, err := s.r.Message()
 			if err != nil {
 				c.serverLost(s, err)
-				return
+				return pumpLinkOver
 			}
 			name, value := s.noteParameter(msg[5:])
 			if canon := c.svc.trackedName(name); canon != "" && !gone {
@@ -1061,6 +1141,9 @@ func (c *client) pump(s *server, done chan struct{}) {
 			c.mu.Lock()
 			c.ls.copyIn = true
 			c.mu.Unlock()
+			// The client sends COPY data next while the server stays
+			// silent: serve must go back to reading the client.
+			handOff = inline
 		case wire.MsgParseComplete, wire.MsgCloseComplete:
 			if c.tracking {
 				c.mu.Lock()
@@ -1069,7 +1152,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 				if swallow {
 					if err := s.r.Skip(); err != nil {
 						c.serverLost(s, err)
-						return
+						return pumpLinkOver
 					}
 					if out != nil && !s.r.Pending() {
 						out.Flush()
@@ -1088,7 +1171,7 @@ func (c *client) pump(s *server, done chan struct{}) {
 				pre, err := s.r.Peek(32)
 				if err != nil {
 					c.serverLost(s, err)
-					return
+					return pumpLinkOver
 				}
 				if pre[0] == 'D' {
 					c.mu.Lock()
@@ -1103,10 +1186,13 @@ func (c *client) pump(s *server, done chan struct{}) {
 			c.drainDiscarded(s, n)
 		}
 		if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
-			return
+			return pumpLinkOver
 		}
-		if out != nil && !s.r.Pending() {
+		if out != nil && (handOff || !s.r.Pending()) {
 			out.Flush()
+		}
+		if handOff {
+			return pumpHandOff
 		}
 	}
 }

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"encoding/binary"
+	"github.com/pgturnstile/pgturnstile/config"
 	"sync/atomic"
 	"time"
 
@@ -216,7 +217,16 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 	for {
 		switch {
 		case out != nil && err == out.Err():
+			// The client is gone: from here on this is a drain, bounded
+			// like one (serve may be the one relaying, and then it cannot
+			// notice the departure itself).
 			c.conn.Close()
+			c.mu.Lock()
+			if c.srv == s && !c.gone.Load() {
+				c.gone.Store(true)
+				c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+			}
+			c.mu.Unlock()
 			out = nil
 			if s.r.Fits() {
 				// Forward had read the whole message before the write
