@@ -5,15 +5,23 @@
 //
 // Every client connection has one goroutine (client.serve). It owns the
 // client's reader and, while no server is linked, the client's writer. It
-// reads a message header; when no server is linked it checks one out of the
-// pool (waiting in the admission queue up to query_wait_timeout), brings the
-// server's tracked parameters in line with the client's with one SET, and
-// starts the link's pump goroutine. It then forwards the client's bytes to
-// the server, flushing when the client's batch is consumed (no whole next
-// message is buffered), not per message.
+// reads a message header; when no server is linked it takes an admission
+// ticket if admission_file is set (admission.go), checks a server out of the
+// pool (waiting in its FIFO queue up to query_wait_timeout), and brings the
+// server's tracked parameters in line with the client's with one SET. It
+// then forwards the client's bytes to the server, flushing when the
+// client's batch is consumed (no whole next message is buffered), not per
+// message.
 //
-// The pump (client.pump) is the only reader of the server while linked and
-// the only writer to the client while linked. It forwards the server's
+// When that batch ends with Sync or Query, serve relays the answer itself
+// (client.relayOrPump): an autocommit transaction costs no extra goroutine
+// or hand-over. A link that outlives the answer (a transaction block), COPY
+// IN, a batch ending in Flush, or a link left mid-batch gets a pump
+// goroutine, which runs for the rest of the link.
+//
+// The pump (client.pumpRun, inline or as client.pump) is the only reader
+// of the server while linked and the only writer to the client while
+// linked. It forwards the server's
 // messages as bytes and looks only inside ReadyForQuery, ParameterStatus,
 // CopyIn/CopyBoth responses, and, when prepared statements are mapped,
 // ParseComplete, CloseComplete, ErrorResponse and CommandComplete.
