@@ -150,6 +150,30 @@ func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
 
 // serve runs the client's whole life.
 func (c *client) serve() {
+	loggedIn := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		if !loggedIn {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
+	}()
+	if err := c.login(); err != nil {
+		c.fail(err)
+		return
+	}
+	loggedIn = true
+	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
+	// stack, which Go only shrinks at a garbage collection. The rest of
+	// the client's life, mostly idle, runs on a fresh goroutine whose stack
+	// starts small: idle clients are many.
+	go c.serveLoggedIn()
+}
+
+// serveLoggedIn relays for a logged-in client until it leaves.
+func (c *client) serveLoggedIn() {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error(fmt.Sprintf("panic in client: %v", r))
@@ -157,10 +181,6 @@ func (c *client) serve() {
 		c.conn.Close()
 		c.svc.clientClosed(c)
 	}()
-	if err := c.login(); err != nil {
-		c.fail(err)
-		return
-	}
 	c.loop()
 }
 
