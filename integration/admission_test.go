@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
@@ -403,5 +404,108 @@ func TestAdmissionReload(t *testing.T) {
 	}
 	if n := len(show(t, admin, "SHOW ADMISSION").where("database", appDB, "kind", "tier")); n != 2 {
 		t.Errorf("after RELOAD, SHOW ADMISSION lists %d tiers, want 2", n)
+	}
+}
+
+// TestAdmissionShedWire checks the shed on the wire, message by message,
+// with a pool that has no capacity at all (SET POOL pool_size=0, the fork's
+// way to close a tenant): the extended-protocol batch P B D E S gets exactly
+// one ErrorResponse (ERROR 53000, reason=zero_capacity) and one
+// ReadyForQuery 'I'; a simple Query the same; once SET POOL reopens the
+// pool the same connection runs queries.
+func TestAdmissionShedWire(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admission.toml")
+	if err := os.WriteFile(path, []byte(priorityPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"admission_file": path}), ""), opsUserlist)
+	ctx := ctxT(t, 20*time.Second)
+	pc, err := pgconn.Connect(ctx, p.App())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Logged in (the login needs the pool's server parameters); now close
+	// the pool.
+	admin := adminConsole(t, p)
+	adminExec(t, admin, "SET POOL "+appUser+"."+appDB+" = 'pool_size=0'")
+	hj, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hj.Conn.Close()
+	fe := hj.Frontend
+	// roundTrip sends msgs and returns what came back up to ReadyForQuery.
+	roundTrip := func(msgs ...pgproto3.FrontendMessage) []pgproto3.BackendMessage {
+		t.Helper()
+		for _, m := range msgs {
+			fe.Send(m)
+		}
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_ = hj.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var got []pgproto3.BackendMessage
+		for {
+			m, err := fe.Receive()
+			if err != nil {
+				t.Fatalf("after %d messages: %v", len(got), err)
+			}
+			switch m := m.(type) {
+			case *pgproto3.ErrorResponse:
+				c := *m
+				got = append(got, &c)
+			case *pgproto3.ReadyForQuery:
+				c := *m
+				return append(got, &c)
+			case *pgproto3.DataRow:
+				c := pgproto3.DataRow{Values: [][]byte{append([]byte(nil), m.Values[0]...)}}
+				got = append(got, &c)
+			default:
+				got = append(got, m)
+			}
+		}
+	}
+	wantShed := func(what string, got []pgproto3.BackendMessage) {
+		t.Helper()
+		if len(got) != 2 {
+			t.Fatalf("%s: %d messages %T, want ErrorResponse + ReadyForQuery", what, len(got), got)
+		}
+		e, ok := got[0].(*pgproto3.ErrorResponse)
+		if !ok || e.Severity != "ERROR" || e.Code != "53000" || !strings.HasPrefix(e.Detail, "reason=zero_capacity priority=medium ") {
+			t.Fatalf("%s: first message %+v, want ERROR 53000 reason=zero_capacity priority=medium", what, got[0])
+		}
+		if z, ok := got[1].(*pgproto3.ReadyForQuery); !ok || z.TxStatus != 'I' {
+			t.Fatalf("%s: second message %+v, want ReadyForQuery 'I'", what, got[1])
+		}
+	}
+	wantShed("P B D E S", roundTrip(
+		&pgproto3.Parse{Query: "SELECT 1"},
+		&pgproto3.Bind{},
+		&pgproto3.Describe{ObjectType: 'P'},
+		&pgproto3.Execute{},
+		&pgproto3.Sync{}))
+	wantShed("Query", roundTrip(&pgproto3.Query{String: "SELECT 2"}))
+
+	adminExec(t, admin, "SET POOL "+appUser+"."+appDB+" = 'pool_size=2'")
+	got := roundTrip(&pgproto3.Query{String: "SELECT 3"})
+	var types []string
+	for _, m := range got {
+		types = append(types, fmt.Sprintf("%T", m))
+	}
+	if len(got) != 4 {
+		t.Fatalf("after SET POOL, SELECT 3 answered %v", types)
+	}
+	if d, ok := got[1].(*pgproto3.DataRow); !ok || string(d.Values[0]) != "3" {
+		t.Fatalf("after SET POOL, SELECT 3 answered %v", types)
+	}
+	// The extended protocol works on the same connection too.
+	got = roundTrip(&pgproto3.Parse{Query: "SELECT 4"}, &pgproto3.Bind{}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if d, ok := got[3].(*pgproto3.DataRow); len(got) != 6 || !ok || string(d.Values[0]) != "4" {
+		types = types[:0]
+		for _, m := range got {
+			types = append(types, fmt.Sprintf("%T", m))
+		}
+		t.Fatalf("after SET POOL, extended SELECT 4 answered %v", types)
 	}
 }
