@@ -153,11 +153,14 @@ type admitResult struct {
 func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) (admission.Ticket, error) {
 	class := c.classify(ap.policy, typ, n)
 	if c.admitCh == nil {
-		c.admitCh = make(chan admitResult, 1)
+		// Made once per client, so a decision allocates nothing here.
+		ch := make(chan admitResult, 1)
+		c.admitCh = ch
+		c.onAdmit = func(t admission.Ticket, err error) { ch <- admitResult{t, err} }
 	}
 	ch := c.admitCh
 	start := time.Now()
-	r := g.Submit(class, func(t admission.Ticket, err error) { ch <- admitResult{t, err} })
+	r := g.Submit(class, c.onAdmit)
 	if r != nil {
 		c.pool.noteDemand()
 	}

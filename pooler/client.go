@@ -116,6 +116,7 @@ type client struct {
 	// gate's answer to its current wait.
 	adm     clientAdmission
 	admitCh chan admitResult
+	onAdmit func(admission.Ticket, error) // sends to admitCh
 }
 
 // errWaitCanceled ends a wait for a server on the client's cancel request.
