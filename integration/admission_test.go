@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/admission/throttle"
 	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
@@ -507,5 +508,81 @@ func TestAdmissionShedWire(t *testing.T) {
 			types = append(types, fmt.Sprintf("%T", m))
 		}
 		t.Fatalf("after SET POOL, extended SELECT 4 answered %v", types)
+	}
+}
+
+// TestThrottleAgainstPooler drives the Go client throttle
+// (admission/throttle) against the pooler: pool_size 1, sixteen
+// low-priority clients flooding. With the throttle the clients reject
+// part of their own demand locally (no round trip), and the work the pool
+// gets done does not fall: the throttle takes away only requests that
+// would have been shed anyway. (The comparison allows 20 % for noise on a
+// loaded 2-core machine.)
+func TestThrottleAgainstPooler(t *testing.T) {
+	p := startAdmissionPooler(t, priorityPolicy, map[string]string{"default_pool_size": "1"})
+	const clients = 16
+	var conns []*pgx.Conn
+	for i := 0; i < clients; i++ {
+		conns = append(conns, connectApp(t, p, fmt.Sprintf("batch-%d", i)))
+	}
+	run := func(th *throttle.Throttle) (ok, shed, local int64) {
+		var okN, shedN, localN atomic.Int64
+		ctx, stop := context.WithTimeout(context.Background(), 4*time.Second)
+		defer stop()
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Statements run on their own context: pgx closes a
+				// connection whose query a cancelled context interrupts,
+				// and the second run needs the connections.
+				qctx := ctxT(t, 30*time.Second)
+				for ctx.Err() == nil {
+					exec := func(ctx context.Context) error {
+						_, err := c.Exec(ctx, "SELECT pg_sleep(0.01)")
+						return err
+					}
+					var err error
+					if th != nil {
+						err = th.Do(throttle.WithPriority(qctx, throttle.Low), exec)
+					} else {
+						err = exec(qctx)
+					}
+					if ctx.Err() != nil {
+						return // the run is over; this one is not counted
+					}
+					switch {
+					case err == nil:
+						okN.Add(1)
+					case errors.Is(err, throttle.ErrRejected):
+						localN.Add(1)
+						time.Sleep(5 * time.Millisecond)
+					case throttle.IsOverload(err):
+						shedN.Add(1)
+						time.Sleep(5 * time.Millisecond)
+					default:
+						t.Errorf("unexpected error: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return okN.Load(), shedN.Load(), localN.Load()
+	}
+	okPlain, shedPlain, _ := run(nil)
+	th := throttle.New(throttle.Window(2*time.Second, 10), throttle.Retry(1, 10*time.Millisecond, 100*time.Millisecond))
+	okThr, shedThr, localThr := run(th)
+	t.Logf("MEASURED without throttle: %d ok, %d shed by the pooler; with it: %d ok, %d shed, %d rejected locally (P(low) at the end %.2f)",
+		okPlain, shedPlain, okThr, shedThr, localThr, th.RejectProbability(throttle.Low))
+	if shedPlain == 0 {
+		t.Fatal("the flood was never shed: no overload to throttle")
+	}
+	if localThr == 0 {
+		t.Error("the throttle never rejected locally")
+	}
+	if float64(okThr) < 0.8*float64(okPlain) {
+		t.Errorf("with the throttle %d transactions succeeded, without it %d: the throttle cost throughput", okThr, okPlain)
 	}
 }
