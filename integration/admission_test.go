@@ -586,3 +586,72 @@ func TestThrottleAgainstPooler(t *testing.T) {
 		t.Errorf("with the throttle %d transactions succeeded, without it %d: the throttle cost throughput", okThr, okPlain)
 	}
 }
+
+// TestIdleClientsPark: clients idle for a second are parked (no goroutine,
+// no read buffer: pgturnstile_clients_parked counts them), a parked client
+// that sends a query is served at once, and one that hangs up is gone.
+func TestIdleClientsPark(t *testing.T) {
+	needPG(t)
+	port, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"metrics_addr": addr}), ""), opsUserlist)
+	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
+	p.metricsAddr = addr
+	const n = 20
+	var conns []*pgx.Conn
+	for i := 0; i < n; i++ {
+		c := connectPgx(t, p.App())
+		if got := queryInt(t, c, "SELECT $1::int", i); got != int64(i) {
+			t.Fatalf("SELECT %d = %d", i, got)
+		}
+		conns = append(conns, c)
+	}
+	waitParked := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got := admissionMetrics(t, p, "pgturnstile_clients_parked ")
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pgturnstile_clients_parked = %v, want %v", got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitParked(n)
+	// Parked clients answer at once, each on its own connection.
+	for i, c := range conns {
+		if got := queryInt(t, c, "SELECT $1::int + 100", i); got != int64(i+100) {
+			t.Fatalf("parked client %d: SELECT = %d", i, got)
+		}
+	}
+	waitParked(n)
+	// A parked client that hangs up is gone; the others stay parked.
+	if err := conns[0].Close(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	waitParked(n - 1)
+	admin := adminConsole(t, p)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if rows := show(t, admin, "SHOW CLIENTS").where("database", appDB); len(rows) == n-1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("SHOW CLIENTS lists %d appdb clients, want %d", len(rows), n-1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// KILL of the database closes parked clients too.
+	adminExec(t, admin, "KILL "+appDB)
+	waitParked(0)
+	for i, c := range conns[1:] {
+		if _, err := c.Exec(ctxT(t, 5*time.Second), "SELECT 1"); err == nil {
+			t.Fatalf("client %d still works after KILL", i+1)
+		}
+	}
+}

@@ -114,6 +114,13 @@ type client struct {
 
 	// adm is the client's admission state (admission_file), admitCh the
 	// gate's answer to its current wait.
+	// inLoop: logged in and relaying (park.go may park it); parkWanted:
+	// the janitor asked serve to park; parkFD: its socket while parked
+	// (guarded by the service's parker.mu).
+	inLoop     atomic.Bool
+	parkWanted atomic.Bool
+	parkFD     int32
+
 	adm     clientAdmission
 	admitCh chan admitResult
 	onAdmit func(admission.Ticket, error) // sends to admitCh
@@ -173,16 +180,20 @@ func (c *client) serve() {
 	go c.serveLoggedIn()
 }
 
-// serveLoggedIn relays for a logged-in client until it leaves.
+// serveLoggedIn relays for a logged-in client until it leaves or parks
+// (park.go); a parked client comes back here on a new goroutine.
 func (c *client) serveLoggedIn() {
+	parked := false
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error(fmt.Sprintf("panic in client: %v", r))
 		}
-		c.conn.Close()
-		c.svc.clientClosed(c)
+		if !parked {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
 	}()
-	c.loop()
+	parked = c.loop()
 }
 
 // fail sends err to an unlinked client when it is a pooler error and logs
@@ -679,17 +690,24 @@ func (c *client) peerIsSelf() bool {
 }
 
 // loop relays client messages to linked servers until the client leaves.
-func (c *client) loop() {
+func (c *client) loop() (parked bool) {
 	st := c.svc.settings()
 	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
+	c.inLoop.Store(true)
 	for {
 		if timeouts {
 			c.armClientDeadline(st)
 		}
 		typ, n, err := c.r.Next()
 		if err != nil {
+			if isTimeout(err) && c.parkWanted.Load() {
+				if c.tryPark() {
+					return true // another goroutine owns c now
+				}
+				continue
+			}
 			if isTimeout(err) && c.clientTimedOut(st) {
-				return
+				return false
 			}
 			if isTimeout(err) {
 				continue
@@ -698,10 +716,10 @@ func (c *client) loop() {
 				// A protocol violation: the server's state is unknown too.
 				c.unlinkAndClose("client sent a bad packet")
 				c.fail(err)
-				return
+				return false
 			}
 			c.leave(err)
-			return
+			return false
 		}
 		if typ == wire.MsgQuery && st.DisablePQExec {
 			// disable_pqexec: a simple Query may carry several
@@ -709,12 +727,12 @@ func (c *client) loop() {
 			c.r.Skip()
 			c.unlinkAndClose("PQexec disallowed")
 			c.fail(newError(CodePQExecDisallowed))
-			return
+			return false
 		}
 		if typ == wire.MsgTerminate {
 			c.r.Skip()
 			c.leave(nil)
-			return
+			return false
 		}
 		c.mu.Lock()
 		s := c.srv
@@ -723,7 +741,7 @@ func (c *client) loop() {
 			handled, err := c.answerUnlinked(typ, n)
 			if err != nil {
 				c.leave(err)
-				return
+				return false
 			}
 			if handled {
 				continue
@@ -737,21 +755,21 @@ func (c *client) loop() {
 			if errors.Is(err, errWaitCanceled) {
 				if err := c.queryCanceled(typ); err != nil {
 					c.leave(err)
-					return
+					return false
 				}
 				continue
 			}
 			if shed, ok := err.(*shedError); ok {
 				if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
 					c.leave(err)
-					return
+					return false
 				}
 				continue
 			}
 			if err != nil {
 				c.r.Skip()
 				c.fail(err)
-				return
+				return false
 			}
 			c.mu.Lock()
 		}
@@ -761,7 +779,7 @@ func (c *client) loop() {
 			c.mu.Unlock()
 			if err := c.r.Skip(); err != nil {
 				c.leave(err)
-				return
+				return false
 			}
 			c.flushBatch(s)
 			if !c.r.Pending() {
@@ -815,7 +833,7 @@ func (c *client) loop() {
 			}
 			c.doneWriting()
 			c.leave(err)
-			return
+			return false
 		}
 		c.flushBatch(s)
 		c.relayOrPump(s, typ)

@@ -554,6 +554,7 @@ func (s *Service) SetPool(user, db, settings string) error {
 // once, so the next SHOW CLIENTS no longer lists it (its goroutine notices
 // the closed socket a moment later).
 func (s *Service) dropClient(c *client) {
+	s.unpark(c) // its goroutine comes back to see the closed socket
 	c.conn.Close()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {

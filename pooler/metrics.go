@@ -117,6 +117,7 @@ func (s *Service) WriteMetrics(w io.Writer) {
 	}
 	s.writeAdmissionMetrics(w)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
+	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
 	s.metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
 }

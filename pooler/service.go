@@ -67,6 +67,9 @@ type Service struct {
 	adm            atomic.Pointer[admissionPolicy]
 	admInstruments admissionInstruments
 
+	// parker watches the sockets of parked idle clients (park.go).
+	parker parker
+
 	done     chan struct{} // closed when a shutdown completes
 	stopOnce sync.Once
 
@@ -526,6 +529,7 @@ func (s *Service) janitor(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	lastRoll := time.Now()
+	lastParkScan := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -547,6 +551,10 @@ func (s *Service) janitor(ctx context.Context) {
 				if roll {
 					p.stats.rollPeriod(period)
 				}
+			}
+			if now.Sub(lastParkScan) >= parkScanEvery {
+				lastParkScan = now
+				s.requestParks(now)
 			}
 		}
 	}

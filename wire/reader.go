@@ -29,6 +29,7 @@ var ErrBadLength = errors.New("wire: invalid message length")
 type Reader struct {
 	r        io.Reader
 	buf      []byte
+	size     int // len(buf) when allocated (see DropBuffer)
 	start    int // first unconsumed byte
 	end      int // one past the last received byte
 	maxLen   int // largest accepted message (header included); 0 = no limit
@@ -49,7 +50,20 @@ func NewReader(r io.Reader, size int) *Reader {
 	if size < 64 {
 		size = 64
 	}
-	return &Reader{r: r, buf: make([]byte, size), consumed: true}
+	return &Reader{r: r, buf: make([]byte, size), size: size, consumed: true}
+}
+
+// DropBuffer frees the read buffer of a reader that holds nothing: no
+// received bytes and no message in progress. The next read allocates a new
+// one. It is for connections that go idle for long (a parked client), so
+// thousands of them hold no buffer; false (and nothing changes) when bytes
+// are pending.
+func (r *Reader) DropBuffer() bool {
+	if r.start != r.end || !r.consumed || r.partial != nil {
+		return false
+	}
+	r.buf, r.start, r.end = nil, 0, 0
+	return true
 }
 
 // SetMaxMessageSize limits the total length (header included) of accepted
@@ -71,6 +85,9 @@ const maxEmptyReads = 100
 func (r *Reader) fill(need int, midMessage bool) error {
 	if r.end-r.start >= need {
 		return nil
+	}
+	if r.buf == nil {
+		r.buf = make([]byte, r.size) // after DropBuffer
 	}
 	if need > len(r.buf) {
 		return fmt.Errorf("wire: fill %d exceeds buffer %d", need, len(r.buf))

@@ -554,3 +554,40 @@ func (s *scripted) Read(p []byte) (int, error) {
 	s.steps = s.steps[1:]
 	return n, err
 }
+
+func TestDropBuffer(t *testing.T) {
+	var in bytes.Buffer
+	in.Write(AppendQuery(nil, "SELECT 1"))
+	in.Write(AppendQuery(nil, "SELECT 2"))
+	r := NewReader(&in, 64)
+	if !r.DropBuffer() {
+		t.Fatal("a fresh reader holds nothing: DropBuffer must succeed")
+	}
+	typ, n, err := r.Next()
+	if err != nil || typ != MsgQuery || n != len("SELECT 1")+1 {
+		t.Fatalf("Next after DropBuffer: %c %d %v", typ, n, err)
+	}
+	if r.DropBuffer() {
+		t.Fatal("DropBuffer with a message in progress must refuse")
+	}
+	body, err := r.Body()
+	if err != nil || string(body) != "SELECT 1\x00" {
+		t.Fatalf("body %q %v", body, err)
+	}
+	// The second query arrived with the first: bytes are pending.
+	if r.DropBuffer() {
+		t.Fatal("DropBuffer with received bytes pending must refuse")
+	}
+	if _, _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := r.Body(); err != nil || string(body) != "SELECT 2\x00" {
+		t.Fatalf("second body %q %v", body, err)
+	}
+	if !r.DropBuffer() || r.buf != nil {
+		t.Fatal("an empty reader must drop its buffer")
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("Next at the end: %v, want io.EOF", err)
+	}
+}
