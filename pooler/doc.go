@@ -19,6 +19,10 @@
 // IN, a batch ending in Flush, or a link left mid-batch gets a pump
 // goroutine, which runs for the rest of the link.
 //
+// A client idle for a second with no server linked is parked (park.go):
+// its goroutine ends, its read buffer is dropped and one epoll set per
+// service watches its socket; a new goroutine resumes it when it sends.
+//
 // The pump (client.pumpRun, inline or as client.pump) is the only reader
 // of the server while linked and the only writer to the client while
 // linked. It forwards the server's
