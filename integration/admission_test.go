@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admission/throttle"
-	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
 // Admission control end to end: a real Postgres, the real binary, pgx in its
@@ -35,19 +34,11 @@ func startAdmissionPooler(t *testing.T, policy string, settings map[string]strin
 	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s := withConsoleUsers(map[string]string{"admission_file": path, "max_client_conn": "300", "metrics_addr": addr})
+	s := map[string]string{"admission_file": path, "max_client_conn": "300"}
 	for k, v := range settings {
 		s[k] = v
 	}
-	p := startPooler(t, iniSettings(s, ""), opsUserlist)
-	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
-	p.metricsAddr = addr
-	return p
+	return startPoolerWithMetrics(t, s, "")
 }
 
 // admissionMetrics sums the samples of p's /metrics whose series starts
@@ -592,14 +583,7 @@ func TestThrottleAgainstPooler(t *testing.T) {
 // that sends a query is served at once, and one that hangs up is gone.
 func TestIdleClientsPark(t *testing.T) {
 	needPG(t)
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"metrics_addr": addr}), ""), opsUserlist)
-	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
-	p.metricsAddr = addr
+	p := startPoolerWithMetrics(t, nil, "")
 	const n = 20
 	var conns []*pgx.Conn
 	for i := 0; i < n; i++ {

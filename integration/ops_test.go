@@ -426,13 +426,8 @@ func clockMonotonic(ts *syscall.Timespec) error {
 // counters equal SHOW STATS, its pool gauges SHOW POOLS, when idle.
 func TestMetrics(t *testing.T) {
 	needPG(t)
-	port, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"metrics_addr": addr}), ""), opsUserlist)
-	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
+	p := startPoolerWithMetrics(t, nil, "")
+	addr := p.metricsAddr
 	admin := adminConsole(t, p)
 
 	c := connectPgx(t, p.App())

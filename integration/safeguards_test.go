@@ -21,6 +21,22 @@ import (
 // Connection safeguards: paced server creation after churn, pool warming,
 // and bounded exhaust of servers whose client left mid-result.
 
+// startPoolerWithMetrics starts the pooler with metrics_addr on a free
+// port (added to settings, with the console users) and waits until it
+// serves /metrics.
+func startPoolerWithMetrics(t testing.TB, settings map[string]string, extra string) *Pooler {
+	t.Helper()
+	addr := metricsAddr(t)
+	s := withConsoleUsers(map[string]string{"metrics_addr": addr})
+	for k, v := range settings {
+		s[k] = v
+	}
+	p := startPooler(t, iniSettings(s, extra), opsUserlist)
+	p.waitLog(t, "metrics listening on "+addr, 0, 5*time.Second)
+	p.metricsAddr = addr
+	return p
+}
+
 // metricsAddr returns a free 127.0.0.1 address for metrics_addr.
 func metricsAddr(t testing.TB) string {
 	t.Helper()

@@ -288,19 +288,7 @@ func (c *client) shed(typ byte, ap *admissionPolicy, e *admission.ShedError) err
 	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", pol.ShedSQLState(),
 		"pgturnstile: transaction rejected by admission control (overloaded)", detail,
 		"The database is shedding load; retry after a randomized backoff.")
-	switch typ {
-	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
-		out = wire.AppendReadyForQuery(out, wire.TxIdle)
-	default:
-		c.mu.Lock()
-		c.skipToSync = true
-		c.mu.Unlock()
-	}
-	c.scratch = out
-	if err := c.w.Write(out); err != nil {
-		return err
-	}
-	return c.w.Flush()
+	return c.refuse(typ, out)
 }
 
 // categoryLabel is a leaf's path for DETAIL and metrics ("default" for the

@@ -139,6 +139,15 @@ func (c *client) queryCanceled(typ byte) error {
 		return err
 	}
 	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
+	return c.refuse(typ, out)
+}
+
+// refuse sends out, an ErrorResponse for a request the pooler refused
+// before any server saw it (message typ, already consumed), the way
+// Postgres ends a failed request: a simple Query, Sync or FunctionCall is
+// done with ReadyForQuery 'I'; in the extended protocol the rest of the
+// batch is dropped up to its Sync, which gets the ReadyForQuery.
+func (c *client) refuse(typ byte, out []byte) error {
 	switch typ {
 	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
 		out = wire.AppendReadyForQuery(out, wire.TxIdle)
