@@ -255,6 +255,9 @@ func (c *client) boundStatementText(body []byte) []byte {
 // when the policy or application_name changed.
 func (c *client) admSession(pol *classify.Policy) *classify.Session {
 	app := c.params["application_name"]
+	if c.adm == nil {
+		c.adm = &clientAdmission{}
+	}
 	if c.adm.policy != pol || c.adm.app != app {
 		c.adm.policy, c.adm.app = pol, app
 		c.adm.session = pol.Session(c.user, c.dbName, app, c.adm.opts)

@@ -41,7 +41,6 @@ type client struct {
 	conn      net.Conn
 	r         *wire.Reader
 	w         *wire.Writer
-	log       *slog.Logger
 	connected time.Time
 
 	user   string // login user
@@ -87,7 +86,7 @@ type client struct {
 	// share the writer.
 	writing  bool
 	ls       linkState     // protocol position on the link
-	pumpDone chan struct{} // closed when the link's pump exits
+	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
 	// pumpStarted: the link has a pump goroutine (serve's own; see
 	// relayOrPump).
 	pumpStarted bool
@@ -111,6 +110,9 @@ type client struct {
 	waiting    bool
 	waitStart  time.Time
 	cancelWait chan struct{}
+	// poolWait is serve's waiter in the pool's queue, made at the first
+	// wait and reused (dropped when the client parks).
+	poolWait *poolWaiter
 
 	// adm is the client's admission state (admission_file), admitCh the
 	// gate's answer to its current wait.
@@ -121,7 +123,7 @@ type client struct {
 	parkWanted atomic.Bool
 	parkFD     int32
 
-	adm     clientAdmission
+	adm     *clientAdmission // nil until the client has admission state
 	admitCh chan admitResult
 	onAdmit func(admission.Ticket, error) // sends to admitCh
 }
@@ -165,12 +167,38 @@ func (c *client) refuse(typ byte, out []byte) error {
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
 
+// logger is the service's logger with the client's attributes. It is built
+// for each message rather than kept: logging a client is rare, and thousands
+// of idle clients should not each hold a logger.
+func (c *client) logger() *slog.Logger {
+	l := c.svc.log.With("conn", c.String(), "addr", c.conn.RemoteAddr().String())
+	if c.user != "" {
+		l = l.With("db", c.dbName, "user", c.user)
+	}
+	return l
+}
+
+// setParamLocked records the client's new value of a tracked parameter.
+// Parameter maps are never changed in place: clients with the same
+// parameters share one map (Pool.initialParams), so a change copies it.
+func (c *client) setParamLocked(canon, value string) {
+	if v, ok := c.params[canon]; ok && v == value {
+		return
+	}
+	m := make(map[string]string, len(c.params)+1)
+	for k, v := range c.params {
+		m[k] = v
+	}
+	m[canon] = value
+	c.params = m
+}
+
 // serve runs the client's whole life.
 func (c *client) serve() {
 	loggedIn := false
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error(fmt.Sprintf("panic in client: %v", r))
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
 		}
 		if !loggedIn {
 			c.conn.Close()
@@ -195,7 +223,7 @@ func (c *client) serveLoggedIn() {
 	parked := false
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error(fmt.Sprintf("panic in client: %v", r))
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
 		}
 		if !parked {
 			c.conn.Close()
@@ -234,7 +262,7 @@ func (c *client) fail(err error) {
 		pe = newError(CodeServerConnectFailed, err.Error())
 	}
 	if c.svc.settings().LogPoolerErrors {
-		c.log.Warn("pooler error: " + pe.Message)
+		c.logger().Warn("pooler error: " + pe.Message)
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(c.scratch[:0], pe))
@@ -305,9 +333,8 @@ func (c *client) login() error {
 	if c.user == "" {
 		return newError(CodeNoUserName)
 	}
-	c.log = c.log.With("db", c.dbName, "user", c.user)
 	if st.LogConnections {
-		c.log.Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
+		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
 	}
 	if su.Minor > 0 || len(unrecognized) > 0 {
 		// We speak 3.0: tell a newer client so, and name the protocol
@@ -346,12 +373,11 @@ func (c *client) login() error {
 	eff := pool.effective()
 	c.mode = eff.PoolMode
 	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
-	c.stmts = map[string]*stmtDef{}
 	pool.addClient(1)
 	if !pool.hasWelcome() {
 		// Like PgBouncer, the first client of a pool waits for a server
 		// login so the welcome carries the real server's parameters.
-		s, err := pool.acquire(nil)
+		s, err := pool.acquire(nil, nil)
 		if err != nil {
 			return err
 		}
@@ -381,7 +407,11 @@ func (c *client) login() error {
 	}
 	c.scratch = wire.AppendBackendKeyData(c.scratch, c.key)
 	c.scratch = wire.AppendReadyForQuery(c.scratch, wire.TxIdle)
-	if err := c.w.Write(c.scratch); err != nil {
+	err = c.w.Write(c.scratch)
+	// The welcome is the largest thing built in scratch; an idle client
+	// should not keep it.
+	c.scratch = nil
+	if err != nil {
 		return err
 	}
 	if err := c.w.Flush(); err != nil {
@@ -460,6 +490,9 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
 			// Admission tags (-c pgturnstile.priority=low): the pooler's
 			// own, never forwarded to Postgres.
+			if c.adm == nil {
+				c.adm = &clientAdmission{}
+			}
 			c.adm.opts = append(c.adm.opts, classify.OptionTag{Key: rest, Value: v})
 			continue
 		}
@@ -524,7 +557,7 @@ func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, e
 	case authUserFor(db, st) != "" && db.Name != adminDB:
 		sec, found, err := c.svc.authQuery(db, c.user)
 		if err != nil {
-			c.log.Warn(c.String() + ": auth_query failed: " + err.Error())
+			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
 			return nil, none, &Error{Severity: "FATAL", SQLState: "08P01", Message: "authentication query failed"}
 		}
 		if found {
@@ -539,7 +572,7 @@ func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, e
 		return secret, none, nil
 	}
 	if secret == nil && c.svc.settings().LogConnections {
-		c.log.Info(c.String() + ": no such user: " + c.user)
+		c.logger().Info(c.String() + ": no such user: " + c.user)
 	}
 	res, err := auth.Authenticate(c, m, c.user, secret)
 	return secret, res, err
@@ -671,7 +704,7 @@ func (c *client) consoleLogin() error {
 	c.conn.SetDeadline(time.Time{})
 	err := admin.Serve(c.svc, c.r, c.w, c.user, role)
 	if err != nil && !errors.Is(err, io.EOF) {
-		c.log.Info(c.String() + ": console closed: " + err.Error())
+		c.logger().Info(c.String() + ": console closed: " + err.Error())
 	}
 	return errSilent
 }
@@ -918,7 +951,7 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 // to stop, after which serve owns the client socket again.
 func (c *client) unlinkAndClose(reason string) {
 	c.mu.Lock()
-	s, done := c.srv, c.pumpDone
+	s := c.srv
 	c.detach = true
 	c.detachReason = reason
 	c.mu.Unlock()
@@ -927,7 +960,7 @@ func (c *client) unlinkAndClose(reason string) {
 	}
 	s.conn.Close()
 	c.startPump(s) // the pump reports the closed server and ends the link
-	<-done
+	<-c.pumpDone
 }
 
 // link checks a server out for this client, brings its tracked parameters
@@ -961,7 +994,10 @@ func (c *client) link(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.pool.acquire(c.cancelWait)
+	if c.poolWait == nil {
+		c.poolWait = &poolWaiter{}
+	}
+	s, err := c.pool.acquire(c.cancelWait, c.poolWait)
 	c.mu.Lock()
 	c.waiting = false
 	c.mu.Unlock()
@@ -980,14 +1016,13 @@ func (c *client) link(typ byte, n int) (*server, error) {
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
 	}
-	done := make(chan struct{})
 	s.linkedTo.Store(c.id)
 	c.mu.Lock()
 	c.srv = s
 	c.ls = linkState{txStatus: wire.TxIdle}
 	c.ops.reset()
 	c.skipToSync = false
-	c.pumpDone = done
+	c.pumpDone = nil
 	c.pumpStarted = false
 	c.detach = false
 	c.mu.Unlock()
@@ -1016,7 +1051,6 @@ func (c *client) relayOrPump(s *server, typ byte) {
 		return
 	}
 	if c.pumpRun(s, true) == pumpLinkOver {
-		close(c.pumpDone)
 		return
 	}
 	c.startPump(s)
@@ -1029,7 +1063,13 @@ func (c *client) startPump(s *server) {
 		return
 	}
 	c.pumpStarted = true
-	go c.pump(s, c.pumpDone)
+	// Made here, not at link: most links end with the inline relay and
+	// never have a pump to wait for.
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.pumpDone = done
+	c.mu.Unlock()
+	go c.pump(s, done)
 }
 
 // syncParams sends one SET for the tracked parameters whose server value
@@ -1072,9 +1112,9 @@ func (c *client) syncParams(s *server) error {
 // closed; the pump is woken by an expired read deadline.
 func (c *client) leave(err error) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.log.Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(time.Since(c.connected)) + ")")
+		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(time.Since(c.connected)) + ")")
 	} else if c.svc.logDisconnections() {
-		c.log.Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
+		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
 	}
 	c.mu.Lock()
 	c.writing = false
@@ -1179,7 +1219,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			}
 			name, value := s.noteParameter(msg[5:])
 			if canon := c.svc.trackedName(name); canon != "" && !gone {
-				c.params[canon] = value
+				c.mu.Lock()
+				c.setParamLocked(canon, value)
+				c.mu.Unlock()
 			}
 			if out != nil {
 				out.Write(msg)

@@ -139,6 +139,9 @@ func (c *client) tryPark() bool {
 	if pk.start() != nil {
 		return false
 	}
+	// serve's own buffers grow again when needed.
+	c.scratch, c.out, c.big = nil, nil, nil
+	c.poolWait = nil
 	parked := false
 	cerr := rc.Control(func(fd uintptr) {
 		pk.mu.Lock()

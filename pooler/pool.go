@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,10 @@ type Pool struct {
 	queue      admission.Queue
 	clients    int // clients logged in to this pool
 	welcome    map[string]string
+	// paramSets interns clients' parameter maps (initialParams): most
+	// clients of a pool log in with the same parameters, and thousands of
+	// idle clients then share one read-only map.
+	paramSets map[string]map[string]string
 	// lastLoginErr is the error of the last failed server login, replayed
 	// to clients for server_login_retry instead of hammering Postgres.
 	lastLoginErr   error
@@ -134,6 +139,11 @@ func (p *Pool) cancelTarget() (network, addr string) { return p.network, p.addre
 type poolWaiter struct {
 	admission.Waiter
 	grant chan grant // buffered(1): the pool never blocks handing over
+	// timer is query_wait_timeout's, kept with the waiter: a client waits
+	// for a server on most transactions when clients outnumber servers,
+	// and reusing the waiter, its channel and its timer keeps that path
+	// free of allocations.
+	timer *time.Timer
 }
 
 type grant struct {
@@ -143,10 +153,11 @@ type grant struct {
 
 // acquire returns an idle or new server for a client, waiting in the queue
 // up to query_wait_timeout or until cancel is signalled (nil: never). The returned server is active and owned by the
-// caller until release.
-func (p *Pool) acquire(cancel <-chan struct{}) (*server, error) {
+// caller until release. w is the caller's waiter, reused from one wait to
+// the next (nil: a fresh one); it is free again when acquire returns.
+func (p *Pool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	for {
-		s, err := p.acquireOnce(cancel)
+		s, err := p.acquireOnce(cancel, w)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +168,7 @@ func (p *Pool) acquire(cancel <-chan struct{}) (*server, error) {
 	}
 }
 
-func (p *Pool) acquireOnce(cancel <-chan struct{}) (*server, error) {
+func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	st := p.svc.settings()
 	now := time.Now()
 	p.mu.Lock()
@@ -175,18 +186,28 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}) (*server, error) {
 		p.mu.Unlock()
 		return nil, loginFailing(err)
 	}
-	w := &poolWaiter{grant: make(chan grant, 1)}
-	w.Enqueued = now
-	w.Data = w
+	if w == nil {
+		w = &poolWaiter{}
+	}
+	if w.grant == nil {
+		w.grant = make(chan grant, 1)
+	}
+	w.Waiter = admission.Waiter{Enqueued: now, Data: w}
 	p.queue.Push(&w.Waiter)
 	p.growLocked(now, false)
 	p.mu.Unlock()
 
 	var timeout <-chan time.Time
 	if st.QueryWaitTimeout > 0 {
-		t := time.NewTimer(st.QueryWaitTimeout)
-		defer t.Stop()
-		timeout = t.C
+		// Stop and Reset leave no stale tick in the channel (Go 1.23
+		// timers), so the timer is safe to reuse.
+		if w.timer == nil {
+			w.timer = time.NewTimer(st.QueryWaitTimeout)
+		} else {
+			w.timer.Reset(st.QueryWaitTimeout)
+		}
+		defer w.timer.Stop()
+		timeout = w.timer.C
 	}
 	select {
 	case g := <-w.grant:
@@ -681,7 +702,9 @@ func (p *Pool) welcomeParams() map[string]string {
 }
 
 // initialParams are a new client's tracked parameters: the pool's defaults,
-// overridden by what the client's startup packet asked for.
+// overridden by what the client's startup packet asked for. The map is
+// shared with other clients that have the same parameters and must not be
+// changed (client.setParamLocked copies it).
 func (p *Pool) initialParams(startup map[string]string) map[string]string {
 	out := map[string]string{}
 	welcome := p.welcomeParams()
@@ -694,7 +717,43 @@ func (p *Pool) initialParams(startup map[string]string) map[string]string {
 	for k, v := range startup {
 		out[k] = v
 	}
+	key := paramSetKey(out)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.paramSets[key]; ok {
+		return m
+	}
+	if p.paramSets == nil {
+		p.paramSets = map[string]map[string]string{}
+	}
+	if len(p.paramSets) < maxParamSets {
+		p.paramSets[key] = out
+	}
 	return out
+}
+
+// maxParamSets bounds a pool's interned parameter maps: clients that each
+// send a different application_name get maps of their own.
+const maxParamSets = 64
+
+// paramSetKey is a canonical string of a parameter map: sorted name=value
+// pairs, each part length-prefixed so no two maps share a key.
+func paramSetKey(m map[string]string) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b []byte
+	for _, k := range names {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		b = strconv.AppendInt(b, int64(len(m[k])), 10)
+		b = append(b, ':')
+		b = append(b, m[k]...)
+	}
+	return string(b)
 }
 
 // setCredentials updates the secret new servers log in with, and the SCRAM

@@ -43,7 +43,7 @@ func BenchmarkCheckoutRelease(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			s, err := p.acquire(nil)
+			s, err := p.acquire(nil, nil)
 			if err != nil {
 				b.Error(err)
 				return
@@ -56,7 +56,7 @@ func BenchmarkCheckoutRelease(b *testing.B) {
 func TestCheckoutReleaseDoesNotAllocate(t *testing.T) {
 	p := benchPool(t, 2)
 	n := testing.AllocsPerRun(200, func() {
-		s, err := p.acquire(nil)
+		s, err := p.acquire(nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

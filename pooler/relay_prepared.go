@@ -57,6 +57,9 @@ func (c *client) relayParse(s *server) error {
 		return nil
 	}
 	def := c.svc.stmts.acquire(query, types)
+	if c.stmts == nil {
+		c.stmts = map[string]*stmtDef{}
+	}
 	c.stmts[name] = def
 	out := c.out[:0]
 	if s.stmts.has(def) {
@@ -444,6 +447,9 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		if def == nil {
 			c.mu.Unlock()
 			return false, nil
+		}
+		if c.stmts == nil {
+			c.stmts = map[string]*stmtDef{}
 		}
 		c.stmts[name] = def
 		c.mu.Unlock()

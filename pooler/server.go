@@ -139,8 +139,9 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 			return nil, err
 		}
 	}
-	r := wire.NewReader(conn, wire.DefaultBufferSize)
-	w := wire.NewWriter(conn, wire.DefaultBufferSize)
+	sio := wire.SocketIO(conn)
+	r := wire.NewReader(sio, wire.DefaultBufferSize)
+	w := wire.NewWriter(sio, wire.DefaultBufferSize)
 	login, err := auth.LoginToServer(r, w, p.params, p.credentials())
 	if err != nil {
 		conn.Close()

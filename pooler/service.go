@@ -387,18 +387,18 @@ func (s *Service) accept(ln net.Listener) error {
 			tc.SetKeepAlive(true)
 		}
 		s.clientCount.Add(1)
+		sio := wire.SocketIO(conn)
 		c := &client{
 			svc:       s,
 			id:        clientIDs.Add(1),
 			conn:      conn,
-			r:         wire.NewReader(conn, clientReadBuffer),
-			w:         wire.NewPooledWriter(conn, wire.DefaultBufferSize),
+			r:         wire.NewReader(sio, clientReadBuffer),
+			w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
 			connected: time.Now(),
 		}
 		_, c.local = conn.(*net.UnixConn)
 		c.writerDone.L = &c.mu
 		c.cancelWait = make(chan struct{}, 1)
-		c.log = s.log.With("conn", c.String(), "addr", conn.RemoteAddr().String())
 		s.wg.Add(1)
 		go c.serve()
 	}
@@ -452,7 +452,7 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	if err := c.srv.sendCancel(2 * time.Second); err != nil {
-		c.log.Warn("cancel request failed: " + err.Error())
+		c.logger().Warn("cancel request failed: " + err.Error())
 	}
 }
 
@@ -608,7 +608,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	}
 	cancel := make(chan struct{})
 	t := time.AfterFunc(wait, func() { close(cancel) })
-	srv, err := p.acquire(cancel)
+	srv, err := p.acquire(cancel, nil)
 	t.Stop()
 	if errors.Is(err, errWaitCanceled) {
 		return nil, false, errors.New("no server for auth_query within server_connect_timeout")

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -166,6 +167,11 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if addr := os.Getenv("PGTURNSTILE_PPROF"); addr != "" {
 		// Profiling endpoint for benchmarks and debugging; off unless asked.
+		// PGTURNSTILE_MEMPROFILE_RATE=1 records every allocation, for
+		// exact per-client memory figures.
+		if n, err := strconv.Atoi(os.Getenv("PGTURNSTILE_MEMPROFILE_RATE")); err == nil && n > 0 {
+			runtime.MemProfileRate = n
+		}
 		go http.ListenAndServe(addr, nil)
 	}
 	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide

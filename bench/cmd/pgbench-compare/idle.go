@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +28,9 @@ type idleResult struct {
 
 // measureIdle logs n clients in to p (SCRAM, like pgbench), leaves them idle
 // and reads the pooler's RSS before and with them.
-func measureIdle(ctx context.Context, p *proc, n int, round int) idleResult {
+// With heapTo set, the heap profile from pprofAddr is saved there while the
+// clients are connected.
+func measureIdle(ctx context.Context, p *proc, n int, round int, pprofAddr, heapTo string) idleResult {
 	r := idleResult{Target: p.name, Round: round, Clients: n}
 	// One client and one query first: the pool has its server connection and
 	// the process its steady baseline.
@@ -40,6 +45,12 @@ func measureIdle(ctx context.Context, p *proc, n int, round int) idleResult {
 		return r
 	}
 	r.BeforeKB = before
+	if heapTo != "" {
+		if err := saveURL("http://"+pprofAddr+"/debug/pprof/heap?debug=1", heapTo+".before"); err != nil {
+			r.Err = "idle heap profile: " + err.Error()
+			return r
+		}
+	}
 
 	conns := make([]*pgconn.PgConn, n)
 	var next atomic.Int64
@@ -93,8 +104,35 @@ func measureIdle(ctx context.Context, p *proc, n int, round int) idleResult {
 		r.Err = "query on the last idle connection: " + err.Error()
 		return r
 	}
+	if heapTo != "" {
+		if err := saveURL("http://"+pprofAddr+"/debug/pprof/heap?debug=1", heapTo); err != nil {
+			r.Err = "idle heap profile: " + err.Error()
+			return r
+		}
+	}
 	r.WithKB = with
 	r.PerClient = float64(with-before) / float64(n)
 	r.OK = true
 	return r
+}
+
+// saveURL writes the body of a GET of url to the file path.
+func saveURL(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

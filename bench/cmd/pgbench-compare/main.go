@@ -51,6 +51,7 @@ type options struct {
 	pgBin       string
 	only        string
 	pprof       string
+	idleHeap    string
 	keep        bool
 	direct500   bool
 	oneProc     bool
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&o.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries")
 	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle|overload')")
 	flag.StringVar(&o.pprof, "pprof", "", "serve pgturnstile's net/http/pprof on this address (e.g. 127.0.0.1:6060) during the run")
+	flag.StringVar(&o.idleHeap, "idle-heap", "", "save the idle pgturnstile's heap profile (text, with runtime.MemStats), taken while the idle clients are connected, to this file (and the one before they log in to FILE.before)")
 	oneProc := flag.String("gomaxprocs1", "auto", "also run a pgturnstile with GOMAXPROCS=1 as a fourth target: yes, no, or auto (yes, except with -quick)")
 	flag.BoolVar(&o.direct500, "direct-500", false, "also run direct PostgreSQL at 500 clients (500 backends on 2 cores take longer to log in than a run lasts)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs, failed runs' output)")
@@ -344,12 +346,28 @@ func run(o options) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				p, err := e.startPooler(fmt.Sprintf("idle-%s-r%d", k.kind, round), k.kind, k.bin, nil, iniOpts{})
+				// The idle pooler serves pprof on a port of its own when its
+				// heap profile is wanted (the main pgturnstile holds -pprof's).
+				var idleEnv []string
+				heapAddr := ""
+				if k.kind == "pgturnstile" && o.idleHeap != "" {
+					hp, err := freePort()
+					if err != nil {
+						return err
+					}
+					heapAddr = fmt.Sprintf("127.0.0.1:%d", hp)
+					idleEnv = []string{"PGTURNSTILE_PPROF=" + heapAddr}
+				}
+				p, err := e.startPooler(fmt.Sprintf("idle-%s-r%d", k.kind, round), k.kind, k.bin, idleEnv, iniOpts{})
 				if err != nil {
 					idle = append(idle, idleResult{Target: k.name, Round: round, Clients: o.idleClients, Err: err.Error()})
 					continue
 				}
-				r := measureIdle(ctx, p, o.idleClients, round)
+				heap := ""
+				if heapAddr != "" {
+					heap = o.idleHeap
+				}
+				r := measureIdle(ctx, p, o.idleClients, round, heapAddr, heap)
 				r.Target = k.name
 				e.stopPooler(p)
 				idle = append(idle, r)

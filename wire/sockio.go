@@ -1,0 +1,139 @@
+package wire
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// SocketIO returns the reader and writer that Reader and Writer should use
+// for conn. For a plain TCP or Unix socket that is a wrapper that makes the
+// read(2) and write(2) calls without telling the Go scheduler about them
+// (syscall.RawSyscall) and waits for readiness through the runtime's
+// netpoller as net.Conn does. Any other conn (TLS) is returned as it is.
+//
+// Why: a pooler's goroutines spend most of their time in short,
+// non-blocking socket calls. Each call made the ordinary way marks the
+// goroutine's P as "in a system call"; the runtime's monitor thread then
+// wakes every 20 µs to take such Ps back and hand them to other threads,
+// and on a busy machine that is a large share of the pooler's CPU (about a
+// tenth of it in `perf` profiles of `make bench`'s select-only runs). The
+// sockets are non-blocking (the net package sets O_NONBLOCK), so these calls
+// never sleep in the kernel: an empty socket answers EAGAIN at once, and the
+// goroutine then parks in the netpoller exactly as net.Conn's Read would.
+//
+// Deadlines (SetReadDeadline, SetWriteDeadline) and Close from another
+// goroutine work as with net.Conn, because the waiting is net's own
+// (syscall.RawConn).
+func SocketIO(conn net.Conn) io.ReadWriter {
+	switch conn.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return conn
+	}
+	rc, err := conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return conn
+	}
+	s := &sockIO{rc: rc}
+	// Method values made once: a closure per call would allocate.
+	s.readFn = s.readOnce
+	s.writeFn = s.writeOnce
+	return s
+}
+
+// sockIO is SocketIO's wrapper. Reads and writes may run at the same time on
+// different goroutines, so each has its own fields; net serialises readers
+// among themselves and writers among themselves.
+type sockIO struct {
+	rc syscall.RawConn
+
+	readFn func(fd uintptr) bool
+	rbuf   []byte
+	rn     int
+	rerr   error
+
+	writeFn func(fd uintptr) bool
+	wbuf    []byte
+	wn      int
+	werr    error
+}
+
+func (s *sockIO) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.rbuf, s.rn, s.rerr = p, 0, nil
+	err := s.rc.Read(s.readFn)
+	n, rerr := s.rn, s.rerr
+	s.rbuf, s.rerr = nil, nil
+	if err != nil {
+		return 0, err // closed, or the read deadline passed
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// readOnce is one read(2); false asks net to wait until the socket is
+// readable and call it again.
+func (s *sockIO) readOnce(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
+		switch e {
+		case 0:
+			s.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			s.rerr = os.NewSyscallError("read", e)
+			return true
+		}
+	}
+}
+
+func (s *sockIO) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.wbuf, s.wn, s.werr = p, 0, nil
+	err := s.rc.Write(s.writeFn)
+	n, werr := s.wn, s.werr
+	s.wbuf, s.werr = nil, nil
+	if err != nil {
+		return n, err
+	}
+	if werr != nil {
+		return n, werr
+	}
+	return n, nil
+}
+
+// writeOnce writes what the socket takes; false (a full socket buffer) asks
+// net to wait until it is writable and call it again.
+func (s *sockIO) writeOnce(fd uintptr) bool {
+	for s.wn < len(s.wbuf) {
+		rest := s.wbuf[s.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			s.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			s.werr = os.NewSyscallError("write", e)
+			return true
+		}
+	}
+	return true
+}
