@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -630,6 +631,31 @@ func TestIdleClientsPark(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A parked client's socket lives on as a bare descriptor: SHOW CLIENTS
+	// still gives each one's address and port.
+	clients := show(t, admin, "SHOW CLIENTS")
+	for i, c := range conns[1:] {
+		la := c.PgConn().Conn().LocalAddr().(*net.TCPAddr)
+		ra := c.PgConn().Conn().RemoteAddr().(*net.TCPAddr)
+		row := clients.one(t, "database", appDB, "port", strconv.Itoa(la.Port))
+		if row["addr"] != la.IP.String() || row["local_addr"] != ra.IP.String() || row["local_port"] != strconv.Itoa(ra.Port) {
+			t.Fatalf("parked client %d: SHOW CLIENTS addr %s:%s local %s:%s, want %s and %s",
+				i+1, row["addr"], row["port"], row["local_addr"], row["local_port"], la, ra)
+		}
+	}
+	// KILL_CLIENT of one parked client ends that one only.
+	victim := conns[1]
+	vport := strconv.Itoa(victim.PgConn().Conn().LocalAddr().(*net.TCPAddr).Port)
+	id := clients.one(t, "database", appDB, "port", vport)["id"]
+	adminExec(t, admin, "KILL_CLIENT "+id)
+	waitParked(n - 2)
+	if _, err := victim.Exec(ctxT(t, 5*time.Second), "SELECT 1"); err == nil {
+		t.Fatal("the killed parked client still works")
+	}
+	if show(t, admin, "SHOW CLIENTS").has("database", appDB, "port", vport) {
+		t.Fatal("the killed parked client is still listed")
+	}
+	conns = append(conns[:1], conns[2:]...)
 	// KILL of the database closes parked clients too.
 	adminExec(t, admin, "KILL "+appDB)
 	waitParked(0)

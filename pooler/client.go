@@ -36,9 +36,13 @@ var errSilent = errors.New("silent close")
 // socket at a time: the pump while linked, serve while not. The hand-over
 // happens under mu.
 type client struct {
-	svc       *Service
-	id        uint64
+	svc *Service
+	id  uint64
+	// conn is replaced when a parked client resumes (park.go): goroutines
+	// other than serve read it under mu.
 	conn      net.Conn
+	raddr     netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
+	laddr     netip.AddrPort // our end, for TCP
 	r         *wire.Reader
 	w         *wire.Writer
 	connected time.Time
@@ -97,7 +101,7 @@ type client struct {
 	resetDue     bool // server_reset_query still to run before release
 	// drain is the progress of bringing the server back after the client
 	// left (drain.go).
-	drain drainState
+	drain *drainState // nil until the client leaves mid-link
 	// Statistics: serve's batch byte count and the start of the current
 	// query and transaction (written by serve before the request goes out,
 	// read by the pump after its reply: ordered by the link).
@@ -109,7 +113,7 @@ type client struct {
 	// request then signals cancelWait.
 	waiting    bool
 	waitStart  time.Time
-	cancelWait chan struct{}
+	cancelWait chan struct{} // made at the first wait (under mu)
 	// poolWait is serve's waiter in the pool's queue, made at the first
 	// wait and reused (dropped when the client parks).
 	poolWait *poolWaiter
@@ -122,6 +126,9 @@ type client struct {
 	inLoop     atomic.Bool
 	parkWanted atomic.Bool
 	parkFD     int32
+	// killed: KILL_CLIENT dropped the client (under mu); a parked client
+	// ends when it resumes.
+	killed bool
 
 	adm     *clientAdmission // nil until the client has admission state
 	admitCh chan admitResult
@@ -171,11 +178,38 @@ func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
 // for each message rather than kept: logging a client is rare, and thousands
 // of idle clients should not each hold a logger.
 func (c *client) logger() *slog.Logger {
-	l := c.svc.log.With("conn", c.String(), "addr", c.conn.RemoteAddr().String())
+	addr := "unix"
+	if !c.local {
+		addr = c.raddr.String()
+	}
+	l := c.svc.log.With("conn", c.String(), "addr", addr)
 	if c.user != "" {
 		l = l.With("db", c.dbName, "user", c.user)
 	}
 	return l
+}
+
+// addrParts is an address as SHOW CLIENTS lists it: "unix" and port 0 for
+// the Unix socket.
+func (c *client) addrParts(a netip.AddrPort) (string, int) {
+	if c.local {
+		return "unix", 0
+	}
+	return a.Addr().String(), int(a.Port())
+}
+
+// addrPortOf is a TCP address as a value (no allocation to keep), IPv4
+// unmapped; the zero AddrPort for anything else.
+func addrPortOf(a net.Addr) netip.AddrPort {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ip.Unmap().WithZone(ta.Zone), uint16(ta.Port))
 }
 
 // setParamLocked records the client's new value of a tracked parameter.
@@ -608,7 +642,9 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.conn = tc
+	c.mu.Unlock()
 	c.tls = true
 	c.r = wire.NewReader(tc, clientReadBuffer)
 	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
@@ -969,6 +1005,9 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.waiting = true
 	c.waitStart = time.Now()
+	if c.cancelWait == nil {
+		c.cancelWait = make(chan struct{}, 1)
+	}
 	select {
 	case <-c.cancelWait: // a stale cancel for an earlier wait
 	default:
@@ -1121,6 +1160,9 @@ func (c *client) leave(err error) {
 	c.writerDone.Broadcast()
 	s := c.srv
 	if s != nil {
+		if c.drain == nil {
+			c.drain = &drainState{} // before gone: the pump reads it once gone
+		}
 		c.gone.Store(true)
 		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
@@ -1364,7 +1406,7 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 // over.
 func (c *client) drainLocked(s *server) bool {
 	now := time.Now()
-	d := &c.drain
+	d := c.drain
 	if d.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}

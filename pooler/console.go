@@ -108,8 +108,8 @@ func (s *Service) Clients() []admin.Conn {
 			Type: "C", User: c.user, Database: c.dbName, Replication: "none",
 			ConnectTime: c.connected, Ptr: c.String(), ID: c.id,
 		}
-		row.Addr, row.Port = splitAddr(c.conn.RemoteAddr())
-		row.LocalAddr, row.LocalPort = splitAddr(c.conn.LocalAddr())
+		row.Addr, row.Port = c.addrParts(c.raddr)
+		row.LocalAddr, row.LocalPort = c.addrParts(c.laddr)
 		if c.tls {
 			row.TLS = c.tlsVersion()
 		}
@@ -554,8 +554,12 @@ func (s *Service) SetPool(user, db, settings string) error {
 // once, so the next SHOW CLIENTS no longer lists it (its goroutine notices
 // the closed socket a moment later).
 func (s *Service) dropClient(c *client) {
-	s.unpark(c) // its goroutine comes back to see the closed socket
-	c.conn.Close()
+	c.mu.Lock()
+	c.killed = true
+	conn := c.conn
+	c.mu.Unlock()
+	s.unpark(c) // its goroutine comes back to see killed
+	conn.Close()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {
 		delete(s.cancels, c.key)

@@ -59,7 +59,7 @@ type drainState struct {
 // startDrainLocked starts the clock of a drain and, when a query is still
 // running, the quiet check that cancels it.
 func (c *client) startDrainLocked(s *server, now time.Time) {
-	d := &c.drain
+	d := c.drain
 	d.deadline = now.Add(drainTimeout)
 	d.started = now
 	if c.ls.outstanding == 0 {
@@ -78,7 +78,7 @@ func (c *client) startDrainLocked(s *server, now time.Time) {
 func (c *client) drainQuietCheck(s *server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := &c.drain
+	d := c.drain
 	if c.srv != s || d.finished || d.cancel != nil || c.ls.outstanding == 0 {
 		return
 	}
@@ -94,7 +94,7 @@ func (c *client) drainQuietCheck(s *server) {
 // drainDiscarded counts n bytes of server output thrown away for a client
 // that left, and cancels the query once client_drain_max_bytes is passed.
 func (c *client) drainDiscarded(s *server, n int64) {
-	d := &c.drain
+	d := c.drain
 	if d.bytes.Add(n) <= int64(c.svc.settings().ClientDrainMaxBytes) || d.cancelling.Load() {
 		return
 	}
@@ -109,7 +109,7 @@ func (c *client) drainDiscarded(s *server, n int64) {
 // background: the pump keeps discarding meanwhile (a backend blocked on a
 // full socket only sees the cancel once it can write again).
 func (c *client) startCancelLocked(s *server) {
-	d := &c.drain
+	d := c.drain
 	if d.cancel != nil {
 		return
 	}
@@ -152,7 +152,7 @@ func (c *client) awaitCancelLocked() bool {
 
 // finishDrainLocked counts the drain's outcome, once.
 func (c *client) finishDrainLocked(outcome string) {
-	d := &c.drain
+	d := c.drain
 	if d.finished {
 		return
 	}
@@ -223,6 +223,9 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			c.conn.Close()
 			c.mu.Lock()
 			if c.srv == s && !c.gone.Load() {
+				if c.drain == nil {
+					c.drain = &drainState{} // before gone: the pump reads it once gone
+				}
 				c.gone.Store(true)
 				c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 			}

@@ -2,10 +2,14 @@ package pooler
 
 import (
 	"errors"
+	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // Parking idle clients.
@@ -74,7 +78,7 @@ func (pk *parker) run() {
 			_ = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_DEL, int(ev.Fd), nil)
 			pk.mu.Unlock()
 			if c != nil {
-				go c.serveLoggedIn()
+				go c.resume(int(ev.Fd))
 			}
 		}
 	}
@@ -118,12 +122,27 @@ func (s *Service) requestParks(now time.Time) {
 
 // tryPark parks c after its read timed out on a park request; true when
 // serve's goroutine must end now without touching c again.
+//
+// The parked client keeps its socket as a bare descriptor (a duplicate of
+// net's): the net.Conn, its addresses and the runtime's poll descriptor are
+// freed, and resume makes a new net.Conn from the descriptor. Anything that
+// may run meanwhile treats c.conn as closed: dropClient sets c.killed under
+// c.mu, and resume checks it under c.mu after installing the new conn.
 func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.srv == nil && !c.waiting && !c.skipToSync
+	idle := c.srv == nil && !c.waiting && !c.skipToSync && !c.killed
+	pumpDone := c.pumpDone
 	c.mu.Unlock()
+	if pumpDone != nil {
+		// The last link's pump may still be finishing its writes.
+		select {
+		case <-pumpDone:
+		default:
+			return false
+		}
+	}
 	if !idle || c.w.Buffered() > 0 || !c.r.DropBuffer() {
 		return false
 	}
@@ -139,30 +158,89 @@ func (c *client) tryPark() bool {
 	if pk.start() != nil {
 		return false
 	}
-	// serve's own buffers grow again when needed.
+	fd := -1
+	var derr error
+	cerr := rc.Control(func(sysfd uintptr) { fd, derr = dupCloexec(int(sysfd)) })
+	if cerr != nil || derr != nil {
+		return false
+	}
+	// From here on the client lives on fd alone. serve's own buffers grow
+	// again when needed.
 	c.scratch, c.out, c.big = nil, nil, nil
 	c.poolWait = nil
-	parked := false
-	cerr := rc.Control(func(fd uintptr) {
-		pk.mu.Lock()
-		defer pk.mu.Unlock()
-		pk.parked[int32(fd)] = c
-		c.parkFD = int32(fd)
-		// Level-triggered and one-shot: bytes that arrived before this
-		// call are reported at once, and one wake-up resumes the client
-		// once.
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(fd)}
-		if err := syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
-			delete(pk.parked, int32(fd))
-			return
-		}
-		parked = true
-	})
-	return cerr == nil && parked
+	c.inLoop.Store(false)
+	c.conn.Close() // the socket stays open through fd
+	c.r.SetSource(nil)
+	c.w.SetDest(nil)
+	c.mu.Lock()
+	c.conn = parkedConn{} // drops net's conn, addresses and poll descriptor
+	c.cancelWait = nil
+	c.mu.Unlock()
+
+	pk.mu.Lock()
+	pk.parked[int32(fd)] = c
+	c.parkFD = int32(fd)
+	// Level-triggered and one-shot: bytes that arrived before this call
+	// are reported at once, and one wake-up resumes the client once.
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(fd)}
+	err = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_ADD, fd, &ev)
+	if err != nil {
+		delete(pk.parked, int32(fd))
+	}
+	pk.mu.Unlock()
+	if err != nil {
+		go c.resume(fd) // cannot watch it: carry on as if it woke at once
+		return true
+	}
+	// A KILL_CLIENT that came while the client was between its conn and
+	// the epoll set found nothing to unpark: end it now.
+	c.mu.Lock()
+	killed := c.killed
+	c.mu.Unlock()
+	if killed {
+		c.svc.unpark(c)
+	}
+	return true
+}
+
+// dupCloexec duplicates a descriptor, close-on-exec like every descriptor
+// Go opens.
+func dupCloexec(fd int) (int, error) {
+	nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(nfd), nil
+}
+
+// resume brings a parked client back on a new goroutine: a net.Conn again
+// from its descriptor, then the relay loop.
+func (c *client) resume(fd int) {
+	f := os.NewFile(uintptr(fd), "client")
+	conn, err := net.FileConn(f) // a duplicate; f's descriptor closes below
+	f.Close()
+	if err != nil {
+		c.logger().Warn("resuming a parked client: " + err.Error())
+		c.svc.clientClosed(c)
+		return
+	}
+	sio := wire.SocketIO(conn)
+	c.r.SetSource(sio)
+	c.w.SetDest(sio)
+	c.mu.Lock()
+	c.conn = conn
+	killed := c.killed
+	c.mu.Unlock()
+	if killed {
+		conn.Close()
+		c.svc.clientClosed(c)
+		return
+	}
+	c.serveLoggedIn()
 }
 
 // unpark resumes c if it is parked, before its socket is closed from
-// outside (KILL_CLIENT, shutdown): its goroutine then sees the closed
+// outside (KILL_CLIENT): its goroutine then sees c.killed or the closed
 // socket and ends the client as usual.
 func (s *Service) unpark(c *client) {
 	pk := &s.parker
@@ -171,10 +249,11 @@ func (s *Service) unpark(c *client) {
 		pk.mu.Unlock()
 		return
 	}
-	delete(pk.parked, c.parkFD)
-	_ = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_DEL, int(c.parkFD), nil)
+	fd := c.parkFD
+	delete(pk.parked, fd)
+	_ = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
 	pk.mu.Unlock()
-	go c.serveLoggedIn()
+	go c.resume(int(fd))
 }
 
 // ParkedClients is how many clients are parked now.
@@ -184,3 +263,22 @@ func (s *Service) ParkedClients() int {
 	defer pk.mu.Unlock()
 	return len(pk.parked)
 }
+
+// parkedConn stands in for a parked client's net.Conn: every call fails as
+// on a closed conn, so code that reaches c.conn meanwhile needs no case of
+// its own.
+type parkedConn struct{}
+
+func (parkedConn) Read([]byte) (int, error)         { return 0, net.ErrClosed }
+func (parkedConn) Write([]byte) (int, error)        { return 0, net.ErrClosed }
+func (parkedConn) Close() error                     { return nil }
+func (parkedConn) LocalAddr() net.Addr              { return parkedAddr{} }
+func (parkedConn) RemoteAddr() net.Addr             { return parkedAddr{} }
+func (parkedConn) SetDeadline(time.Time) error      { return net.ErrClosed }
+func (parkedConn) SetReadDeadline(time.Time) error  { return net.ErrClosed }
+func (parkedConn) SetWriteDeadline(time.Time) error { return net.ErrClosed }
+
+type parkedAddr struct{}
+
+func (parkedAddr) Network() string { return "parked" }
+func (parkedAddr) String() string  { return "parked" }

@@ -397,8 +397,8 @@ func (s *Service) accept(ln net.Listener) error {
 			connected: time.Now(),
 		}
 		_, c.local = conn.(*net.UnixConn)
+		c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
 		c.writerDone.L = &c.mu
-		c.cancelWait = make(chan struct{}, 1)
 		s.wg.Add(1)
 		go c.serve()
 	}

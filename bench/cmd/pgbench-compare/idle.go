@@ -92,7 +92,9 @@ func measureIdle(ctx context.Context, p *proc, n int, round int, pprofAddr, heap
 		r.Err = fmt.Sprintf("%d of %d logins failed; first: %v", f, n, firstErr.Load())
 		return r
 	}
-	time.Sleep(2 * time.Second) // let the pooler settle
+	// Let the pooler settle: pgturnstile parks a client idle for 1 s at
+	// its next once-a-second scan.
+	time.Sleep(3 * time.Second)
 	with, err := procStatusKB(p.pid(), "VmRSS")
 	if err != nil {
 		r.Err = err.Error()
