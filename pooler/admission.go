@@ -152,15 +152,19 @@ type admitResult struct {
 // with errWaitCanceled, a shed with *admission.ShedError.
 func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) (admission.Ticket, error) {
 	class := c.classify(ap.policy, typ, n)
-	if c.admitCh == nil {
+	if c.adm == nil {
+		c.adm = &clientAdmission{}
+	}
+	a := c.adm
+	if a.admitCh == nil {
 		// Made once per client, so a decision allocates nothing here.
 		ch := make(chan admitResult, 1)
-		c.admitCh = ch
-		c.onAdmit = func(t admission.Ticket, err error) { ch <- admitResult{t, err} }
+		a.admitCh = ch
+		a.onAdmit = func(t admission.Ticket, err error) { ch <- admitResult{t, err} }
 	}
-	ch := c.admitCh
+	ch := a.admitCh
 	start := time.Now()
-	r := g.Submit(class, c.onAdmit)
+	r := g.Submit(class, a.onAdmit)
 	if r != nil {
 		c.pool.noteDemand()
 	}
@@ -271,6 +275,9 @@ type clientAdmission struct {
 	policy  *classify.Policy
 	app     string
 	session classify.Session
+	// admitCh is the gate's answer to the current wait; onAdmit sends to it.
+	admitCh chan admitResult
+	onAdmit func(admission.Ticket, error)
 }
 
 // shed answers a request the gate refused: ERROR (SQLSTATE 53000 or the

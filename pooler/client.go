@@ -43,13 +43,11 @@ type client struct {
 	conn      net.Conn
 	raddr     netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
 	laddr     netip.AddrPort // our end, for TCP
-	r         *wire.Reader
+	r         *wire.Reader   // nil while parked, as is w
 	w         *wire.Writer
 	connected time.Time
 
 	user   string // login user
-	tls    bool   // the connection switched to TLS
-	local  bool   // connected over the Unix socket
 	dbName string // database name the client asked for
 	pool   *Pool
 	mode   config.PoolMode
@@ -59,24 +57,59 @@ type client struct {
 	// updates them from ParameterStatus while linked.
 	params map[string]string
 
-	scratch []byte
-	pumpOut []byte // the pump's own messages to the client
-	out     []byte // rewritten messages on their way to a server
-	big     []byte // bodies too large for the read buffer
-
-	// tracking is set when protocol-level prepared statements are mapped
-	// (transaction/statement mode, max_prepared_statements > 0).
-	tracking bool
-
 	mu sync.Mutex
+	// queryStart is when the current (or last) request started.
+	queryStart time.Time
 	// stmts maps the client's prepared-statement names to definitions.
 	stmts map[string]*stmtDef
-	// ops are the replies the linked server owes, for mapping (prepared.go).
-	ops opQueue
 	// unnamedParse is the body of the client's last Parse of the unnamed
 	// statement, and unnamedGen counts them (relay_prepared.go).
 	unnamedParse []byte
 	unnamedGen   uint64
+	adm          *clientAdmission // admission state (admission_file); nil until needed
+
+	// gone: the client left while linked; the pump drains.
+	gone atomic.Bool
+	// inLoop: logged in and relaying (park.go may park it); parkWanted:
+	// the janitor asked serve to park; parkFD: its socket while parked
+	// (guarded by the service's parker.mu).
+	inLoop     atomic.Bool
+	parkWanted atomic.Bool
+	parkFD     int32
+	tls        bool // the connection switched to TLS
+	local      bool // connected over the Unix socket
+	// tracking is set when protocol-level prepared statements are mapped
+	// (transaction/statement mode, max_prepared_statements > 0).
+	tracking bool
+	// killed: KILL_CLIENT dropped the client (under mu); a parked client
+	// ends when it resumes.
+	killed bool
+
+	// The link state and buffers, which a parked client does without:
+	// park.go drops them (under mu) and resume makes them anew. Other
+	// goroutines reach these fields only under mu and only after checking
+	// clientLink is not nil.
+	*clientLink
+}
+
+// newClientLink returns an empty link part whose condition uses the
+// client's mu.
+func newClientLink(mu *sync.Mutex) *clientLink {
+	l := &clientLink{}
+	l.writerDone.L = mu
+	return l
+}
+
+// clientLink is the part of a client that serves its requests: buffers,
+// the linked server and the protocol position on it, waits. Its fields
+// are promoted into client; c.mu guards what the comments say it does.
+type clientLink struct {
+	scratch []byte
+	pumpOut []byte // the pump's own messages to the client
+	out     []byte // rewritten messages on their way to a server
+	big     []byte // bodies too large for the read buffer
+	// ops are the replies the linked server owes, for mapping (prepared.go).
+	ops opQueue
 	// skipToSync drops client messages up to the next Sync after an error
 	// the pooler raised itself, as Postgres does after its own errors.
 	skipToSync bool
@@ -94,8 +127,7 @@ type client struct {
 	// pumpStarted: the link has a pump goroutine (serve's own; see
 	// relayOrPump).
 	pumpStarted bool
-	gone        atomic.Bool // the client left while linked; the pump drains
-	detach      bool        // serve is closing the link on purpose
+	detach      bool // serve is closing the link on purpose
 	// detachReason is logged when serve closes the linked server.
 	detachReason string
 	resetDue     bool // server_reset_query still to run before release
@@ -103,36 +135,20 @@ type client struct {
 	// left (drain.go).
 	drain *drainState // nil until the client leaves mid-link
 	// Statistics: serve's batch byte count and the start of the current
-	// query and transaction (written by serve before the request goes out,
+	// transaction (queryStart is the client's) (written by serve before the request goes out,
 	// read by the pump after its reply: ordered by the link).
-	recvBytes             int64
-	queryStart, xactStart time.Time
+	recvBytes int64
+	xactStart time.Time
 	// sentBytes is the pump's count since the last ReadyForQuery.
 	sentBytes int64
 	// waiting is set while serve waits in the pool's queue; a cancel
 	// request then signals cancelWait.
 	waiting    bool
 	waitStart  time.Time
-	cancelWait chan struct{} // made at the first wait (under mu)
+	cancelWait chan struct{}
 	// poolWait is serve's waiter in the pool's queue, made at the first
-	// wait and reused (dropped when the client parks).
+	// wait and reused.
 	poolWait *poolWaiter
-
-	// adm is the client's admission state (admission_file), admitCh the
-	// gate's answer to its current wait.
-	// inLoop: logged in and relaying (park.go may park it); parkWanted:
-	// the janitor asked serve to park; parkFD: its socket while parked
-	// (guarded by the service's parker.mu).
-	inLoop     atomic.Bool
-	parkWanted atomic.Bool
-	parkFD     int32
-	// killed: KILL_CLIENT dropped the client (under mu); a parked client
-	// ends when it resumes.
-	killed bool
-
-	adm     *clientAdmission // nil until the client has admission state
-	admitCh chan admitResult
-	onAdmit func(admission.Ticket, error) // sends to admitCh
 }
 
 // errWaitCanceled ends a wait for a server on the client's cancel request.

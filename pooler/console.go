@@ -115,6 +115,8 @@ func (s *Service) Clients() []admin.Conn {
 		}
 		c.mu.Lock()
 		switch {
+		case c.clientLink == nil:
+			row.State = "idle" // parked
 		case c.waiting:
 			row.State = "waiting"
 			row.Wait = now.Sub(c.waitStart)

@@ -20,8 +20,15 @@
 // goroutine, which runs for the rest of the link.
 //
 // A client idle for a second with no server linked is parked (park.go):
-// its goroutine ends, its read buffer is dropped and one epoll set per
-// service watches its socket; a new goroutine resumes it when it sends.
+// its goroutine ends, and it keeps only its session (user, database,
+// parameters, prepared statements, cancel key) and its socket as a bare
+// descriptor in one epoll set per service. The net.Conn, reader, writer
+// and link state (clientLink) are dropped; a new goroutine rebuilds them
+// when the client sends or hangs up.
+//
+// Socket reads and writes go through wire.SocketIO: raw system calls on
+// the non-blocking descriptor, waiting in the netpoller when it is not
+// ready, so the goroutine's P never enters the runtime's syscall state.
 //
 // The pump (client.pumpRun, inline or as client.pump) is the only reader
 // of the server while linked and the only writer to the client while

@@ -98,7 +98,7 @@ func (s *Service) requestParks(now time.Time) {
 			continue
 		}
 		c.mu.Lock()
-		idle := c.srv == nil && !c.waiting && !c.skipToSync &&
+		idle := c.clientLink != nil && c.srv == nil && !c.waiting && !c.skipToSync &&
 			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter)
 		if idle {
 			c.parkWanted.Store(true)
@@ -164,17 +164,14 @@ func (c *client) tryPark() bool {
 	if cerr != nil || derr != nil {
 		return false
 	}
-	// From here on the client lives on fd alone. serve's own buffers grow
-	// again when needed.
-	c.scratch, c.out, c.big = nil, nil, nil
-	c.poolWait = nil
+	// From here on the client lives on fd alone.
 	c.inLoop.Store(false)
 	c.conn.Close() // the socket stays open through fd
-	c.r.SetSource(nil)
-	c.w.SetDest(nil)
+	// The reader and writer go too (both are empty); resume makes new ones.
+	c.r, c.w = nil, nil
 	c.mu.Lock()
 	c.conn = parkedConn{} // drops net's conn, addresses and poll descriptor
-	c.cancelWait = nil
+	c.clientLink = nil    // and the link state and buffers
 	c.mu.Unlock()
 
 	pk.mu.Lock()
@@ -225,10 +222,12 @@ func (c *client) resume(fd int) {
 		return
 	}
 	sio := wire.SocketIO(conn)
-	c.r.SetSource(sio)
-	c.w.SetDest(sio)
+	c.r = wire.NewReader(sio, clientReadBuffer)
+	c.r.SetMaxMessageSize(c.svc.settings().MaxPacketSize)
+	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn
+	c.clientLink = newClientLink(&c.mu)
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {

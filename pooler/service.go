@@ -398,7 +398,7 @@ func (s *Service) accept(ln net.Listener) error {
 		}
 		_, c.local = conn.(*net.UnixConn)
 		c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
-		c.writerDone.L = &c.mu
+		c.clientLink = newClientLink(&c.mu)
 		s.wg.Add(1)
 		go c.serve()
 	}
@@ -441,6 +441,9 @@ func (s *Service) cancel(key [8]byte) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.clientLink == nil {
+		return // parked: nothing runs
+	}
 	if c.waiting {
 		select {
 		case c.cancelWait <- struct{}{}:

@@ -66,10 +66,6 @@ func (r *Reader) DropBuffer() bool {
 	return true
 }
 
-// SetSource makes r read from src from now on, keeping its buffer and
-// limits: a parked client's socket comes back as a new net.Conn.
-func (r *Reader) SetSource(src io.Reader) { r.r = src }
-
 // SetMaxMessageSize limits the total length (header included) of accepted
 // messages; 0 means no limit beyond the protocol's own.
 func (r *Reader) SetMaxMessageSize(n int) { r.maxLen = n }

@@ -48,9 +48,6 @@ func (w *Writer) giveBack() {
 	}
 }
 
-// SetDest makes w write to dst from now on (see Reader.SetSource).
-func (w *Writer) SetDest(dst io.Writer) { w.w = dst }
-
 // NewWriter returns a Writer with a buffer of size bytes.
 func NewWriter(w io.Writer, size int) *Writer {
 	return &Writer{w: w, buf: make([]byte, 0, size)}
