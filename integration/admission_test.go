@@ -665,3 +665,82 @@ func TestIdleClientsPark(t *testing.T) {
 		}
 	}
 }
+
+// TestParkResumeUnderLoad: clients go idle long enough to park and come
+// back, over and over, while the console lists them and cancel requests
+// arrive for parked and active ones alike. Every query returns its own
+// value, no client errors except cancelled statements, and the pooler
+// stays up (under -race this also checks the hand-over of a resumed
+// client's state).
+func TestParkResumeUnderLoad(t *testing.T) {
+	needPG(t)
+	p := startPoolerWithMetrics(t, nil, "")
+	const n = 24
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		conns[i] = connectPgx(t, p.App())
+	}
+	admin := adminConsole(t, p)
+	end := time.Now().Add(7 * time.Second)
+	var wg sync.WaitGroup
+	var queries, cancelled, resumedParked atomic.Int64
+	errc := make(chan error, n)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for k := 0; time.Now().Before(end); k++ {
+				// Idle for 0.2–2.6 s: long pauses park, short ones do not.
+				time.Sleep(time.Duration(200+rng.IntN(2400)) * time.Millisecond)
+				want := int64(i*1000 + k)
+				var got int64
+				err := c.QueryRow(ctxT(t, 10*time.Second), "SELECT $1::bigint + (0 * length(pg_sleep(0.01)::text))", want).Scan(&got)
+				var pe *pgconn.PgError
+				switch {
+				case errors.As(err, &pe) && pe.Code == "57014":
+					cancelled.Add(1)
+					continue
+				case err != nil:
+					errc <- fmt.Errorf("client %d query %d: %w", i, k, err)
+					return
+				case got != want:
+					errc <- fmt.Errorf("client %d query %d: got %d, want %d", i, k, got, want)
+					return
+				}
+				queries.Add(1)
+			}
+		}()
+	}
+	// The console and cancel requests, meanwhile, from the test goroutine.
+	rng := rand.New(rand.NewPCG(99, 7))
+	for time.Now().Before(end) {
+		if rows := show(t, admin, "SHOW CLIENTS").where("database", appDB); len(rows) != n {
+			t.Errorf("SHOW CLIENTS lists %d clients, want %d", len(rows), n)
+		}
+		if parked := admissionMetrics(t, p, "pgturnstile_clients_parked "); parked > 0 {
+			resumedParked.Add(1)
+		}
+		c := conns[rng.IntN(n)]
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = c.PgConn().CancelRequest(cctx)
+		cancel()
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	t.Logf("MEASURED %d queries ok, %d cancelled; clients were parked at %d of the console's looks", queries.Load(), cancelled.Load(), resumedParked.Load())
+	if resumedParked.Load() == 0 {
+		t.Error("no client was ever parked: the test did not exercise resume")
+	}
+	if queries.Load() < n {
+		t.Errorf("only %d queries succeeded", queries.Load())
+	}
+	p.Alive(t)
+	if strings.Contains(p.Log(), "panic") {
+		t.Fatalf("pooler log has a panic:\n%s", p.Log())
+	}
+}
