@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1130,6 +1131,9 @@ func (c *client) startPump(s *server) {
 // syncParams sends one SET for the tracked parameters whose server value
 // differs from the client's (PgBouncer compares case-insensitively).
 func (c *client) syncParams(s *server) error {
+	if s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
+		return nil
+	}
 	var sb strings.Builder
 	for name, want := range c.params {
 		have, ok := s.params[name]
@@ -1143,6 +1147,7 @@ func (c *client) syncParams(s *server) error {
 		sb.WriteString(";")
 	}
 	if sb.Len() == 0 {
+		s.syncedWith, s.syncedGen = c.params, s.paramsGen
 		return nil
 	}
 	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
@@ -1159,7 +1164,15 @@ func (c *client) syncParams(s *server) error {
 			s.params[name] = want
 		}
 	}
+	s.paramsGen++
 	return nil
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+// Parameter maps are never changed once made, so the same map means the
+// same parameters; syncedWith holds the map, so its address is not reused.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // leave handles the client going away. A linked server is drained back to a

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
@@ -49,6 +50,10 @@ type server struct {
 	id   uint64
 	pool *Pool
 	conn net.Conn
+	// peekFn, peekBuf and peekDead serve closedByPeer (its owner only).
+	peekFn   func(fd uintptr) bool
+	peekBuf  [1]byte
+	peekDead bool
 	// r is the only reader of conn, for the whole life of the connection,
 	// login included.
 	// While linked, the link's pump goroutine reads; otherwise the goroutine
@@ -63,6 +68,13 @@ type server struct {
 	// params are the server's current values of reported parameters,
 	// updated from every ParameterStatus.
 	params map[string]string
+	// paramsGen counts changes to params; syncedWith is the client
+	// parameter map (immutable, see client.setParamLocked) that params last
+	// matched, at syncedGen: the next client with the same map skips the
+	// comparison (client.syncParams).
+	paramsGen  uint64
+	syncedWith map[string]string
+	syncedGen  uint64
 
 	created  time.Time
 	lastUsed time.Time
@@ -238,6 +250,7 @@ func (s *server) noteParameter(body []byte) (name, value string) {
 	}
 	value = string(v)
 	s.params[name] = value
+	s.paramsGen++
 	return name, value
 }
 
@@ -424,16 +437,24 @@ func (s *server) closedByPeer() bool {
 	if err != nil {
 		return true
 	}
-	dead := false
-	var b [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK:
-		case rerr != nil || n >= 0:
-			dead = true // EOF (n == 0), data, or a socket error
-		}
-		return true // never wait
-	})
-	return dead || err != nil
+	if s.peekFn == nil {
+		s.peekFn = s.peekOnce // a method value made once, not per peek
+	}
+	s.peekDead = false
+	err = raw.Read(s.peekFn)
+	return s.peekDead || err != nil
+}
+
+// peekOnce is closedByPeer's one non-blocking MSG_PEEK. A raw system call,
+// like wire.SocketIO's: it cannot block, and it keeps the P out of the
+// scheduler's syscall state.
+func (s *server) peekOnce(fd uintptr) bool {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekBuf[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+	case e != 0 || int(n) >= 0:
+		s.peekDead = true // EOF (n == 0), data, or a socket error
+	}
+	return true // never wait
 }
