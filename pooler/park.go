@@ -41,7 +41,10 @@ type parker struct {
 	parked map[int32]*client // by socket descriptor
 	// freedAt is len(parked) at the last FreeOSMemory: many clients going
 	// idle together hand their stacks and buffers back to the OS at once.
-	freedAt int
+	// lastScan is len(parked) at the previous scan: when parking has
+	// settled, the tail of a burst is handed back too.
+	freedAt  int
+	lastScan int
 }
 
 // start creates the epoll set and its goroutine on first use.
@@ -110,10 +113,12 @@ func (s *Service) requestParks(now time.Time) {
 	pk := &s.parker
 	pk.mu.Lock()
 	n := len(pk.parked)
-	free := n-pk.freedAt >= 256
+	settled := n == pk.lastScan && n-pk.freedAt >= 32
+	free := n-pk.freedAt >= 256 || settled
 	if free || n < pk.freedAt {
 		pk.freedAt = n
 	}
+	pk.lastScan = n
 	pk.mu.Unlock()
 	if free {
 		debug.FreeOSMemory()
