@@ -148,7 +148,6 @@ const rawMarker = "<!-- raw -->"
 
 func report(o options, in info, ws []workload, rs []runResult, idle []idleResult, over []overloadResult) string {
 	t := index(rs)
-	R := o.rounds
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 
@@ -168,8 +167,8 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	}
 	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. Open-files limit raised to %d.\n",
 		in.PostgresConf, o.scale, in.Nofile)
-	p("- **Runs:** %d rounds per workload, `pgbench -T %d` (plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
-		R, int(o.duration.Seconds()), targetList(o))
+	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
+		o.rounds, max(o.rounds, o.targetRounds), int(o.duration.Seconds()), targetList(o))
 	var loads []float64
 	retries := 0
 	for _, r := range rs {
@@ -206,13 +205,13 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		return "**no**"
 	}
 	{
-		a := t.pairs("S-ext-100", tTurnstile, tBouncer, R, ratio(fTPS))
+		a := t.pairs("S-ext-100", tTurnstile, tBouncer, o.roundsOf("S-ext-100"), ratio(fTPS))
 		p("| select-only extended, 100 clients: TPS pgturnstile/PgBouncer ≥ 1.0 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x >= 1.0 }))
-		a = t.pairs("S-ext-100", tTurnstile, tBouncer, R, ratio(fCPU))
+		a = t.pairs("S-ext-100", tTurnstile, tBouncer, o.roundsOf("S-ext-100"), ratio(fCPU))
 		p("| select-only extended, 100 clients: pooler CPU µs/txn pgturnstile/PgBouncer ≤ 1.2 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x <= 1.2 }))
 		for _, m := range []string{"simple", "ext", "prep"} {
 			w := "S-" + m + "-500"
-			a = t.pairs(w, tTurnstile, tBouncer, R, ratio(fP99))
+			a = t.pairs(w, tTurnstile, tBouncer, o.roundsOf(w), ratio(fP99))
 			p("| %s: p99 pgturnstile/PgBouncer ≤ 1.0 | %s | %s |\n", w, a.cell(2), verdict(a, func(x float64) bool { return x <= 1.0 }))
 		}
 		a = idleRatio(idle)
@@ -229,13 +228,13 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	}
 	for _, w := range ws {
 		p("| %s | %s | %s | %s | %s |", w.Name,
-			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fTPS)).cell(2),
-			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fCPU)).cell(2),
-			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fP50)).cell(2),
-			t.pairs(w.Key, tTurnstile, tBouncer, R, ratio(fP99)).cell(2))
+			t.pairs(w.Key, tTurnstile, tBouncer, o.roundsOf(w.Key), ratio(fTPS)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, o.roundsOf(w.Key), ratio(fCPU)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, o.roundsOf(w.Key), ratio(fP50)).cell(2),
+			t.pairs(w.Key, tTurnstile, tBouncer, o.roundsOf(w.Key), ratio(fP99)).cell(2))
 		if o.oneProc {
-			p(" %s | %s |", t.pairs(w.Key, tTurnOne, tBouncer, R, ratio(fTPS)).cell(2),
-				t.pairs(w.Key, tTurnOne, tBouncer, R, ratio(fCPU)).cell(2))
+			p(" %s | %s |", t.pairs(w.Key, tTurnOne, tBouncer, o.roundsOf(w.Key), ratio(fTPS)).cell(2),
+				t.pairs(w.Key, tTurnOne, tBouncer, o.roundsOf(w.Key), ratio(fCPU)).cell(2))
 		}
 		p("\n")
 	}
@@ -246,7 +245,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("| Workload | Target | TPS | p50 ms | p99 ms | Pooler CPU µs/txn | Peak RSS MiB | Runs OK |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range ws {
 		for _, tg := range []string{tDirect, tBouncer, tTurnstile, tTurnOne} {
-			ok, all, ferr := t.runs(w.Key, tg, R)
+			ok, all, ferr := t.runs(w.Key, tg, o.roundsOf(w.Key))
 			if all == 0 {
 				continue
 			}
@@ -255,11 +254,11 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 				runs += " ⚠ " + shorten(ferr, 140)
 			}
 			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", w.Name, tg,
-				t.perTarget(w.Key, tg, R, fTPS).cell(0),
-				t.perTarget(w.Key, tg, R, fP50).cell(3),
-				t.perTarget(w.Key, tg, R, fP99).cell(3),
-				t.perTarget(w.Key, tg, R, fCPU).cell(1),
-				t.perTarget(w.Key, tg, R, fRSS).cell(1),
+				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fTPS).cell(0),
+				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fP50).cell(3),
+				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fP99).cell(3),
+				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fCPU).cell(1),
+				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fRSS).cell(1),
 				mdEscape(runs))
 		}
 	}
@@ -270,8 +269,8 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		p("Pooler minus direct PostgreSQL in the same round, µs.\n\n")
 		p("| Target | p50 added µs | p99 added µs |\n|---|---|---|\n")
 		for _, tg := range []string{tBouncer, tTurnstile, tTurnOne} {
-			d50 := t.pairs("S-simple-1", tg, tDirect, R, func(x, y runResult) float64 { return x.P50us - y.P50us })
-			d99 := t.pairs("S-simple-1", tg, tDirect, R, func(x, y runResult) float64 { return x.P99us - y.P99us })
+			d50 := t.pairs("S-simple-1", tg, tDirect, o.roundsOf("S-simple-1"), func(x, y runResult) float64 { return x.P50us - y.P50us })
+			d99 := t.pairs("S-simple-1", tg, tDirect, o.roundsOf("S-simple-1"), func(x, y runResult) float64 { return x.P99us - y.P99us })
 			p("| %s | %s | %s |\n", tg, d50.cell(0), d99.cell(0))
 		}
 		p("\n")
