@@ -38,25 +38,25 @@ const (
 )
 
 type options struct {
-	quick       bool
-	rounds      int
+	quick        bool
+	rounds       int
 	targetRounds int
-	duration    time.Duration
-	overloadDur time.Duration
-	scale       int
-	idleClients int
-	idleRounds  int
-	out         string
-	pooler      string
-	pgbouncer   string
-	pgBin       string
-	only        string
-	pprof       string
-	idleHeap    string
-	keep        bool
-	direct500   bool
-	oneProc     bool
-	noInstall   bool
+	duration     time.Duration
+	overloadDur  time.Duration
+	scale        int
+	idleClients  int
+	idleRounds   int
+	out          string
+	pooler       string
+	pgbouncer    string
+	pgBin        string
+	only         string
+	pprof        string
+	idleHeap     string
+	keep         bool
+	direct500    bool
+	oneProc      bool
+	noInstall    bool
 }
 
 func main() {
