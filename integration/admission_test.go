@@ -266,9 +266,10 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	if lShed == 0 {
 		t.Error("no low-priority transaction was shed: the pool was not overloaded?")
 	}
-	if lOK == 0 {
-		t.Error("low priority got nothing through")
-	}
+	// Low getting anything through while the 4 high clients run is luck:
+	// they alone keep the 4 servers about 96 % busy, and lower tiers are
+	// starved by design at that load (admission.md, sim S3b). What must
+	// hold is below, once the high load stops.
 	if low.usableAfterShed.Load() == 0 {
 		t.Error("no shed low-priority connection was checked with SELECT 1")
 	}
@@ -287,6 +288,38 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	ran := float64(high.decided.Load())
 	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="high",`); got < ran || got > ran+8 {
 		t.Errorf("metrics count %v high-priority decisions, the high clients ran %v transactions (+ up to 8)", got, ran)
+	}
+
+	// With the high load gone, the low tier's debt decays (within the
+	// 10 s decay interval) and every low client gets through again: debt
+	// never shuts a tier out for good.
+	after, stopAfter := context.WithTimeout(context.Background(), 15*time.Second)
+	defer stopAfter()
+	// Fresh connections: pgx closed those whose query the end of the run
+	// cancelled.
+	var through atomic.Int64
+	for i := range 8 {
+		c := connectApp(t, p, fmt.Sprintf("batch-after-%d", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for after.Err() == nil {
+				_, err := c.Exec(after, "SELECT pg_sleep(0.02)")
+				if err == nil {
+					through.Add(1)
+					return
+				}
+				if after.Err() == nil && !isShed(t, err) {
+					t.Errorf("low client after the high load stopped: %v", err)
+					return
+				}
+				time.Sleep(time.Duration(10+rand.IntN(21)) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := through.Load(); n != 8 {
+		t.Errorf("after the high load stopped, %d of 8 low clients got a transaction through in 15 s", n)
 	}
 }
 
