@@ -712,6 +712,44 @@ func TestIdleClientsPark(t *testing.T) {
 	}
 }
 
+// TestSilentClientParksAfterLogin: a client that logs in and sends nothing
+// parks within parkAfterLogin (100 ms), long before the idle scan could
+// park it (at 1 s after its connect at the earliest), so a burst of
+// connections that a pool opens and leaves idle holds no goroutine or
+// buffer per connection. Each one then answers its own query.
+func TestSilentClientParksAfterLogin(t *testing.T) {
+	needPG(t)
+	p := startPoolerWithMetrics(t, nil, "")
+	const n = 10
+	start := time.Now()
+	conns := make([]*pgx.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() { defer wg.Done(); conns[i] = connectPgx(t, p.App()) }()
+	}
+	wg.Wait()
+	for i, c := range conns {
+		if c == nil {
+			t.Fatalf("client %d did not log in", i)
+		}
+	}
+	// The idle scan parks a client only once it has been connected for
+	// a second; every one of these was connected after start.
+	for got := 0.0; got != n; {
+		if time.Since(start) >= 950*time.Millisecond {
+			t.Fatalf("%v of %d silent clients parked within 950 ms of their connect; the idle scan would park them at 1 s", got, n)
+		}
+		got = admissionMetrics(t, p, "pgturnstile_clients_parked ")
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i, c := range conns {
+		if got := queryInt(t, c, "SELECT $1::int * 2", i); got != int64(2*i) {
+			t.Fatalf("client %d parked after login: SELECT = %d", i, got)
+		}
+	}
+}
+
 // TestParkResumeUnderLoad: clients go idle long enough to park and come
 // back, over and over, while the console lists them and cancel requests
 // arrive for parked and active ones alike. Every query returns its own

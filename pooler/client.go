@@ -265,12 +265,12 @@ func (c *client) serve() {
 	// stack, which Go only shrinks at a garbage collection. The rest of
 	// the client's life, mostly idle, runs on a fresh goroutine whose stack
 	// starts small: idle clients are many.
-	go c.serveLoggedIn()
+	go c.serveLoggedIn(true)
 }
 
 // serveLoggedIn relays for a logged-in client until it leaves or parks
 // (park.go); a parked client comes back here on a new goroutine.
-func (c *client) serveLoggedIn() {
+func (c *client) serveLoggedIn(afterLogin bool) {
 	parked := false
 	defer func() {
 		if r := recover(); r != nil {
@@ -281,7 +281,7 @@ func (c *client) serveLoggedIn() {
 			c.svc.clientClosed(c)
 		}
 	}()
-	parked = c.loop()
+	parked = c.loop(afterLogin)
 }
 
 // fail sends err to an unlinked client when it is a pooler error and logs
@@ -785,15 +785,32 @@ func (c *client) peerIsSelf() bool {
 }
 
 // loop relays client messages to linked servers until the client leaves.
-func (c *client) loop() (parked bool) {
+// afterLogin: the client has just logged in; if it sends nothing within
+// parkAfterLogin it parks (park.go).
+func (c *client) loop(afterLogin bool) (parked bool) {
 	st := c.svc.settings()
 	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
 	c.inLoop.Store(true)
+	// The early-park deadline is armed only where the janitor would park
+	// the client later anyway (no idle timeouts, which own the deadline,
+	// and no TLS); it is cleared by the first message.
+	loginGrace := afterLogin && !timeouts && !c.tls
+	if loginGrace {
+		c.parkWanted.Store(true)
+		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))
+	}
 	for {
 		if timeouts {
 			c.armClientDeadline(st)
 		}
 		typ, n, err := c.r.Next()
+		if loginGrace {
+			loginGrace = false
+			if err == nil {
+				c.parkWanted.Store(false)
+				c.conn.SetReadDeadline(time.Time{})
+			}
+		}
 		if err != nil {
 			if isTimeout(err) && c.parkWanted.Load() {
 				if c.tryPark() {

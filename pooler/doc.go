@@ -19,7 +19,8 @@
 // IN, a batch ending in Flush, or a link left mid-batch gets a pump
 // goroutine, which runs for the rest of the link.
 //
-// A client idle for a second with no server linked is parked (park.go):
+// A client idle for a second with no server linked, or silent for 100 ms
+// right after its login, is parked (park.go):
 // its goroutine ends, and it keeps only its session (user, database,
 // parameters, prepared statements, cancel key) and its socket as a bare
 // descriptor in one epoll set per service. The net.Conn, reader, writer

@@ -23,10 +23,21 @@ import (
 // service, and its goroutine ends. When the socket becomes readable (a
 // request, or the client hanging up), a new goroutine picks the client up
 // where it was. Busy clients never park, so the hot path pays nothing: the
-// janitor asks an idle client to park by expiring its read deadline.
+// janitor asks an idle client to park by expiring its read deadline. A
+// client that has just logged in gets that deadline at once, set
+// parkAfterLogin ahead (client.loop).
 
 // parkAfter is how long a client must have been idle before it is parked.
 const parkAfter = time.Second
+
+// parkAfterLogin is how long a client that has just logged in may stay
+// silent before it parks, without waiting for parkAfter and the janitor.
+// Applications and connection pools open connections in bursts and leave
+// most of them idle; a burst of thousands would otherwise hold a goroutine,
+// its stack and buffers per connection for one to two seconds, and the
+// runtime keeps the metadata of that peak heap. A client that queries right
+// after its login (within a round trip, the usual case) never parks.
+const parkAfterLogin = 100 * time.Millisecond
 
 // parkScanEvery is how often the janitor looks for clients to park.
 const parkScanEvery = time.Second
@@ -240,7 +251,7 @@ func (c *client) resume(fd int) {
 		c.svc.clientClosed(c)
 		return
 	}
-	c.serveLoggedIn()
+	c.serveLoggedIn(false)
 }
 
 // unpark resumes c if it is parked, before its socket is closed from
