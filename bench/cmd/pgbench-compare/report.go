@@ -278,7 +278,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 
 	if len(idle) > 0 {
 		p("## Idle client connections\n\n")
-		p("A fresh instance of each pooler per round; one client logs in and runs a query, then RSS is read (*before*); then %d more clients log in with SCRAM and stay idle, and RSS is read again 2 s later (*with*). Per client = (with − before) ÷ clients.\n\n", o.idleClients)
+		p("A fresh instance of each pooler per round; one client logs in and runs a query, then RSS is read (*before*); then %d more clients log in with SCRAM and stay idle, and RSS is read again 3 s later (*with*). Per client = (with − before) ÷ clients.\n\n", o.idleClients)
 		p("| Pooler | Clients | RSS before MiB | RSS with MiB | KiB per client | Logins took s | Rounds OK |\n|---|---|---|---|---|---|---|\n")
 		for _, tg := range []string{tBouncer, tTurnstile} {
 			var bf, wi, pc, cs []float64
