@@ -640,20 +640,7 @@ func TestIdleClientsPark(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	waitParked := func(want float64) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			got := admissionMetrics(t, p, "pgturnstile_clients_parked ")
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pgturnstile_clients_parked = %v, want %v", got, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitParked := func(want float64) { t.Helper(); waitParkedCount(t, p, want) }
 	waitParked(n)
 	// Parked clients answer at once, each on its own connection.
 	for i, c := range conns {
@@ -721,32 +708,67 @@ func TestSilentClientParksAfterLogin(t *testing.T) {
 	needPG(t)
 	p := startPoolerWithMetrics(t, nil, "")
 	const n = 10
-	start := time.Now()
-	conns := make([]*pgx.Conn, n)
-	var wg sync.WaitGroup
-	for i := range conns {
-		wg.Add(1)
-		go func() { defer wg.Done(); conns[i] = connectPgx(t, p.App()) }()
-	}
-	wg.Wait()
-	for i, c := range conns {
-		if c == nil {
-			t.Fatalf("client %d did not log in", i)
+	var all []*pgx.Conn
+	// The check needs the logins done well inside the idle scan's second;
+	// on a machine too loaded for that, the round is not evidence either
+	// way and is repeated with new clients (the slow ones park anyway).
+	for round := 1; ; round++ {
+		start := time.Now()
+		conns := make([]*pgx.Conn, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range conns {
+			wg.Add(1)
+			cfg := pgxConfig(t, p.App())
+			go func() { defer wg.Done(); conns[i], errs[i] = tryConnectPgx(t, cfg) }()
 		}
-	}
-	// The idle scan parks a client only once it has been connected for
-	// a second; every one of these was connected after start.
-	for got := 0.0; got != n; {
-		if time.Since(start) >= 950*time.Millisecond {
-			t.Fatalf("%v of %d silent clients parked within 950 ms of their connect; the idle scan would park them at 1 s", got, n)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("client %d did not log in: %v", i, err)
+			}
 		}
-		got = admissionMetrics(t, p, "pgturnstile_clients_parked ")
-		time.Sleep(20 * time.Millisecond)
+		all = append(all, conns...)
+		if took := time.Since(start); took > 500*time.Millisecond {
+			if round == 3 {
+				t.Fatalf("%d logins took %v, three times: too slow to tell an early park from the idle scan's", n, took)
+			}
+			t.Logf("round %d: %d logins took %v; again", round, n, took)
+			waitParkedCount(t, p, float64(len(all)))
+			continue
+		}
+		// The idle scan parks a client only once it has been connected
+		// for a second; every one of these connected after start.
+		want := float64(len(all))
+		for got := 0.0; got != want; {
+			if time.Since(start) >= 950*time.Millisecond {
+				t.Fatalf("%v of %d silent clients parked within 950 ms of their connect; the idle scan would park them at 1 s", got-want+n, n)
+			}
+			got = admissionMetrics(t, p, "pgturnstile_clients_parked ")
+			time.Sleep(20 * time.Millisecond)
+		}
+		break
 	}
-	for i, c := range conns {
+	for i, c := range all {
 		if got := queryInt(t, c, "SELECT $1::int * 2", i); got != int64(2*i) {
 			t.Fatalf("client %d parked after login: SELECT = %d", i, got)
 		}
+	}
+}
+
+// waitParkedCount waits up to 15 s for pgturnstile_clients_parked to be want.
+func waitParkedCount(t *testing.T, p *Pooler, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := admissionMetrics(t, p, "pgturnstile_clients_parked ")
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgturnstile_clients_parked = %v, want %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
