@@ -284,27 +284,39 @@ func appendCloseStmt(dst []byte, name string) []byte {
 }
 
 // parseParse splits a Parse body into name, query and the raw type section.
-func parseParse(body []byte) (name, query string, types []byte, ok bool) {
+func parseParse(body []byte) (name string, query, types []byte, ok bool) {
 	i := bytes.IndexByte(body, 0)
 	if i < 0 {
-		return "", "", nil, false
+		return "", nil, nil, false
 	}
 	j := bytes.IndexByte(body[i+1:], 0)
 	if j < 0 {
-		return "", "", nil, false
+		return "", nil, nil, false
 	}
 	types = body[i+1+j+1:]
 	if len(types) < 2 {
-		return "", "", nil, false
+		return "", nil, nil, false
 	}
 	n := int(binary.BigEndian.Uint16(types))
 	if len(types) != 2+4*n {
-		return "", "", nil, false
+		return "", nil, nil, false
 	}
 	if n == 0 {
 		types = nil
 	}
-	return string(body[:i]), string(body[i+1 : i+1+j]), types, true
+	// The query stays bytes: an unnamed statement (every transaction of
+	// an extended-protocol client) passes through without a copy.
+	return string(body[:i]), body[i+1 : i+1+j], types, true
+}
+
+// cbytes returns the NUL-terminated string at the start of b, without a
+// copy, and the offset after its NUL.
+func cbytes(b []byte) ([]byte, int, bool) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return nil, 0, false
+	}
+	return b[:i], i + 1, true
 }
 
 // cstr returns the NUL-terminated string at the start of b and the offset

@@ -21,6 +21,10 @@ func TestDeallocateTarget(t *testing.T) {
 		{"DEALLOCATE s1; SELECT 1", "", false},
 		{"SELECT 'DEALLOCATE s1'", "", false},
 		{"DEALLOCATE", "", false},
+		{"\t\nDEALLOCATE\ts2", "s2", true},
+		{"DEALLOCAT s1", "", false},
+		{`DEALLOCATE ""`, "", false},
+		{"", "", false},
 	}
 	for _, c := range cases {
 		name, ok := deallocateTarget([]byte(c.in))
@@ -33,7 +37,7 @@ func TestDeallocateTarget(t *testing.T) {
 func TestParseParse(t *testing.T) {
 	body := appendParse(nil, "s1", "SELECT $1", []byte{0, 1, 0, 0, 0, 23})[5:]
 	name, query, types, ok := parseParse(body)
-	if !ok || name != "s1" || query != "SELECT $1" || len(types) != 6 || binary.BigEndian.Uint32(types[2:]) != 23 {
+	if !ok || name != "s1" || string(query) != "SELECT $1" || len(types) != 6 || binary.BigEndian.Uint32(types[2:]) != 23 {
 		t.Fatalf("got %q %q %v %v", name, query, types, ok)
 	}
 	body = appendParse(nil, "", "SELECT 1", nil)[5:]
@@ -121,5 +125,39 @@ func TestOpQueueWraps(t *testing.T) {
 	q.push(op{kind: opSync})
 	if n := testing.AllocsPerRun(100, func() { q.push(op{kind: opSync}); q.pop() }); n != 0 {
 		t.Fatalf("steady state allocates %v", n)
+	}
+}
+
+// The Parse of an unnamed statement and the names of a Bind, parsed once
+// per transaction, are read without a copy.
+func TestParseNamesAllocateNothing(t *testing.T) {
+	parse := appendParse(nil, "", "SELECT abalance FROM pgbench_accounts WHERE aid = $1", []byte{0, 1, 0, 0, 0, 23})[5:]
+	bind := []byte("\x00PGTS_1\x00\x00\x00")
+	stmts := map[string]*stmtDef{"PGTS_1": {}}
+	n := testing.AllocsPerRun(100, func() {
+		if name, query, _, ok := parseParse(parse); !ok || name != "" || len(query) == 0 {
+			t.Fatal("parseParse failed")
+		}
+		portal, n1, _ := cbytes(bind)
+		stmt, _, _ := cbytes(bind[n1:])
+		if len(portal) != 0 || stmts[string(stmt)] == nil {
+			t.Fatal("cbytes failed")
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocs per Parse + Bind names, want 0", n)
+	}
+}
+
+// Every simple query is checked for DEALLOCATE; the ones that are not
+// cost no allocation.
+func TestDeallocateTargetOtherQueriesAllocateNothing(t *testing.T) {
+	q := []byte("SELECT abalance FROM pgbench_accounts WHERE aid = 42;\x00")
+	if n := testing.AllocsPerRun(100, func() {
+		if _, ok := deallocateTarget(q); ok {
+			t.Fatal("SELECT taken for DEALLOCATE")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocs per non-DEALLOCATE query, want 0", n)
 	}
 }

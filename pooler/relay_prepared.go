@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strings"
 
@@ -56,7 +57,7 @@ func (c *client) relayParse(s *server) error {
 		c.mu.Unlock()
 		return nil
 	}
-	def := c.svc.stmts.acquire(query, types)
+	def := c.svc.stmts.acquire(string(query), types)
 	if c.stmts == nil {
 		c.stmts = map[string]*stmtDef{}
 	}
@@ -99,17 +100,20 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	if err != nil {
 		return err
 	}
-	portal, n1, ok1 := cstr(pre)
-	var stmt string
+	// Names as bytes, and map lookups by string(bytes), which Go does
+	// without a copy: a Bind of a named statement is every transaction of
+	// a client using prepared statements.
+	portal, n1, ok1 := cbytes(pre)
+	var stmt []byte
 	var n2 int
 	ok2 := false
 	if ok1 {
-		stmt, n2, ok2 = cstr(pre[n1:])
+		stmt, n2, ok2 = cbytes(pre[n1:])
 	}
 	if !ok1 || !ok2 {
 		return c.r.Forward(s.w)
 	}
-	if stmt == "" {
+	if len(stmt) == 0 {
 		c.mu.Lock()
 		out := c.unnamedLocked(c.out[:0], s)
 		c.mu.Unlock()
@@ -120,7 +124,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return c.r.Forward(s.w)
 	}
 	c.mu.Lock()
-	def := c.stmts[stmt]
+	def := c.stmts[string(stmt)]
 	if def == nil {
 		// Postgres answers with its own "does not exist" error.
 		c.mu.Unlock()
@@ -154,9 +158,9 @@ func (c *client) relayDescribe(s *server) error {
 	if len(body) < 2 || body[0] != 'S' {
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	name, _, ok := cstr(body[1:])
+	name, _, ok := cbytes(body[1:])
 	c.mu.Lock()
-	if ok && name == "" {
+	if ok && len(name) == 0 {
 		out := c.unnamedLocked(c.out[:0], s)
 		c.mu.Unlock()
 		c.out = out
@@ -165,7 +169,7 @@ func (c *client) relayDescribe(s *server) error {
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	def := c.stmts[name]
+	def := c.stmts[string(name)]
 	if !ok || def == nil {
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
@@ -220,7 +224,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	}
 	c.mu.Lock()
 	name, ok := "", false
-	if len(pre) == bodyLen {
+	if len(pre) == bodyLen && len(c.stmts) > 0 {
 		name, ok = deallocateTarget(pre)
 	}
 	var def *stmtDef
@@ -254,6 +258,10 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 // "DEALLOCATE [PREPARE] name[;]" and returns name (unquoted). ALL is not a
 // target.
 func deallocateTarget(body []byte) (string, bool) {
+	// Most queries are not DEALLOCATE: tell them apart without a copy.
+	if t := bytes.TrimLeft(body, " \t\r\n\f\v"); len(t) < len("deallocate") || !bytes.EqualFold(t[:len("deallocate")], []byte("deallocate")) {
+		return "", false
+	}
 	q := strings.TrimRight(string(body), "\x00")
 	q = strings.TrimSpace(q)
 	q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
@@ -270,7 +278,9 @@ func deallocateTarget(body []byte) (string, bool) {
 	}
 	name := f[0]
 	if len(name) >= 2 && name[0] == '"' && name[len(name)-1] == '"' {
-		return strings.ReplaceAll(name[1:len(name)-1], `""`, `"`), true
+		// "" is no name (Postgres: zero-length delimited identifier).
+		unquoted := strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
+		return unquoted, unquoted != ""
 	}
 	if strings.EqualFold(name, "all") {
 		return "", false
@@ -443,7 +453,7 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 			c.mu.Unlock()
 			return true, c.r.Skip()
 		}
-		def := c.svc.stmts.lookupValidated(query, types)
+		def := c.svc.stmts.lookupValidated(string(query), types)
 		if def == nil {
 			c.mu.Unlock()
 			return false, nil

@@ -50,7 +50,9 @@ type server struct {
 	id   uint64
 	pool *Pool
 	conn net.Conn
-	// peekFn, peekBuf and peekDead serve closedByPeer (its owner only).
+	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
+	// owner only).
+	peekRaw  syscall.RawConn
 	peekFn   func(fd uintptr) bool
 	peekBuf  [1]byte
 	peekDead bool
@@ -425,23 +427,26 @@ func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (co
 // connection or sent something unasked (a FATAL before closing): a peek
 // at the socket that finds EOF or data. Nothing is consumed.
 func (s *server) closedByPeer() bool {
-	nc := s.conn
-	if tc, ok := nc.(*tls.Conn); ok {
-		nc = tc.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	if s.peekFn == nil {
-		s.peekFn = s.peekOnce // a method value made once, not per peek
+	if s.peekRaw == nil {
+		// Made once per server, like the method value: each is an
+		// allocation.
+		nc := s.conn
+		if tc, ok := nc.(*tls.Conn); ok {
+			nc = tc.NetConn()
+		}
+		sc, ok := nc.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return true
+		}
+		s.peekRaw = raw
+		s.peekFn = s.peekOnce
 	}
 	s.peekDead = false
-	err = raw.Read(s.peekFn)
+	err := s.peekRaw.Read(s.peekFn)
 	return s.peekDead || err != nil
 }
 

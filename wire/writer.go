@@ -18,6 +18,10 @@ type Writer struct {
 	// no write buffer.
 	pool *sync.Pool
 	size int
+	// lent is the pool's box for the buffer while it is lent: putting
+	// the same box back allocates nothing, a new one would (once per
+	// Flush, so once per transaction).
+	lent *[]byte
 }
 
 var bufPools sync.Map // size → *sync.Pool of *[]byte
@@ -35,16 +39,17 @@ func NewPooledWriter(w io.Writer, size int) *Writer {
 // grab borrows the buffer of a pooled writer.
 func (w *Writer) grab() {
 	if w.buf == nil && w.pool != nil {
-		w.buf = (*w.pool.Get().(*[]byte))[:0]
+		w.lent = w.pool.Get().(*[]byte)
+		w.buf = (*w.lent)[:0]
 	}
 }
 
 // giveBack returns an empty pooled buffer.
 func (w *Writer) giveBack() {
 	if w.pool != nil && w.buf != nil && len(w.buf) == 0 {
-		b := w.buf
-		w.buf = nil
-		w.pool.Put(&b)
+		*w.lent = w.buf
+		w.pool.Put(w.lent)
+		w.lent, w.buf = nil, nil
 	}
 }
 
@@ -79,13 +84,22 @@ func (w *Writer) Write(p []byte) error {
 }
 
 // WriteMessage appends a message with type typ and the given body.
+// The header goes straight into the buffer: a header array handed to
+// Write would escape (Write may pass it to the connection) and cost an
+// allocation per message.
 func (w *Writer) WriteMessage(typ byte, body []byte) error {
-	var h [5]byte
-	h[0] = typ
-	binary.BigEndian.PutUint32(h[1:], uint32(len(body)+4))
-	if err := w.Write(h[:]); err != nil {
-		return err
+	if w.err != nil {
+		return w.err
 	}
+	w.grab()
+	if len(w.buf)+5 > cap(w.buf) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		w.grab()
+	}
+	w.buf = append(w.buf, typ, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(w.buf[len(w.buf)-4:], uint32(len(body)+4))
 	return w.Write(body)
 }
 

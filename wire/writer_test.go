@@ -177,3 +177,48 @@ func TestPooledWriterLendsItsBuffer(t *testing.T) {
 		t.Fatalf("large write: %d bytes", out.Len())
 	}
 }
+
+// A pooled writer's borrow and give-back cycle, once per transaction on a
+// client connection, allocates nothing.
+func TestPooledWriterCycleAllocatesNothing(t *testing.T) {
+	w := NewPooledWriter(io.Discard, 256)
+	msg := []byte("Z\x00\x00\x00\x05I")
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteMessage('S', nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Write+Flush of a pooled writer: %v allocs, want 0", allocs)
+	}
+	if w.buf != nil || w.lent != nil {
+		t.Fatal("the flushed writer still holds its buffer")
+	}
+}
+
+// A message header that does not fit behind what is buffered flushes
+// first; header and body arrive whole and in order, for bodies smaller and
+// larger than the buffer.
+func TestWriteMessageAtTheBufferEdge(t *testing.T) {
+	for _, bodyLen := range []int{0, 3, 20} {
+		var out bytes.Buffer
+		w := NewWriter(&out, 16)
+		w.Write(bytes.Repeat([]byte("a"), 13))
+		body := bytes.Repeat([]byte("b"), bodyLen)
+		if err := w.WriteMessage('Q', body); err != nil {
+			t.Fatal(err)
+		}
+		w.Flush()
+		want := append(bytes.Repeat([]byte("a"), 13), 'Q', 0, 0, 0, byte(bodyLen+4))
+		want = append(want, body...)
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("body %d: wrote %q, want %q", bodyLen, out.Bytes(), want)
+		}
+	}
+}
