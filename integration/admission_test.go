@@ -640,20 +640,19 @@ func TestIdleClientsPark(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	waitParked := func(want float64) { t.Helper(); waitParkedCount(t, p, want) }
-	waitParked(n)
+	waitParkedCount(t, p, n)
 	// Parked clients answer at once, each on its own connection.
 	for i, c := range conns {
 		if got := queryInt(t, c, "SELECT $1::int + 100", i); got != int64(i+100) {
 			t.Fatalf("parked client %d: SELECT = %d", i, got)
 		}
 	}
-	waitParked(n)
+	waitParkedCount(t, p, n)
 	// A parked client that hangs up is gone; the others stay parked.
 	if err := conns[0].Close(ctxT(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitParked(n - 1)
+	waitParkedCount(t, p, n-1)
 	admin := adminConsole(t, p)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -681,7 +680,7 @@ func TestIdleClientsPark(t *testing.T) {
 	vport := strconv.Itoa(victim.PgConn().Conn().LocalAddr().(*net.TCPAddr).Port)
 	id := clients.one(t, "database", appDB, "port", vport)["id"]
 	adminExec(t, admin, "KILL_CLIENT "+id)
-	waitParked(n - 2)
+	waitParkedCount(t, p, n-2)
 	if _, err := victim.Exec(ctxT(t, 5*time.Second), "SELECT 1"); err == nil {
 		t.Fatal("the killed parked client still works")
 	}
@@ -691,7 +690,7 @@ func TestIdleClientsPark(t *testing.T) {
 	conns = append(conns[:1], conns[2:]...)
 	// KILL of the database closes parked clients too.
 	adminExec(t, admin, "KILL "+appDB)
-	waitParked(0)
+	waitParkedCount(t, p, 0)
 	for i, c := range conns[1:] {
 		if _, err := c.Exec(ctxT(t, 5*time.Second), "SELECT 1"); err == nil {
 			t.Fatalf("client %d still works after KILL", i+1)

@@ -319,12 +319,8 @@ func cbytes(b []byte) ([]byte, int, bool) {
 	return b[:i], i + 1, true
 }
 
-// cstr returns the NUL-terminated string at the start of b and the offset
-// after its NUL.
+// cstr is cbytes with the string copied out.
 func cstr(b []byte) (string, int, bool) {
-	i := bytes.IndexByte(b, 0)
-	if i < 0 {
-		return "", 0, false
-	}
-	return string(b[:i]), i + 1, true
+	s, n, ok := cbytes(b)
+	return string(s), n, ok
 }
