@@ -893,7 +893,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 				c.leave(err)
 				return false
 			}
-			c.flushBatch(s)
+			c.flushBatch(s, false)
 			if !c.r.Pending() {
 				c.startPump(s)
 			}
@@ -947,14 +947,16 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			c.leave(err)
 			return false
 		}
-		c.flushBatch(s)
+		c.flushBatch(s, c.willRelayInline(s, typ))
 		c.relayOrPump(s, typ)
 	}
 }
 
 // flushBatch flushes to the server once the client's batch is consumed,
-// then hands the server's writer back.
-func (c *client) flushBatch(s *server) {
+// then hands the server's writer back. With awaitReply (serve reads the
+// reply itself next, see willRelayInline) it returns once the reply starts
+// to arrive, saving the read that would find nothing yet.
+func (c *client) flushBatch(s *server, awaitReply bool) {
 	if c.r.Pending() {
 		return
 	}
@@ -962,10 +964,22 @@ func (c *client) flushBatch(s *server) {
 		c.pool.stats.received.Add(c.recvBytes)
 		c.recvBytes = 0
 	}
-	if err := s.w.Flush(); err != nil {
+	flush := s.w.Flush
+	if awaitReply {
+		flush = s.w.FlushAwaitReply
+	}
+	if err := flush(); err != nil {
 		s.conn.Close()
 	}
 	c.doneWriting()
+}
+
+// willRelayInline reports whether relayOrPump will read the reply to the
+// batch just relayed on this goroutine: the batch ends with Sync or Query
+// (the server answers it), no pump reads the server, and nothing of an
+// earlier reply is left unread in the server's buffer.
+func (c *client) willRelayInline(s *server, typ byte) bool {
+	return !c.r.Pending() && !c.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump

@@ -41,6 +41,7 @@ func SocketIO(conn net.Conn) io.ReadWriter {
 	// Method values made once: a closure per call would allocate.
 	s.readFn = s.readOnce
 	s.writeFn = s.writeOnce
+	s.awaitFn = s.writeThenAwait
 	return s
 }
 
@@ -54,12 +55,33 @@ type sockIO struct {
 	rbuf   []byte
 	rn     int
 	rerr   error
+	// emptyReads counts reads that found nothing (EAGAIN), which is what
+	// WriteAwaitReply saves; the tests read it.
+	emptyReads int
 
 	writeFn func(fd uintptr) bool
 	wbuf    []byte
 	wn      int
 	werr    error
+
+	// WriteAwaitReply's own, so that a stray Write elsewhere cannot race
+	// with it on the fields above.
+	awaitFn  func(fd uintptr) bool
+	abuf     []byte
+	an       int
+	aerr     error
+	awaiting awaitStep
 }
+
+// awaitStep is where WriteAwaitReply's callback is.
+type awaitStep uint8
+
+const (
+	awaitWrite   awaitStep = iota // nothing written yet
+	awaitReply                    // all written; waiting for the socket to turn readable
+	awaitFull                     // the send buffer filled up: finish with Write
+	awaitWoken                    // readable, or the wait ended (deadline, close)
+)
 
 func (s *sockIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -93,12 +115,82 @@ func (s *sockIO) readOnce(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			s.emptyReads++
 			return false
 		default:
 			s.rerr = os.NewSyscallError("read", e)
 			return true
 		}
 	}
+}
+
+// ReplyAwaiter is a connection that can send a request and wait for the
+// first byte of its reply without a read(2) that finds nothing.
+type ReplyAwaiter interface {
+	// WriteAwaitReply writes p like Write, then returns once the socket is
+	// readable or the wait failed. A failed wait (read deadline, Close) is
+	// not returned: the next Read meets it.
+	WriteAwaitReply(p []byte) (int, error)
+}
+
+// WriteAwaitReply saves the read(2) that Read would make right after a
+// request, when the peer cannot have answered yet: that read finds nothing
+// (EAGAIN) and costs a system call per round trip before the goroutine
+// parks. The write is made inside net's read wait (RawConn.Read), after
+// net has reset the socket's readiness, so any reply arrives after the
+// reset and wakes the wait; a write made before the wait could be answered
+// before the reset, and the wait would then sleep through the only wake-up.
+//
+// Only for a peer that answers every request (a PostgreSQL server after a
+// Sync or Query), and never while another goroutine reads the socket: the
+// wait holds net's read lock.
+func (s *sockIO) WriteAwaitReply(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.abuf, s.an, s.aerr, s.awaiting = p, 0, nil, awaitWrite
+	err := s.rc.Read(s.awaitFn)
+	n, aerr, step := s.an, s.aerr, s.awaiting
+	s.abuf, s.aerr = nil, nil
+	switch {
+	case aerr != nil:
+		return n, aerr
+	case step == awaitWrite || step == awaitFull:
+		// The wait ended before the callback ran (an expired read
+		// deadline or a closed socket), or the send buffer is full:
+		// write the rest the ordinary way, which waits for room.
+		m, werr := s.Write(p[n:])
+		return n + m, werr
+	}
+	_ = err // the wait's own failure: the next Read reports it
+	return n, nil
+}
+
+// writeThenAwait is WriteAwaitReply's callback: the first call writes,
+// false then asks net to wait for readability; the call after the wait
+// reads nothing and ends it.
+func (s *sockIO) writeThenAwait(fd uintptr) bool {
+	if s.awaiting != awaitWrite {
+		s.awaiting = awaitWoken
+		return true
+	}
+	for s.an < len(s.abuf) {
+		rest := s.abuf[s.an:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			s.an += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			s.awaiting = awaitFull
+			return true
+		default:
+			s.aerr = os.NewSyscallError("write", e)
+			return true
+		}
+	}
+	s.awaiting = awaitReply
+	return false
 }
 
 func (s *sockIO) Write(p []byte) (int, error) {

@@ -168,3 +168,155 @@ func TestSocketIOAllocs(t *testing.T) {
 		t.Fatalf("write+read: %v allocs/op, want 0", allocs)
 	}
 }
+
+// echoAfter answers every request read from conn with reply, after delay.
+func echoAfter(conn net.Conn, reqLen int, reply []byte, delay time.Duration) {
+	buf := make([]byte, reqLen)
+	for {
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			return
+		}
+		time.Sleep(delay)
+		if _, err := conn.Write(reply); err != nil {
+			return
+		}
+	}
+}
+
+// TestWriteAwaitReplySavesTheEmptyRead: a plain Write then Read of a reply
+// that takes a moment finds an empty socket first; WriteAwaitReply then
+// Read does not.
+func TestWriteAwaitReplySavesTheEmptyRead(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		t.Run(network, func(t *testing.T) {
+			a, b := socketPair(t, network)
+			go echoAfter(b, 4, []byte("pong"), time.Millisecond)
+			s := SocketIO(a).(*sockIO)
+			a.SetReadDeadline(time.Now().Add(20 * time.Second)) // a lost wake-up fails, not hangs
+			const rounds = 50
+			buf := make([]byte, 4)
+			roundTrips := func(write func([]byte) (int, error)) int {
+				before := s.emptyReads
+				for i := range rounds {
+					if n, err := write([]byte("ping")); n != 4 || err != nil {
+						t.Fatalf("round %d: write = %d, %v", i, n, err)
+					}
+					if _, err := io.ReadFull(s, buf); err != nil || string(buf) != "pong" {
+						t.Fatalf("round %d: read %q, %v; want pong", i, buf, err)
+					}
+				}
+				return s.emptyReads - before
+			}
+			if plain := roundTrips(s.Write); plain < rounds/2 {
+				t.Fatalf("Write then Read: %d empty reads in %d rounds; the reply takes 1 ms, so most should be", plain, rounds)
+			}
+			if awaited := roundTrips(s.WriteAwaitReply); awaited > rounds/10 {
+				t.Fatalf("WriteAwaitReply then Read: %d empty reads in %d rounds, want (almost) none", awaited, rounds)
+			}
+		})
+	}
+}
+
+// TestWriteAwaitReplyFastPeer: a reply that arrives while the write is
+// still returning must wake the wait (it would hang if the write came
+// before net reset the socket's readiness).
+func TestWriteAwaitReplyFastPeer(t *testing.T) {
+	a, b := socketPair(t, "tcp")
+	go echoAfter(b, 4, []byte("pong"), 0)
+	s := SocketIO(a).(*sockIO)
+	a.SetReadDeadline(time.Now().Add(20 * time.Second))
+	buf := make([]byte, 4)
+	for i := range 2000 {
+		if n, err := s.WriteAwaitReply([]byte("ping")); n != 4 || err != nil {
+			t.Fatalf("round %d: write = %d, %v", i, n, err)
+		}
+		if _, err := io.ReadFull(s, buf); err != nil || string(buf) != "pong" {
+			t.Fatalf("round %d: read %q, %v; want pong", i, buf, err)
+		}
+	}
+}
+
+// TestWriteAwaitReplyDeadline: with no reply the wait ends at the read
+// deadline; the write itself succeeded, and the next Read reports the
+// timeout.
+func TestWriteAwaitReplyDeadline(t *testing.T) {
+	a, b := socketPair(t, "tcp")
+	s := SocketIO(a).(*sockIO)
+	a.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	if n, err := s.WriteAwaitReply([]byte("ping")); n != 4 || err != nil {
+		t.Fatalf("write = %d, %v; want 4, nil", n, err)
+	}
+	if _, err := s.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the wait: %v; want os.ErrDeadlineExceeded", err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(b, got); err != nil || string(got) != "ping" {
+		t.Fatalf("peer read %q, %v; want ping", got, err)
+	}
+	// An expired deadline before the call: the write still goes out.
+	if n, err := s.WriteAwaitReply([]byte("more")); n != 4 || err != nil {
+		t.Fatalf("write past the deadline = %d, %v; want 4, nil", n, err)
+	}
+	if _, err := io.ReadFull(b, got); err != nil || string(got) != "more" {
+		t.Fatalf("peer read %q, %v; want more", got, err)
+	}
+}
+
+// TestWriteAwaitReplyFullBuffer: a request larger than the socket buffers
+// is finished by an ordinary Write, in order, before the reply is awaited.
+func TestWriteAwaitReplyFullBuffer(t *testing.T) {
+	a, b := socketPair(t, "tcp")
+	s := SocketIO(a).(*sockIO)
+	want := make([]byte, 8<<20)
+	rand.NewChaCha8([32]byte{3, 4}).Read(want)
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, len(want))
+		if _, err := io.ReadFull(b, buf); err != nil {
+			got <- nil
+			return
+		}
+		b.Write([]byte("done"))
+		got <- buf
+	}()
+	a.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if n, err := s.WriteAwaitReply(want); n != len(want) || err != nil {
+		t.Fatalf("write = %d, %v; want %d, nil", n, err, len(want))
+	}
+	if !bytes.Equal(<-got, want) {
+		t.Fatal("peer did not receive the request intact")
+	}
+	reply := make([]byte, 4)
+	if _, err := io.ReadFull(s, reply); err != nil || string(reply) != "done" {
+		t.Fatalf("reply %q, %v; want done", reply, err)
+	}
+}
+
+func TestWriteAwaitReplyClosed(t *testing.T) {
+	a, _ := socketPair(t, "tcp")
+	s := SocketIO(a).(*sockIO)
+	a.Close()
+	if _, err := s.WriteAwaitReply([]byte("ping")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write on a closed conn: %v; want net.ErrClosed", err)
+	}
+}
+
+func TestWriteAwaitReplyAllocs(t *testing.T) {
+	a, b := socketPair(t, "tcp")
+	go echoAfter(b, 4, []byte("pong"), 0)
+	s := SocketIO(a).(*sockIO)
+	w := NewWriter(s, 64)
+	buf, ping := make([]byte, 4), []byte("ping")
+	allocs := testing.AllocsPerRun(500, func() {
+		w.Write(ping)
+		if err := w.FlushAwaitReply(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("FlushAwaitReply+read: %v allocs/op, want 0", allocs)
+	}
+}

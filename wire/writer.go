@@ -118,6 +118,25 @@ func (w *Writer) Flush() error {
 	return err
 }
 
+// FlushAwaitReply is Flush for a request whose reply the caller reads
+// next: on a connection that is a ReplyAwaiter it returns once the reply
+// has started to arrive (see sockIO.WriteAwaitReply), which saves a
+// read(2) that would find nothing. Otherwise it is Flush.
+func (w *Writer) FlushAwaitReply() error {
+	a, ok := w.w.(ReplyAwaiter)
+	if !ok || w.err != nil || len(w.buf) == 0 {
+		return w.Flush()
+	}
+	n, err := a.WriteAwaitReply(w.buf)
+	if err == nil && n < len(w.buf) {
+		err = io.ErrShortWrite
+	}
+	w.err = err
+	w.buf = w.buf[:0]
+	w.giveBack()
+	return err
+}
+
 // writeThrough writes p to the connection, recording a failure as the sticky
 // error. A short write without an error (a broken io.Writer) is a failure
 // too: the peer would otherwise see a silently truncated stream.
