@@ -77,10 +77,10 @@ type sockIO struct {
 type awaitStep uint8
 
 const (
-	awaitWrite   awaitStep = iota // nothing written yet
-	awaitReply                    // all written; waiting for the socket to turn readable
-	awaitFull                     // the send buffer filled up: finish with Write
-	awaitWoken                    // readable, or the wait ended (deadline, close)
+	awaitWrite awaitStep = iota // nothing written yet
+	awaitReply                  // all written; waiting for the socket to turn readable
+	awaitFull                   // the send buffer filled up: finish with Write
+	awaitWoken                  // readable, or the wait ended (deadline, close)
 )
 
 func (s *sockIO) Read(p []byte) (int, error) {
