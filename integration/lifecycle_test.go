@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +222,40 @@ func TestLimitEvictGrace(t *testing.T) {
 	}
 	if evicted != 1 {
 		t.Fatalf("%d clients evicted, want 1", evicted)
+	}
+}
+
+// A client idle in a transaction block hears at once when its server ends,
+// without sending anything, as it would on a direct connection: the link's
+// pump watches the server while serve waits for the client. Both right
+// after the block's last reply and well after it.
+func TestIdleInTransactionHearsItsServerEnd(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(nil, ""), testUserlist)
+	su := directSuperuser(t, "postgres")
+	for _, wait := range []time.Duration{0, 500 * time.Millisecond} {
+		t.Run(wait.String(), func(t *testing.T) {
+			c := connectPgx(t, p.ConnString(otherDB, appUser, appPassword))
+			ctx := ctxT(t, 10*time.Second)
+			if _, err := c.Exec(ctx, "BEGIN", pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatal(err)
+			}
+			pid := queryInt(t, c, "SELECT pg_backend_pid()")
+			time.Sleep(wait)
+			if _, err := su.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Fatal(err)
+			}
+			// Read the client's socket directly: the pooler must send the
+			// error and close it on its own.
+			conn := c.PgConn().Conn()
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got, err := io.ReadAll(conn)
+			if err != nil {
+				t.Fatalf("after its server ended, the idle client read %d bytes, then %v; want an error and EOF", len(got), err)
+			}
+			if len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+				t.Fatalf("the idle client got %q; want Postgres's ErrorResponse 57P01 first", got)
+			}
+		})
 	}
 }
