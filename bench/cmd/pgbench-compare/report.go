@@ -167,8 +167,8 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	}
 	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. Open-files limit raised to %d.\n",
 		in.PostgresConf, o.scale, in.Nofile)
-	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
-		o.rounds, max(o.rounds, o.targetRounds), int(o.duration.Seconds()), targetList(o))
+	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (%s at 500 clients; plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
+		o.rounds, max(o.rounds, o.targetRounds), int(o.duration.Seconds()), o.durationOf(workload{Clients: 500}), targetList(o))
 	var loads []float64
 	retries := 0
 	for _, r := range rs {
