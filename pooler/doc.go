@@ -30,6 +30,12 @@
 // Socket reads and writes go through wire.SocketIO: raw system calls on
 // the non-blocking descriptor, waiting in the netpoller when it is not
 // ready, so the goroutine's P never enters the runtime's syscall state.
+// A batch whose reply serve relays inline is written with
+// Writer.FlushAwaitReply: inside the netpoller's wait for the reply, so
+// that serve parks at once instead of first making a read that finds
+// nothing (client.willRelayInline). The client side keeps that read: a
+// client may pipeline, and bytes it sent before the wait began would not
+// wake it.
 //
 // The pump (client.pumpRun, inline or as client.pump) is the only reader
 // of the server while linked and the only writer to the client while
