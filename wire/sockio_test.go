@@ -185,12 +185,14 @@ func echoAfter(conn net.Conn, reqLen int, reply []byte, delay time.Duration) {
 
 // TestWriteAwaitReplySavesTheEmptyRead: a plain Write then Read of a reply
 // that takes a moment finds an empty socket first; WriteAwaitReply then
-// Read does not.
+// Read does not. (The counter is what tells them apart: both must work.)
 func TestWriteAwaitReplySavesTheEmptyRead(t *testing.T) {
 	for _, network := range []string{"tcp", "unix"} {
 		t.Run(network, func(t *testing.T) {
 			a, b := socketPair(t, network)
-			go echoAfter(b, 4, []byte("pong"), time.Millisecond)
+			// 5 ms: long enough that a loaded machine still reads before
+			// the reply in most rounds of the plain case.
+			go echoAfter(b, 4, []byte("pong"), 5*time.Millisecond)
 			s := SocketIO(a).(*sockIO)
 			a.SetReadDeadline(time.Now().Add(20 * time.Second)) // a lost wake-up fails, not hangs
 			const rounds = 50
@@ -208,7 +210,7 @@ func TestWriteAwaitReplySavesTheEmptyRead(t *testing.T) {
 				return s.emptyReads - before
 			}
 			if plain := roundTrips(s.Write); plain < rounds/2 {
-				t.Fatalf("Write then Read: %d empty reads in %d rounds; the reply takes 1 ms, so most should be", plain, rounds)
+				t.Fatalf("Write then Read: %d empty reads in %d rounds; the reply takes 5 ms, so most should be", plain, rounds)
 			}
 			if awaited := roundTrips(s.WriteAwaitReply); awaited > rounds/10 {
 				t.Fatalf("WriteAwaitReply then Read: %d empty reads in %d rounds, want (almost) none", awaited, rounds)
