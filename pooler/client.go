@@ -964,11 +964,13 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 		c.pool.stats.received.Add(c.recvBytes)
 		c.recvBytes = 0
 	}
-	flush := s.w.Flush
+	var err error
 	if awaitReply {
-		flush = s.w.FlushAwaitReply
+		err = s.w.FlushAwaitReply()
+	} else {
+		err = s.w.Flush()
 	}
-	if err := flush(); err != nil {
+	if err != nil {
 		s.conn.Close()
 	}
 	c.doneWriting()

@@ -174,20 +174,13 @@ func (s *sockIO) writeThenAwait(fd uintptr) bool {
 		s.awaiting = awaitWoken
 		return true
 	}
-	for s.an < len(s.abuf) {
-		rest := s.abuf[s.an:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
-		switch e {
-		case 0:
-			s.an += int(n)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			s.awaiting = awaitFull
-			return true
-		default:
-			s.aerr = os.NewSyscallError("write", e)
-			return true
-		}
+	switch full, err := writeFrom(fd, s.abuf, &s.an); {
+	case err != nil:
+		s.aerr = err
+		return true
+	case full:
+		s.awaiting = awaitFull
+		return true
 	}
 	s.awaiting = awaitReply
 	return false
@@ -213,19 +206,28 @@ func (s *sockIO) Write(p []byte) (int, error) {
 // writeOnce writes what the socket takes; false (a full socket buffer) asks
 // net to wait until it is writable and call it again.
 func (s *sockIO) writeOnce(fd uintptr) bool {
-	for s.wn < len(s.wbuf) {
-		rest := s.wbuf[s.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+	full, err := writeFrom(fd, s.wbuf, &s.wn)
+	if err != nil {
+		s.werr = err
+	}
+	return !full
+}
+
+// writeFrom writes buf[*n:] with write(2), advancing *n, until all is
+// written or the send buffer is full (full: EAGAIN).
+func writeFrom(fd uintptr, buf []byte, n *int) (full bool, err error) {
+	for *n < len(buf) {
+		rest := buf[*n:]
+		m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
 		switch e {
 		case 0:
-			s.wn += int(n)
+			*n += int(m)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false
+			return true, nil
 		default:
-			s.werr = os.NewSyscallError("write", e)
-			return true
+			return false, os.NewSyscallError("write", e)
 		}
 	}
-	return true
+	return false, nil
 }
