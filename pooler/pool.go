@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admission"
@@ -49,8 +50,11 @@ type Pool struct {
 	connecting int
 	total      int // idle + active + connecting, what pool_size caps
 	queue      admission.Queue
-	clients    int // clients logged in to this pool
-	welcome    map[string]string
+	// queued is queue.Len() for readers without mu (hasWaiters); set
+	// under mu after every change to queue.
+	queued  atomic.Int32
+	clients int // clients logged in to this pool
+	welcome map[string]string
 	// paramSets interns clients' parameter maps (initialParams): most
 	// clients of a pool log in with the same parameters, and thousands of
 	// idle clients then share one read-only map.
@@ -194,6 +198,7 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, erro
 	}
 	w.Waiter = admission.Waiter{Enqueued: now, Data: w}
 	p.queue.Push(&w.Waiter)
+	p.queued.Store(int32(p.queue.Len()))
 	p.growLocked(now, false)
 	p.mu.Unlock()
 
@@ -224,6 +229,7 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, erro
 func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
 	p.mu.Lock()
 	removed := p.queue.Remove(&w.Waiter)
+	p.queued.Store(int32(p.queue.Len()))
 	p.mu.Unlock()
 	if !removed {
 		g := <-w.grant
@@ -332,6 +338,7 @@ func (p *Pool) connect() {
 			for w := p.queue.Pop(); w != nil; w = p.queue.Pop() {
 				waiters = append(waiters, w.Data.(*poolWaiter))
 			}
+			p.queued.Store(0)
 		}
 		p.mu.Unlock()
 		p.dbLimit.give()
@@ -394,6 +401,7 @@ func isStartingUp(err error) bool {
 // handOffLocked gives a ready server to the next waiter or puts it idle.
 func (p *Pool) handOffLocked(s *server) {
 	if w := p.queue.Pop(); w != nil {
+		p.queued.Store(int32(p.queue.Len()))
 		s.state = serverActive
 		p.active++
 		w.Data.(*poolWaiter).grant <- grant{s: s}
@@ -403,6 +411,10 @@ func (p *Pool) handOffLocked(s *server) {
 	s.lastUsed = time.Now()
 	p.idle = append(p.idle, s)
 }
+
+// hasWaiters reports whether clients are queued for this pool's servers,
+// without taking the pool's lock: a hint, stale as soon as it is read.
+func (p *Pool) hasWaiters() bool { return p.queued.Load() > 0 }
 
 // release returns a clean, idle server (ReadyForQuery 'I', nothing
 // outstanding) from a client to the pool.

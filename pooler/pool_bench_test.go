@@ -66,3 +66,58 @@ func TestCheckoutReleaseDoesNotAllocate(t *testing.T) {
 		t.Fatalf("checkout+release allocates %v times", n)
 	}
 }
+
+// hasWaiters, read without the pool's lock, follows the queue: a client
+// waiting for the only server, handed it by release, and one that gives up.
+func TestHasWaitersFollowsTheQueue(t *testing.T) {
+	p := benchPool(t, 1)
+	s, err := p.acquire(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.hasWaiters() {
+		t.Fatal("hasWaiters with nobody waiting")
+	}
+	waitFor := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); p.hasWaiters() != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("hasWaiters stayed %v", !want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	got := make(chan *server, 1)
+	go func() {
+		s2, err := p.acquire(nil, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s2
+	}()
+	waitFor(true)
+	p.release(s) // handed to the waiter
+	if p.hasWaiters() {
+		t.Fatal("hasWaiters after release handed the server to the only waiter")
+	}
+	s = <-got
+	if s == nil {
+		t.Fatal("the waiter got no server")
+	}
+
+	cancel := make(chan struct{})
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := p.acquire(cancel, nil)
+		gaveUp <- err
+	}()
+	waitFor(true)
+	close(cancel)
+	if err := <-gaveUp; err != errWaitCanceled {
+		t.Fatalf("cancelled wait: %v, want errWaitCanceled", err)
+	}
+	if p.hasWaiters() {
+		t.Fatal("hasWaiters after the only waiter gave up")
+	}
+	p.release(s)
+}
