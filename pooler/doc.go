@@ -35,7 +35,9 @@
 // that serve parks at once instead of first making a read that finds
 // nothing (client.willRelayInline). The client side keeps that read: a
 // client may pipeline, and bytes it sent before the wait began would not
-// wake it.
+// wake it. Instead, when clients are queued for the pool (the pooler is
+// busy), serve yields (runtime.Gosched) before reading the client it has
+// just answered, so that its next request has usually arrived by then.
 //
 // The pump (client.pumpRun, inline or as client.pump) is the only reader
 // of the server while linked and the only writer to the client while
