@@ -949,7 +949,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			return false
 		}
 		c.flushBatch(s, c.willRelayInline(s, typ))
-		if c.relayOrPump(s, typ) && !c.r.Pending() && c.pool.hasWaiters() {
+		if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
 			// The reply is out and the server is back in the pool, which
 			// has clients queued: the pooler is busy. Let the runnable
 			// goroutines go first; by the time this one reads its client

@@ -80,7 +80,6 @@ const (
 	awaitWrite awaitStep = iota // nothing written yet
 	awaitReply                  // all written; waiting for the socket to turn readable
 	awaitFull                   // the send buffer filled up: finish with Write
-	awaitWoken                  // readable, or the wait ended (deadline, close)
 )
 
 func (s *sockIO) Read(p []byte) (int, error) {
@@ -149,7 +148,8 @@ func (s *sockIO) WriteAwaitReply(p []byte) (int, error) {
 		return 0, nil
 	}
 	s.abuf, s.an, s.aerr, s.awaiting = p, 0, nil, awaitWrite
-	err := s.rc.Read(s.awaitFn)
+	// A failed wait (read deadline, Close) is left to the next Read.
+	_ = s.rc.Read(s.awaitFn)
 	n, aerr, step := s.an, s.aerr, s.awaiting
 	s.abuf, s.aerr = nil, nil
 	switch {
@@ -162,7 +162,6 @@ func (s *sockIO) WriteAwaitReply(p []byte) (int, error) {
 		m, werr := s.Write(p[n:])
 		return n + m, werr
 	}
-	_ = err // the wait's own failure: the next Read reports it
 	return n, nil
 }
 
@@ -170,9 +169,8 @@ func (s *sockIO) WriteAwaitReply(p []byte) (int, error) {
 // false then asks net to wait for readability; the call after the wait
 // reads nothing and ends it.
 func (s *sockIO) writeThenAwait(fd uintptr) bool {
-	if s.awaiting != awaitWrite {
-		s.awaiting = awaitWoken
-		return true
+	if s.awaiting == awaitReply {
+		return true // woken
 	}
 	switch full, err := writeFrom(fd, s.abuf, &s.an); {
 	case err != nil:
