@@ -143,13 +143,15 @@ type clientLink struct {
 	xactStart time.Time
 	// sentBytes is the pump's count since the last ReadyForQuery.
 	sentBytes int64
-	// waiting is set while serve waits in the pool's queue; a cancel
-	// request then signals cancelWait.
+	// waiting is set while serve waits for a server, at the admission
+	// gate or in the pool's queue; a cancel request then signals
+	// cancelWait, which the gate hears, and ends the pool wait through
+	// Pool.cancelWaiter.
 	waiting    bool
 	waitStart  time.Time
 	cancelWait chan struct{}
 	// poolWait is serve's waiter in the pool's queue, made at the first
-	// wait and reused.
+	// wait and reused; link numbers each wait in it under mu.
 	poolWait *poolWaiter
 }
 
@@ -1071,6 +1073,10 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	case <-c.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
+	if c.poolWait == nil {
+		c.poolWait = &poolWaiter{}
+	}
+	c.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	c.mu.Unlock()
 	start := time.Now()
 	// Under an admission policy the transaction first needs a ticket; the
@@ -1092,10 +1098,7 @@ func (c *client) link(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	if c.poolWait == nil {
-		c.poolWait = &poolWaiter{}
-	}
-	s, err := c.pool.acquire(c.cancelWait, c.poolWait)
+	s, err := c.pool.acquire(nil, c.poolWait)
 	c.mu.Lock()
 	c.waiting = false
 	c.mu.Unlock()

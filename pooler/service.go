@@ -440,17 +440,25 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.clientLink == nil {
+		c.mu.Unlock()
 		return // parked: nothing runs
 	}
 	if c.waiting {
+		// The wait is at the admission gate, which hears cancelWait, or in
+		// the pool's queue, which cancelWaiter ends. The pool's lock is
+		// taken after the client's is released: the pool never nests them.
 		select {
 		case c.cancelWait <- struct{}{}:
 		default:
 		}
+		p, w := c.pool, c.poolWait
+		seq := w.seq.Load() // this wait's number: link set it under mu
+		c.mu.Unlock()
+		p.cancelWaiter(w, seq)
 		return
 	}
+	defer c.mu.Unlock()
 	if c.srv == nil || c.ls.outstanding == 0 {
 		return
 	}
