@@ -1063,9 +1063,10 @@ func (c *client) unlinkAndClose(reason string) {
 // link checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
 func (c *client) link(typ byte, n int) (*server, error) {
+	start := time.Now()
 	c.mu.Lock()
 	c.waiting = true
-	c.waitStart = time.Now()
+	c.waitStart = start
 	if c.cancelWait == nil {
 		c.cancelWait = make(chan struct{}, 1)
 	}
@@ -1078,7 +1079,6 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	}
 	c.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	c.mu.Unlock()
-	start := time.Now()
 	// Under an admission policy the transaction first needs a ticket; the
 	// pool's own queue then only covers servers still logging in.
 	var ticket admission.Ticket
@@ -1086,9 +1086,7 @@ func (c *client) link(typ byte, n int) (*server, error) {
 		if g := c.pool.gateFor(ap); g != nil {
 			t, err := c.admit(g, ap, typ, n)
 			if err != nil {
-				c.mu.Lock()
-				c.waiting = false
-				c.mu.Unlock()
+				c.endWait()
 				var se *admission.ShedError
 				if errors.As(err, &se) {
 					return nil, &shedError{se, ap}
@@ -1099,10 +1097,8 @@ func (c *client) link(typ byte, n int) (*server, error) {
 		}
 	}
 	s, err := c.pool.acquire(nil, c.poolWait)
-	c.mu.Lock()
-	c.waiting = false
-	c.mu.Unlock()
 	if err != nil {
+		c.endWait()
 		if ticket.Valid() {
 			ticket.Release()
 		}
@@ -1114,11 +1110,15 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
 	c.pool.metrics.waitDuration.Update(waited.Seconds())
 	if err := c.syncParams(s); err != nil {
+		c.endWait()
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
 	}
 	s.linkedTo.Store(c.id)
+	// The wait ends where the link begins, under one lock: a cancel
+	// request in between finds no query to cancel either way.
 	c.mu.Lock()
+	c.waiting = false
 	c.srv = s
 	c.ls = linkState{txStatus: wire.TxIdle}
 	c.ops.reset()
@@ -1130,6 +1130,13 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
 	return s, nil
+}
+
+// endWait marks a wait for a server that ended without a link.
+func (c *client) endWait() {
+	c.mu.Lock()
+	c.waiting = false
+	c.mu.Unlock()
 }
 
 // relayOrPump runs after serve flushed a complete batch to the linked
