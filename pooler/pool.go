@@ -253,8 +253,10 @@ func (p *Pool) expireWaitersLocked(now time.Time, timeout time.Duration) []*pool
 	return expired
 }
 
-// abandon takes w out of the queue. A grant that raced the timeout is handed
-// back to the pool at once, so no server is lost.
+// abandon takes w out of the queue when its cancel channel fired. A grant
+// that raced the cancel is handed back to the pool at once, so no server is
+// lost; an error grant that raced it (the janitor's query_wait_timeout) is
+// dropped, since the wait ends with reason anyway.
 func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
 	p.mu.Lock()
 	removed := p.queue.Remove(&w.Waiter)
