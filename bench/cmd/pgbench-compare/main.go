@@ -35,6 +35,7 @@ const (
 	tBouncer   = "pgbouncer"
 	tTurnstile = "pgturnstile"
 	tTurnOne   = "pgturnstile GOMAXPROCS=1"
+	tBouncerB  = "pgbouncer B" // the second PgBouncer of an A/A run (-aa)
 )
 
 type options struct {
@@ -57,6 +58,7 @@ type options struct {
 	direct500    bool
 	oneProc      bool
 	noInstall    bool
+	aa           bool
 }
 
 func main() {
@@ -76,11 +78,23 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle|overload')")
 	flag.StringVar(&o.pprof, "pprof", "", "serve pgturnstile's net/http/pprof on this address (e.g. 127.0.0.1:6060) during the run")
 	flag.StringVar(&o.idleHeap, "idle-heap", "", "save the idle pgturnstile's heap profile (text, with runtime.MemStats), taken while the idle clients are connected, to this file (and the one before they log in to FILE.before)")
+	flag.BoolVar(&o.aa, "aa", false, "A/A run, the machine's noise floor: a second PgBouncer (pgbouncer B) stands where pgturnstile would, and the report (bench/NOISE-FLOOR.md unless -out) gives B/A pair by pair; only the target workloads unless -only; no direct PostgreSQL, GOMAXPROCS=1, overload or idle runs")
 	oneProc := flag.String("gomaxprocs1", "auto", "also run a pgturnstile with GOMAXPROCS=1 as a fourth target: yes, no, or auto (yes, except with -quick)")
 	flag.BoolVar(&o.direct500, "direct-500", false, "also run direct PostgreSQL at 500 clients (500 backends on 2 cores take longer to log in than a run lasts)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs, failed runs' output)")
 	flag.BoolVar(&o.noInstall, "no-install", false, "do not apt-get install PgBouncer when it is missing")
 	flag.Parse()
+	if o.aa {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["out"] {
+			o.out = "bench/NOISE-FLOOR.md"
+		}
+		if o.only == "" {
+			o.only = "^(S-ext-100|S-simple-500|S-ext-500)$"
+		}
+		*oneProc = "no"
+	}
 	switch *oneProc {
 	case "yes", "true", "1":
 		o.oneProc = true
@@ -225,30 +239,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	var turnEnv []string
-	if o.pprof != "" {
-		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
-		logf("pgturnstile pprof on http://%s/debug/pprof/", o.pprof)
+	var targets []target
+	var poolers []*proc
+	if o.aa {
+		targets, poolers, err = e.aaTargets(bouncer, pgb, logf)
+	} else {
+		targets, poolers, err = e.comparedTargets(o, pooler, pgb, logf)
 	}
-	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv, iniOpts{})
 	if err != nil {
 		return err
-	}
-	targets := []target{
-		{Name: tDirect, Port: e.pgPort},
-		{Name: tBouncer, Port: pgb.port, Proc: pgb},
-		{Name: tTurnstile, Port: pgt.port, Proc: pgt},
-	}
-	poolers := []*proc{pgb, pgt}
-	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgt.port, pgt.pid())
-	if o.oneProc {
-		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{})
-		if err != nil {
-			return err
-		}
-		targets = append(targets, target{Name: tTurnOne, Port: pgt1.port, Proc: pgt1})
-		poolers = append(poolers, pgt1)
-		logf("pgturnstile GOMAXPROCS=1 :%d (pid %d)", pgt1.port, pgt1.pid())
 	}
 
 	logDir := filepath.Join(e.dir, "logs")
@@ -257,7 +256,10 @@ func run(o options) error {
 	}
 	// Warm-up: fill every pool to 20 server connections, so that no
 	// measured run pays for opening them.
-	for _, t := range targets[1:] {
+	for _, t := range targets {
+		if t.Proc == nil {
+			continue // direct PostgreSQL has no pool to fill
+		}
 		warm := workload{Key: "warm-up", Clients: 40, Args: []string{"-S"}}
 		r := runPgbench(ctx, logDir, 0, warm, t, max(min(o.duration/2, 2*time.Second), time.Second), 0)
 		if !r.OK {
@@ -330,6 +332,10 @@ func run(o options) error {
 
 	// Before the idle test, whose thousands of logins leave the machine
 	// busy for a while.
+	if o.aa {
+		info.Elapsed, info.LoadEnd = time.Since(start), loadAvg()
+		return writeReport(o.out, noiseReport(o, info, ws, results), info.Elapsed, logf)
+	}
 	var over []overloadResult
 	if onlyRE == nil || onlyRE.MatchString(overloadKey) {
 		logf("overload: %d low- and %d high-priority clients, pool of %d, %d rounds of %s", overloadLow, overloadHigh, overloadPoolSize, o.rounds, o.overloadDur)
@@ -387,15 +393,65 @@ func run(o options) error {
 		}
 	}
 
-	info.Elapsed = time.Since(start)
-	info.LoadEnd = loadAvg()
-	rep := report(o, info, ws, results, idle, over)
-	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
+	info.Elapsed, info.LoadEnd = time.Since(start), loadAvg()
+	return writeReport(o.out, report(o, info, ws, results, idle, over), info.Elapsed, logf)
+}
+
+// writeReport writes a report to path and prints its tables.
+func writeReport(path, text string, elapsed time.Duration, logf func(string, ...any)) error {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return err
 	}
-	logf("wrote %s (%s)", o.out, info.Elapsed.Round(time.Second))
-	fmt.Print(summaryText(rep))
+	logf("wrote %s (%s)", path, elapsed.Round(time.Second))
+	fmt.Print(summaryText(text))
 	return nil
+}
+
+// comparedTargets starts pgturnstile (and, with -gomaxprocs1, a second one
+// on one P) next to the running PgBouncer: the targets of `make bench`.
+func (e *env) comparedTargets(o options, pooler string, pgb *proc, logf func(string, ...any)) ([]target, []*proc, error) {
+	var turnEnv []string
+	if o.pprof != "" {
+		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
+		logf("pgturnstile pprof on http://%s/debug/pprof/", o.pprof)
+	}
+	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv, iniOpts{})
+	if err != nil {
+		return nil, nil, err
+	}
+	targets := []target{
+		{Name: tDirect, Port: e.pgPort},
+		{Name: tBouncer, Port: pgb.port, Proc: pgb},
+		{Name: tTurnstile, Port: pgt.port, Proc: pgt},
+	}
+	poolers := []*proc{pgb, pgt}
+	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgt.port, pgt.pid())
+	if o.oneProc {
+		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{})
+		if err != nil {
+			return nil, nil, err
+		}
+		targets = append(targets, target{Name: tTurnOne, Port: pgt1.port, Proc: pgt1})
+		poolers = append(poolers, pgt1)
+		logf("pgturnstile GOMAXPROCS=1 :%d (pid %d)", pgt1.port, pgt1.pid())
+	}
+	return targets, poolers, nil
+}
+
+// aaTargets starts a second PgBouncer, same binary and ini, next to the
+// running one: an A/A run (-aa), whose B/A ratios show how far this
+// machine's noise alone moves a ratio. Direct PostgreSQL is left out; it
+// is not in any ratio.
+func (e *env) aaTargets(bouncer string, pgb *proc, logf func(string, ...any)) ([]target, []*proc, error) {
+	pgb2, err := e.startPooler("pgbouncer-b", "pgbouncer", bouncer, nil, iniOpts{})
+	if err != nil {
+		return nil, nil, err
+	}
+	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), PgBouncer B :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgb2.port, pgb2.pid())
+	return []target{
+		{Name: tBouncer, Port: pgb.port, Proc: pgb},
+		{Name: tBouncerB, Port: pgb2.port, Proc: pgb2},
+	}, []*proc{pgb, pgb2}, nil
 }
 
 func reversed[T any](xs []T) []T {
@@ -499,6 +555,9 @@ func collectInfo(o options, pooler, bouncer string) info {
 		in.Command = "make bench"
 		if o.quick {
 			in.Command += " QUICK=1"
+		}
+		if o.aa {
+			in.Command += " AA=1"
 		}
 	}
 	return in

@@ -306,3 +306,38 @@ func TestPoolerINI(t *testing.T) {
 		t.Errorf("default ini:\n%s", b)
 	}
 }
+
+// TestNoiseReport: an A/A report gives B/A pair by pair, judges PgBouncer
+// against itself by issue 6's criteria, and lists every round's p99 ratio.
+func TestNoiseReport(t *testing.T) {
+	o := options{rounds: 3, targetRounds: 3, duration: 4 * time.Second, aa: true}
+	mk := func(w, tg string, round int, tps, p99ms float64) runResult {
+		return runResult{Workload: w, Target: tg, Round: round, OK: true, TPS: tps, P50us: 40000, P99us: p99ms * 1000, CPUus: 40, Txns: 100, WindowS: 1}
+	}
+	rs := []runResult{
+		mk("S-ext-500", tBouncer, 1, 10000, 100), mk("S-ext-500", tBouncerB, 1, 9000, 110),
+		mk("S-ext-500", tBouncerB, 2, 10000, 90), mk("S-ext-500", tBouncer, 2, 10000, 100),
+		mk("S-ext-500", tBouncer, 3, 10000, 100), {Workload: "S-ext-500", Target: tBouncerB, Round: 3, Err: "pgbench: exit status 1"},
+	}
+	var ws []workload
+	for _, w := range workloads() {
+		if targetWorkloads[w.Key] {
+			ws = append(ws, w)
+		}
+	}
+	rep := noiseReport(o, info{Bouncer: "PgBouncer 1.18.0"}, ws, rs)
+	for _, want := range []string{
+		"| S-ext-500: p99 ≤ 1.0 | 1.00 (0.90–1.10) | yes |",
+		"| S-simple-500: p99 ≤ 1.0 | — | n/a |",
+		"| select-only -M extended, 500 clients | 0.95 (0.90–1.00) | 1.00 (1.00–1.00) | 1.00 (1.00–1.00) | 1.00 (0.90–1.10) | 1.10, 0.90, — |",
+		"| select-only -M extended, 500 clients | pgbouncer B | 9500 (9000–10000) |",
+		"2/3 ⚠ pgbench: exit status 1",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q\n%s", want, rep)
+		}
+	}
+	if strings.Contains(rep, "| "+tTurnstile+" |") {
+		t.Errorf("an A/A report has a pgturnstile row:\n%s", rep)
+	}
+}

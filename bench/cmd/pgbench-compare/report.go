@@ -160,11 +160,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("- **Date:** %s\n", in.Date)
 	p("- **Machine:** %s CPUs (`nproc`), %s, %s RAM, %s. Everything (PostgreSQL, the poolers, pgbench) runs on this one machine, which is shared and noisy.\n", in.Nproc, in.CPU, in.Mem, in.Kernel)
 	p("- **Versions:** %s; %s; %s; %s; %s.\n", in.Turnstile, in.Bouncer, in.Postgres, in.Pgbench, in.Go)
-	if in.Command != in.Argv {
-		p("- **Command:** `%s` (runs `%s`); wall time %s.\n", in.Command, in.Argv, in.Elapsed.Round(1e9))
-	} else {
-		p("- **Command:** `%s`; wall time %s.\n", in.Command, in.Elapsed.Round(1e9))
-	}
+	p("- **Command:** %s; wall time %s.\n", commandLine(in), in.Elapsed.Round(1e9))
 	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. Open-files limit raised to %d.\n",
 		in.PostgresConf, o.scale, in.Nofile)
 	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (%s at 500 clients; plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
@@ -187,6 +183,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	if !o.direct500 {
 		p("- **Direct PostgreSQL at 500 clients is not run:** 500 backends on this 2-core machine took longer to log in than a run lasts (no transaction within 13 s in trials); `-direct-500` runs it.\n")
 	}
+	p("- **Noise floor:** `make bench AA=1` measures PgBouncer against a second PgBouncer by this same method; its ratios ([bench/NOISE-FLOOR.md](bench/NOISE-FLOOR.md)) show how far noise alone moves the ratios below.\n")
 	for _, n := range in.Notes {
 		p("- **Note:** %s\n", n)
 	}
@@ -342,19 +339,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("%s\n\n", rawMarker)
 
 	p("<details><summary>Every run</summary>\n\n")
-	p("| Workload | Round | Target | TPS | p50 ms | p99 ms | CPU µs/txn | Peak RSS MiB | Txns in window | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rs {
-		note := r.Retried
-		if !r.OK {
-			note = r.Err
-		}
-		if r.OK {
-			p("| %s | %d | %s | %.0f | %.3f | %.3f | %s | %s | %d | %.2f | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.TPS,
-				r.P50us/1000, r.P99us/1000, fmtF(r.CPUus, 1), fmtF(fRSS(r), 1), r.Txns, r.WindowS, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
-		} else {
-			p("| %s | %d | %s | | | | | | | | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
-		}
-	}
+	b.WriteString(runsTable(rs))
 	if len(idle) > 0 {
 		p("\n| Idle round | Pooler | Clients | RSS before KiB | RSS with KiB | KiB per client | Logins s | Error |\n|---|---|---|---|---|---|---|---|\n")
 		for _, r := range idle {
@@ -376,6 +361,34 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		}
 	}
 	p("\n</details>\n")
+	return b.String()
+}
+
+// commandLine is the command that made the report, and what make ran.
+func commandLine(in info) string {
+	if in.Command != in.Argv {
+		return fmt.Sprintf("`%s` (runs `%s`)", in.Command, in.Argv)
+	}
+	return fmt.Sprintf("`%s`", in.Command)
+}
+
+// runsTable is the table of every pgbench run, in the order they ran.
+func runsTable(rs []runResult) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("| Workload | Round | Target | TPS | p50 ms | p99 ms | CPU µs/txn | Peak RSS MiB | Txns in window | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		note := r.Retried
+		if !r.OK {
+			note = r.Err
+		}
+		if r.OK {
+			p("| %s | %d | %s | %.0f | %.3f | %.3f | %s | %s | %d | %.2f | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.TPS,
+				r.P50us/1000, r.P99us/1000, fmtF(r.CPUus, 1), fmtF(fRSS(r), 1), r.Txns, r.WindowS, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+		} else {
+			p("| %s | %d | %s | | | | | | | | %d | %s | %s |\n", r.Workload, r.Round, r.Target, r.ConnectMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+		}
+	}
 	return b.String()
 }
 
