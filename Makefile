@@ -42,7 +42,7 @@ fuzz:
 # `make bench` writes BENCHMARKS.md (under 20 minutes on 2 cores);
 # `make bench QUICK=1` is a smoke test (under 5) that writes bench/BENCHMARKS.quick.md.
 # `make bench AA=1` is the A/A run: PgBouncer against itself on the target
-# workloads (about 6 minutes), the machine's noise floor, in bench/NOISE-FLOOR.md.
+# workloads (about 5 minutes), the machine's noise floor, in bench/NOISE-FLOOR.md.
 # Extra flags: make bench BENCHFLAGS='-only S-ext-100 -pprof 127.0.0.1:6060'.
 BENCH_OUT := $(if $(filter 1 yes true,$(AA)),-aa -out bench/NOISE-FLOOR.md,$(if $(filter 1 yes true,$(QUICK)),-quick -out bench/BENCHMARKS.quick.md,-out BENCHMARKS.md))
 bench: build
