@@ -32,22 +32,8 @@ func noiseReport(o options, in info, ws []workload, rs []runResult) string {
 	p("## Issue 6's criteria, B against A\n\n")
 	p("Would PgBouncer pass the criteria that pgturnstile is held to, against itself?\n\n")
 	p("| Criterion | B/A (median of pair-by-pair ratios, min–max) | Passes |\n|---|---|---|\n")
-	pass := func(a agg, ok func(float64) bool) string {
-		switch {
-		case a.N == 0:
-			return "n/a"
-		case ok(a.Med):
-			return "yes"
-		}
-		return "no"
-	}
-	a := t.pairs("S-ext-100", tBouncerB, tBouncer, o.roundsOf("S-ext-100"), ratio(fTPS))
-	p("| select-only extended, 100 clients: TPS ≥ 1.0 | %s | %s |\n", a.cell(2), pass(a, func(x float64) bool { return x >= 1 }))
-	a = t.pairs("S-ext-100", tBouncerB, tBouncer, o.roundsOf("S-ext-100"), ratio(fCPU))
-	p("| select-only extended, 100 clients: pooler CPU µs/txn ≤ 1.2 | %s | %s |\n", a.cell(2), pass(a, func(x float64) bool { return x <= 1.2 }))
-	for _, w := range []string{"S-simple-500", "S-ext-500"} {
-		a = t.pairs(w, tBouncerB, tBouncer, o.roundsOf(w), ratio(fP99))
-		p("| %s: p99 ≤ 1.0 | %s | %s |\n", w, a.cell(2), pass(a, func(x float64) bool { return x <= 1 }))
+	for _, c := range pooledCriteria(t, o, tBouncerB, tBouncer, []string{"simple", "ext"}) {
+		p("| %s %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("no"))
 	}
 	p("\n")
 

@@ -192,28 +192,11 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	// Verdict against the issue's "Done when".
 	p("## Targets (issue 6, \"Done when\")\n\n")
 	p("| Criterion | Figure (median of pair-by-pair ratios, min–max) | Met |\n|---|---|---|\n")
-	verdict := func(a agg, ok func(float64) bool) string {
-		if a.N == 0 {
-			return "n/a"
-		}
-		if ok(a.Med) {
-			return "yes"
-		}
-		return "**no**"
+	for _, c := range pooledCriteria(t, o, tTurnstile, tBouncer, []string{"simple", "ext", "prep"}) {
+		p("| %s pgturnstile/PgBouncer %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
 	}
-	{
-		a := t.pairs("S-ext-100", tTurnstile, tBouncer, o.roundsOf("S-ext-100"), ratio(fTPS))
-		p("| select-only extended, 100 clients: TPS pgturnstile/PgBouncer ≥ 1.0 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x >= 1.0 }))
-		a = t.pairs("S-ext-100", tTurnstile, tBouncer, o.roundsOf("S-ext-100"), ratio(fCPU))
-		p("| select-only extended, 100 clients: pooler CPU µs/txn pgturnstile/PgBouncer ≤ 1.2 | %s | %s |\n", a.cell(2), verdict(a, func(x float64) bool { return x <= 1.2 }))
-		for _, m := range []string{"simple", "ext", "prep"} {
-			w := "S-" + m + "-500"
-			a = t.pairs(w, tTurnstile, tBouncer, o.roundsOf(w), ratio(fP99))
-			p("| %s: p99 pgturnstile/PgBouncer ≤ 1.0 | %s | %s |\n", w, a.cell(2), verdict(a, func(x float64) bool { return x <= 1.0 }))
-		}
-		a = idleRatio(idle)
-		p("| idle: RSS per client at %d clients, pgturnstile/PgBouncer ≤ 2.0 | %s | %s |\n", o.idleClients, a.cell(2), verdict(a, func(x float64) bool { return x <= 2.0 }))
-	}
+	idleC := criterion{what: fmt.Sprintf("idle: RSS per client at %d clients,", o.idleClients), bound: "≤ 2.0", fig: idleRatio(idle), meets: func(x float64) bool { return x <= 2.0 }}
+	p("| %s pgturnstile/PgBouncer %s | %s | %s |\n", idleC.what, idleC.bound, idleC.fig.cell(2), idleC.verdict("**no**"))
 	p("\n")
 
 	p("## pgturnstile / PgBouncer, pair by pair\n\n")
@@ -362,6 +345,40 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	}
 	p("\n</details>\n")
 	return b.String()
+}
+
+// criterion is one of issue 6's thresholds on a ratio of medians.
+type criterion struct {
+	what, bound string // "S-ext-500: p99", "≤ 1.0"
+	fig         agg
+	meets       func(float64) bool
+}
+
+// verdict is "yes", no (as given) or "n/a" when nothing was measured.
+func (c criterion) verdict(no string) string {
+	switch {
+	case c.fig.N == 0:
+		return "n/a"
+	case c.meets(c.fig.Med):
+		return "yes"
+	}
+	return no
+}
+
+// pooledCriteria are issue 6's criteria on the pgbench runs, a's figures
+// over b's pair by pair: TPS and CPU at 100 clients (extended), and p99 at
+// 500 clients for each protocol in p99Modes ("simple", "ext", "prep").
+func pooledCriteria(t table, o options, a, b string, p99Modes []string) []criterion {
+	n := o.roundsOf("S-ext-100")
+	cs := []criterion{
+		{what: "select-only extended, 100 clients: TPS", bound: "≥ 1.0", fig: t.pairs("S-ext-100", a, b, n, ratio(fTPS)), meets: func(x float64) bool { return x >= 1.0 }},
+		{what: "select-only extended, 100 clients: pooler CPU µs/txn", bound: "≤ 1.2", fig: t.pairs("S-ext-100", a, b, n, ratio(fCPU)), meets: func(x float64) bool { return x <= 1.2 }},
+	}
+	for _, m := range p99Modes {
+		w := "S-" + m + "-500"
+		cs = append(cs, criterion{what: w + ": p99", bound: "≤ 1.0", fig: t.pairs(w, a, b, o.roundsOf(w), ratio(fP99)), meets: func(x float64) bool { return x <= 1.0 }})
+	}
+	return cs
 }
 
 // commandLine is the command that made the report, and what make ran.
