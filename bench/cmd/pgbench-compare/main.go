@@ -330,12 +330,13 @@ func run(o options) error {
 		}
 	}
 
-	// Before the idle test, whose thousands of logins leave the machine
-	// busy for a while.
 	if o.aa {
 		info.Elapsed, info.LoadEnd = time.Since(start), loadAvg()
 		return writeReport(o.out, noiseReport(o, info, ws, results), info.Elapsed, logf)
 	}
+
+	// Before the idle test, whose thousands of logins leave the machine
+	// busy for a while.
 	var over []overloadResult
 	if onlyRE == nil || onlyRE.MatchString(overloadKey) {
 		logf("overload: %d low- and %d high-priority clients, pool of %d, %d rounds of %s", overloadLow, overloadHigh, overloadPoolSize, o.rounds, o.overloadDur)
