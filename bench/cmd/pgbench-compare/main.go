@@ -63,8 +63,8 @@ type options struct {
 
 func main() {
 	var o options
-	flag.BoolVar(&o.quick, "quick", false, "smoke-test sizes: 2 rounds of 2 s (overload: 4 s), scale 1, no GOMAXPROCS=1 target, 500 idle clients (under 5 minutes)")
-	flag.IntVar(&o.rounds, "rounds", 0, "rounds per workload (default 3; -quick 2)")
+	flag.BoolVar(&o.quick, "quick", false, "smoke-test sizes: 1 round of 2 s (2 rounds for the target workloads; overload: 4 s), scale 1, no GOMAXPROCS=1 target, 500 idle clients (under 5 minutes)")
+	flag.IntVar(&o.rounds, "rounds", 0, "rounds per workload, and of the overload scenario (default 3; -quick 1)")
 	flag.IntVar(&o.targetRounds, "target-rounds", 0, "rounds for the workloads that issue 6's targets are judged on (S-ext-100, S-simple-500, S-ext-500; default 5; -quick 2): their verdicts sit close to the thresholds on a noisy machine")
 	flag.DurationVar(&o.duration, "duration", 0, "pgbench -T per run, whole seconds (default 4s; -quick 2s)")
 	flag.DurationVar(&o.overloadDur, "overload-duration", 0, "length of each overload-scenario run (default 8s; -quick 4s)")
@@ -121,7 +121,7 @@ func defaults(o *options) {
 			}
 		}
 	}
-	def(&o.rounds, 3, 2)
+	def(&o.rounds, 3, 1)
 	def(&o.targetRounds, 5, 2)
 	def(&o.scale, 10, 1)
 	def(&o.idleClients, 5000, 500)
