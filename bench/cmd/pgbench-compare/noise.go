@@ -62,26 +62,7 @@ func noiseReport(o options, in info, ws []workload, rs []runResult) string {
 	p("\n")
 
 	p("## Results per instance\n\n")
-	p("| Workload | Instance | TPS | p50 ms | p99 ms | Pooler CPU µs/txn | Runs OK |\n|---|---|---|---|---|---|---|\n")
-	for _, w := range ws {
-		n := o.roundsOf(w.Key)
-		for _, tg := range []string{tBouncer, tBouncerB} {
-			ok, all, ferr := t.runs(w.Key, tg, n)
-			if all == 0 {
-				continue
-			}
-			runs := fmt.Sprintf("%d/%d", ok, all)
-			if ok < all {
-				runs += " ⚠ " + shorten(ferr, 140)
-			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", w.Name, tg,
-				t.perTarget(w.Key, tg, n, fTPS).cell(0),
-				t.perTarget(w.Key, tg, n, fP50).cell(3),
-				t.perTarget(w.Key, tg, n, fP99).cell(3),
-				t.perTarget(w.Key, tg, n, fCPU).cell(1),
-				mdEscape(runs))
-		}
-	}
+	b.WriteString(perTargetTable(t, o, ws, []string{tBouncer, tBouncerB}))
 	p("\n%s\n\n", rawMarker)
 	p("<details><summary>Every run</summary>\n\n")
 	b.WriteString(runsTable(rs))

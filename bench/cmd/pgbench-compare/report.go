@@ -222,26 +222,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 
 	p("## Results per target\n\n")
 	p("TPS and latency as pgbench sees them; *pooler CPU* is the pooler process's utime+stime over the window ÷ transactions in it; *peak RSS* is the pooler's VmHWM during the run.\n\n")
-	p("| Workload | Target | TPS | p50 ms | p99 ms | Pooler CPU µs/txn | Peak RSS MiB | Runs OK |\n|---|---|---|---|---|---|---|---|\n")
-	for _, w := range ws {
-		for _, tg := range []string{tDirect, tBouncer, tTurnstile, tTurnOne} {
-			ok, all, ferr := t.runs(w.Key, tg, o.roundsOf(w.Key))
-			if all == 0 {
-				continue
-			}
-			runs := fmt.Sprintf("%d/%d", ok, all)
-			if ok < all {
-				runs += " ⚠ " + shorten(ferr, 140)
-			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", w.Name, tg,
-				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fTPS).cell(0),
-				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fP50).cell(3),
-				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fP99).cell(3),
-				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fCPU).cell(1),
-				t.perTarget(w.Key, tg, o.roundsOf(w.Key), fRSS).cell(1),
-				mdEscape(runs))
-		}
-	}
+	b.WriteString(perTargetTable(t, o, ws, []string{tDirect, tBouncer, tTurnstile, tTurnOne}))
 	p("\n")
 
 	if slices.ContainsFunc(ws, func(w workload) bool { return w.Key == "S-simple-1" }) {
@@ -387,6 +368,35 @@ func commandLine(in info) string {
 		return fmt.Sprintf("`%s` (runs `%s`)", in.Command, in.Argv)
 	}
 	return fmt.Sprintf("`%s`", in.Command)
+}
+
+// perTargetTable is one row per workload and target that ran: each
+// figure's median (min–max) over rounds, and the runs that failed.
+func perTargetTable(t table, o options, ws []workload, targets []string) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("| Workload | Target | TPS | p50 ms | p99 ms | Pooler CPU µs/txn | Peak RSS MiB | Runs OK |\n|---|---|---|---|---|---|---|---|\n")
+	for _, w := range ws {
+		n := o.roundsOf(w.Key)
+		for _, tg := range targets {
+			ok, all, ferr := t.runs(w.Key, tg, n)
+			if all == 0 {
+				continue
+			}
+			runs := fmt.Sprintf("%d/%d", ok, all)
+			if ok < all {
+				runs += " ⚠ " + shorten(ferr, 140)
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", w.Name, tg,
+				t.perTarget(w.Key, tg, n, fTPS).cell(0),
+				t.perTarget(w.Key, tg, n, fP50).cell(3),
+				t.perTarget(w.Key, tg, n, fP99).cell(3),
+				t.perTarget(w.Key, tg, n, fCPU).cell(1),
+				t.perTarget(w.Key, tg, n, fRSS).cell(1),
+				mdEscape(runs))
+		}
+	}
+	return b.String()
 }
 
 // runsTable is the table of every pgbench run, in the order they ran.
