@@ -1391,8 +1391,28 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				}
 				if pre[0] == 'D' {
 					c.mu.Lock()
-					c.commandCompleteLocked(s, wire.CommandTag(pre))
+					tag := wire.CommandTag(pre)
+					standIn := c.deallocateDoneLocked(tag)
+					if !standIn {
+						c.commandCompleteLocked(s, tag)
+					}
 					c.mu.Unlock()
+					if standIn {
+						// The client's DEALLOCATE succeeded: it gets
+						// DEALLOCATE's tag for the stand-in's DO.
+						if err := s.r.Skip(); err != nil {
+							c.serverLost(s, err)
+							return pumpLinkOver
+						}
+						c.sentBytes += int64(len(deallocateComplete))
+						if out != nil {
+							out.Write(deallocateComplete)
+							if !s.r.Pending() {
+								out.Flush()
+							}
+						}
+						continue
+					}
 				}
 			}
 		}

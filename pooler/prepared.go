@@ -38,9 +38,16 @@ import (
 //     PostgreSQL's own error (42P05), emitted in order just before the
 //     ReadyForQuery of the client's next Sync; serve drops the client's
 //     messages up to that Sync, as Postgres would after an error.
-//   - SQL DEALLOCATE name / DEALLOCATE ALL / DISCARD ALL keep both sides in
-//     sync (the first is rewritten to the server name, the others clear the
-//     client's map and the server's cache when their CommandComplete comes).
+//   - SQL DEALLOCATE name (a simple Query that is exactly that) removes
+//     the client's name only. The server gets `DO $$BEGIN END$$` in its
+//     place: a statement that, like DEALLOCATE, succeeds when idle or in
+//     a block and fails with 25P02 in an aborted transaction, and that
+//     creates and drops nothing on the server, so no state the pooler does
+//     not know of can be left behind whatever happens to it. Its
+//     CommandComplete "DO" is rewritten to "DEALLOCATE"; on its error the
+//     client keeps its name, as Postgres keeps the statement.
+//   - DEALLOCATE ALL / DISCARD ALL clear the client's map and the server's
+//     cache when their CommandComplete comes.
 //
 // So that injected replies can be swallowed and the caches stay true when
 // the server skips messages after an error, the link keeps a queue (opQueue)
@@ -202,6 +209,11 @@ const (
 	opCloseInjected                   // a Close the pooler injected: swallow its CloseComplete
 	opSync                            // Sync, Query or FunctionCall: ends with ReadyForQuery
 	opError                           // an error the pooler owes the client, emitted before the next ReadyForQuery
+	// opDeallocate is a client's SQL DEALLOCATE of a mapped name, sent to
+	// the server as a statement that touches no prepared statement (see
+	// relayQuery): its CommandComplete is rewritten to DEALLOCATE and the
+	// client's name is let go; an error gives the name back.
+	opDeallocate
 )
 
 type op struct {

@@ -238,20 +238,40 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
+	// The name goes now, so that a Parse of it pipelined behind this
+	// query is accepted as Postgres would; an error gives it back
+	// (errorLocked). The definition's reference is held by the op.
 	delete(c.stmts, name)
-	c.svc.stmts.release(def)
-	// Deallocate a scratch statement instead, so the server's shared one
-	// survives and the client still gets Postgres's own DEALLOCATE reply.
-	c.ops.push(op{kind: opParseInjected})
+	c.ops.push(op{kind: opDeallocate, def: def, clientName: name})
 	c.ops.push(op{kind: opSync})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
-	out := appendParse(c.out[:0], noopStmt, "", nil)
-	out = wire.AppendQuery(out, "DEALLOCATE "+noopStmt)
-	c.out = out
-	return s.w.Write(out)
+	c.out = append(c.out[:0], deallocateStandIn...)
+	return s.w.Write(c.out)
+}
+
+// deallocateStandIn is what the server gets for a client's DEALLOCATE of a
+// mapped name (prepared.go): it succeeds where DEALLOCATE would and fails
+// with 25P02 in an aborted transaction, and it creates nothing on the
+// server that could be left behind.
+var deallocateStandIn = wire.AppendQuery(nil, "DO $$BEGIN END$$")
+
+// deallocateComplete is DEALLOCATE's CommandComplete.
+var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', 'E', 'A', 'L', 'L', 'O', 'C', 'A', 'T', 'E', 0}
+
+// deallocateDoneLocked applies the CommandComplete of the stand-in: the
+// client's DEALLOCATE succeeded. It reports whether the op at the head was
+// a DEALLOCATE, in which case the caller sends "DEALLOCATE" as the tag.
+func (c *client) deallocateDoneLocked(tag []byte) bool {
+	o := c.ops.peek()
+	if o == nil || o.kind != opDeallocate || string(tag) != "DO" {
+		return false
+	}
+	d := c.ops.pop()
+	c.svc.stmts.release(d.def)
+	return true
 }
 
 // deallocateTarget recognises a query body that is exactly
@@ -294,7 +314,7 @@ func deallocateTarget(body []byte) (string, bool) {
 // reports whether the pooler injected it (the reply is swallowed).
 func (c *client) replyLocked(s *server) (swallow bool) {
 	o := c.ops.peek()
-	if o == nil || o.kind == opSync || o.kind == opError {
+	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
@@ -327,6 +347,18 @@ func (c *client) errorLocked(s *server) {
 					c.svc.stmts.release(d.def)
 				}
 			}
+		case opDeallocate:
+			// DEALLOCATE failed (an aborted transaction): Postgres keeps
+			// the statement, so the client keeps its name, unless it has
+			// prepared the name anew since.
+			if _, taken := c.stmts[d.clientName]; !taken {
+				if c.stmts == nil {
+					c.stmts = map[string]*stmtDef{}
+				}
+				c.stmts[d.clientName] = d.def
+			} else {
+				c.svc.stmts.release(d.def)
+			}
 		case opCloseInjected:
 			if d.def != nil {
 				// Skipped: the statement is still on the server.
@@ -344,6 +376,11 @@ func (c *client) readyLocked(out []byte) []byte {
 		d := c.ops.pop()
 		if d.kind == opError && d.err != nil {
 			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
+		}
+		if d.kind == opDeallocate {
+			// Neither a CommandComplete nor an error came for the
+			// stand-in (which Postgres never does): the name stays gone.
+			c.svc.stmts.release(d.def)
 		}
 	}
 	if o := c.ops.peek(); o != nil {
