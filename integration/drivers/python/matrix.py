@@ -214,6 +214,31 @@ def types(conn):
         text_md5, chars, bytea_md5, num_text, ts_text)
 
 
+LARGE_SIZES = [4097, 16385, 102400, 1048576, 10485760]
+
+
+def large(conn_named):
+    """Statements longer than the pooler's read buffers, each after a small
+    one (issue 15's repro): on a connection with psycopg's default
+    prepare_threshold (unnamed statements) and on one that prepares every
+    statement (named, mapped by the pooler). Prints the lengths Postgres
+    counted."""
+    out = []
+    plain = psycopg.connect("")
+    try:
+        for c in (plain, conn_named):
+            c.execute("select %s", (1,)).fetchone()
+            got = []
+            for n in LARGE_SIZES:
+                row = c.execute("select %s::int, length('" + "x" * n + "')", (1,)).fetchone()
+                got.append(str(row[1]))
+            c.commit()
+            out.append(",".join(got))
+    finally:
+        plain.close()
+    return line("large", unnamed=out[0], named=out[1])
+
+
 def main():
     clients = [psycopg.connect("", prepare_threshold=0) for _ in range(CLIENTS)]
     failed = False
@@ -225,6 +250,7 @@ def main():
         ("rows", lambda: rows(clients[0])),
         ("rows_server_cursor", lambda: rows_server_cursor(clients[0])),
         ("types", lambda: types(clients[0])),
+        ("large", lambda: large(clients[0])),
     ]:
         try:
             print(fn(), flush=True)
