@@ -66,9 +66,10 @@ func FuzzReadStartup(f *testing.F) {
 }
 
 // FuzzReader drives an arbitrary byte stream through Next and, chosen by the
-// fuzzer, Body, Message, Forward, Skip, Peek, ReadBody or ForwardBodyFrom,
-// with a small buffer, a size limit and random read sizes. It must never
-// panic or spin, and everything forwarded must be exactly the input.
+// fuzzer, Body, Message, Forward, Skip, Peek, ReadBody, ReadBodyMax or
+// ForwardBodyFrom, with a small buffer, a size limit, a body Budget and
+// random read sizes. It must never panic or spin, everything forwarded must
+// be exactly the input, and the budget is never overdrawn nor kept.
 func FuzzReader(f *testing.F) {
 	f.Add(encodeAll(sampleMsgs()[:9]), []byte{0, 1, 2, 3, 4, 5, 6}, uint16(200))
 	f.Add(selectResponse(3), []byte{2, 2, 2}, uint16(0))
@@ -81,6 +82,15 @@ func FuzzReader(f *testing.F) {
 		rd := newChunkReader(stream, uint64(len(ops))*31+uint64(maxLen), 17)
 		r := NewReader(rd, 64)
 		r.SetMaxMessageSize(int(maxLen))
+		const budgetLimit = 1000
+		budget := NewBudget(budgetLimit)
+		r.SetBudget(budget)
+		defer func() {
+			r.Release()
+			if budget.InUse() != 0 {
+				t.Fatalf("budget: %d in use after Release", budget.InUse())
+			}
+		}()
 		var out bytes.Buffer
 		w := NewWriter(&out, 64)
 		var scratch []byte
@@ -110,7 +120,10 @@ func FuzzReader(f *testing.F) {
 			if end <= len(stream) {
 				want = stream[pos:end]
 			}
-			op := ops[i%len(ops)] % 7
+			if budget.InUse() != 0 {
+				t.Fatalf("budget: %d in use after Next", budget.InUse())
+			}
+			op := ops[i%len(ops)] % 8
 			switch op {
 			case 0, 1: // Body / Message
 				var b []byte
@@ -153,9 +166,22 @@ func FuzzReader(f *testing.F) {
 					}
 					err = r.Skip()
 				}
-			case 5: // ReadBody
+			case 5, 7: // ReadBody, ReadBodyMax
 				var b []byte
-				b, err = r.ReadBody(scratch)
+				limit := int(ops[0]) * 4
+				if op == 5 {
+					b, err = r.ReadBody(scratch)
+				} else {
+					b, err = r.ReadBodyMax(scratch, limit)
+				}
+				if errors.Is(err, ErrBudgetExceeded) && n > budgetLimit ||
+					op == 7 && errors.Is(err, ErrMessageTooLarge) && n > limit {
+					err = r.Skip()
+					break
+				}
+				if budget.InUse() > budgetLimit {
+					t.Fatalf("budget overdrawn: %d", budget.InUse())
+				}
 				if err == nil {
 					if !bytes.Equal(b, want[5:]) {
 						t.Fatalf("ReadBody mismatch at %d", pos)

@@ -13,8 +13,8 @@ import (
 const DefaultBufferSize = 16 * 1024
 
 // ErrMessageTooLarge is returned when a message length exceeds the reader's
-// limit (max_packet_size), and by Body and Message for a message that does
-// not fit the buffer.
+// limit (max_packet_size), by Body and Message for a message that does not
+// fit the buffer, and by ReadBodyMax for a body over its cap.
 var ErrMessageTooLarge = errors.New("wire: message too large")
 
 // ErrBadLength is returned for a length field smaller than 4.
@@ -43,6 +43,10 @@ type Reader struct {
 	// partial holds what ReadBody copied of the current message so far;
 	// non-nil only while a ReadBody interrupted by a read error is pending.
 	partial []byte
+	// budget, when set, is charged for the bodies ReadBody copies out;
+	// reserved is what the current (or last) message holds of it.
+	budget   *Budget
+	reserved int64
 }
 
 // NewReader returns a Reader with a buffer of size bytes.
@@ -58,7 +62,13 @@ func NewReader(r io.Reader, size int) *Reader {
 // one. It is for connections that go idle for long (a parked client), so
 // thousands of them hold no buffer; false (and nothing changes) when bytes
 // are pending.
+//
+// The reservation of the last message (see SetBudget) is released: a
+// reader is parked only after that message was dealt with.
 func (r *Reader) DropBuffer() bool {
+	if r.consumed {
+		r.release()
+	}
 	if r.start != r.end || !r.consumed || r.partial != nil {
 		return false
 	}
@@ -69,6 +79,33 @@ func (r *Reader) DropBuffer() bool {
 // SetMaxMessageSize limits the total length (header included) of accepted
 // messages; 0 means no limit beyond the protocol's own.
 func (r *Reader) SetMaxMessageSize(n int) { r.maxLen = n }
+
+// SetBudget makes ReadBody reserve the length of every body it copies out
+// (one larger than the buffer) from b before allocating for it, and fail
+// with ErrBudgetExceeded when b has not that much left. The reservation is
+// held until the message is done with: the next Next, DropBuffer or
+// Release. nil (the default) means no budget. A reservation already held
+// is returned to the previous budget.
+func (r *Reader) SetBudget(b *Budget) {
+	r.release()
+	r.budget = b
+}
+
+// Release returns the current message's reservation to the budget and lets
+// go of a body that an interrupted ReadBody was assembling. The pooler calls
+// it when the client leaves. A message whose ReadBody was interrupted can
+// afterwards only be skipped.
+func (r *Reader) Release() {
+	r.release()
+	r.partial = nil
+}
+
+func (r *Reader) release() {
+	if r.reserved != 0 {
+		r.budget.release(r.reserved)
+		r.reserved = 0
+	}
+}
 
 // Buffered reports how many received bytes have not been consumed yet. A
 // relay flushes its writer when this drops to zero: the peer's batch is done.
@@ -126,6 +163,7 @@ func (r *Reader) Next() (typ byte, bodyLen int, err error) {
 	if !r.consumed {
 		return 0, 0, errors.New("wire: BUG: Next before the previous message was consumed")
 	}
+	r.release() // the previous message is done with
 	if err := r.fill(5, false); err != nil {
 		return 0, 0, err
 	}
@@ -155,8 +193,9 @@ func (r *Reader) Type() byte { return r.typ }
 func (r *Reader) Fits() bool { return 5+r.bodyLen <= len(r.buf) }
 
 // Body returns the current message's body as a slice into the buffer, valid
-// until the next call on r. It fails for messages that do not fit the buffer;
-// callers that must decode such messages stream them with Forward instead.
+// until the next call on r; its capacity ends with it (see doc.go). It fails
+// for messages that do not fit the buffer; callers that must decode such
+// messages use ReadBody or stream them with Forward instead.
 func (r *Reader) Body() ([]byte, error) {
 	m, err := r.Message()
 	if err != nil {
@@ -167,7 +206,7 @@ func (r *Reader) Body() ([]byte, error) {
 
 // Message is like Body but returns the whole message, header included.
 func (r *Reader) Message() ([]byte, error) {
-	if r.consumed {
+	if r.consumed || r.streamed > 0 {
 		return nil, errors.New("wire: BUG: Message without Next")
 	}
 	if !r.Fits() {
@@ -176,8 +215,9 @@ func (r *Reader) Message() ([]byte, error) {
 	if err := r.fill(5+r.bodyLen, true); err != nil {
 		return nil, err
 	}
-	b := r.buf[r.start : r.start+5+r.bodyLen]
-	r.start += 5 + r.bodyLen
+	end := r.start + 5 + r.bodyLen
+	b := r.buf[r.start:end:end]
+	r.start = end
 	r.consumed = true
 	return b, nil
 }
@@ -209,7 +249,7 @@ func (r *Reader) Forward(w *Writer) error {
 		}
 		chunk := min(r.end-r.start, total-r.streamed)
 		if w != nil {
-			if err := w.Write(r.buf[r.start : r.start+chunk]); err != nil {
+			if err := w.Write(r.buf[r.start : r.start+chunk : r.start+chunk]); err != nil {
 				return err
 			}
 		}
@@ -234,7 +274,7 @@ func (r *Reader) Peek(n int) ([]byte, error) {
 	if err := r.fill(5+n, true); err != nil {
 		return nil, err
 	}
-	return r.buf[r.start+5 : r.start+5+n], nil
+	return r.buf[r.start+5 : r.start+5+n : r.start+5+n], nil
 }
 
 // ForwardBodyFrom writes the current message's body from offset skip to its
@@ -267,7 +307,7 @@ func (r *Reader) ForwardBodyFrom(w *Writer, skip int) error {
 			}
 		}
 		chunk := min(r.end-r.start, total-r.streamed)
-		if err := w.Write(r.buf[r.start : r.start+chunk]); err != nil {
+		if err := w.Write(r.buf[r.start : r.start+chunk : r.start+chunk]); err != nil {
 			return err
 		}
 		r.start += chunk
@@ -278,23 +318,60 @@ func (r *Reader) ForwardBodyFrom(w *Writer, skip int) error {
 }
 
 // ReadBody returns the whole body of the current message: a slice into the
-// buffer when it fits, else the body copied into dst (grown as needed). It
-// is for the few large messages the pooler must decode (a Parse with a long
-// query text).
+// buffer when it fits, else the body copied into dst when dst has room for
+// it, else into a new slice of exactly the body's length, made once. It is
+// for the few large messages the pooler must decode (a Parse with a long
+// query text). dst may be a body an earlier call returned: no slice the
+// Reader hands out has capacity into its buffer, so that is safe.
+//
+// With a Budget set (SetBudget), a body copied out is first reserved from
+// it; ErrBudgetExceeded leaves the message unread. Without one, a body over
+// preallocUnbudgeted is not trusted to be as long as its header says: the
+// copy grows with the bytes that actually arrive.
 //
 // After a read error the retried call resumes: the bytes copied so far are
 // kept in r.partial, not lost with the failed call's result.
-func (r *Reader) ReadBody(dst []byte) ([]byte, error) {
-	if r.Fits() {
-		return r.Body()
+func (r *Reader) ReadBody(dst []byte) ([]byte, error) { return r.readBody(dst, -1) }
+
+// ReadBodyMax is ReadBody for a message the caller only takes up to limit
+// body bytes of (a Describe, a Close, a console command): a longer one
+// fails with ErrMessageTooLarge before anything is read or allocated, and
+// stays current for the caller to Skip.
+func (r *Reader) ReadBodyMax(dst []byte, limit int) ([]byte, error) {
+	if limit < 0 {
+		limit = 0
 	}
+	return r.readBody(dst, limit)
+}
+
+// preallocUnbudgeted is the largest body ReadBody allocates for up front,
+// on the word of the length field alone, when no Budget is set.
+const preallocUnbudgeted = 1 << 20
+
+func (r *Reader) readBody(dst []byte, limit int) ([]byte, error) {
 	if r.consumed || (r.streamed > 0 && r.partial == nil) {
 		return nil, errors.New("wire: BUG: ReadBody without Next")
 	}
+	if limit >= 0 && r.bodyLen > limit {
+		return nil, ErrMessageTooLarge
+	}
+	if r.Fits() {
+		return r.Body()
+	}
 	if r.partial == nil {
-		r.partial = dst[:0]
-		if r.partial == nil {
-			r.partial = []byte{} // non-nil marks a ReadBody in progress
+		if r.budget != nil {
+			if !r.budget.reserve(int64(r.bodyLen)) {
+				return nil, ErrBudgetExceeded
+			}
+			r.reserved = int64(r.bodyLen)
+		}
+		switch {
+		case cap(dst) >= r.bodyLen:
+			r.partial = dst[:0]
+		case r.budget == nil && r.bodyLen > preallocUnbudgeted:
+			r.partial = make([]byte, 0, preallocUnbudgeted)
+		default:
+			r.partial = make([]byte, 0, r.bodyLen)
 		}
 	}
 	total := 5 + r.bodyLen
@@ -308,6 +385,12 @@ func (r *Reader) ReadBody(dst []byte) ([]byte, error) {
 		if r.streamed < 5 {
 			chunk = min(chunk, 5-r.streamed) // the header is dropped
 		} else {
+			if len(r.partial)+chunk > cap(r.partial) {
+				// Only without a budget, past preallocUnbudgeted.
+				grown := make([]byte, len(r.partial), min(r.bodyLen, max(2*cap(r.partial), len(r.partial)+chunk)))
+				copy(grown, r.partial)
+				r.partial = grown
+			}
 			r.partial = append(r.partial, r.buf[r.start:r.start+chunk]...)
 		}
 		r.start += chunk

@@ -591,3 +591,87 @@ func TestDropBuffer(t *testing.T) {
 		t.Fatalf("Next at the end: %v, want io.EOF", err)
 	}
 }
+
+// capWriter records whether any slice written to it had capacity past its
+// length.
+type capWriter struct{ spare int }
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if cap(p) > len(p) {
+		c.spare++
+	}
+	return len(p), nil
+}
+
+// Every slice the Reader hands out ends at its length, so that a caller's
+// append can never write into the read buffer (see doc.go).
+func TestHandedOutSlicesHaveNoSpareCapacity(t *testing.T) {
+	var in bytes.Buffer
+	for range 3 {
+		in.Write(frame('D', pattern(100, 1)))
+	}
+	in.Write(frame('P', pattern(100, 2)))
+	in.Write(frame('d', pattern(10000, 3)))
+	in.Write(frame('d', pattern(10000, 4)))
+	r := NewReader(&in, 4096)
+	check := func(what string, b []byte, err error) {
+		t.Helper()
+		if err != nil || cap(b) != len(b) {
+			t.Fatalf("%s: len %d cap %d, err %v", what, len(b), cap(b), err)
+		}
+	}
+	r.Next()
+	b, err := r.Message()
+	check("Message", b, err)
+	r.Next()
+	b, err = r.Body()
+	check("Body", b, err)
+	r.Next()
+	b, err = r.Peek(10)
+	check("Peek", b, err)
+	r.Skip()
+	r.Next()
+	b, err = r.ReadBody(nil)
+	check("ReadBody of a message that fits", b, err)
+
+	// Forward and ForwardBodyFrom of streamed messages: the chunks go
+	// straight to the connection when they are bigger than the writer's
+	// buffer.
+	cw := &capWriter{}
+	w := NewWriter(cw, 64)
+	r.Next()
+	if err := r.Forward(w); err != nil {
+		t.Fatal(err)
+	}
+	r.Next()
+	if err := r.ForwardBodyFrom(w, 10); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	if cw.spare != 0 {
+		t.Fatalf("%d chunks written with capacity into the read buffer", cw.spare)
+	}
+}
+
+// The pooler keeps what ReadBody returned as scratch for the next one
+// (client.big). A small body is a slice of the read buffer; the next large
+// body must not be assembled inside the buffer that is refilled under it.
+func TestReadBodyScratchFromBuffer(t *testing.T) {
+	small := pattern(3000, 1)
+	large := pattern(20000, 2)
+	stream := append(frame('P', small), frame('P', large)...)
+	r := NewReader(newChunkReader(stream, 1, 700), 4096)
+	var scratch []byte
+	for _, want := range [][]byte{small, large} {
+		if _, _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		body, err := r.ReadBody(scratch)
+		if err != nil || !bytes.Equal(body, want) {
+			t.Fatalf("ReadBody of %d bytes: %v, equal %v", len(want), err, bytes.Equal(body, want))
+		}
+		if cap(body) > cap(scratch) {
+			scratch = body[:0]
+		}
+	}
+}
