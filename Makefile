@@ -34,9 +34,14 @@ vet:
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
+# Every fuzz target in the module (scripts/fuzz.sh finds them), one after
+# the other, FUZZTIME each: 15 targets at 60s is about 16 minutes. Plain
+# `go test` already runs their seeds and committed corpora (testdata/fuzz/).
+# Only some: make fuzz FUZZ='FuzzReader|FuzzParseHBA' FUZZTIME=10s.
+FUZZTIME ?= 60s
+FUZZ     ?= .
 fuzz:
-	$(GO) test ./wire -run '^$$' -fuzz FuzzReadStartup -fuzztime 20s
-	$(GO) test ./wire -run '^$$' -fuzz FuzzReader -fuzztime 20s
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh '$(FUZZ)'
 
 # Benchmarks side by side with PgBouncer and direct PostgreSQL (bench/README.md).
 # `make bench` writes BENCHMARKS.md (under 20 minutes on 2 cores);
