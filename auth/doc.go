@@ -36,22 +36,41 @@
 //     and MD5 secrets. With a SCRAM secret it runs SCRAM instead, as
 //     PgBouncer does: the secret cannot answer an MD5 challenge.
 //   - scram-sha-256: SCRAM-SHA-256 (RFC 5802, RFC 7677), see scram.go. A
-//     plain secret gets an ad-hoc verifier with a fresh salt; an MD5 secret
-//     cannot do SCRAM and fails (logged as PgBouncer does, "SCRAM
+//     plain secret gets an ad-hoc verifier, its keys derived once per
+//     (user, password) and cached; an MD5 secret cannot do SCRAM and fails
+//     at the end of a mock exchange (logged as PgBouncer does, "SCRAM
 //     authentication failed: user has MD5 secret").
 //
 // Unknown users (secret == nil) go through the same exchange against a mock
 // secret and fail with the same message as a wrong password: "password
 // authentication failed" (28P01), or "SASL authentication failed" for
 // SCRAM. Only Detail ("no such user") tells them apart, and it is never
-// sent. Mock SCRAM salts are stable per user name within a process so that
-// repeated probes look like a real user. A broken exchange (malformed
-// packet, wrong SASL mechanism, channel-binding mismatch) is a 08P01
-// protocol violation instead. Message texts live in errors.go and match
-// PgBouncer and PostgreSQL.
+// sent. The pooler calls Authenticate the same way for a database that
+// does not exist, and says so only after a successful exchange.
+//
+// Where there is no stored SCRAM salt (an unknown user, an MD5 or empty
+// secret, a plain password) the salt shown is userSalt: an HMAC of the
+// user name under a per-process random key, as PostgreSQL's
+// scram_mock_salt, with the usual 16 bytes and 4096 iterations. It is the
+// same on every attempt and the same whether or not the user exists, so
+// neither the first request nor the server-first-message tells a probe
+// anything; the exchange then fails like a wrong password. A broken
+// exchange (malformed packet, wrong SASL mechanism, channel-binding
+// mismatch) is a 08P01 protocol violation instead. Message texts live in
+// errors.go and match PgBouncer and PostgreSQL.
 //
 // Passwords and secrets never appear in errors; Secret's String and
 // GoString print only its kind. Comparisons use crypto/subtle.
+//
+// # Logging in to a server
+//
+// LoginToServer is the pooler as a client (serverlogin.go). It trusts the
+// server no more than a client would: a server-first-message whose nonce
+// does not extend ours, a message too large for the buffer, an
+// AuthenticationOk that skips the server's SCRAM signature, and an
+// iteration count above maxServerSCRAMIterations (2^20) when the pooler
+// would derive the keys from a password each end the login at once. The
+// bound exists because PBKDF2 is a computation no socket deadline stops.
 //
 // # SCRAM keys for the server login
 //
@@ -88,6 +107,5 @@
 //   - auth_query / auth_user: produce a *Secret for users missing from
 //     auth_file (via ParseSecret on the returned rolpassword) before calling
 //     Authenticate; when auth_query returns no row PgBouncer sends "no such
-//     user" rather than mocking. Caching the ad-hoc SCRAM verifier of plain
-//     secrets (PgBouncer 1.25) would also live with the user store.
+//     user", the pooler mocks like for any unknown user.
 package auth

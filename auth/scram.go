@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -51,12 +52,24 @@ var scramServerNonce = func() string {
 
 // mockKey makes mock SCRAM salts stable per user name for this process, so
 // that asking twice for an unknown user yields the same salt, as it would
-// for a real one (PostgreSQL does the same with its mock_auth_nonce).
+// for a real one (PostgreSQL's scram_mock_salt: a hash of the user name and
+// its secret mock_auth_nonce).
 var mockKey = func() []byte {
 	b := make([]byte, 32)
 	randRead(b)
 	return b
 }()
+
+// userSalt is the salt this process shows for user wherever it has no
+// stored SCRAM salt: for a user it does not know, one whose secret cannot
+// do SCRAM, and one with a plain password (the ad-hoc verifier). The same
+// name always gets the same salt, so two attempts tell an unknown user from
+// a plain-password user no better than from a stored SCRAM secret.
+func userSalt(user string) []byte {
+	m := hmac.New(sha256.New, mockKey)
+	m.Write([]byte("salt\x00" + user))
+	return m.Sum(nil)[:scramSaltLen]
+}
 
 // scramVerifier is what the server side needs from a secret.
 type scramVerifier struct {
@@ -68,14 +81,48 @@ type scramVerifier struct {
 	doomed     string // non-empty: fail at the end whatever the proof; the reason to log
 }
 
+// mockVerifier stands in for a user that cannot pass SCRAM: the same salt
+// derivation and iteration count as a real ad-hoc verifier, keys nobody
+// knows, and a failure at the end like a wrong password's.
 func mockVerifier(user, reason string) scramVerifier {
 	m := hmac.New(sha256.New, mockKey)
-	m.Write([]byte("salt\x00" + user))
-	salt := m.Sum(nil)[:scramSaltLen]
-	m.Reset()
 	m.Write([]byte("keys\x00" + user))
 	k := m.Sum(nil)
-	return scramVerifier{salt: salt, iterations: DefaultSCRAMIterations, storedKey: k, serverKey: k, doomed: reason}
+	return scramVerifier{salt: userSalt(user), iterations: DefaultSCRAMIterations, storedKey: k, serverKey: k, doomed: reason}
+}
+
+// adHocKeys caches the keys derived from plain passwords (PgBouncer 1.25
+// caches its ad-hoc verifiers too): a PBKDF2 per login is both slow and a
+// timing tell that the user exists. Entries are keyed by a MAC of user and
+// password, so a changed password misses; the map is bounded by
+// maxAdHocKeys and emptied when full (it only holds users who have a
+// plain password, and those are configured, not chosen by clients).
+var adHocKeys = struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]scramKeys
+}{m: map[[sha256.Size]byte]scramKeys{}}
+
+const maxAdHocKeys = 10000
+
+func adHocVerifier(user, password string) scramVerifier {
+	salt := userSalt(user)
+	m := hmac.New(sha256.New, mockKey)
+	m.Write([]byte("adhoc\x00" + user + "\x00" + password))
+	var id [sha256.Size]byte
+	m.Sum(id[:0])
+	adHocKeys.Lock()
+	k, ok := adHocKeys.m[id]
+	adHocKeys.Unlock()
+	if !ok {
+		k = deriveSCRAMKeys(password, salt, DefaultSCRAMIterations)
+		adHocKeys.Lock()
+		if len(adHocKeys.m) >= maxAdHocKeys {
+			clear(adHocKeys.m)
+		}
+		adHocKeys.m[id] = k
+		adHocKeys.Unlock()
+	}
+	return scramVerifier{salt: salt, iterations: DefaultSCRAMIterations, storedKey: k.stored, serverKey: k.server}
 }
 
 func verifierFor(user string, secret *Secret) scramVerifier {
@@ -85,12 +132,9 @@ func verifierFor(user string, secret *Secret) scramVerifier {
 	case secret.Kind == SecretSCRAM:
 		return scramVerifier{salt: secret.Salt, iterations: secret.Iterations, storedKey: secret.StoredKey, serverKey: secret.ServerKey, reusable: true}
 	case secret.Kind == SecretPlain && secret.Plain != "":
-		// An ad-hoc verifier with a fresh salt, as PgBouncer does; its keys
-		// are useless for pass-through (the server's salt differs).
-		salt := make([]byte, scramSaltLen)
-		randRead(salt)
-		k := deriveSCRAMKeys(secret.Plain, salt, DefaultSCRAMIterations)
-		return scramVerifier{salt: salt, iterations: DefaultSCRAMIterations, storedKey: k.stored, serverKey: k.server}
+		// An ad-hoc verifier, as PgBouncer builds; its keys are useless
+		// for pass-through (the server's salt differs).
+		return adHocVerifier(user, secret.Plain)
 	case secret.Kind == SecretPlain:
 		return mockVerifier(user, "empty stored password")
 	case secret.Kind == SecretMD5:

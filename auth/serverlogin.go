@@ -55,12 +55,18 @@ func LoginToServer(r *wire.Reader, w *wire.Writer, params []wire.Param, cred Ser
 	}
 	res := &ServerLogin{Params: map[string]string{}}
 	var sc *scramClient
+	scramDone := false
 	for {
 		typ, _, err := r.Next()
 		if err != nil {
 			return nil, err
 		}
 		body, err := r.Body()
+		if errors.Is(err, wire.ErrMessageTooLarge) {
+			// The server's fault, not the client's max_packet_size: no
+			// login message of a real server is near the buffer's size.
+			return nil, fmt.Errorf("server sent a %d-byte %q message during login, more than the pooler takes", r.BodyLen(), typ)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +82,11 @@ func LoginToServer(r *wire.Reader, w *wire.Writer, params []wire.Param, cred Ser
 			var reply []byte
 			switch code {
 			case 0: // AuthenticationOk
+				if sc != nil && !scramDone {
+					// SCRAM is mutual: a server that skips its
+					// signature has not shown it knows the secret.
+					return nil, errors.New("server ended SCRAM authentication without a valid signature")
+				}
 				continue
 			case 3: // cleartext
 				if cred.Password == "" {
@@ -112,9 +123,10 @@ func LoginToServer(r *wire.Reader, w *wire.Writer, params []wire.Param, cred Ser
 				}
 				reply = appendPasswordBytes(nil, []byte(final))
 			case 12: // SASL final
-				if sc == nil || !sc.verifyServerFinal(string(body[4:])) {
+				if sc == nil || sc.authMessage == "" || !sc.verifyServerFinal(string(body[4:])) {
 					return nil, errors.New("server's SCRAM signature is invalid")
 				}
+				scramDone = true
 				continue
 			default:
 				return nil, fmt.Errorf("server asked for an unsupported authentication method (code %d)", code)
@@ -178,6 +190,15 @@ func appendSASLInitial(dst []byte, mech, data string) []byte {
 	return appendPasswordBytes(dst, payload)
 }
 
+// maxServerSCRAMIterations bounds the PBKDF2 work a server's
+// server-first-message can make the pooler do when it logs in with a
+// password: 256 times PostgreSQL's default, about 0.2 s of one core. A
+// hostile or misconfigured server asking for more (PostgreSQL accepts up to
+// INT_MAX, minutes of CPU) fails the login at once instead of stalling it
+// past server_connect_timeout, which a socket deadline cannot enforce on a
+// computation. SCRAM pass-through derives nothing and is not bounded by it.
+const maxServerSCRAMIterations = 1 << 20
+
 // scramClient is the client side of SCRAM-SHA-256 (RFC 5802/7677) without
 // channel binding.
 type scramClient struct {
@@ -231,8 +252,13 @@ func (c *scramClient) clientFinal(serverFirst string) (string, error) {
 			iter, _ = strconv.Atoi(a[2:])
 		}
 	}
-	if !strings.HasPrefix(nonce, c.nonce) || len(nonce) == len(c.nonce) || iter <= 0 || iter > 1<<24 {
+	if !strings.HasPrefix(nonce, c.nonce) || len(nonce) == len(c.nonce) || iter <= 0 || iter > maxSCRAMIterations || !printable(nonce) {
 		return "", errors.New("server sent an invalid SCRAM server-first message")
+	}
+	if c.secret == nil && iter > maxServerSCRAMIterations {
+		// The pooler would derive the keys itself: PBKDF2 work chosen by
+		// the server, on a login goroutine no deadline can interrupt.
+		return "", fmt.Errorf("server's SCRAM iteration count %d exceeds the pooler's limit of %d", iter, maxServerSCRAMIterations)
 	}
 	saltBytes, err := base64.StdEncoding.DecodeString(salt)
 	if err != nil {

@@ -302,8 +302,15 @@ func (c *client) fail(err error) {
 	case errors.As(err, &ae):
 		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
 	case errors.As(err, &pge):
-		// A server's own error during login is forwarded as is.
+		// A server's own error during login is forwarded as is; one
+		// without a SQLSTATE (a broken or hostile server) gets 08P01.
 		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
+		if pe.SQLState == "" {
+			pe.SQLState = "08P01"
+		}
+		if pe.Message == "" {
+			pe.Message = "server login failed"
+		}
 	case errors.As(err, &se):
 		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
 	case errors.Is(err, wire.ErrMessageTooLarge):
@@ -401,17 +408,27 @@ func (c *client) login() error {
 	if c.dbName == adminDB {
 		return c.consoleLogin()
 	}
+	// Nothing the client sees before it has authenticated may depend on
+	// whether its database exists (PgBouncer's "fake database"): an
+	// unknown database gets the same exchange as a known one, and only a
+	// client that proved its password learns that it does not exist.
 	cfg := c.svc.config()
-	db, ok := cfg.LookupDatabase(c.dbName)
-	if !ok {
+	db, dbKnown := cfg.LookupDatabase(c.dbName)
+	if !dbKnown {
+		db = &config.Database{Name: c.dbName}
+	}
+	secret, res, err := c.authenticate(db, dbKnown)
+	if err != nil {
+		return err
+	}
+	if !dbKnown {
+		if st.LogConnections {
+			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s user=%s", c, c.dbName, c.user))
+		}
 		return newError(CodeNoSuchDatabase, c.dbName)
 	}
 	if c.svc.isDisabled(c.dbName) {
 		return newError(CodeDatabaseDisabled, c.dbName)
-	}
-	secret, res, err := c.authenticate(db)
-	if err != nil {
-		return err
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
@@ -472,8 +489,27 @@ func (c *client) login() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	c.r.SetMaxMessageSize(st.MaxPacketSize)
+	c.r.SetMaxMessageSize(clientMaxMessage(st))
 	return nil
+}
+
+// maxProtocolMessage is the largest message (type byte and length field
+// included) any Postgres takes: its length field may not exceed
+// PQ_LARGE_MESSAGE_LIMIT (1 GiB - 2), and Postgres ends the session over a
+// larger one.
+const maxProtocolMessage = 1<<30 - 1
+
+// clientMaxMessage is the message size limit for a logged-in client:
+// max_packet_size, but never above what Postgres takes. max_packet_size
+// goes up to 4294967295 (PgBouncer's range); a header claiming more than
+// 1 GiB is refused on the spot, not relayed while the pooler waits for
+// gigabytes that no server would accept (PgBouncer's integer-overflow
+// advisory was about such lengths).
+func clientMaxMessage(st *config.Settings) int {
+	if st.MaxPacketSize <= 0 || st.MaxPacketSize > maxProtocolMessage {
+		return maxProtocolMessage
+	}
+	return st.MaxPacketSize
 }
 
 // readParams applies PgBouncer's startup parameter rules: user and database
@@ -537,7 +573,9 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 			return newError(CodeUnsupportedOptions)
 		}
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
+		if !ok || k == "" {
+			// "-c=" or "--=x" names nothing (PgBouncer once looped on
+			// them): the same refusal as any other malformed option.
 			return newError(CodeUnsupportedOptions)
 		}
 		k = strings.ReplaceAll(k, "-", "_")
@@ -566,7 +604,13 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 // at once); otherwise the login fails like a wrong password, without saying
 // that the user is unknown. It returns the secret the client was checked
 // against and what SCRAM left for a pass-through server login.
-func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, error) {
+//
+// dbKnown=false: db is a stand-in for a database that does not exist. The
+// exchange is the one a known database would get (an auth_file user with
+// its own secret, anyone else a mock one), so that a client learns nothing
+// before it has authenticated; auth_query then runs only in a global
+// auth_dbname, as there is no database of the client's to run it in.
+func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
 	st := c.svc.settings()
 	var none auth.Result
 	var m auth.Method
@@ -608,7 +652,7 @@ func (c *client) authenticate(db *config.Database) (*auth.Secret, auth.Result, e
 	switch {
 	case known && u.Source == auth.SourceAuthFile:
 		secret = u.Secret
-	case authUserFor(db, st) != "" && db.Name != adminDB:
+	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
 		sec, found, err := c.svc.authQuery(db, c.user)
 		if err != nil {
 			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
@@ -708,7 +752,8 @@ func (c *client) ReadPassword() ([]byte, error) {
 		return nil, err
 	}
 	if typ != wire.MsgPassword {
-		c.r.Skip()
+		// Not skipped: the login ends here, and the "message" may be a
+		// second startup packet whose bytes read as a huge length.
 		return nil, &auth.Error{SQLState: "08P01", Message: fmt.Sprintf("expected password response, got message type %q", typ)}
 	}
 	return c.r.Body()
@@ -721,18 +766,21 @@ const adminDB = "pgbouncer"
 // and hands the connection to the console. A user in admin_users or
 // stats_users authenticates like any other (auth_type, auth_file); the
 // pooler's own OS user connecting over the Unix socket as "pgbouncer" is an
-// admin without a password, as PgBouncer allows.
+// admin without a password, as PgBouncer allows. Anyone else is told "not
+// allowed" only after authenticating, as PgBouncer does (admin_post_login):
+// an unknown user gets the mock exchange, so the console does not say who
+// its users are.
 func (c *client) consoleLogin() error {
 	cfg := c.svc.config()
 	role, ok := admin.RoleFor(cfg, c.user)
 	if c.user == adminDB && c.local && c.peerIsSelf() {
 		role, ok = admin.RoleAdmin, true
 	} else {
+		if _, _, err := c.authenticate(&config.Database{Name: adminDB}, true); err != nil {
+			return err
+		}
 		if !ok {
 			return &Error{Severity: "FATAL", SQLState: "08P01", Message: "not allowed"}
-		}
-		if _, _, err := c.authenticate(&config.Database{Name: adminDB}); err != nil {
-			return err
 		}
 	}
 	c.dbName = adminDB

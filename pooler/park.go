@@ -239,7 +239,7 @@ func (c *client) resume(fd int) {
 	}
 	sio := wire.SocketIO(conn)
 	c.r = wire.NewReader(sio, clientReadBuffer)
-	c.r.SetMaxMessageSize(c.svc.settings().MaxPacketSize)
+	c.r.SetMaxMessageSize(clientMaxMessage(c.svc.settings()))
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn

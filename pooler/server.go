@@ -351,14 +351,26 @@ func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
 
 // queryRow runs sql with text parameters through the extended protocol on
 // a server nobody else is reading and returns the first row's columns (nil
-// for NULL), or ok=false when there is no row.
-func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (cols []*string, ok bool, err error) {
+// for NULL), or ok=false when there is no row. prelude, when not empty, is
+// a statement without parameters run first in the same implicit
+// transaction (one Sync for both), whose rows are ignored: a SET LOCAL or
+// set_config(…, true) there holds for sql and ends with it.
+func (s *server) queryRow(prelude, sql string, timeout time.Duration, args ...string) (cols []*string, ok bool, err error) {
 	if timeout > 0 {
 		s.conn.SetDeadline(time.Now().Add(timeout))
 		defer s.conn.SetDeadline(time.Time{})
 	}
 	s.unnamedOwner = 0 // the unnamed statement is ours now
-	b := appendParse(s.scratch[:0], "", sql, nil)
+	b := s.scratch[:0]
+	if prelude != "" {
+		// Parse after the prelude's Execute: names in sql are resolved
+		// at Parse, under what the prelude set.
+		b = appendParse(b, "", prelude, nil)
+		b = append(b, wire.MsgBind, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0) // "", "", no formats, no parameters, no result formats
+		b = append(b, wire.MsgExecute, 0, 0, 0, 9, 0, 0, 0, 0, 0)
+	}
+	inPrelude := prelude != ""
+	b = appendParse(b, "", sql, nil)
 	start := len(b)
 	b = append(b, wire.MsgBind, 0, 0, 0, 0, 0, 0, 0, 0) // portal "", statement "", no formats
 	b = binary.BigEndian.AppendUint16(b, uint16(len(args)))
@@ -388,8 +400,10 @@ func (s *server) queryRow(sql string, timeout time.Duration, args ...string) (co
 			return nil, false, err
 		}
 		switch typ {
+		case 'C':
+			inPrelude = false
 		case 'D':
-			if ok || len(body) < 2 {
+			if ok || inPrelude || len(body) < 2 {
 				continue
 			}
 			n := int(binary.BigEndian.Uint16(body))

@@ -627,7 +627,14 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	if err != nil {
 		return nil, false, err
 	}
-	cols, found, err := srv.queryRow(query, wait, user)
+	// The auth_user's connections are shared with its own clients, whose
+	// SETs (a tracked search_path above all) stay on a server in
+	// transaction pooling. The query runs under the role's default
+	// search_path whatever a client left there: an object shadowing
+	// pg_shadow in a schema a client chose must not answer it
+	// (CVE-2025-12819). Nothing of the client being checked reaches this
+	// connection anyway: acquire sends no SET for it.
+	cols, found, err := srv.queryRow(authQueryPrelude, query, wait, user)
 	if err != nil {
 		if isNetError(err) {
 			p.discard(srv, "auth_query failed")
@@ -646,6 +653,12 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	}
 	return &sec, true, nil
 }
+
+// authQueryPrelude resets search_path, for the rest of the auth query's
+// implicit transaction only, to the auth_user's default (a NULL value is
+// RESET); the function is schema-qualified, as the search_path it cleans
+// may not lead with pg_catalog.
+const authQueryPrelude = "SELECT pg_catalog.set_config('search_path', NULL, true)"
 
 // isNetError reports a failure of the connection itself (not an SQL error).
 func isNetError(err error) bool {
