@@ -97,6 +97,9 @@ type Settings struct {
 	// limit may stay with its client before it is evicted; 0 = never, it
 	// closes when the client releases it.
 	LimitEvictGrace time.Duration
+	// ClientMessageTimeout (extension): how long a client may take to send
+	// the rest of a message it has started; 0 = no limit.
+	ClientMessageTimeout time.Duration
 	// Connection safeguards (extensions): per-pool token buckets for
 	// creating and closing servers, the cap on logins in flight, the
 	// spread of server lifetimes, and how much of an abandoned result is

@@ -320,7 +320,14 @@ func (c *client) fail(err error) {
 	case isTimeout(err):
 		pe = newError(CodeClientLoginTimeout)
 	default:
-		pe = newError(CodeServerConnectFailed, err.Error())
+		// Go's error strings (addresses, ports, system errors) are for
+		// the log only. A failure of the client's own connection gets
+		// no message: it could not be delivered.
+		c.logger().Warn(c.String() + ": closing because: " + err.Error())
+		if isConnError(err) {
+			return
+		}
+		pe = newError(CodeServerConnectFailed, loginReason(err))
 	}
 	if c.svc.settings().LogPoolerErrors {
 		c.logger().Warn("pooler error: " + pe.Message)
@@ -328,6 +335,14 @@ func (c *client) fail(err error) {
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(c.scratch[:0], pe))
 	c.w.Flush()
+}
+
+// isConnError reports an error of a socket itself (reset, broken pipe,
+// closed), after which nothing more can be said on it.
+func isConnError(err error) bool {
+	var op *net.OpError
+	var errno syscall.Errno
+	return errors.As(err, &op) || errors.As(err, &errno) || errors.Is(err, io.ErrNoProgress)
 }
 
 func isTimeout(err error) bool {
@@ -342,6 +357,9 @@ func (c *client) login() error {
 		c.conn.SetDeadline(time.Now().Add(st.ClientLoginTimeout))
 	}
 	var su *wire.Startup
+	// Postgres takes each encryption request once; one repeated (after
+	// 'N', or inside the TLS it started) is refused at once, in its words.
+	var sslAsked, gssAsked bool
 	for tries := 0; ; tries++ {
 		var err error
 		su, err = wire.ReadStartup(c.conn)
@@ -361,6 +379,14 @@ func (c *client) login() error {
 		if tries > 2 {
 			return newError(CodeBadPacket)
 		}
+		switch {
+		case su.Kind == wire.SSLRequest && sslAsked:
+			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0"}
+		case su.Kind == wire.GSSENCRequest && gssAsked:
+			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5680: server supports 3.0 to 3.0"}
+		}
+		sslAsked = sslAsked || su.Kind == wire.SSLRequest
+		gssAsked = gssAsked || su.Kind == wire.GSSENCRequest
 		if su.Kind == wire.SSLRequest && !c.tls {
 			if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
 				if err := c.startTLS(cfg); err != nil {
@@ -850,10 +876,17 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 		c.parkWanted.Store(true)
 		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))
 	}
+	// msgArmed: awaitMessage set the read deadline for the message just
+	// read (client_message_timeout, or none); it is taken off before the
+	// next message.
+	msgArmed := false
 	for {
 		if timeouts {
 			c.armClientDeadline(st)
+		} else if msgArmed {
+			c.conn.SetReadDeadline(time.Time{})
 		}
+		msgArmed = false
 		typ, n, err := c.r.Next()
 		if loginGrace {
 			loginGrace = false
@@ -875,21 +908,31 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			if isTimeout(err) {
 				continue
 			}
-			if errors.Is(err, wire.ErrMessageTooLarge) || errors.Is(err, wire.ErrBadLength) {
-				// A protocol violation: the server's state is unknown too.
-				c.unlinkAndClose("client sent a bad packet")
-				c.fail(err)
+			if errors.Is(err, wire.ErrMessageTooLarge) {
+				// Refused on its header: nothing of it reached the
+				// server, which stays clean.
+				c.closeBadInput(newError(CodePacketTooLarge), "")
+				return false
+			}
+			if errors.Is(err, wire.ErrBadLength) {
+				c.closeBadInput(newError(CodeBadPacket), "")
 				return false
 			}
 			c.leave(err)
 			return false
 		}
+		if !isFrontendType(typ) {
+			// Checked on the header alone: the body is not read (a
+			// startup packet sent again reads as type 0 with a length
+			// of its own). Never forwarded: Postgres would end its
+			// backend over it.
+			c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+			return false
+		}
 		if typ == wire.MsgQuery && st.DisablePQExec {
 			// disable_pqexec: a simple Query may carry several
 			// statements, which some SQL injections rely on.
-			c.r.Skip()
-			c.unlinkAndClose("PQexec disallowed")
-			c.fail(newError(CodePQExecDisallowed))
+			c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
 			return false
 		}
 		if typ == wire.MsgTerminate {
@@ -897,13 +940,26 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			c.leave(nil)
 			return false
 		}
+		if !c.r.Pending() {
+			// The message has not all arrived: wait for it before a
+			// server is taken or written to.
+			msgArmed = true
+			if err := c.awaitMessage(st, n); err != nil {
+				if isTimeout(err) {
+					c.closeBadInput(newError(CodeClientMessageTimeout), "")
+				} else {
+					c.leave(err)
+				}
+				return false
+			}
+		}
 		c.mu.Lock()
 		s := c.srv
 		if s == nil && (c.tracking || c.skipToSync) {
 			c.mu.Unlock()
 			handled, err := c.answerUnlinked(typ, n)
 			if err != nil {
-				c.leave(err)
+				c.leaveOrTimeout(err, msgArmed, st)
 				return false
 			}
 			if handled {
@@ -941,7 +997,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			// everything up to the client's Sync.
 			c.mu.Unlock()
 			if err := c.r.Skip(); err != nil {
-				c.leave(err)
+				c.leaveOrTimeout(err, msgArmed, st)
 				return false
 			}
 			c.flushBatch(s, false)
@@ -995,6 +1051,14 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 				continue
 			}
 			c.doneWriting()
+			if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
+				// A message larger than the read buffer stalled
+				// midway: the server has part of it and cannot be
+				// brought back clean.
+				c.unlinkAndClose("client_message_timeout")
+				c.fail(newError(CodeClientMessageTimeout))
+				return false
+			}
 			c.leave(err)
 			return false
 		}
@@ -1009,6 +1073,98 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			runtime.Gosched()
 		}
 	}
+}
+
+// isFrontendType reports whether typ is a message a logged-in client may
+// send: the frontend messages of protocol 3.0 after authentication
+// (PasswordMessage 'p' belongs to the login only). Postgres ends the
+// session over any other ("invalid frontend message type"), PgBouncer the
+// client ("unknown pkt").
+func isFrontendType(typ byte) bool {
+	switch typ {
+	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
+		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
+		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
+		return true
+	}
+	return false
+}
+
+// awaitMessage waits until the current message, of n body bytes, is in the
+// read buffer whole, before any of it goes on: a server is taken (link), or
+// written to, only for a message that has arrived, so a client that sends
+// a header and stalls holds no server (PgBouncer links one on the header).
+// A message larger than the read buffer is streamed and cannot be held back
+// whole: its server is taken once the buffer is full of it, and a stall
+// after that holds the server.
+//
+// The wait, and the streaming of a larger message after it, end after
+// client_message_timeout when it is set: the read deadline stays armed for
+// the rest of the message (loop takes it off). A park request or an idle
+// deadline that expires meanwhile does not end it: the client is busy.
+func (c *client) awaitMessage(st *config.Settings, n int) error {
+	var deadline time.Time
+	if st.ClientMessageTimeout > 0 {
+		deadline = time.Now().Add(st.ClientMessageTimeout)
+	}
+	c.conn.SetReadDeadline(deadline)
+	for {
+		_, err := c.r.Peek(n)
+		if err == nil || !isTimeout(err) {
+			return err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return err
+		}
+		// Not our deadline: the janitor's park request, or one armed
+		// for idleness. A client with part of a message sent is neither
+		// parked nor idle.
+		c.parkWanted.Store(false)
+		c.conn.SetReadDeadline(deadline)
+	}
+}
+
+// leaveOrTimeout ends the client after a read of its current message
+// failed: client_message_timeout when that deadline passed (nothing of the
+// message went to a server), else the client left.
+func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
+	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
+		c.closeBadInput(newError(CodeClientMessageTimeout), "")
+		return
+	}
+	c.leave(err)
+}
+
+// closeBadInput ends a client over input the pooler refuses (an unknown
+// message type, a bad or oversized header, a message not finished within
+// client_message_timeout) before any of it was passed on. A linked server
+// is not closed for it: it goes through leave's drain (replies discarded,
+// Sync, ROLLBACK, reset) and back to the pool. The client gets e once
+// nothing else writes to it: at once when serve owns its writer, else after
+// the pump has finished the drain. detail, when set, is logged.
+func (c *client) closeBadInput(e *Error, detail string) {
+	if detail != "" {
+		c.logger().Warn(c.String() + ": " + detail)
+	}
+	if c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(time.Since(c.connected)) + ")")
+	}
+	var done chan struct{}
+	if c.pumpStarted {
+		// The link's pump may write to the client until it has seen the
+		// client go (or, after a link that ended, until it has exited).
+		c.mu.Lock()
+		done = c.pumpDone
+		c.mu.Unlock()
+	}
+	if done == nil {
+		c.fail(e)
+		c.abandonLink()
+		return
+	}
+	c.abandonLink()
+	<-done
+	c.fail(e)
 }
 
 // flushBatch flushes to the server once the client's batch is consumed,
@@ -1159,6 +1315,14 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	c.pool.metrics.waitDuration.Update(waited.Seconds())
 	if err := c.syncParams(s); err != nil {
 		c.endWait()
+		var pe *Error
+		if !errors.As(err, &pe) {
+			// The server failed under the SET: the detail is for the
+			// log, the client hears PgBouncer's word for it.
+			c.logger().Warn(c.String() + ": server failed while setting parameters: " + err.Error())
+			c.pool.discard(s, "var change failed")
+			return nil, newError(CodeServerCrashed)
+		}
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
 	}
@@ -1287,6 +1451,12 @@ func (c *client) leave(err error) {
 	} else if c.svc.logDisconnections() {
 		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
 	}
+	c.abandonLink()
+}
+
+// abandonLink hands a linked server, if any, to its pump to drain back to
+// clean once the client is gone: see leave.
+func (c *client) abandonLink() {
 	c.mu.Lock()
 	c.writing = false
 	c.writerDone.Broadcast()

@@ -58,6 +58,22 @@
 // (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
 // parsed, and the rest of a batch after an error the pooler raised.
 //
+// # Hostile input
+//
+// serve judges every message on its 5-byte header first (loop): a type
+// that is not a frontend message of protocol 3.0, or a length past
+// max_packet_size, ends the client with a FATAL (closeBadInput) without
+// its body being read or anything passed on, and a linked server is
+// drained back to clean as when a client leaves, not closed. A message
+// not yet wholly received is waited for (awaitMessage, bounded by
+// client_message_timeout when set) before a server is taken for it or
+// written to: a client that stalls mid-message holds no server. A message
+// larger than the read buffer is streamed, so a server is taken once its
+// first buffer-full is in; a stall after that holds the server, and a
+// timeout closes it (part of a message went on). Texts sent to clients
+// come from errors.go and never carry a Go error string; a failed server
+// login is told in PgBouncer's words (loginReason), its detail logged.
+//
 // # The release rule
 //
 // A server goes back to its pool only when the pump has written a

@@ -1,13 +1,20 @@
 package pooler
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
+	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // Code names an error the pooler itself sends to a client. Texts match
 // PgBouncer byte for byte: runbooks, tests and client libraries grep for them.
+// A text never carries an address, a port or a Go error string: those go to
+// the log only (see loginReason).
 type Code int
 
 const (
@@ -34,6 +41,8 @@ const (
 	CodeSSLRequired
 	CodeDatabaseDisabled
 	CodeEvicted
+	CodeUnknownPacket
+	CodeClientMessageTimeout
 )
 
 type codeInfo struct {
@@ -61,11 +70,15 @@ var codes = map[Code]codeInfo{
 	CodePacketTooLarge:          {"08P01", "max_packet_size exceeded"},
 	CodeServerCrashed:           {"08P01", "server conn crashed?"},
 	CodeNoUserName:              {"08P01", "no username supplied"},
-	CodeServerConnectFailed:     {"08P01", "server connection failed: %s"},
+	CodeServerConnectFailed:     {"08P01", "server login failed: %s"},
 	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
 	CodeSSLRequired:             {"08P01", "SSL required"},
 	CodeDatabaseDisabled:        {"08P01", "database \"%s\" is disabled"},
 	CodeEvicted:                 {"08P01", "evicted"},
+	CodeUnknownPacket:           {"08P01", "unknown pkt"},
+	// pgturnstile's own (client_message_timeout), named after its setting
+	// like PgBouncer's timeouts.
+	CodeClientMessageTimeout: {"08P01", "client_message_timeout"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says
@@ -96,3 +109,57 @@ func newError(code Code, args ...any) *Error {
 func appendError(dst []byte, e *Error) []byte {
 	return wire.AppendErrorResponse(dst, wire.MsgErrorResponse, e.Severity, e.SQLState, e.Message, "", "")
 }
+
+// serverLoginError is what a client waiting for a server is told when that
+// server's login failed: Postgres's own ErrorResponse as it is (PgBouncer
+// forwards it the same way), anything else as "server login failed: " and
+// PgBouncer's word for it.
+func serverLoginError(err error) error {
+	var se *auth.ServerError
+	var pe *Error
+	if errors.As(err, &se) || errors.As(err, &pe) {
+		return err
+	}
+	return newError(CodeServerConnectFailed, loginReason(err))
+}
+
+// loginReason is a failed server login as a client may see it: Postgres's
+// message when the server refused, else the short reason PgBouncer records
+// for the pool (last_connect_failed_message). Go's error strings name
+// addresses and ports ("dial tcp 10.0.0.5:5432: connect: connection
+// refused"); they go to the log where the login failed, never to a client.
+func loginReason(err error) string {
+	var se *auth.ServerError
+	var re *reasonError
+	var dns *net.DNSError
+	var op *net.OpError
+	var ne net.Error
+	switch {
+	case errors.As(err, &se):
+		return se.Fields.Message
+	case errors.As(err, &re):
+		return re.reason
+	case errors.As(err, &dns):
+		return "server DNS lookup failed"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "connect timeout"
+	case errors.As(err, &op) && op.Op == "dial":
+		return "connect failed"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, net.ErrClosed), errors.As(err, &op):
+		return "server conn crashed?"
+	}
+	return "login failed"
+}
+
+// reasonError is an error of a server login step with PgBouncer's short
+// reason for it, which loginReason tells clients; Error() is the detail for
+// the log.
+type reasonError struct {
+	reason string
+	err    error
+}
+
+func (e *reasonError) Error() string { return e.err.Error() }
+func (e *reasonError) Unwrap() error { return e.err }

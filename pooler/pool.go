@@ -271,9 +271,11 @@ func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
 	return nil, reason
 }
 
-// loginFailing wraps a cached server login error as PgBouncer reports it.
+// loginFailing wraps a cached server login error as PgBouncer reports it:
+// the server's message or PgBouncer's short reason, never the Go error
+// (logged when the login failed).
 func loginFailing(err error) error {
-	return newError(CodeServerLoginFailing, err.Error())
+	return newError(CodeServerLoginFailing, loginReason(err))
 }
 
 func (p *Pool) popIdleLocked() *server {
@@ -376,8 +378,9 @@ func (p *Pool) connect() {
 		p.userLimit.give()
 		p.log.Warn("server login failed: " + err.Error())
 		p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
+		werr := serverLoginError(err)
 		for _, w := range waiters {
-			w.grant <- grant{err: err}
+			w.grant <- grant{err: werr}
 		}
 		return
 	}

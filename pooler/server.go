@@ -335,18 +335,18 @@ func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
 		tc := tls.Client(conn, cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("server TLS handshake: %w", err)
+			return nil, &reasonError{"TLS startup failed", fmt.Errorf("server TLS handshake: %w", err)}
 		}
 		return tc, nil
 	case 'N':
 		if auth.ServerTLSRequired(ts.Mode) {
 			conn.Close()
-			return nil, errors.New("server does not support TLS, and server_tls_sslmode=" + ts.Mode + " requires it")
+			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + ts.Mode + " requires it")}
 		}
 		return conn, nil
 	}
 	conn.Close()
-	return nil, fmt.Errorf("server answered the SSLRequest with %q", b[0])
+	return nil, &reasonError{"bad sslreq answer", fmt.Errorf("server answered the SSLRequest with %q", b[0])}
 }
 
 // queryRow runs sql with text parameters through the extended protocol on
