@@ -256,3 +256,26 @@ func wantFatal(t *testing.T, r result, msg string) {
 		t.Fatalf("want FATAL 08P01 %q, got %+v", msg, r.errs)
 	}
 }
+
+// A console query longer than pkt_buf is refused from its header, FATAL
+// 54000, whatever length it claims, and the body is never read: here the
+// header claims 200 MB that never come.
+func TestConsoleQueryTooLong(t *testing.T) {
+	con := newFake()
+	con.cfg.Settings.PktBuf = 4096
+	in := []byte{wire.MsgQuery, 0x0b, 0xeb, 0xc2, 0x04, 'S', 'H', 'O', 'W'}
+	out, err := runRaw(t, con, RoleAdmin, in)
+	if !errors.Is(err, ErrProtocol) {
+		t.Fatalf("Serve: %v, want ErrProtocol", err)
+	}
+	res := decode(t, out)
+	if len(res) != 1 || len(res[0].errs) != 1 || res[0].errs[0].Severity != "FATAL" || res[0].errs[0].Code != "54000" ||
+		res[0].errs[0].Message != "query too long for the admin console (pkt_buf = 4096)" {
+		t.Fatalf("reply %+v", res)
+	}
+	// At the limit, a query is taken.
+	q := "SHOW VERSION;" + strings.Repeat(" ", 4096-len("SHOW VERSION;")-1)
+	if r := run1(t, con, RoleAdmin, q); len(r.errs) != 0 || len(r.rows) != 1 {
+		t.Fatalf("query of 4096 bytes: %+v", r)
+	}
+}

@@ -10,6 +10,9 @@ import (
 const (
 	CodeProtocolViolation = "08P01"
 	CodeConfigFileError   = "F0000"
+	// CodeProgramLimitExceeded answers a query longer than the console
+	// takes (pkt_buf).
+	CodeProgramLimitExceeded = "54000"
 )
 
 // Message texts, byte for byte PgBouncer's (admin.c) or the Cloudflare
@@ -26,6 +29,7 @@ const (
 	msgUnsupportedPkt   = "unsupported packet type for admin console: %d"
 	msgIncompleteQuery  = "incomplete query"
 	msgBadPacket        = "bad packet"
+	msgQueryTooLong     = "query too long for the admin console (pkt_buf = %d)"
 	msgConsoleUsage     = "Console usage"
 	// SUSPEND exists for online restart (-R), which PgBouncer removed in
 	// 1.26; pgturnstile never had it.

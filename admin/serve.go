@@ -32,7 +32,7 @@ type session struct {
 func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) error {
 	s := &session{con: con, w: w, user: user, role: role}
 	for {
-		typ, _, err := r.Next()
+		typ, n, err := r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -41,6 +41,15 @@ func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) 
 		}
 		switch typ {
 		case wire.MsgQuery:
+			if limit := maxQuery(con); n > limit {
+				// Refused from its header: the query is never read,
+				// whatever length it claims.
+				s.buf = wire.AppendErrorResponse(s.buf, wire.MsgErrorResponse, "FATAL", CodeProgramLimitExceeded, fmt.Sprintf(msgQueryTooLong, limit), "", "")
+				if err := s.flush(); err != nil {
+					return err
+				}
+				return fmt.Errorf("%w: query of %d bytes", ErrProtocol, n)
+			}
 			body, err := r.ReadBody(nil)
 			if err != nil {
 				return err
@@ -75,6 +84,13 @@ func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) 
 			return s.close(fmt.Errorf("%w: message %q", ErrProtocol, typ), msgBadPacket)
 		}
 	}
+}
+
+// maxQuery is the longest console query taken: pkt_buf, as PgBouncer's
+// console takes no query larger than its packet buffer, and never under
+// 512 bytes.
+func maxQuery(con Console) int {
+	return max(con.Config().Settings.PktBuf, 512)
 }
 
 // close sends FATAL reason (PgBouncer's disconnect_client with notify) and

@@ -109,6 +109,10 @@ type Settings struct {
 	ServerCloseRate                                                  int
 	ServerLifetimeJitter                                             float64
 	ClientDrainMaxBytes                                              int
+	// Memory bounds (extensions): the largest client message held whole,
+	// the bytes of such messages held at once by all clients, and the
+	// bytes of statement text kept for prepared statements.
+	MaxHeldMessageSize, HeldMessageBudget, PreparedStatementBudget int
 
 	AuthIdentFile string
 

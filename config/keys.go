@@ -216,7 +216,7 @@ func init() {
 			field: func(s *Settings) any { return &s.MaxPreparedStatements }},
 		{Name: "max_packet_size", Kind: KindInt, Default: "2147483647", max: 4294967295, Doc: "largest protocol message allowed through",
 			field: func(s *Settings) any { return &s.MaxPacketSize }},
-		{Name: "pkt_buf", Kind: KindInt, Default: "4096", Status: NotSupported, Doc: "internal packet buffer size", Note: "buffers are sized by the Go implementation",
+		{Name: "pkt_buf", Kind: KindInt, Default: "4096", Status: Partial, Doc: "internal packet buffer size", Note: "buffers are sized by the Go implementation; it caps an admin console query, as PgBouncer's console takes none larger than its packet buffer (FATAL 54000, the client is closed)",
 			field: func(s *Settings) any { return &s.PktBuf }},
 		{Name: "sbuf_loopcnt", Kind: KindInt, Default: "5", Status: NotSupported, Doc: "fairness: buffer loops per connection per event", Note: "not needed: one goroutine per connection"},
 
@@ -359,6 +359,15 @@ func init() {
 		{Name: "client_drain_max_bytes", Kind: KindInt, Default: "1048576", Doc: "result bytes discarded for a client that left mid-result before its query is cancelled (then rolled back and the server reused)",
 			Note:  "pgturnstile extension: 1 MiB takes about a millisecond to discard and covers nearly all results; beyond it a cancel is cheaper than reading on. A query with no output is cancelled after 100 ms",
 			field: func(s *Settings) any { return &s.ClientDrainMaxBytes }},
+		{Name: "max_held_message_size", Kind: KindInt, Default: "67108864", max: 2147483647, Doc: "largest client message the pooler holds whole to look inside: a Parse in transaction or statement mode with max_prepared_statements > 0 (the statement is registered, or remembered for a later Bind of the unnamed statement). A larger named Parse gets ERROR 54000 and the client stays connected; a larger unnamed one is streamed to the server and not remembered",
+			Note:  "pgturnstile extension: PgBouncer holds such a Parse whole up to max_packet_size. Describe and Close are decoded only up to 64 KiB (statement names are capped there) and streamed beyond",
+			field: func(s *Settings) any { return &s.MaxHeldMessageSize }},
+		{Name: "held_message_budget", Kind: KindInt, Default: "536870912", Doc: "bytes of client messages held whole at once, all clients together (a Parse being received, an admin console query); a client that would pass it gets FATAL 53200 and is closed, and every other client goes on; 0 = no limit",
+			Note:  "pgturnstile extension: with max_held_message_size it bounds what clients can make the pooler hold, whatever the length fields they send claim",
+			field: func(s *Settings) any { return &s.HeldMessageBudget }},
+		{Name: "prepared_statement_budget", Kind: KindInt, Default: "536870912", Doc: "bytes of statement text the pooler keeps for prepared statements (the shared statements in transaction and statement mode, and each client's last unnamed Parse); past it a new named statement gets ERROR 53200 and an unnamed one is not remembered; 0 = no limit",
+			Note:  "pgturnstile extension: PgBouncer keeps every statement of every client without a bound",
+			field: func(s *Settings) any { return &s.PreparedStatementBudget }},
 	}
 	sort.Slice(Keys, func(i, j int) bool { return Keys[i].Name < Keys[j].Name })
 	keyIndex = make(map[string]int, len(Keys))

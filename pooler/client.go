@@ -109,7 +109,9 @@ type clientLink struct {
 	scratch []byte
 	pumpOut []byte // the pump's own messages to the client
 	out     []byte // rewritten messages on their way to a server
-	big     []byte // bodies too large for the read buffer
+	// splices are the long texts a rewrite in out carries by reference
+	// (relay_prepared.go, writeRewrite).
+	splices []splice
 	// ops are the replies the linked server owes, for mapping (prepared.go).
 	ops opQueue
 	// skipToSync drops client messages up to the next Sync after an error
@@ -737,6 +739,7 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	c.mu.Unlock()
 	c.tls = true
 	c.r = wire.NewReader(tc, clientReadBuffer)
+	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
 	return nil
 }
@@ -929,6 +932,12 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
 			return false
 		}
+		if n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ) {
+			// Postgres ends its backend over such a message; refused
+			// from the header, as Postgres does, before any is read.
+			c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
+			return false
+		}
 		if typ == wire.MsgQuery && st.DisablePQExec {
 			// disable_pqexec: a simple Query may carry several
 			// statements, which some SQL injections rely on.
@@ -958,6 +967,10 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 		if s == nil && (c.tracking || c.skipToSync) {
 			c.mu.Unlock()
 			handled, err := c.answerUnlinked(typ, n)
+			if errors.Is(err, wire.ErrBudgetExceeded) {
+				c.closeBadInput(newError(CodeHeldMessageBudget), "")
+				return false
+			}
 			if err != nil {
 				c.leaveOrTimeout(err, msgArmed, st)
 				return false
@@ -1059,6 +1072,12 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 				c.fail(newError(CodeClientMessageTimeout))
 				return false
 			}
+			if errors.Is(err, wire.ErrBudgetExceeded) {
+				// Nothing of the message was passed on: the server
+				// goes back clean.
+				c.closeBadInput(newError(CodeHeldMessageBudget), "")
+				return false
+			}
 			c.leave(err)
 			return false
 		}
@@ -1085,6 +1104,23 @@ func isFrontendType(typ byte) bool {
 	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
 		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
 		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
+		return true
+	}
+	return false
+}
+
+// smallMessageLimit is the largest body Postgres takes in a message that
+// carries no query or data (PQ_SMALL_MESSAGE_LIMIT): Describe, Close, Sync,
+// Flush, Terminate, CopyDone and CopyFail.
+const smallMessageLimit = 10000
+
+// largeMessageLimit is Postgres's limit for every other message
+// (PQ_LARGE_MESSAGE_LIMIT), below the largest max_packet_size.
+const largeMessageLimit = 1<<30 - 2
+
+func isSmallMessage(typ byte) bool {
+	switch typ {
+	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
 		return true
 	}
 	return false

@@ -74,6 +74,38 @@
 // come from errors.go and never carry a Go error string; a failed server
 // login is told in PgBouncer's words (loginReason), its detail logged.
 //
+// # Memory a client can make the pooler hold
+//
+// Message bodies are streamed through each connection's fixed buffers
+// (4 KiB read, 16 KiB write) unless the pooler must look inside them, and
+// the length a header claims is never trusted for an allocation:
+//   - Describe, Close, Sync, Flush and the other messages Postgres caps at
+//     10,000 bytes (PQ_SMALL_MESSAGE_LIMIT) are refused from a header over
+//     that, as Postgres would (FATAL 08P01 invalid message length), so a
+//     statement name the pooler maps is never longer; any message over
+//     Postgres's 1 GiB limit likewise.
+//   - A Parse the pooler maps (transaction and statement mode with
+//     max_prepared_statements) is held whole: up to max_held_message_size
+//     (a longer named one gets ERROR 54000 in order; a longer unnamed one
+//     is streamed and not remembered), reserved first in
+//     held_message_budget, shared by all clients (wire.Budget; FATAL 53200
+//     for the client that would pass it). The body is allocated once at
+//     its size and becomes the registered statement's text (or the
+//     client's remembered unnamed Parse) without a second copy; rewrites
+//     that carry a long text write it to the server by reference
+//     (writeRewrite). Statement text kept is counted against
+//     prepared_statement_budget (ERROR 53200 for a new named statement
+//     past it; an unnamed one is then not remembered).
+//   - An admin console query is taken up to pkt_buf, refused from its
+//     header beyond (FATAL 54000).
+//   - Rewrite buffers over 64 KiB are not kept between messages; what a
+//     client holds (its reservation, its unnamed Parse, its statement
+//     names) is released when it leaves. A statement's text lives while
+//     any client names it or any server has it prepared.
+//
+// pgturnstile_held_message_bytes and pgturnstile_prepared_statement_bytes
+// show both budgets' use; go_gc_heap_live_bytes the live heap.
+//
 // # The release rule
 //
 // A server goes back to its pool only when the pump has written a

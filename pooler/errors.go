@@ -43,6 +43,8 @@ const (
 	CodeEvicted
 	CodeUnknownPacket
 	CodeClientMessageTimeout
+	CodeHeldMessageBudget
+	CodeInvalidMessageLength
 )
 
 type codeInfo struct {
@@ -79,6 +81,8 @@ var codes = map[Code]codeInfo{
 	// pgturnstile's own (client_message_timeout), named after its setting
 	// like PgBouncer's timeouts.
 	CodeClientMessageTimeout: {"08P01", "client_message_timeout"},
+	CodeHeldMessageBudget:    {"53200", "out of memory for client messages (held_message_budget)"},
+	CodeInvalidMessageLength: {"08P01", "invalid message length"},
 }
 
 // Error is a pooler error on its way to a client: FATAL unless Severity says

@@ -3,7 +3,9 @@ package pooler
 import (
 	"fmt"
 	"io"
+	runtimemetrics "runtime/metrics"
 	"strings"
+	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/pgturnstile/pgturnstile/admin"
@@ -118,8 +120,31 @@ func (s *Service) WriteMetrics(w io.Writer) {
 	s.writeAdmissionMetrics(w)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
+	// What clients make the pooler hold: messages being received whole
+	// (held_message_budget) and prepared-statement text
+	// (prepared_statement_budget).
+	metrics.WriteGaugeUint64(w, "pgturnstile_held_message_bytes", uint64(max(s.held.InUse(), 0)))
+	metrics.WriteGaugeUint64(w, "pgturnstile_prepared_statement_bytes", uint64(max(s.stmts.bytes.Load(), 0)))
 	s.metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
+	writeLiveHeap(w)
+}
+
+// liveHeapSample reads the heap the last garbage collection found live.
+// go_memstats_heap_inuse_bytes also counts garbage not yet collected, up
+// to GOGC's share more: this is what the pooler actually holds.
+var liveHeapSample = []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+
+var liveHeapMu sync.Mutex
+
+func writeLiveHeap(w io.Writer) {
+	liveHeapMu.Lock()
+	runtimemetrics.Read(liveHeapSample)
+	v := liveHeapSample[0].Value
+	liveHeapMu.Unlock()
+	if v.Kind() == runtimemetrics.KindUint64 {
+		metrics.WriteGaugeUint64(w, "go_gc_heap_live_bytes", v.Uint64())
+	}
 }
 
 func poolLabels(db, user string) string {

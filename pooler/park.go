@@ -240,6 +240,7 @@ func (c *client) resume(fd int) {
 	sio := wire.SocketIO(conn)
 	c.r = wire.NewReader(sio, clientReadBuffer)
 	c.r.SetMaxMessageSize(clientMaxMessage(c.svc.settings()))
+	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn

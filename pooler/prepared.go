@@ -63,36 +63,48 @@ type stmtDef struct {
 	name  string // server-side name
 	query string
 	types []byte // raw parameter-type section of the Parse (count + OIDs)
-	key   string
+	key   stmtKey
 	refs  int // client maps and server caches holding it; guarded by the registry
 	// validated is set once a server has parsed it successfully: a later
 	// Parse of the same text may then be answered without a server.
 	validated atomic.Bool
 }
 
+// stmtKey identifies a statement by its full text and parameter types. The
+// query string is the definition's own, so a statement's text is held once.
+type stmtKey struct{ query, types string }
+
+// size is what a definition counts against prepared_statement_budget.
+func (d *stmtDef) size() int64 { return int64(len(d.query) + 2*len(d.types)) }
+
 // stmtRegistry holds every statement any client or server references.
 type stmtRegistry struct {
 	mu    sync.Mutex
-	byKey map[string]*stmtDef
+	byKey map[stmtKey]*stmtDef
 	next  uint64
+	// bytes is the statement text held for prepared statements: the
+	// definitions, and each client's remembered unnamed Parse
+	// (reserveText). prepared_statement_budget bounds it.
+	bytes atomic.Int64
 }
 
-func newStmtRegistry() *stmtRegistry { return &stmtRegistry{byKey: map[string]*stmtDef{}} }
-
-func stmtKey(query string, types []byte) string {
-	return query + "\x00" + string(types)
-}
+func newStmtRegistry() *stmtRegistry { return &stmtRegistry{byKey: map[stmtKey]*stmtDef{}} }
 
 // acquire returns the definition for (query, types), creating it, with one
-// more reference.
-func (r *stmtRegistry) acquire(query string, types []byte) *stmtDef {
-	key := stmtKey(query, types)
+// more reference. It returns nil when a new definition would take the
+// statement text past limit bytes (0 = no limit).
+func (r *stmtRegistry) acquire(query string, types []byte, limit int) *stmtDef {
+	key := stmtKey{query, string(types)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := r.byKey[key]
 	if d == nil {
+		d = &stmtDef{query: query, types: bytes.Clone(types), key: key}
+		if !r.reserveText(d.size(), limit) {
+			return nil
+		}
 		r.next++
-		d = &stmtDef{name: "PGTS_" + strconv.FormatUint(r.next, 10), query: query, types: bytes.Clone(types), key: key}
+		d.name = "PGTS_" + strconv.FormatUint(r.next, 10)
 		r.byKey[key] = d
 	}
 	d.refs++
@@ -102,7 +114,7 @@ func (r *stmtRegistry) acquire(query string, types []byte) *stmtDef {
 // lookupValidated returns, with one more reference, the definition for
 // (query, types) if a server has parsed it successfully; else nil.
 func (r *stmtRegistry) lookupValidated(query string, types []byte) *stmtDef {
-	key := stmtKey(query, types)
+	key := stmtKey{query, string(types)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := r.byKey[key]
@@ -112,6 +124,23 @@ func (r *stmtRegistry) lookupValidated(query string, types []byte) *stmtDef {
 	d.refs++
 	return d
 }
+
+// reserveText counts n bytes of statement text, or reports false and
+// counts nothing when that would pass limit (0 = no limit).
+func (r *stmtRegistry) reserveText(n int64, limit int) bool {
+	for {
+		cur := r.bytes.Load()
+		if limit > 0 && cur+n > int64(limit) {
+			return false
+		}
+		if r.bytes.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// releaseText gives back what reserveText counted.
+func (r *stmtRegistry) releaseText(n int64) { r.bytes.Add(-n) }
 
 func (r *stmtRegistry) ref(d *stmtDef) {
 	r.mu.Lock()
@@ -125,6 +154,7 @@ func (r *stmtRegistry) release(d *stmtDef) {
 	d.refs--
 	if d.refs == 0 {
 		delete(r.byKey, d.key)
+		r.releaseText(d.size())
 	}
 	r.mu.Unlock()
 }

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 )
 
@@ -53,9 +54,9 @@ func TestParseParse(t *testing.T) {
 
 func TestStmtRegistryRefcounts(t *testing.T) {
 	r := newStmtRegistry()
-	a := r.acquire("SELECT 1", nil)
-	b := r.acquire("SELECT 1", nil)
-	c := r.acquire("SELECT 1", []byte{0, 1, 0, 0, 0, 23})
+	a := r.acquire("SELECT 1", nil, 0)
+	b := r.acquire("SELECT 1", nil, 0)
+	c := r.acquire("SELECT 1", []byte{0, 1, 0, 0, 0, 23}, 0)
 	if a != b || a == c || a.name == c.name {
 		t.Fatal("definitions must be unique by text and types")
 	}
@@ -75,7 +76,7 @@ func TestStmtRegistryRefcounts(t *testing.T) {
 	}
 	// A new definition of the same text gets a new server name: names are
 	// never reused, so a stale server cache cannot alias another query.
-	if d := r.acquire("SELECT 1", nil); d.name == a.name {
+	if d := r.acquire("SELECT 1", nil, 0); d.name == a.name {
 		t.Fatal("server name reused")
 	}
 }
@@ -83,7 +84,7 @@ func TestStmtRegistryRefcounts(t *testing.T) {
 func TestServerStmtsLRU(t *testing.T) {
 	r := newStmtRegistry()
 	var s serverStmts
-	d1, d2, d3 := r.acquire("q1", nil), r.acquire("q2", nil), r.acquire("q3", nil)
+	d1, d2, d3 := r.acquire("q1", nil, 0), r.acquire("q2", nil, 0), r.acquire("q3", nil, 0)
 	s.add(r, d1)
 	s.add(r, d2)
 	s.add(r, d3)
@@ -159,5 +160,41 @@ func TestDeallocateTargetOtherQueriesAllocateNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocs per non-DEALLOCATE query, want 0", n)
+	}
+}
+
+// The registry counts each statement's text once, refuses a new one past
+// the budget (prepared_statement_budget), still hands out one it has, and
+// gives the bytes back with the last reference.
+func TestStmtRegistryBudget(t *testing.T) {
+	r := newStmtRegistry()
+	types := []byte{0, 1, 0, 0, 0, 23}
+	a := r.acquire("SELECT 1", types, 100)
+	if a == nil || r.bytes.Load() != int64(len("SELECT 1")+2*len(types)) {
+		t.Fatalf("acquire: %v, bytes %d", a, r.bytes.Load())
+	}
+	used := r.bytes.Load()
+	if d := r.acquire("SELECT 1", types, 100); d != a || r.bytes.Load() != used {
+		t.Fatalf("second reference: %v, bytes %d", d, r.bytes.Load())
+	}
+	long := strings.Repeat("x", 100)
+	if d := r.acquire(long, nil, 100); d != nil {
+		t.Fatalf("over the budget: got %v", d)
+	}
+	if r.bytes.Load() != used || r.size() != 1 {
+		t.Fatalf("a refused statement left %d bytes, %d entries", r.bytes.Load(), r.size())
+	}
+	if d := r.acquire(long, nil, 0); d == nil {
+		t.Fatal("no budget: refused")
+	} else {
+		r.release(d)
+	}
+	r.release(a)
+	r.release(a)
+	if r.bytes.Load() != 0 || r.size() != 0 {
+		t.Fatalf("after the last release: %d bytes, %d entries", r.bytes.Load(), r.size())
+	}
+	if !r.reserveText(50, 100) || r.reserveText(51, 100) || !r.reserveText(50, 100) {
+		t.Fatal("reserveText: want 50 and 50 of 100, not 51 between")
 	}
 }

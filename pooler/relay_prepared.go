@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strings"
+	"unsafe"
 
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -14,7 +15,7 @@ import (
 func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 	switch typ {
 	case wire.MsgParse:
-		return c.relayParse(s)
+		return c.relayParse(bodyLen, s)
 	case wire.MsgBind:
 		return c.relayBind(bodyLen, s)
 	case wire.MsgDescribe:
@@ -27,13 +28,31 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 	panic("BUG: relayMapped for message type " + string(typ))
 }
 
-func (c *client) relayParse(s *server) error {
-	body, err := c.r.ReadBody(c.big)
+// maxNameMessage bounds the statement names the pooler maps: a Describe or
+// Close carrying a longer one is over Postgres's own limit for those
+// messages, which loop refuses (smallMessageLimit).
+const maxNameMessage = smallMessageLimit
+
+// errHeldMessage and errStatementBudget answer a Parse the pooler cannot
+// hold: the client gets the error in order and stays connected.
+var (
+	errHeldMessage     = &Error{Severity: "ERROR", SQLState: "54000", Message: "Parse message too large to be prepared by the pooler (max_held_message_size)"}
+	errStatementName   = &Error{Severity: "ERROR", SQLState: "54000", Message: "prepared statement name too long"}
+	errStatementBudget = &Error{Severity: "ERROR", SQLState: "53200", Message: "out of memory for prepared statements (prepared_statement_budget)"}
+)
+
+func (c *client) relayParse(bodyLen int, s *server) error {
+	st := c.svc.settings()
+	if st.MaxHeldMessageSize > 0 && bodyLen > st.MaxHeldMessageSize {
+		return c.relayParseUnheld(bodyLen, s)
+	}
+	// A body larger than the read buffer is copied out for this message
+	// alone (reserved in held_message_budget first): the pooler may keep
+	// that copy as it is. A smaller one is a view of the read buffer.
+	own := !c.r.Fits()
+	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
-	}
-	if cap(body) > cap(c.big) {
-		c.big = body[:0]
 	}
 	name, query, types, ok := parseParse(body)
 	c.mu.Lock()
@@ -42,22 +61,42 @@ func (c *client) relayParse(s *server) error {
 		// rejects itself) pass through. The unnamed one is remembered so
 		// that a Bind in a later Sync cycle can recreate it on whichever
 		// server that cycle gets (lib/pq, pgx's describe-exec mode).
+		remembered := ok && c.rememberUnnamedLocked(body, own, st.PreparedStatementBudget)
 		c.ops.push(op{kind: opParse, unnamed: ok})
-		if ok {
-			c.unnamedParse = append(c.unnamedParse[:0], body...)
+		if remembered {
 			c.unnamedGen++
 			s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+		} else {
+			s.unnamedOwner = 0
 		}
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgParse, body)
 	}
-	if _, held := c.stmts[name]; held {
-		c.ops.push(op{kind: opError, err: errStmtExists(name)})
-		c.skipToSync = true
+	if len(name) > maxNameMessage-2 {
+		c.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
-	def := c.svc.stmts.acquire(string(query), types)
+	if _, held := c.stmts[name]; held {
+		c.refuseInBatchLocked(errStmtExists(name))
+		c.mu.Unlock()
+		return nil
+	}
+	var q string
+	if own && len(query) > 0 {
+		// The body was allocated for this message and nothing else
+		// refers to it once this returns: the definition takes its text
+		// without a second copy, so a long statement is held once.
+		q = unsafe.String(&query[0], len(query))
+	} else {
+		q = string(query)
+	}
+	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
+	if def == nil {
+		c.refuseInBatchLocked(errStatementBudget)
+		c.mu.Unlock()
+		return nil
+	}
 	if c.stmts == nil {
 		c.stmts = map[string]*stmtDef{}
 	}
@@ -72,9 +111,156 @@ func (c *client) relayParse(s *server) error {
 		out = c.prepareLocked(out, s, def, opParse, name)
 	}
 	c.mu.Unlock()
-	c.out = out
-	return s.w.Write(out)
+	c.out = shrunk(out)
+	return c.writeRewrite(s.w, out)
 }
+
+// relayParseUnheld passes on a Parse larger than max_held_message_size
+// without holding it: an unnamed one is streamed to the server (and not
+// remembered for a later Sync cycle, as in PgBouncer); a named one, which
+// the pooler could only map by holding it, is refused in order.
+func (c *client) relayParseUnheld(bodyLen int, s *server) error {
+	pre, err := c.r.Peek(min(bodyLen, 256))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if len(pre) > 0 && pre[0] == 0 {
+		c.forgetUnnamedLocked()
+		s.unnamedOwner = 0
+		c.ops.push(op{kind: opParse})
+		c.mu.Unlock()
+		return c.r.Forward(s.w)
+	}
+	c.refuseInBatchLocked(errHeldMessage)
+	c.mu.Unlock()
+	return c.r.Skip()
+}
+
+// refuseInBatchLocked answers the current message with e, emitted in order
+// before the ReadyForQuery of the client's next Sync, and drops the
+// client's messages up to that Sync, as Postgres does after its own
+// errors. Called with c.mu held.
+func (c *client) refuseInBatchLocked(e *Error) {
+	c.ops.push(op{kind: opError, err: e})
+	c.skipToSync = true
+}
+
+// rememberUnnamedLocked keeps body as the client's last unnamed Parse,
+// counted in prepared_statement_budget (limit; 0 = none), and reports
+// false (nothing kept) when the budget has no room. own: body was
+// allocated for this message alone and is kept as it is. A small body
+// reuses the previous buffer unless that is much larger: a client keeps
+// no more than about its last statement. Called with c.mu held.
+func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
+	if old := cap(c.unnamedParse); !own && c.unnamedParse != nil && old >= len(body) && old <= max(2*len(body), 4096) {
+		c.unnamedParse = append(c.unnamedParse[:0], body...)
+		return true
+	}
+	c.forgetUnnamedLocked()
+	if !c.svc.stmts.reserveText(int64(len(body)), limit) {
+		return false
+	}
+	if own {
+		c.unnamedParse = body[:len(body):len(body)]
+	} else {
+		c.unnamedParse = make([]byte, len(body))
+		copy(c.unnamedParse, body)
+	}
+	return true
+}
+
+// forgetUnnamedLocked drops the client's remembered unnamed Parse.
+func (c *client) forgetUnnamedLocked() {
+	if c.unnamedParse != nil {
+		c.svc.stmts.releaseText(int64(cap(c.unnamedParse)))
+		c.unnamedParse = nil
+	}
+}
+
+// A rewrite (c.out) that carries a long statement does not copy its text:
+// appendText records where the text goes (a splice), and writeRewrite
+// writes the buffer's pieces and the texts in order. A statement held once
+// (the registry's definition, the client's unnamed Parse) is so written
+// to a server without a second copy of it.
+type splice struct {
+	at   int // offset in the rewrite buffer
+	text []byte
+}
+
+// inlineText is the longest text a rewrite copies.
+const inlineText = 16 << 10
+
+// appendText appends text to out, or records it as a splice at the end of
+// out when it is long. The caller writes out with writeRewrite.
+func (c *client) appendText(out, text []byte) []byte {
+	if len(text) <= inlineText {
+		return append(out, text...)
+	}
+	c.splices = append(c.splices, splice{at: len(out), text: text})
+	return out
+}
+
+// appendParseLocked is appendParse for a rewrite, with the query spliced
+// when long (appendText). Called with c.mu held.
+func (c *client) appendParseLocked(out []byte, name, query string, types []byte) []byte {
+	if len(query) <= inlineText {
+		return appendParse(out, name, query, types)
+	}
+	start := len(out)
+	out = append(out, wire.MsgParse, 0, 0, 0, 0)
+	out = append(out, name...)
+	out = append(out, 0)
+	// The definition's text is immutable and outlives the write: a view
+	// of it, not a copy.
+	out = c.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
+	out = append(out, 0)
+	if len(types) == 0 {
+		out = append(out, 0, 0)
+	} else {
+		out = append(out, types...)
+	}
+	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1+len(query)))
+	return out
+}
+
+// writeRewrite writes a rewrite buffer with its splices to w.
+func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
+	if len(c.splices) == 0 {
+		return w.Write(out)
+	}
+	prev := 0
+	var err error
+	for _, sp := range c.splices {
+		if err = w.Write(out[prev:sp.at]); err != nil {
+			break
+		}
+		if err = w.Write(sp.text); err != nil {
+			break
+		}
+		prev = sp.at
+	}
+	clear(c.splices)
+	c.splices = c.splices[:0]
+	if err != nil {
+		return err
+	}
+	return w.Write(out[prev:])
+}
+
+// shrunk returns buf, or nil when it has grown past what a client should
+// keep between messages (a rewritten message carrying a long statement):
+// the next message allocates what it needs.
+func shrunk(buf []byte) []byte {
+	if cap(buf) > keptScratch {
+		return nil
+	}
+	return buf
+}
+
+// keptScratch is the largest rewrite buffer a client keeps between
+// messages.
+const keptScratch = 64 << 10
 
 // prepareLocked appends a Parse of def for server s, evicting the server's
 // least recently used statement first when its cache is full, and records
@@ -88,7 +274,7 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 			s.stmts.remove(c.svc.stmts, old)
 		}
 	}
-	out = appendParse(out, def.name, def.query, def.types)
+	out = c.appendParseLocked(out, def.name, def.query, def.types)
 	c.pool.stats.serverParses.Add(1)
 	c.ops.push(op{kind: kind, def: def, clientName: clientName})
 	s.stmts.add(c.svc.stmts, def)
@@ -117,8 +303,8 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		c.mu.Lock()
 		out := c.unnamedLocked(c.out[:0], s)
 		c.mu.Unlock()
-		c.out = out
-		if err := s.w.Write(out); err != nil {
+		c.out = shrunk(out)
+		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return c.r.Forward(s.w)
@@ -143,15 +329,15 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	out = append(out, def.name...)
 	out = append(out, 0)
 	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1+rest))
-	c.out = out
-	if err := s.w.Write(out); err != nil {
+	c.out = shrunk(out)
+	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
 	}
 	return c.r.ForwardBodyFrom(s.w, n1+n2)
 }
 
 func (c *client) relayDescribe(s *server) error {
-	body, err := c.r.ReadBody(c.big)
+	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
 	}
@@ -163,8 +349,8 @@ func (c *client) relayDescribe(s *server) error {
 	if ok && len(name) == 0 {
 		out := c.unnamedLocked(c.out[:0], s)
 		c.mu.Unlock()
-		c.out = out
-		if err := s.w.Write(out); err != nil {
+		c.out = shrunk(out)
+		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
@@ -184,12 +370,12 @@ func (c *client) relayDescribe(s *server) error {
 	out = append(out, def.name...)
 	out = append(out, 0)
 	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1))
-	c.out = out
-	return s.w.Write(out)
+	c.out = shrunk(out)
+	return c.writeRewrite(s.w, out)
 }
 
 func (c *client) relayClose(s *server) error {
-	body, err := c.r.ReadBody(c.big)
+	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
 	}
@@ -453,7 +639,7 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		}
 		return true, c.w.Flush()
 	case wire.MsgClose:
-		body, err := c.r.ReadBody(c.big)
+		body, err := c.r.ReadBody(nil)
 		if err != nil {
 			return true, err
 		}
@@ -485,8 +671,7 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		}
 		c.mu.Lock()
 		if _, held := c.stmts[name]; held {
-			c.ops.push(op{kind: opError, err: errStmtExists(name)})
-			c.skipToSync = true
+			c.refuseInBatchLocked(errStmtExists(name))
 			c.mu.Unlock()
 			return true, c.r.Skip()
 		}
@@ -537,7 +722,7 @@ func (c *client) unnamedLocked(out []byte, s *server) []byte {
 	}
 	out = append(out, wire.MsgParse, 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(out[len(out)-4:], uint32(4+len(c.unnamedParse)))
-	out = append(out, c.unnamedParse...)
+	out = c.appendText(out, c.unnamedParse)
 	c.ops.push(op{kind: opParseInjected, unnamed: true})
 	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
 	return out

@@ -51,6 +51,10 @@ type Service struct {
 
 	// stmts is the pooler-wide registry of mapped prepared statements.
 	stmts *stmtRegistry
+	// held bounds the bytes of client messages held whole at once, all
+	// clients together (held_message_budget); every client reader
+	// reserves in it.
+	held *wire.Budget
 
 	// Console state (guarded by mu): PAUSE/DISABLE per database, PAUSE
 	// of everything, and the runtime overrides of SET USER / SET POOL.
@@ -96,6 +100,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		userLimits: map[string]*limiter{},
 		cancels:    map[[8]byte]*client{},
 		stmts:      newStmtRegistry(),
+		held:       wire.NewBudget(int64(cfg.Settings.HeldMessageBudget)),
 
 		dbStates:      map[string]*dbState{},
 		userOverrides: map[string]*config.User{},
@@ -200,6 +205,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	s.sec.Store(sec)
 	s.cfg.Store(cfg)
 	s.adm.Store(adm)
+	s.held.SetLimit(int64(st.HeldMessageBudget))
 	s.mu.Lock()
 	pools := make([]*Pool, 0, len(s.pools))
 	for _, p := range s.pools {
@@ -396,6 +402,7 @@ func (s *Service) accept(ln net.Listener) error {
 			w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
 			connected: time.Now(),
 		}
+		c.r.SetBudget(s.held)
 		_, c.local = conn.(*net.UnixConn)
 		c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
 		c.clientLink = newClientLink(&c.mu)
@@ -417,7 +424,12 @@ func (s *Service) clientClosed(c *client) {
 	}
 	c.mu.Lock()
 	c.clearStmtsLocked()
+	c.forgetUnnamedLocked()
 	c.mu.Unlock()
+	if c.r != nil {
+		// A message it was sending is held no more.
+		c.r.Release()
+	}
 	s.wg.Done()
 }
 

@@ -23,16 +23,24 @@ var ErrBudgetExceeded = errors.New("wire: message body memory budget exceeded")
 // Next, DropBuffer or Release. Accounting is atomic; a Budget is shared by
 // any number of readers on any goroutines. A nil *Budget is no budget.
 type Budget struct {
-	limit int64
+	limit atomic.Int64
 	inUse atomic.Int64
 }
 
 // NewBudget returns a Budget of limit bytes; limit <= 0 means no limit
 // (InUse still counts).
-func NewBudget(limit int64) *Budget { return &Budget{limit: limit} }
+func NewBudget(limit int64) *Budget {
+	b := &Budget{}
+	b.limit.Store(limit)
+	return b
+}
 
-// Limit returns the limit given to NewBudget.
-func (b *Budget) Limit() int64 { return b.limit }
+// Limit returns the current limit.
+func (b *Budget) Limit() int64 { return b.limit.Load() }
+
+// SetLimit changes the limit (a RELOAD). Reservations already held stay;
+// a lower limit applies to the next ones.
+func (b *Budget) SetLimit(limit int64) { b.limit.Store(limit) }
 
 // InUse returns the bytes reserved now.
 func (b *Budget) InUse() int64 { return b.inUse.Load() }
@@ -40,13 +48,14 @@ func (b *Budget) InUse() int64 { return b.inUse.Load() }
 // reserve takes n bytes from the budget, or reports false and takes nothing
 // when that would pass the limit.
 func (b *Budget) reserve(n int64) bool {
-	if b.limit <= 0 {
+	limit := b.limit.Load()
+	if limit <= 0 {
 		b.inUse.Add(n)
 		return true
 	}
 	for {
 		cur := b.inUse.Load()
-		if n > b.limit-cur {
+		if n > limit-cur {
 			return false
 		}
 		if b.inUse.CompareAndSwap(cur, cur+n) {
