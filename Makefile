@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin/pgturnstile
 PKGS      := ./...
 
-.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean bench
+.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
 
 all: build
 
@@ -53,6 +53,13 @@ BENCH_OUT := $(if $(filter 1 yes true,$(AA)),-aa -out bench/NOISE-FLOOR.md,$(if 
 bench: build
 	$(GO) build -o bin/pgbench-compare ./bench/cmd/pgbench-compare
 	bin/pgbench-compare $(BENCH_OUT) $(BENCHFLAGS)
+
+# Pooler memory when one client streams a 200 MiB message (Parse, Describe,
+# Close, console query), pgturnstile beside PgBouncer; about 2 minutes;
+# writes bench/HOSTILE-MEMORY.md (bench/README.md).
+bench-hostile: build
+	$(GO) build -o bin/hostilemem ./bench/cmd/hostilemem
+	bin/hostilemem -out bench/HOSTILE-MEMORY.md $(BENCHFLAGS)
 
 clean:
 	rm -rf bin
