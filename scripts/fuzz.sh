@@ -16,12 +16,19 @@
 #   FUZZTIME      time per target (default 60s; `go test -fuzztime` syntax,
 #                 so 10000x means 10000 executions)
 #   FUZZPARALLEL  fuzzing workers per target (default: go test's, GOMAXPROCS)
+#   FUZZMINIMIZETIME  time spent shrinking each new input (default 5s). Go's
+#                 default, 60s, lets one large interesting input (the
+#                 example admission.toml seed) take a whole 60s run:
+#                 FuzzParseAdmission made 3558 executions in 60s with it,
+#                 130000 in 30s with 3s. A failing input is still saved,
+#                 only shrunk less.
 #   GO            go command (default go)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FUZZTIME=${FUZZTIME:-60s}
+FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-5s}
 GO=${GO:-go}
 list=
 if [[ "${1:-}" == -l ]]; then
@@ -48,7 +55,7 @@ failed=()
 while read -r dir name; do
 	pkg=./${dir#./}
 	echo "== $pkg $name ($FUZZTIME)"
-	if ! "$GO" test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "${parallel[@]}"; then
+	if ! "$GO" test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "${parallel[@]}"; then
 		failed+=("$pkg $name")
 	fi
 done <<<"$targets"
