@@ -39,7 +39,7 @@ filter=${1:-.}
 parallel=()
 [[ -n "${FUZZPARALLEL:-}" ]] && parallel=(-parallel "$FUZZPARALLEL")
 
-files=$(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go' -not -path './.git/*')
+files=$(git ls-files --cached --others --exclude-standard '*_test.go' 2>/dev/null || find . -name '*_test.go' -not -path './.git/*')
 # "dir name" per target, sorted so runs are in a stable order.
 targets=$(grep -H -o '^func Fuzz[A-Za-z0-9_]*(' $files |
 	sed -E 's#^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\($#\1 \2#; s#^([^/ ]*_test\.go):func (Fuzz[A-Za-z0-9_]*)\($#. \2#' |
