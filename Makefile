@@ -35,7 +35,7 @@ staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 # Every fuzz target in the module (scripts/fuzz.sh finds them), one after
-# the other, FUZZTIME each: 15 targets at 60s is about 16 minutes. Plain
+# the other, FUZZTIME each (60s: a little over a minute per target). Plain
 # `go test` already runs their seeds and committed corpora (testdata/fuzz/).
 # Only some: make fuzz FUZZ='FuzzReader|FuzzParseHBA' FUZZTIME=10s.
 FUZZTIME ?= 60s
