@@ -265,8 +265,8 @@ func TestConsoleQueryTooLong(t *testing.T) {
 	con.cfg.Settings.PktBuf = 4096
 	in := []byte{wire.MsgQuery, 0x0b, 0xeb, 0xc2, 0x04, 'S', 'H', 'O', 'W'}
 	out, err := runRaw(t, con, RoleAdmin, in)
-	if !errors.Is(err, ErrProtocol) {
-		t.Fatalf("Serve: %v, want ErrProtocol", err)
+	if !errors.Is(err, ErrQueryTooLong) {
+		t.Fatalf("Serve: %v, want ErrQueryTooLong", err)
 	}
 	res := decode(t, out)
 	if len(res) != 1 || len(res[0].errs) != 1 || res[0].errs[0].Severity != "FATAL" || res[0].errs[0].Code != "54000" ||

@@ -51,3 +51,6 @@ func newError(format string, args ...any) *Error {
 // because the client sent a message the console does not take (Parse,
 // Bind, ...) or a malformed Query.
 var ErrProtocol = errors.New("admin: unsupported message for the admin console")
+
+// ErrQueryTooLong ends Serve after a query longer than pkt_buf.
+var ErrQueryTooLong = errors.New("admin: query too long")

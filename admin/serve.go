@@ -48,7 +48,7 @@ func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) 
 				if err := s.flush(); err != nil {
 					return err
 				}
-				return fmt.Errorf("%w: query of %d bytes", ErrProtocol, n)
+				return fmt.Errorf("%w: %s: %d bytes", ErrQueryTooLong, fmt.Sprintf(msgQueryTooLong, limit), n)
 			}
 			body, err := r.ReadBody(nil)
 			if err != nil {

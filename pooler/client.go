@@ -332,7 +332,7 @@ func (c *client) fail(err error) {
 		pe = newError(CodeServerConnectFailed, loginReason(err))
 	}
 	if c.svc.settings().LogPoolerErrors {
-		c.logger().Warn("pooler error: " + pe.Message)
+		c.logger().Warn(c.String() + ": pooler error: " + pe.Message)
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(c.scratch[:0], pe))
