@@ -138,7 +138,7 @@ func TestAdHocKeysCached(t *testing.T) {
 // scripted runs LoginToServer (password login as alice) against script,
 // which plays the server on the other end of a pipe, and returns
 // LoginToServer's error and how long it took.
-func scripted(t *testing.T, cred ServerCredentials, script func(r *wire.Reader, w net.Conn)) (error, time.Duration) {
+func scripted(t *testing.T, cred ServerCredentials, script func(r *wire.Reader, w net.Conn)) (time.Duration, error) {
 	t.Helper()
 	cc, sc := net.Pipe()
 	done := make(chan struct{})
@@ -158,7 +158,7 @@ func scripted(t *testing.T, cred ServerCredentials, script func(r *wire.Reader, 
 	d := time.Since(start)
 	cc.Close()
 	<-done
-	return err, d
+	return d, err
 }
 
 func authMsg(code uint32, data string) []byte {
@@ -233,7 +233,7 @@ func TestLoginToServerHostile(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err, d := scripted(t, pwCred, c.script)
+			d, err := scripted(t, pwCred, c.script)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.want)
 			}
@@ -251,7 +251,7 @@ func TestLoginToServerHostile(t *testing.T) {
 	sec := &Secret{Kind: SecretSCRAM, Iterations: 1 << 22, Salt: []byte("0123456789abcdef"),
 		StoredKey: make([]byte, 32), ServerKey: make([]byte, 32)}
 	sawFinal := false
-	err, _ := scripted(t, ServerCredentials{User: "alice", Secret: sec, ClientKey: make([]byte, 32)}, func(r *wire.Reader, w net.Conn) {
+	_, err := scripted(t, ServerCredentials{User: "alice", Secret: sec, ClientKey: make([]byte, 32)}, func(r *wire.Reader, w net.Conn) {
 		w.Write(sasl)
 		n := clientNonceOf(r)
 		w.Write(authMsg(11, "r="+n+"SRV,s="+salt+",i=4194304"))
