@@ -252,11 +252,15 @@ func TestOverloadReport(t *testing.T) {
 		"## Overload (admission control)",
 		"3 rounds of 8s per pooler",
 		"from 1s after the start",
-		"≈ 340 ms",
+		"≈ 320 ms",
 		"| pgbouncer | 99.0 (99.0–99.0) | 360.0 (300.0–400.0) | 400.0 (400.0–500.0) | 11 (10–12) | 170 (170–180) | 1000 (500–1500) | 0 (0–0) | 3/3 |",
 		"| pgturnstile | 99.0 (99.0–99.0) | 30.0 (24.0–36.0) | 60.0 (40.0–80.0) | 155 (150–160) | 35 (30–40) | 750 (500–1000) | 0 (0–0) | 2/3 ⚠ logins: 68 of 68 failed; first: boom |",
-		// Round 1: 36/360, 80/400, 190/181; round 2: 24/400, 40/500, 190/190.
-		"| ratio within each round, median (min–max) | 0.08 (0.06–0.10) | 0.14 (0.08–0.20) | 1.02 (1.00–1.05) |",
+		// Round 1: 36/360, 80/400, 40/170; round 2: 24/400, 40/500, 30/180.
+		"| ratio within each round, median (min–max) | 0.080 (0.060–0.100) | 0.140 (0.080–0.200) | 0.20 (0.17–0.24) |",
+		// pgturnstile's rounds 1 and 2: 99 %, p99 80 and 40 ms.
+		"| high-priority success % | ≥ 99.9 | 99.00 (99.00–99.00) | **no** |",
+		"| high-priority p99 ms | ≤ 10 | 60.00 (40.00–80.00) | **no** |",
+		"| low-priority TPS ÷ PgBouncer's (no policy), pair by pair | ≥ 0.70 | 0.20 (0.17–0.24) | **no** |",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("overload section lacks %q\n%s", want, sec)
@@ -274,6 +278,31 @@ func TestOverloadReport(t *testing.T) {
 	}
 	if rep := report(o, info{}, nil, nil, nil, nil); strings.Contains(rep, "Overload") {
 		t.Error("overload section without overload runs")
+	}
+}
+
+// TestOverloadIssue16Verdicts: issue 16's criteria are met when
+// pgturnstile's medians are within their bounds, the goodput ratio taken
+// round by round against PgBouncer.
+func TestOverloadIssue16Verdicts(t *testing.T) {
+	o := options{rounds: 2, overloadDur: 8 * time.Second}
+	mk := func(tg string, round, ok int, p99, low float64) overloadResult {
+		return overloadResult{Target: tg, Round: round, OK: true, WindowS: 7, HighTxns: 10000, HighOK: ok,
+			HighP50us: 300, HighP99us: p99 * 1000, HighTPS: 9000, LowTPS: low}
+	}
+	sec := overloadSection(o, []overloadResult{
+		mk(tBouncer, 1, 10000, 330, 190), mk(tTurnstile, 1, 9995, 4.2, 150),
+		mk(tTurnstile, 2, 10000, 3.8, 140), mk(tBouncer, 2, 10000, 340, 200),
+	})
+	for _, want := range []string{
+		"| high-priority success % | ≥ 99.9 | 99.97 (99.95–100.00) | yes |",
+		"| high-priority p99 ms | ≤ 10 | 4.00 (3.80–4.20) | yes |",
+		// 150/190 = 0.79, 140/200 = 0.70.
+		"| low-priority TPS ÷ PgBouncer's (no policy), pair by pair | ≥ 0.70 | 0.74 (0.70–0.79) | yes |",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("overload section lacks %q\n%s", want, sec)
+		}
 	}
 }
 

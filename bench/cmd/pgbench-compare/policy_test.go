@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
 )
@@ -14,14 +15,17 @@ func TestOverloadPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.Priorities, []string{"critical", "high", "medium", "low"}) || p.DefaultPriority != 1 {
-		t.Errorf("priorities %q, default %d; want critical..low, 1 (high)", p.Priorities, p.DefaultPriority)
+	if !slices.Equal(p.Priorities, []string{"high", "low"}) || p.DefaultPriority != 0 {
+		t.Errorf("priorities %q, default %d; want high, low and 0 (high)", p.Priorities, p.DefaultPriority)
+	}
+	if p.ShortTimeout != 5*time.Millisecond || p.LongTimeout != 100*time.Millisecond {
+		t.Errorf("short_timeout %v, long_timeout %v; want 5ms and 100ms", p.ShortTimeout, p.LongTimeout)
 	}
 	if len(p.Rules) != 1 {
 		t.Fatalf("%d rules, want 1", len(p.Rules))
 	}
-	if r := p.Rules[0]; r.ApplicationName != "batch-*" || r.Priority != 3 || r.User != "" || r.Database != "" {
-		t.Errorf("rule %+v; want application_name batch-* → tier 3 (low)", r)
+	if r := p.Rules[0]; r.ApplicationName != "batch-*" || r.Priority != 1 || r.User != "" || r.Database != "" {
+		t.Errorf("rule %+v; want application_name batch-* → tier 1 (low)", r)
 	}
 	if p.ShedSQLState != sqlstateShed {
 		t.Errorf("shed SQLSTATE %q, want %q", p.ShedSQLState, sqlstateShed)
