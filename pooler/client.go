@@ -1494,6 +1494,18 @@ func (c *client) leave(err error) {
 // clean once the client is gone: see leave.
 func (c *client) abandonLink() {
 	c.mu.Lock()
+	if c.writing && c.srv != nil {
+		// serve still holds the server's writer with part of a batch it
+		// recorded as sent (a refused frame read in the same batch kept
+		// flushBatch from running): it goes out now, so the replies the
+		// drain waits for are owed by the server, not by a buffer.
+		s := c.srv
+		c.mu.Unlock()
+		if err := s.w.Flush(); err != nil {
+			s.conn.Close()
+		}
+		c.mu.Lock()
+	}
 	c.writing = false
 	c.writerDone.Broadcast()
 	s := c.srv
