@@ -62,7 +62,7 @@ type Reason uint8
 const (
 	ReasonFIFOTimeout  Reason = iota + 1 // waited the long timeout (queue healthy)
 	ReasonLIFOTimeout                    // waited the short timeout (queue standing, LIFO mode)
-	ReasonZeroCapacity                   // the gate has no capacity at all (pool closed)
+	ReasonZeroCapacity                   // no capacity and none coming (pool closed); never the top tier
 )
 
 func (r Reason) String() string {
@@ -99,6 +99,7 @@ func (e *ShedError) Error() string {
 //	func (g *Gate) Cancel(r *Request) bool
 //	func (g *Gate) Release(t Ticket)
 //	func (g *Gate) SetCapacity(n int)
+//	func (g *Gate) SetPool(capacity, loggingIn int)
 //	func (g *Gate) Capacity() int
 //	func (g *Gate) Waiting() int
 //	func (g *Gate) Snapshot() Snapshot

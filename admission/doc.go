@@ -14,8 +14,9 @@
 //
 // One mutex, one decision per critical section (admission.md §0.1). A
 // request of Class{Priority, Leaf} is admitted on the fast path when its
-// tier and every higher tier have no waiters, C − inUse ≥ 1 + debt[tier],
-// and every node on its leaf's path is under its ceiling; otherwise it is
+// tier and every higher tier have no waiters, C − inUse ≥ 1 + debt[tier]
+// (debt: the free slots the higher tiers' demand claims, below), and
+// every node on its leaf's path is under its ceiling; otherwise it is
 // queued in its (tier, leaf) list and in its tier's age list, and dispatch
 // runs. Dispatch grants in strict tier order while the predicate holds,
 // choosing the leaf by walking the tree from the root to the child with
@@ -29,28 +30,128 @@
 // or one send on the waiter's buffered channel, never a broadcast. One
 // timer per gate is armed at the next moment dispatch has work.
 //
+// # Debt: room for what the higher tiers need (issue 16)
+//
+// Debt keeps a lower tier from filling the slots a higher tier is about to
+// need: a transaction cannot be pre-empted, so a slot given to 20 ms batch
+// work is gone for 20 ms. admission.md took the library's rule: +1 on
+// every lower tier each time a higher request waits, capped at PoolSize,
+// decaying by PoolSize per 10 s, forgiven 0.1 per uncontended higher
+// admission. That counts how often a higher tier waits, not how much it
+// needs. Four clients looping a 0.1 ms query wait often, for each other's
+// releases and for a fraction of a millisecond, so with pool_size 4 the
+// debt sat at 3.4–4.0 and a low-priority transaction was admitted only
+// into an idle pool: issue 16 measured low at 40–65 tx/s instead of ~190
+// with in_use 0–2 of 4 (simulation S7: 54 % of the no-policy goodput, the
+// pool 77 % busy). The rule now:
+//
+//   - Demand. Each tier keeps D, the time average of its tickets in use
+//     plus its waiters, exponentially weighted with time constant τ = 64
+//     of the tier's median hold times (its own streaming median, the
+//     gate's before it has one), within [Short, DebtDecay]. It is exact
+//     for that piecewise-constant count (brought up to date before every
+//     change of it), O(1) per change, and needs no timer.
+//   - Claim. The tiers above p claim c(p) slots: the sum of their D rounded
+//     to the nearest slot, at least one while the sum is above 0.05, at
+//     most the capacity.
+//   - Debt. debt[p] = max(0, c(p) − the tickets the tiers above p hold):
+//     the free slots p must leave them. The predicate is unchanged,
+//     C − inUse ≥ 1 + debt[p]; equivalently tier p and the tiers below it
+//     hold at most Allowed(p) = C − max(c(p), tickets held above p), which
+//     SHOW ADMISSION prints with D and the debt. The top tier owes nothing.
+//   - Dispatch keeps strict tier order: while a higher tier waits, every
+//     release goes to it before any lower tier, whatever the debts, so a
+//     burst beyond its claim gets the next released slots first.
+//   - A waiter held back only by debt is woken when the decaying demand
+//     crosses the rounding boundary that lets it in: a deadline of the
+//     single timer, exact with one tier above, a lower bound with several
+//     (then dispatch re-evaluates and arms the next, converging on the
+//     crossing in a few steps).
+//
+// Why an average and not the peak: a higher tier's concurrency above its
+// average costs it little when its transactions are short, because it
+// queues for its own releases, which strict order gives it. Reserving for
+// the peak (a decaying maximum over 16 hold times was tried) keeps the
+// slots of four 0.1 ms clients' rare coincidences idle: S7 low at 49–59 %
+// of its no-policy goodput, the pool 74–83 % busy. Waiters count in D, so
+// a tier that queues for long claims more: in S7 the high tier's D
+// settles near 1.45 (0.85 in use, the rest its own short waits), where
+// the claim flips between 1 and 2. Why 64 hold times: shorter averages
+// follow every fluctuation of the higher tiers' concurrency and the lower
+// tiers fill each dip with long transactions (τ of 4 holds: S3c's high
+// tier at 98.7–99.0 % against ≥ 99.5 %, S3b's low tier, starved by
+// design, at 1.0–1.3 slots against ≤ 0.4; 16 holds: 0.5–0.7 slots); 64
+// keeps S3, S3b and S3c within their tables, and S7 (whose τ is about
+// Short either way) at 74 % and 96 % busy. Why round to the nearest slot: rounding up
+// would reserve a second idle slot for S7's D of 1.1–1.4. Why the floor
+// of one slot: a light top tier (one S7 client, a quarter of a slot)
+// would otherwise wait for a batch transaction to end on every request
+// (p99 16 ms); with it, it never waits, for a quarter of the pool idle.
+//
+// Invariants (CheckInvariants checks the first two after every step of
+// the property test):
+//
+//   - Work-conserving up to the claim: after every dispatch, if the most
+//     important waiting tier p has a waiter its ceilings admit, then
+//     C − inUse < 1 + debt[p]. So while a lower tier waits and no higher
+//     tier does, idle slots are at most the higher tiers' claim less what
+//     they hold, and none once their demand has faded (D ≤ 0.05).
+//   - debt[p] ∈ [0, C], 0 for the top tier, and bounded by the higher
+//     tiers' demand (rounded), not by PoolSize.
+//   - No starvation of a higher tier: a lower tier is admitted only while
+//     the tiers above keep max(claim, held) slots free or in use, and a
+//     waiting higher tier takes every release before any lower tier; it
+//     waits longer than one of the releases only when its own demand
+//     exceeds what the pool frees.
+//   - Forgiven as the demand fades: once the higher tiers hold and wait
+//     for nothing, a claim of c falls to c−1 after τ·ln(D/(c−½)) and to 0
+//     after τ·ln(D/0.05): about 20 ms for S7's high tier (τ ≈ 6 ms), about
+//     2.3 s for S3's 8 slots of 10 ms transactions (median 7 ms, τ ≈ 450
+//     ms); τ is at most DebtDecay (10 s).
+//     Not at once: a tier that pauses between two requests would find its
+//     slots taken by long transactions.
+//
+// Config.Forgive (debt_forgive_per_success) no longer has an effect;
+// Config.DebtDecay (debt_decay_interval) caps τ, i.e. how long a
+// reservation may outlive the demand behind it. PoolSize only decides
+// whether fair sharing is on. NoDebt turns the reservations off (strict
+// tier order alone; S3c's regression guard).
+//
+// # Start-up and zero capacity (issue 16)
+//
+// The pool is starting while servers are logging in (Gate.SetPool's
+// loggingIn > 0: warm-up, after RECONNECT, after churn) or before it has
+// ever had capacity. A queue behind logins is not overload, and shedding
+// critical work because logins take longer than Short' is what issue 16
+// measured at warm-up. So while the pool starts:
+//
+//   - the top tier neither turns LIFO nor is shed by CoDel: its waiters
+//     wait for the servers up to MaxWait, which the pooler sets to
+//     query_wait_timeout (the policy has no per-tier timeout; no limit
+//     when query_wait_timeout is 0), as every client waits in PgBouncer;
+//   - the lower tiers keep their CoDel timeouts (Long' FIFO, Short' LIFO);
+//   - nothing is shed for zero capacity.
+//
+// When the start ends, the top tier's waiters get their timeouts afresh
+// and its LIFO clock restarts, so a backlog queued behind slow logins is
+// not shed the moment the servers arrive. Capacity 0 sheds only once the
+// pool has had capacity and no login is in flight (nothing is coming:
+// pool closed, database unreachable): after a grace of Short', waiters
+// below the top tier are shed with ReasonZeroCapacity, and new requests
+// below the top tier at once; the top tier keeps its own timeouts.
+//
 // # Choices the research left open, and deviations from admission.md
 //
-//   - Debt: per tier, clamped to [0, PoolSize], decaying linearly by
-//     PoolSize per DebtDecay, computed lazily (all tiers brought to "now"
-//     together). Tier 0 never owes. PoolSize is the configured pool size, not
-//     the live capacity (§5 item 2). Float residue below 1e-9 is zero, so ten
-//     forgivenesses of 0.1 clear one unit.
-//   - A request charges debt (+1 on lower tiers) only when it is still
-//     waiting after the dispatch that follows its enqueue and is not held
-//     back by its own category's ceiling: reserving capacity for it could
-//     not have helped. The library charges before enqueueing; the outcome is
-//     the same except for the ceiling case.
 //   - A tier whose remaining waiters are all held back by ceilings does not
 //     stop dispatch to lower tiers (their waiters could not use the slot
 //     anyway; strict order would idle capacity). A higher-tier waiter still
 //     sends same- and lower-tier arrivals through the queue (no fast path),
 //     where dispatch admits them at once if they fit.
-//   - Waiters held back only by debt are woken when the debt has decayed
-//     enough (a deadline of the single timer); after a fast-path admission
-//     that forgave debt, dispatch runs if lower tiers have waiters. Neither
-//     is in admission.md, which re-evaluates only on events; without them a
-//     debt-blocked waiter on an idle pool waits for its own timeout.
+//   - Waiters held back only by debt are woken when the demand behind it
+//     has faded enough (above); after a fast-path admission, dispatch runs
+//     if lower tiers have waiters. Neither is in admission.md, which
+//     re-evaluates only on events; without them a debt-blocked waiter on an
+//     idle pool waits for its own timeout.
 //   - §4.1's predicate example ("in use 6, debt 3: tier 3 waits, needs 1 + 3
 //     > 4 free") contradicts the predicate: 4 free admits. Tests check the
 //     boundary both ways.
@@ -60,7 +161,9 @@
 //     never past it. O(1), no memory, insensitive to rare long transactions;
 //     it tracks a 10× change in about 150 releases (1/16 swung the short
 //     timeout 0.7–1.4× around its ideal in simulation S6). Config.HoldP50 fixes it
-//     (> 0) or removes the floors (< 0; what the [sim] model used).
+//     (> 0) or removes the floors (< 0; what the [sim] model used). Each
+//     tier also keeps its own median the same way, always estimated, for
+//     the time constant of its demand.
 //   - The LIFO exit is evaluated lazily (when the queue empties, before a
 //     push, on Snapshot), since the mode is observable only then. LIFO entry
 //     is exact: the timer fires at nonEmptySince + Long' + 1ns ("more than
@@ -68,11 +171,8 @@
 //   - Timer: one per gate. It is re-armed only when the next deadline moves
 //     earlier; a timer armed earlier than needed fires, finds little to do
 //     and re-arms (fewer AfterFunc calls than re-arming on every pop).
-//   - Capacity 0 is a grace period of Short': waiters keep waiting (a pool
-//     between two server connections must not shed). If capacity is still 0
-//     after Short', every waiter is shed with ReasonZeroCapacity and new
-//     requests are shed at once until capacity returns. Use capacity 0 for
-//     "cannot serve" (database down, pool closed), not for PAUSE.
+//   - Capacity 0 (see "Start-up and zero capacity"): use it for "cannot
+//     serve" (database down, pool closed), not for PAUSE.
 //   - Lowering capacity below inUse revokes nothing: grants stop until
 //     releases bring inUse below it. Raising it grants exactly what fits.
 //   - ShedError.RetryAfter is the tier-independent Long' at shed time: by
@@ -98,7 +198,11 @@
 //     uncontended path allocates nothing.
 //   - Snapshot first does the timer's due work (reaping, mode changes), so it
 //     may deliver Submit callbacks in the caller's goroutine.
-//   - Small pools and debt: with C = 1, any debt > 0 shuts the lower tiers
-//     out until it decays (C − inUse ≥ 1 + debt cannot hold). That is the
-//     library's rule, kept; pools that small should use NoDebt or one tier.
+//   - Small pools and debt: with C = 1, any demand of a higher tier (D >
+//     0.05) claims the only slot and shuts the lower tiers out until it
+//     fades. Pools that small should use NoDebt or one tier.
+//   - Busy accounting: InUseSeconds and CapacitySeconds integrate the
+//     tickets in use and the capacity since the gate was created (brought
+//     up to date at each change of either), so the busy fraction over any
+//     window is the ratio of their increases between two Snapshots.
 package admission

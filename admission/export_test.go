@@ -3,6 +3,8 @@ package admission
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"time"
 )
 
 // Test hooks (compiled into the package only for its tests).
@@ -11,28 +13,63 @@ import (
 func (g *Gate) Debts() []float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.decay(g.now())
+	now := g.now()
 	d := make([]float64, g.ntiers)
 	for i := range d {
-		d[i] = g.tiers[i].debt
+		d[i] = float64(g.debt(i, now))
 	}
 	return d
 }
 
-// SetDebt sets tier p's debt as of now.
-func (g *Gate) SetDebt(p int, v float64) {
+// Demands returns every tier's demand estimate as of now.
+func (g *Gate) Demands() []float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.decay(g.now())
-	g.tiers[p].debt = v
+	now := g.now()
+	d := make([]float64, g.ntiers)
+	for i := range d {
+		g.advanceDemand(&g.tiers[i], now)
+		d[i] = g.tiers[i].demand
+	}
+	return d
 }
 
-// AddDebtForTest charges lower tiers as a wait at tier p does.
-func (g *Gate) AddDebtForTest(p int) {
+// SetDemand sets tier p's demand estimate as of now and re-runs dispatch.
+func (g *Gate) SetDemand(p int, v float64) {
+	g.mu.Lock()
+	now := g.now()
+	g.advanceDemand(&g.tiers[p], now)
+	g.tiers[p].demand = v
+	g.dispatch(now)
+	g.finish(now)
+}
+
+// DemandTau is tier p's demand time constant.
+func (g *Gate) DemandTau(p int) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.decay(g.now())
-	g.addDebt(p)
+	return time.Duration(g.tau(&g.tiers[p]))
+}
+
+// debtAsOf is debt(p) as of when (≥ every tier's demandAt), without
+// moving the estimates (CheckInvariants must not change what it checks).
+func (g *Gate) debtAsOf(p int, when int64) int {
+	if p == 0 || g.noDebt {
+		return 0
+	}
+	var d float64
+	held := 0
+	for q := 0; q < p; q++ {
+		t := &g.tiers[q]
+		v := t.demand
+		if dt := when - t.demandAt; dt > 0 {
+			h := float64(t.inUse + t.waiting)
+			v = h + (v-h)*math.Exp(-float64(dt)/g.tau(t))
+		}
+		d += v
+		held += t.inUse
+	}
+	return max(claimOf(d, g.capacity)-held, 0)
 }
 
 // CheckInvariants verifies the gate's bookkeeping under its lock.
@@ -72,7 +109,8 @@ func (g *Gate) CheckInvariants(capacityFloor int) error {
 			}
 		}
 	}
-	total := 0
+	now := g.now()
+	total, inUse := 0, 0
 	for p := range g.tiers {
 		t := &g.tiers[p]
 		n := 0
@@ -106,18 +144,39 @@ func (g *Gate) CheckInvariants(capacityFloor int) error {
 			return fmt.Errorf("tier %d: root waiting %d", p, g.tnWaiting[p*g.nn])
 		}
 		total += n
-		if t.debt < 0 || t.debt > g.poolSize {
-			return fmt.Errorf("tier %d: debt %v outside [0, %v]", p, t.debt, g.poolSize)
+		inUse += t.inUse
+		if t.inUse < 0 {
+			return fmt.Errorf("tier %d: inUse %d", p, t.inUse)
 		}
-		if p == 0 && t.debt != 0 {
-			return fmt.Errorf("tier 0 has debt %v", t.debt)
+		if t.demand < 0 || math.IsNaN(t.demand) || math.IsInf(t.demand, 0) {
+			return fmt.Errorf("tier %d: demand %v", p, t.demand)
 		}
-		if p > 0 && t.debt < g.tiers[p-1].debt-eps {
-			return fmt.Errorf("debt decreases from tier %d (%v) to %d (%v)", p-1, g.tiers[p-1].debt, p, t.debt)
+		if d := g.debtAsOf(p, now); d < 0 || d > max(g.capacity, 0) || (p == 0 && d != 0) {
+			return fmt.Errorf("tier %d: debt %d outside [0, capacity %d] (or owed by the top tier)", p, d, g.capacity)
 		}
 	}
 	if total != g.waiting || int(g.nodeWait[0]) != total {
 		return fmt.Errorf("waiting %d, lists %d, root %d", g.waiting, total, g.nodeWait[0])
+	}
+	if inUse != g.inUse {
+		return fmt.Errorf("tiers hold %d tickets, gate %d", inUse, g.inUse)
+	}
+	// Work conservation: the most important waiting tier does not fit (by
+	// capacity or by the debt the tiers above it claim), or every waiter
+	// of it is held back by a ceiling. Otherwise dispatch left a slot idle.
+	// It is judged as of the last dispatch: every change with waiters
+	// present is followed by one, but a timer due now may not have run yet
+	// (another goroutine advanced the fake clock).
+	if g.waiting > 0 {
+		p := bits.TrailingZeros64(g.waitMask)
+		if d := g.debtAsOf(p, g.dispAt); g.capacity-g.inUse >= 1+d {
+			rr := append([]uint32(nil), g.rr...)
+			q := g.choose(p)
+			copy(g.rr, rr)
+			if q >= 0 {
+				return fmt.Errorf("tier %d fits (capacity %d, inUse %d, debt %d) but %d wait", p, g.capacity, g.inUse, d, g.tiers[p].waiting)
+			}
+		}
 	}
 	if g.waiting > 0 && (g.timer == nil || g.timerAt > g.nextDeadline()) {
 		return fmt.Errorf("waiters but no timer at or before the next deadline")

@@ -10,20 +10,29 @@ import (
 
 // Config tunes a Gate. Zero values select the defaults of admission.md §0.
 type Config struct {
-	Tiers     int           // priority tiers, 0 = most important; default 4, at most 64
-	PoolSize  int           // configured pool size: max debt (= PoolSize) and decay (PoolSize per DebtDecay); default: the initial capacity
-	Short     time.Duration // LIFO-mode timeout floor; default 5ms
-	Long      time.Duration // FIFO-mode timeout floor; default 100ms
-	MaxWait   time.Duration // caps both timeouts (query_wait_timeout); 0 = no cap
-	DebtDecay time.Duration // time for a full PoolSize of debt to decay; default 10s
-	Forgive   float64       // debt forgiven per uncontended higher-tier admission; default 0.1, < 0 means none
+	Tiers    int           // priority tiers, 0 = most important; default 4, at most 64
+	PoolSize int           // configured pool size: fair sharing needs PoolSize ≥ 4 × declared leaves; default: the initial capacity
+	Short    time.Duration // LIFO-mode timeout floor; default 5ms
+	Long     time.Duration // FIFO-mode timeout floor; default 100ms
+	// MaxWait is query_wait_timeout: it caps both timeouts, and bounds the
+	// top tier's wait while the pool starts (see Gate.SetPool); 0 = none.
+	MaxWait time.Duration
+	// DebtDecay caps the time constant of a tier's demand estimate: how
+	// long a reservation may outlive the demand behind it (doc.go, "Debt");
+	// default 10s.
+	DebtDecay time.Duration
+	// Forgive was the debt forgiven per uncontended admission of a higher
+	// tier. Debt now follows the higher tiers' demand (doc.go), so it has
+	// no effect; kept so that policies setting debt_forgive_per_success
+	// still load.
+	Forgive float64
 	// HoldP50 fixes the median transaction time that floors the timeouts
 	// (Short' = max(Short, 2×p50), Long' = max(Long, 10×p50)): 0 estimates
 	// it from Release hold times, > 0 uses this value, < 0 disables the
 	// floors (timeouts are exactly Short and Long, as in the [sim] model).
 	HoldP50 time.Duration
 
-	NoDebt       bool // simulations and regression guards only
+	NoDebt       bool // no reservations for higher tiers, strict tier order only: simulations and regression guards
 	NoHysteresis bool // simulations only: the library detector (leave LIFO as soon as the queue empties)
 	NoFairness   bool // one FIFO per tier, whatever the tree
 
@@ -37,7 +46,18 @@ const (
 	defaultShort     = 5 * time.Millisecond
 	defaultLong      = 100 * time.Millisecond
 	defaultDebtDecay = 10 * time.Second
-	defaultForgive   = 0.1
+
+	// demandHolds: a tier's demand estimate averages its tickets plus
+	// waiters over about this many of its median hold times (the time
+	// constant of an exponentially weighted average), within [Short,
+	// DebtDecay]. Shorter averages follow every fluctuation of the higher
+	// tiers' concurrency, and the lower tiers refill the dips with long
+	// transactions (S3b, S3c fail); see doc.go.
+	demandHolds = 64
+	// demandFloor: higher tiers whose demand estimate is above it claim at
+	// least one slot, so that a light top tier (S7 with one client) is not
+	// left to wait for a batch transaction to end.
+	demandFloor = 0.05
 
 	// minSharePerLeaf: below PoolSize/leaves = 4, weighted sharing is mostly
 	// rounding (admission.md §1.3), so the gate turns the tree off.
@@ -47,14 +67,14 @@ const (
 	p50Step = 1.0 / 64
 	minP50  = int64(time.Microsecond)
 
-	// eps absorbs float rounding in debt arithmetic (0.1 forgiven ten times
-	// from 1 must read 0, not 1e-16).
+	// eps: a demand estimate this close to its current count is the count.
 	eps = 1e-9
 )
 
-// Gate admits transactions of one pool: a priority semaphore with debt,
-// per-tier CoDel with adaptive LIFO and weighted fair sharing over a Tree,
-// all decided under one mutex (admission.md §0 item 1). See doc.go.
+// Gate admits transactions of one pool: a priority semaphore whose lower
+// tiers leave room for the higher tiers' demand, per-tier CoDel with
+// adaptive LIFO and weighted fair sharing over a Tree, all decided under
+// one mutex (admission.md §0 item 1). See doc.go.
 type Gate struct {
 	mu sync.Mutex
 
@@ -71,8 +91,7 @@ type Gate struct {
 	short     int64 // floors, ns
 	long      int64
 	maxWait   int64
-	decayRate float64 // debt units per ns
-	forgive   float64
+	maxTau    float64 // DebtDecay, ns: longest demand time constant
 	noDebt    bool
 	noHyst    bool
 	otherLeaf LeafID
@@ -82,7 +101,13 @@ type Gate struct {
 	waiting   int
 	waitMask  uint64 // bit p: tier p has waiters
 	zeroSince int64  // when capacity last became 0
-	debtAt    int64  // debt values are as of this time
+	hadCap    bool   // capacity has been > 0 at least once
+	loggingIn int    // servers logging in (SetPool)
+
+	// Busy accounting: ∫inUse dt and ∫capacity dt (slot·ns) since the
+	// epoch, brought to accAt at every change of either.
+	accAt              int64
+	inUseArea, capArea float64
 
 	tiers     []tierState
 	queues    []leafQueue // [tier*nq + q]
@@ -100,14 +125,19 @@ type Gate struct {
 	timer     Timer
 	timerAt   int64
 	timerGen  uint64
-	debtWake  int64    // when decay lets the blocked tier fit (see dispatch)
+	debtWake  int64    // when demand decay lets the blocked tier fit (see dispatch)
+	dispAt    int64    // when dispatch last ran (CheckInvariants)
 	decHead   *Request // decided under the lock, delivered after unlock
 	decTail   *Request
 	immediate uint64 // zero-capacity sheds without queueing (stats)
 }
 
 type tierState struct {
-	debt          float64
+	inUse         int     // tickets of this tier
+	demand        float64 // estimate of inUse+waiting, as of demandAt
+	demandAt      int64
+	holdP50       float64 // streaming median of this tier's hold times, ns; 0 = no sample
+	since         int64   // waiters' timeouts count from max(enq, since) (top tier after start-up)
 	lifo          bool
 	waiting       int
 	nonEmptySince int64
@@ -176,7 +206,6 @@ func NewGate(cfg Config, capacity int) *Gate {
 		short:   int64(cfg.Short),
 		long:    int64(cfg.Long),
 		maxWait: int64(cfg.MaxWait),
-		forgive: cfg.Forgive,
 		noDebt:  cfg.NoDebt,
 		noHyst:  cfg.NoHysteresis,
 
@@ -204,11 +233,6 @@ func NewGate(cfg Config, capacity int) *Gate {
 	if g.maxWait < 0 {
 		g.maxWait = 0
 	}
-	if g.forgive == 0 {
-		g.forgive = defaultForgive
-	} else if g.forgive < 0 {
-		g.forgive = 0
-	}
 	if capacity < 0 {
 		capacity = 0
 	}
@@ -221,7 +245,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	if decay <= 0 {
 		decay = defaultDebtDecay
 	}
-	g.decayRate = g.poolSize / float64(decay)
+	g.maxTau = float64(decay)
 
 	leaves := g.tree.Leaves()
 	g.fair = !cfg.NoFairness && (leaves == 1 || ps >= minSharePerLeaf*g.tree.DeclaredLeaves())
@@ -235,6 +259,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	g.tiers = make([]tierState, g.ntiers)
 	for i := range g.tiers {
 		g.tiers[i].lastShed = math.MinInt64 / 4
+		g.tiers[i].since = math.MinInt64 / 4
 	}
 	g.queues = make([]leafQueue, g.ntiers*g.nq)
 	if g.fair {
@@ -252,6 +277,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	}
 	g.epoch = g.clock.Now()
 	g.capacity = capacity
+	g.hadCap = capacity > 0
 	g.setLimits()
 	g.updateTimeouts()
 	return g
@@ -289,86 +315,158 @@ func (g *Gate) norm(c Class) Class {
 	return c
 }
 
-// ---- debt (§1.1) ----
+// ---- demand and debt (§1.1, revised for issue 16; doc.go) ----
 
-// decay brings every tier's debt to now: linear, PoolSize per DebtDecay,
-// floored at 0. A clock that went backwards changes nothing.
-func (g *Gate) decay(now int64) {
-	el := now - g.debtAt
-	if el <= 0 {
+// tau is tier t's demand time constant: demandHolds of its median hold
+// time (the gate's median before the tier has one), within [Short,
+// DebtDecay].
+func (g *Gate) tau(t *tierState) float64 {
+	h := t.holdP50
+	if h == 0 {
+		h = g.p50
+	}
+	return min(max(demandHolds*h, float64(g.short)), g.maxTau)
+}
+
+// advanceDemand brings tier t's demand estimate to now. It is the
+// exponentially weighted time average of the tier's tickets plus waiters,
+// exact for that piecewise-constant count as long as it is called before
+// every change of the count. A clock that went backwards changes nothing.
+func (g *Gate) advanceDemand(t *tierState, now int64) {
+	dt := now - t.demandAt
+	if dt <= 0 {
 		return
 	}
-	g.debtAt = now
-	if g.noDebt {
+	t.demandAt = now
+	h := float64(t.inUse + t.waiting)
+	if t.demand == h {
 		return
 	}
-	d := float64(el) * g.decayRate
-	for p := 1; p < g.ntiers; p++ {
-		t := &g.tiers[p]
-		if t.debt > 0 {
-			t.debt -= d
-			if t.debt < eps {
-				t.debt = 0
-			}
-		}
+	t.demand = h + (t.demand-h)*expNeg(float64(dt)/g.tau(t))
+	if math.Abs(t.demand-h) < eps {
+		t.demand = h
 	}
 }
 
-// addDebt: tier p had to wait for capacity, so every lower tier owes one
-// more slot ("had it existed, p would not have waited"), up to PoolSize.
-func (g *Gate) addDebt(p int) {
-	if g.noDebt {
-		return
+// expNeg is e^−x for x ≥ 0. Between two events of a busy gate x is tiny
+// (time constants are ≥ Short), where four Taylor terms are exact to 1e-9
+// and several times cheaper than math.Exp, which the uncontended path
+// would otherwise call twice per ticket.
+func expNeg(x float64) float64 {
+	if x < 1.0/64 {
+		return 1 - x*(1-x/2*(1-x/3))
 	}
-	for q := p + 1; q < g.ntiers; q++ {
-		g.tiers[q].debt = math.Min(g.tiers[q].debt+1, g.poolSize)
-	}
+	return math.Exp(-x)
 }
 
-// forgiveDebt: tier p was admitted uncontended; lower tiers owe a little
-// less, never less than the tier above them.
-func (g *Gate) forgiveDebt(p int) {
-	if g.noDebt || g.forgive == 0 {
-		return
+// claimOf is the number of slots a demand estimate d claims: d rounded to
+// the nearest slot, at least one while d > demandFloor, at most the
+// capacity.
+func claimOf(d float64, capacity int) int {
+	if d <= demandFloor {
+		return 0
 	}
-	for q := p + 1; q < g.ntiers; q++ {
+	return min(max(int(math.Floor(d+0.5)), 1), max(capacity, 0))
+}
+
+// above is what the tiers above p claim and what they hold now (their
+// demand estimates brought to now).
+func (g *Gate) above(p int, now int64) (claim, held int) {
+	var d float64
+	for q := 0; q < p; q++ {
 		t := &g.tiers[q]
-		if t.debt == 0 {
-			continue
-		}
-		d := math.Max(t.debt-g.forgive, g.tiers[q-1].debt)
-		if d < eps {
-			d = 0
-		}
-		t.debt = d
+		g.advanceDemand(t, now)
+		d += t.demand
+		held += t.inUse
 	}
+	return claimOf(d, g.capacity), held
 }
 
-// fits is the admission predicate C − inUse ≥ 1 + debt[p] (debt current).
-func (g *Gate) fits(p int) bool {
-	return float64(g.capacity-g.inUse) >= 1+g.tiers[p].debt-eps
+// debt is tier p's debt: the free slots it must leave for the tiers above
+// it, max(0, their claim − their tickets). Tier 0 owes nothing.
+func (g *Gate) debt(p int, now int64) int {
+	if p == 0 || g.noDebt {
+		return 0
+	}
+	c, h := g.above(p, now)
+	return max(c-h, 0)
+}
+
+// fits is the admission predicate C − inUse ≥ 1 + debt[p]; equivalently,
+// the tickets of tier p and the tiers below it stay within
+// C − max(claim above p, held above p) (TierSnapshot.Allowed).
+func (g *Gate) fits(p int, now int64) bool {
+	return g.capacity-g.inUse >= 1+g.debt(p, now)
+}
+
+// demandWake is when tier p, held back by debt with free ≥ 1 slots free,
+// may fit through the decay of the higher tiers' demand estimates alone;
+// MaxInt64 when decay alone cannot get there (the estimates settle at the
+// current counts, which claim too much; an event will change the counts).
+// With several higher tiers the time is a lower bound (each term is taken
+// to decay at the fastest rate among them); dispatch re-evaluates then and
+// arms the next bound, which converges on the crossing. With one higher
+// tier (or equal rates) it is exact.
+func (g *Gate) demandWake(p, free int, now int64) int64 {
+	_, held := g.above(p, now)
+	x := free - 1 + held // the claim must fall to x
+	target := demandFloor
+	if x >= 1 {
+		target = float64(x) + 0.5
+	}
+	var base, pos, neg float64
+	tmin := math.Inf(1)
+	for q := 0; q < p; q++ {
+		t := &g.tiers[q]
+		h := float64(t.inUse + t.waiting)
+		base += h
+		if e := t.demand - h; e > 0 {
+			pos += e
+			tmin = min(tmin, g.tau(t))
+		} else {
+			neg -= e
+		}
+	}
+	if base >= target || pos == 0 {
+		return math.MaxInt64
+	}
+	// Σ demand(t) ≥ base + pos·e^(−t/tmin) − neg: the crossing is no
+	// earlier than where that bound reaches the target.
+	room := target - base + neg
+	if pos <= room {
+		return now + 1
+	}
+	return now + max(int64(math.Ceil(tmin*math.Log(pos/room))), 1)
 }
 
 // ---- hold-time estimate and timeouts (§1.2) ----
 
-// observeHold feeds the streaming median of hold times: each sample moves
-// the estimate by a factor 1±1/64 towards it, never past it. The estimate
-// converges to the median (the fixed point where as many samples lie above
-// as below), ignores rare long transactions and needs no memory.
-func (g *Gate) observeHold(h int64) {
+// observeHold feeds the streaming medians of hold times, the gate's (for
+// the timeouts) and the tier's (for its demand estimate).
+func (g *Gate) observeHold(t *tierState, h int64) {
+	x := float64(max(h, minP50))
+	t.holdP50 = stepMedian(t.holdP50, x)
 	if g.p50Fixed {
 		return
 	}
-	x := float64(max(h, minP50))
-	switch {
-	case g.p50 == 0:
-		g.p50 = x
-	case x > g.p50:
-		g.p50 = math.Min(g.p50*(1+p50Step), x)
-	case x < g.p50:
-		g.p50 = math.Max(g.p50/(1+p50Step), x)
-	}
+	g.p50 = stepMedian(g.p50, x)
 	g.updateTimeouts()
+}
+
+// stepMedian moves a streaming median estimate m by a factor 1±1/64
+// towards the sample x, never past it. The estimate converges to the
+// median (the fixed point where as many samples lie above as below),
+// ignores rare long transactions and needs no memory.
+func stepMedian(m, x float64) float64 {
+	switch {
+	case m == 0:
+		return x
+	case x > m:
+		return math.Min(m*(1+p50Step), x)
+	case x < m:
+		return math.Max(m/(1+p50Step), x)
+	}
+	return m
 }
 
 // updateTimeouts: Short' = max(Short, 2×p50), Long' = max(Long, 10×p50),
@@ -392,6 +490,7 @@ func (g *Gate) enqueue(r *Request, now int64) {
 	p := r.c.Priority
 	t := &g.tiers[p]
 	g.maybeLeaveLIFO(t, now)
+	g.advanceDemand(t, now)
 	if t.waiting == 0 {
 		t.nonEmptySince = now
 		g.waitMask |= 1 << uint(p)
@@ -464,6 +563,7 @@ func (g *Gate) unlink(r *Request, now int64) {
 	}
 	r.agePrev, r.ageNext, r.qPrev, r.qNext = nil, nil, nil, nil
 	g.countWaiting(r, -1)
+	g.advanceDemand(t, now)
 	t.waiting--
 	g.waiting--
 	if t.waiting == 0 {
@@ -492,13 +592,29 @@ func (g *Gate) decide(r *Request) {
 	g.decTail = r
 }
 
-func (g *Gate) take(c Class) {
+func (g *Gate) take(c Class, now int64) {
+	t := &g.tiers[c.Priority]
+	g.advanceDemand(t, now)
+	g.accrue(now)
+	t.inUse++
+	t.granted++
 	g.inUse++
 	g.nodeInUse[0]++
 	for _, n := range g.tree.leafPath[c.Leaf] {
 		g.nodeInUse[n]++
 	}
-	g.tiers[c.Priority].granted++
+}
+
+// accrue adds the slots in use and the capacity since the last change to
+// the busy accounting; call it before changing either.
+func (g *Gate) accrue(now int64) {
+	dt := now - g.accAt
+	if dt <= 0 {
+		return
+	}
+	g.accAt = now
+	g.inUseArea += float64(g.inUse) * float64(dt)
+	g.capArea += float64(g.capacity) * float64(dt)
 }
 
 func (g *Gate) grant(r *Request, now int64) {
@@ -506,7 +622,7 @@ func (g *Gate) grant(r *Request, now int64) {
 		panic("BUG: admission: grant beyond capacity")
 	}
 	g.unlink(r, now)
-	g.take(r.c)
+	g.take(r.c, now)
 	r.state = stateGranted
 	r.tk = Ticket{g: g, c: r.c, at: now}
 	g.decide(r)
@@ -528,16 +644,27 @@ func (g *Gate) shed(r *Request, reason Reason, now int64) {
 
 // reap switches tiers into LIFO when their queue has been non-empty for
 // more than Long', then sheds from the old end every waiter older than the
-// tier's timeout, and everything when capacity has been 0 for Short'.
+// tier's timeout, and every waiter below the top tier once capacity has
+// been 0 for Short' (see zeroShedding). While the pool starts (filling),
+// the top tier neither turns LIFO nor is shed by CoDel: its waiters wait
+// for the servers up to MaxWait.
 func (g *Gate) reap(now int64) {
+	filling := g.filling()
 	for m := g.waitMask; m != 0; m &= m - 1 {
-		t := &g.tiers[bits.TrailingZeros64(m)]
+		p := bits.TrailingZeros64(m)
+		t := &g.tiers[p]
+		if p == 0 && filling {
+			for g.maxWait > 0 && t.head != nil && now-t.head.enq >= g.maxWait {
+				g.shed(t.head, ReasonFIFOTimeout, now)
+			}
+			continue
+		}
 		if !t.lifo {
 			// Events in time order even when the timer runs late: FIFO
 			// deadlines that fall before the LIFO switch (waiters enqueued
 			// when the queue became non-empty) come first.
 			sw := t.nonEmptySince + g.longEff + 1
-			for t.head != nil && t.head.enq+g.longEff <= now && t.head.enq+g.longEff < sw {
+			for t.head != nil && max(t.head.enq, t.since)+g.longEff <= now && max(t.head.enq, t.since)+g.longEff < sw {
 				g.shed(t.head, ReasonFIFOTimeout, now)
 			}
 			if t.head != nil && now >= sw {
@@ -549,12 +676,12 @@ func (g *Gate) reap(now int64) {
 		if t.lifo {
 			to, reason = g.shortEff, ReasonLIFOTimeout
 		}
-		for t.head != nil && now-t.head.enq >= to {
+		for t.head != nil && now-max(t.head.enq, t.since) >= to {
 			g.shed(t.head, reason, now)
 		}
 	}
-	if g.capacity == 0 && g.waiting > 0 && now-g.zeroSince >= g.shortEff {
-		for m := g.waitMask; m != 0; m &= m - 1 {
+	if g.zeroShedding(now) {
+		for m := g.waitMask &^ 1; m != 0; m &= m - 1 {
 			t := &g.tiers[bits.TrailingZeros64(m)]
 			for t.head != nil {
 				g.shed(t.head, ReasonZeroCapacity, now)
@@ -563,27 +690,40 @@ func (g *Gate) reap(now int64) {
 	}
 }
 
+// filling: the pool has servers logging in, or has never had capacity
+// (start-up, recovery after RECONNECT or churn). See doc.go.
+func (g *Gate) filling() bool { return g.loggingIn > 0 || !g.hadCap }
+
+// zeroShedding: capacity has been 0 for at least Short', the pool has had
+// capacity before and no server is logging in: nothing is coming, so the
+// tiers below the top are shed (queued ones by reap, new ones at once).
+// The top tier waits out its own timeouts.
+func (g *Gate) zeroShedding(now int64) bool {
+	return g.capacity == 0 && !g.filling() && now-g.zeroSince >= g.shortEff
+}
+
 // dispatch reaps, then grants in strict tier order while the predicate
-// holds. A tier whose remaining waiters are all held back by ceilings does
-// not block lower tiers (their waiters could not use the slot anyway).
+// holds. A tier whose waiters do not fit stops dispatch: lower tiers wait
+// behind it, whether or not they would fit. A tier whose remaining waiters
+// are all held back by ceilings does not block lower tiers (their waiters
+// could not use the slot anyway).
 func (g *Gate) dispatch(now int64) {
 	g.debtWake = math.MaxInt64
+	g.dispAt = now
 	if g.waiting == 0 {
 		return
 	}
 	g.reap(now)
-	g.decay(now)
 	for m := g.waitMask; m != 0; m &= m - 1 {
 		p := bits.TrailingZeros64(m)
 		t := &g.tiers[p]
 		for t.waiting > 0 {
-			if !g.fits(p) {
-				// Debt is non-decreasing down the tiers: no lower tier fits
-				// either. If only debt is in the way, wake when it has
-				// decayed enough (nothing else would re-run dispatch).
-				if free := g.capacity - g.inUse; free >= 1 && g.decayRate > 0 {
-					wait := (g.tiers[p].debt - float64(free-1)) / g.decayRate
-					g.debtWake = now + max(int64(math.Ceil(wait)), 1)
+			if !g.fits(p, now) {
+				// If only debt is in the way, wake when the higher tiers'
+				// demand has decayed enough (nothing else would re-run
+				// dispatch).
+				if free := g.capacity - g.inUse; free >= 1 {
+					g.debtWake = g.demandWake(p, free, now)
 				}
 				return
 			}
@@ -669,19 +809,27 @@ func (g *Gate) underCeilings(l LeafID) bool {
 // ---- timer ----
 
 // nextDeadline is the earliest moment dispatch has work: a head waiter's
-// timeout, a FIFO tier's switch to LIFO, the zero-capacity grace end, or
-// debt decayed enough for the first blocked tier.
+// timeout, a FIFO tier's switch to LIFO, the zero-capacity grace end (when
+// tiers below the top wait), or demand decayed enough for the first
+// blocked tier.
 func (g *Gate) nextDeadline() int64 {
 	d := int64(math.MaxInt64)
+	filling := g.filling()
 	for m := g.waitMask; m != 0; m &= m - 1 {
-		t := &g.tiers[bits.TrailingZeros64(m)]
-		if t.lifo {
-			d = min(d, t.head.enq+g.shortEff)
-		} else {
-			d = min(d, t.head.enq+g.longEff, t.nonEmptySince+g.longEff+1)
+		p := bits.TrailingZeros64(m)
+		t := &g.tiers[p]
+		switch from := max(t.head.enq, t.since); {
+		case p == 0 && filling:
+			if g.maxWait > 0 {
+				d = min(d, t.head.enq+g.maxWait)
+			}
+		case t.lifo:
+			d = min(d, from+g.shortEff)
+		default:
+			d = min(d, from+g.longEff, t.nonEmptySince+g.longEff+1)
 		}
 	}
-	if g.capacity == 0 {
+	if g.capacity == 0 && !filling && g.waitMask&^1 != 0 {
 		d = min(d, g.zeroSince+g.shortEff)
 	}
 	return min(d, g.debtWake)
@@ -745,17 +893,16 @@ func (g *Gate) tryFast(c Class, now int64) (Ticket, bool) {
 	if g.waitMask&(2<<uint(p)-1) != 0 {
 		return Ticket{}, false
 	}
-	g.decay(now)
-	if !g.fits(p) || !g.underCeilings(c.Leaf) {
+	if !g.fits(p, now) || !g.underCeilings(c.Leaf) {
 		return Ticket{}, false
 	}
-	g.take(c)
-	g.forgiveDebt(p)
+	g.take(c, now)
 	return Ticket{g: g, c: c, at: now}, true
 }
 
-// afterFast unlocks after a fast-path grant. Forgiveness may have let a
-// lower tier's waiter fit, so dispatch runs when lower tiers have waiters.
+// afterFast unlocks after a fast-path grant. The higher tiers' demand may
+// have decayed since the last dispatch, so dispatch runs when lower tiers
+// have waiters.
 func (g *Gate) afterFast(now int64) {
 	if g.waiting == 0 {
 		g.mu.Unlock()
@@ -765,10 +912,10 @@ func (g *Gate) afterFast(now int64) {
 	g.finish(now)
 }
 
-// zeroExpired: capacity has been 0 for at least Short'; requests are then
-// shed at once rather than queued.
-func (g *Gate) zeroExpired(now int64) bool {
-	return g.capacity == 0 && now-g.zeroSince >= g.shortEff
+// zeroExpired: requests of tier p are shed at once rather than queued
+// (zeroShedding, below the top tier).
+func (g *Gate) zeroExpired(p int, now int64) bool {
+	return p > 0 && g.zeroShedding(now)
 }
 
 func (g *Gate) shedNow(c Class) error {
@@ -777,14 +924,10 @@ func (g *Gate) shedNow(c Class) error {
 	return &ShedError{Reason: ReasonZeroCapacity, Class: c, RetryAfter: time.Duration(g.longEff)}
 }
 
-// park queues r, dispatches, and charges debt if r has to wait for
-// capacity (not when its own category's ceiling holds it back).
+// park queues r and dispatches.
 func (g *Gate) park(r *Request, now int64) {
 	g.enqueue(r, now)
 	g.dispatch(now)
-	if r.state == stateWaiting && g.underCeilings(r.c.Leaf) {
-		g.addDebt(r.c.Priority)
-	}
 }
 
 var requestPool = sync.Pool{New: func() any { return &Request{ch: make(chan struct{}, 1)} }}
@@ -804,7 +947,7 @@ func (g *Gate) Acquire(ctx context.Context, c Class) (Ticket, error) {
 		g.afterFast(now)
 		return tk, nil
 	}
-	if g.zeroExpired(now) {
+	if g.zeroExpired(c.Priority, now) {
 		err := g.shedNow(c)
 		g.mu.Unlock()
 		return Ticket{}, err
@@ -858,7 +1001,7 @@ func (g *Gate) Submit(c Class, done func(Ticket, error)) *Request {
 		done(tk, nil)
 		return nil
 	}
-	if g.zeroExpired(now) {
+	if g.zeroExpired(c.Priority, now) {
 		err := g.shedNow(c)
 		g.mu.Unlock()
 		done(Ticket{}, err)
@@ -912,13 +1055,17 @@ func (g *Gate) release(t Ticket, observe bool) {
 		panic("BUG: admission: Release without a ticket in use")
 	}
 	now := g.now()
+	ts := &g.tiers[t.c.Priority]
+	g.advanceDemand(ts, now)
+	g.accrue(now)
+	ts.inUse--
 	g.inUse--
 	g.nodeInUse[0]--
 	for _, n := range g.tree.leafPath[t.c.Leaf] {
 		g.nodeInUse[n]--
 	}
 	if observe {
-		g.observeHold(now - t.at)
+		g.observeHold(ts, now-t.at)
 	}
 	if g.waiting == 0 {
 		g.mu.Unlock()
@@ -931,19 +1078,52 @@ func (g *Gate) release(t Ticket, observe bool) {
 // SetCapacity changes the number of servers the gate may hand out and
 // grants exactly the waiters that now fit. Tickets beyond a lowered
 // capacity stay valid; no grant happens until releases bring inUse below
-// it. Capacity 0 is a grace period: waiters keep waiting for Short'; if it
-// is still 0 then, they are shed with ReasonZeroCapacity and new requests
-// are shed at once until capacity returns.
+// it. Capacity 0 after the pool has had capacity, with no server logging
+// in, is a grace period: waiters keep waiting for Short'; if it is still 0
+// then, the waiters below the top tier are shed with ReasonZeroCapacity and
+// new requests below the top tier are shed at once until capacity returns.
+// The top tier keeps its own timeouts.
 func (g *Gate) SetCapacity(n int) {
-	if n < 0 {
-		n = 0
-	}
 	g.mu.Lock()
+	g.setPool(n, g.loggingIn)
+}
+
+// SetPool is SetCapacity together with the number of the pool's servers
+// that are logging in (whether or not the caller counts them in the
+// capacity). While any is, or before the pool has ever had capacity, the
+// pool is starting (warm-up, RECONNECT, churn): the top tier's waiters are
+// not shed by CoDel but wait up to MaxWait (query_wait_timeout; no limit
+// when 0), and nothing is shed for zero capacity. Lower tiers keep their
+// CoDel timeouts. When the start ends, the top tier's waiters get their
+// timeouts afresh from that moment (doc.go).
+func (g *Gate) SetPool(capacity, loggingIn int) {
+	g.mu.Lock()
+	g.setPool(capacity, loggingIn)
+}
+
+// setPool does SetPool's work under the lock and unlocks.
+func (g *Gate) setPool(n, loggingIn int) {
+	n, loggingIn = max(n, 0), max(loggingIn, 0)
 	now := g.now()
+	wasFilling := g.filling()
+	g.accrue(now)
 	if n == 0 && g.capacity != 0 {
 		g.zeroSince = now
 	}
 	g.capacity = n
+	g.loggingIn = loggingIn
+	if n > 0 {
+		g.hadCap = true
+	}
+	if wasFilling && !g.filling() {
+		// The servers are there: the top tier's queue starts being judged
+		// now, not from when it formed behind the logins.
+		t := &g.tiers[0]
+		t.since = now
+		if t.waiting > 0 {
+			t.nonEmptySince = now
+		}
+	}
 	g.setLimits()
 	g.dispatch(now)
 	g.finish(now)
@@ -981,19 +1161,43 @@ func (g *Gate) Tree() *Tree { return g.tree }
 // Snapshot is the gate's state for SHOW ADMISSION and metrics.
 type Snapshot struct {
 	Capacity, InUse, Waiting int
+	LoggingIn                int           // servers logging in, as last told by SetPool
+	Starting                 bool          // the pool is starting (logins in flight, or never had capacity): see SetPool
 	HoldP50, Short, Long     time.Duration // hold-time estimate and the effective timeouts
 	Fair                     bool          // the tree is in force (see Gate.Fair)
 	ShedAtOnce               uint64        // requests shed without queueing (capacity 0)
-	Tiers                    []TierSnapshot
-	Nodes                    []NodeSnapshot // preorder; Nodes[0] is the root (Path "")
+	// InUseSeconds and CapacitySeconds are ∫inUse dt and ∫capacity dt
+	// since the gate was created, in slot-seconds: the busy fraction over
+	// any interval is the ratio of their increases between two snapshots.
+	InUseSeconds, CapacitySeconds float64
+	// Busy is InUseSeconds ÷ CapacitySeconds: the busy fraction over the
+	// gate's life (0 before it has had capacity).
+	Busy  float64
+	Tiers []TierSnapshot
+	Nodes []NodeSnapshot // preorder; Nodes[0] is the root (Path "")
 }
 
 // TierSnapshot is one priority tier.
 type TierSnapshot struct {
-	Priority     int
-	Debt         float64
+	Priority int
+	InUse    int // tickets held by this tier
+	Waiting  int
+	// Demand is the tier's demand estimate: its tickets plus waiters,
+	// averaged over about 64 of its median hold times (doc.go, "Debt").
+	Demand float64
+	// HoldP50 is the median hold time of the tier's tickets (0 before the
+	// first release).
+	HoldP50 time.Duration
+	// Debt is the number of free slots the tier must leave for the tiers
+	// above it: their demand, rounded (at least 1 while above 0.05), less
+	// the tickets they hold; 0 for the top tier.
+	Debt float64
+	// Allowed is how many tickets this tier and the tiers below it may hold
+	// together now: capacity − max(what the tiers above claim, what they
+	// hold). The tier's waiters are admitted while the tickets of this tier
+	// and below are fewer (and no tier above waits).
+	Allowed      int
 	LIFO         bool
-	Waiting      int
 	ModeSwitches uint64 // FIFO→LIFO and LIFO→FIFO transitions
 	Granted      uint64
 	Shed         uint64
@@ -1014,26 +1218,39 @@ func (g *Gate) Snapshot() Snapshot {
 	g.mu.Lock()
 	now := g.now()
 	g.dispatch(now)
-	g.decay(now)
+	g.accrue(now)
 	for i := range g.tiers {
 		g.maybeLeaveLIFO(&g.tiers[i], now)
 	}
 	s := Snapshot{
-		Capacity:   g.capacity,
-		InUse:      g.inUse,
-		Waiting:    g.waiting,
-		HoldP50:    time.Duration(g.p50),
-		Short:      time.Duration(g.shortEff),
-		Long:       time.Duration(g.longEff),
-		Fair:       g.fair,
-		ShedAtOnce: g.immediate,
-		Tiers:      make([]TierSnapshot, g.ntiers),
-		Nodes:      make([]NodeSnapshot, g.nn),
+		Capacity:        g.capacity,
+		InUse:           g.inUse,
+		Waiting:         g.waiting,
+		LoggingIn:       g.loggingIn,
+		Starting:        g.filling(),
+		InUseSeconds:    g.inUseArea / float64(time.Second),
+		CapacitySeconds: g.capArea / float64(time.Second),
+		HoldP50:         time.Duration(g.p50),
+		Short:           time.Duration(g.shortEff),
+		Long:            time.Duration(g.longEff),
+		Fair:            g.fair,
+		ShedAtOnce:      g.immediate,
+		Tiers:           make([]TierSnapshot, g.ntiers),
+		Nodes:           make([]NodeSnapshot, g.nn),
+	}
+	if g.capArea > 0 {
+		s.Busy = g.inUseArea / g.capArea
 	}
 	for p := range g.tiers {
 		t := &g.tiers[p]
-		s.Tiers[p] = TierSnapshot{Priority: p, Debt: t.debt, LIFO: t.lifo, Waiting: t.waiting,
-			ModeSwitches: t.modeSwitches, Granted: t.granted, Shed: t.shed}
+		claim, held := g.above(p, now)
+		if g.noDebt {
+			claim = 0
+		}
+		g.advanceDemand(t, now)
+		s.Tiers[p] = TierSnapshot{Priority: p, InUse: t.inUse, Waiting: t.waiting, Demand: t.demand,
+			HoldP50: time.Duration(t.holdP50), Debt: float64(max(claim-held, 0)), Allowed: g.capacity - max(claim, held),
+			LIFO: t.lifo, ModeSwitches: t.modeSwitches, Granted: t.granted, Shed: t.shed}
 	}
 	demand := make(map[LeafID]float64, len(g.tree.leafNode))
 	for l, n := range g.tree.leafNode {

@@ -90,117 +90,7 @@ func (f *fixture) tier(p int) admission.TierSnapshot { return f.g.Snapshot().Tie
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 
-// ---- debt ----
-
-func TestDebtDecay(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 100, DebtDecay: 10 * time.Second}, 100)
-	for p := 1; p < 4; p++ {
-		f.g.SetDebt(p, 10)
-	}
-	f.advanceTo(500 * ms)
-	if d := f.g.Debts(); !near(d[1], 5) || !near(d[3], 5) {
-		t.Fatalf("after 0.5 s: %v, want 5", d)
-	}
-	f.advanceTo(1000 * ms)
-	if d := f.g.Debts(); d[1] != 0 || d[3] != 0 {
-		t.Fatalf("after 1 s: %v, want 0", d)
-	}
-}
-
-func TestDebtClampAndClockGoingBack(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 100}, 100)
-	for i := 0; i < 150; i++ {
-		f.g.AddDebtForTest(0)
-	}
-	if d := f.g.Debts(); d[0] != 0 || d[1] != 100 || d[3] != 100 {
-		t.Fatalf("clamp: %v", d)
-	}
-	f.advanceTo(time.Second) // decays 10
-	if d := f.g.Debts(); !near(d[1], 90) {
-		t.Fatalf("after 1 s: %v", d)
-	}
-	f.clk.Set(t0.Add(200 * ms))
-	if d := f.g.Debts(); !near(d[1], 90) {
-		t.Fatalf("negative elapsed changed debt: %v", d)
-	}
-	f.advanceTo(1100 * ms) // 100 ms after the latest reading
-	if d := f.g.Debts(); !near(d[1], 89) {
-		t.Fatalf("after the clock came back: %v", d)
-	}
-	f.check()
-}
-
-func TestDebtForgiveness(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 10}, 10)
-	f.g.SetDebt(1, 0.5)
-	f.g.SetDebt(2, 2)
-	f.g.SetDebt(3, 2)
-	f.g.Release(f.hold(1, admission.Class{Priority: 1})[0])
-	if d := f.g.Debts(); !near(d[1], 0.5) || !near(d[2], 1.9) || !near(d[3], 1.9) {
-		t.Fatalf("one uncontended tier-1 admission: %v, want [0 0.5 1.9 1.9]", d)
-	}
-	f.g.SetDebt(1, 1.85)
-	f.g.Release(f.hold(1, admission.Class{Priority: 1})[0])
-	if d := f.g.Debts(); !near(d[2], 1.85) || !near(d[3], 1.85) {
-		t.Fatalf("forgiveness went below the tier above: %v", d)
-	}
-	// Ten forgivenesses of 0.1 take 1 to exactly 0 (no float residue that
-	// would block a full-capacity check).
-	f.g.SetDebt(1, 0)
-	f.g.SetDebt(2, 1)
-	f.g.SetDebt(3, 1)
-	for i := 0; i < 10; i++ {
-		f.g.Release(f.hold(1, admission.Class{Priority: 0})[0])
-	}
-	if d := f.g.Debts(); d[2] != 0 || d[3] != 0 {
-		t.Fatalf("debt residue %v", d)
-	}
-	f.check()
-}
-
-func TestDebtFromWaitsTierZeroNeverOwes(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 4}, 2)
-	held := f.hold(2, admission.Class{Priority: 3})
-	_, o0 := f.submit(admission.Class{Priority: 0}) // waits: +1 on tiers 1–3
-	_, o1 := f.submit(admission.Class{Priority: 1}) // waits: +1 on tiers 2–3
-	if d := f.g.Debts(); d[0] != 0 || d[1] != 1 || d[2] != 2 || d[3] != 2 {
-		t.Fatalf("debts %v, want [0 1 2 2]", d)
-	}
-	f.g.Release(held[0])
-	if !o0.granted() || o1.calls != 0 {
-		t.Fatal("tier 0 first")
-	}
-	f.check()
-}
-
-// ---- predicate ----
-
-func TestPredicate(t *testing.T) {
-	// admission.md §4.1 says "in use 6, debt 3: tier 3 waits (needs 1 + 3 >
-	// 4 free)", but 1 + 3 = 4 fits C − inUse ≥ 1 + debt. The boundary is
-	// checked both ways here: 4 free admits, 3 free does not.
-	f := newFixture(t, admission.Config{PoolSize: 10}, 10)
-	f.g.SetDebt(3, 3)
-	held := f.hold(6, admission.Class{Priority: 0})
-	r, o := f.submit(admission.Class{Priority: 3})
-	if r != nil || !o.granted() {
-		t.Fatal("4 free ≥ 1 + 3: tier 3 must be admitted")
-	}
-	f.g.Release(o.tk)
-	held = append(held, f.hold(1, admission.Class{Priority: 0})...)
-	f.g.SetDebt(3, 3)
-	r, o = f.submit(admission.Class{Priority: 3})
-	if r == nil || o.calls != 0 {
-		t.Fatal("3 free < 1 + 3: tier 3 must wait")
-	}
-	_, o1 := f.submit(admission.Class{Priority: 1})
-	if !o1.granted() {
-		t.Fatal("tier 1 has no debt and must be admitted")
-	}
-	f.g.Release(o1.tk)
-	f.check()
-	_ = held
-}
+// ---- tier order (debt: demand_test.go) ----
 
 func TestStrictTierOrder(t *testing.T) {
 	f := newFixture(t, admission.Config{NoDebt: true}, 1)
@@ -223,28 +113,6 @@ func TestStrictTierOrder(t *testing.T) {
 	if !o3.granted() {
 		t.Fatal("tier 3 last")
 	}
-	f.check()
-}
-
-// A waiter held back only by debt is admitted when the debt has decayed,
-// without any other event.
-func TestDebtBlockedWaiterWakesOnDecay(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 10, DebtDecay: 10 * time.Second, Long: 2 * time.Second}, 10)
-	held := f.hold(7, admission.Class{Priority: 0})
-	f.g.SetDebt(3, 3) // 3 free < 1 + 3; debt decays 1 per second; a tier-3 wait charges nobody
-	_, o := f.submit(admission.Class{Priority: 3})
-	if o.calls != 0 {
-		t.Fatal("must wait")
-	}
-	f.advanceTo(999 * ms) // debt 2.001
-	if o.calls != 0 {
-		t.Fatal("admitted too early")
-	}
-	f.advanceTo(1000 * ms)
-	if !o.granted() || o.at != 1000*ms {
-		t.Fatalf("not admitted when debt reached 2: %+v", o)
-	}
-	_ = held
 	f.check()
 }
 
@@ -431,8 +299,8 @@ func TestCancelledContextDoesNotQueue(t *testing.T) {
 	if _, err := f.g.Acquire(ctx, admission.Class{Priority: 0}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
-	if f.g.Waiting() != 0 || f.g.Debts()[1] != 0 {
-		t.Fatal("a cancelled context queued or charged debt")
+	if f.g.Waiting() != 0 || f.g.Demands()[0] != 0 {
+		t.Fatal("a cancelled context queued or counted as demand")
 	}
 }
 
@@ -575,35 +443,6 @@ func TestSetCapacityWakesExactlyWhatFits(t *testing.T) {
 	f.g.Release(os[2].tk)
 	if !os[3].granted() || f.g.InUse() != 1 {
 		t.Fatal("not granted once below capacity")
-	}
-	f.check()
-}
-
-func TestZeroCapacityGrace(t *testing.T) {
-	f := newFixture(t, admission.Config{Tiers: 1}, 1)
-	held := f.hold(1, admission.Class{})
-	_, o1 := f.submit(admission.Class{})
-	f.advanceTo(10 * ms)
-	f.g.SetCapacity(0)
-	f.advanceTo(14 * ms)
-	_, o2 := f.submit(admission.Class{})
-	if o1.calls+o2.calls != 0 {
-		t.Fatal("shed within the grace period")
-	}
-	f.advanceTo(15 * ms)
-	for _, o := range []*outcome{o1, o2} {
-		if se := o.shed(); se == nil || se.Reason != admission.ReasonZeroCapacity {
-			t.Fatalf("want zero-capacity shed at 15 ms: %+v", o)
-		}
-	}
-	r, o3 := f.submit(admission.Class{})
-	if r != nil || o3.shed() == nil || o3.shed().Reason != admission.ReasonZeroCapacity {
-		t.Fatal("new requests are shed at once while capacity stays 0")
-	}
-	f.g.SetCapacity(1)
-	f.g.Release(held[0])
-	if _, o := f.submit(admission.Class{}); !o.granted() {
-		t.Fatal("capacity back")
 	}
 	f.check()
 }
@@ -864,32 +703,6 @@ func TestRealClockConcurrent(t *testing.T) {
 	}
 	if err := g.CheckInvariants(0); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// §5 item 1: a burst saturates debt at PoolSize; lower tiers are shut out
-// until it decays (at most DebtDecay), then admitted again.
-func TestDebtSaturationRecovery(t *testing.T) {
-	f := newFixture(t, admission.Config{PoolSize: 10, Long: time.Minute}, 10)
-	for i := 0; i < 30; i++ {
-		f.g.AddDebtForTest(0)
-	}
-	if d := f.g.Snapshot().Tiers[3].Debt; d != 10 {
-		t.Fatalf("debt %v, want saturated at 10", d)
-	}
-	_, o := f.submit(admission.Class{Priority: 3})
-	if o.calls != 0 {
-		t.Fatal("admitted at saturated debt")
-	}
-	// 10 free ≥ 1 + debt once debt ≤ 9: after 1 s of decay (10 per 10 s).
-	f.advanceTo(time.Second)
-	if !o.granted() || o.at != time.Second {
-		t.Fatalf("not admitted after decay: %+v", o)
-	}
-	f.g.Release(o.tk)
-	f.advanceTo(10 * time.Second)
-	if d := f.g.Debts(); d[1] != 0 || d[3] != 0 {
-		t.Fatalf("debt left after DebtDecay: %v", d)
 	}
 }
 

@@ -17,10 +17,11 @@ import (
 // TestGateProperties is §4.2's randomized property test: goroutines submit,
 // acquire, cancel, release, change capacity and move a shared fake clock,
 // checking the gate's invariants after every step (inUse ≤ capacity, node
-// counts add up, queued requests are waiting, debt in [0, max] and
-// non-decreasing down the tiers, a timer armed when anyone waits); at the
-// end every request was decided exactly once, or cancelled and never
-// decided. Run it under -race.
+// and tier counts add up, queued requests are waiting, debt in [0,
+// capacity] and 0 for the top tier, no waiter that fits left waiting, a
+// timer armed when anyone waits); at the end every request was decided
+// exactly once, or cancelled and never decided. Capacity changes come with
+// and without logins in flight (SetPool). Run it under -race.
 func TestGateProperties(t *testing.T) {
 	seeds := []int64{1, 2, 3}
 	if testing.Short() {
@@ -162,11 +163,17 @@ func runProperties(t *testing.T, seed int64, cfg admission.Config) {
 					g.Release(tk)
 				case op < 97:
 					clk.Advance(time.Duration(rng.Intn(3000)) * time.Microsecond)
-				default:
+				case op < 99:
 					n := rng.Intn(9)
 					capMu.Lock()
 					maxCap = max(maxCap, n)
 					g.SetCapacity(n)
+					capMu.Unlock()
+				default:
+					n := rng.Intn(9)
+					capMu.Lock()
+					maxCap = max(maxCap, n)
+					g.SetPool(n, rng.Intn(3))
 					capMu.Unlock()
 				}
 				// inUse may exceed capacity only after a decrease: never
@@ -192,7 +199,7 @@ func runProperties(t *testing.T, seed int64, cfg admission.Config) {
 	}
 	mu.Unlock()
 	acqWG.Wait()
-	g.SetCapacity(6)
+	g.SetPool(6, 0)
 	for i := 0; i < 100 && g.Waiting() > 0; i++ {
 		clk.Advance(time.Second)
 	}

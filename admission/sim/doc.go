@@ -1,7 +1,9 @@
 // Package sim is a discrete-event simulation harness for the admission
 // gate, and (in its tests) the assertable scenarios of §4.3 of
 // shared/research/admission.md: S1, S1b, S2, S3, S3b, S3c, S4, S4b, T2, T3,
-// S5 and S6.
+// S5 and S6; and issue 16's: S7 (a fast high tier needing about one slot
+// beside a flood of 20 ms low-priority work on a pool of 4, against the
+// same clients with no policy) and S8 (start-up with slow logins).
 //
 // # Model
 //
@@ -18,6 +20,15 @@
 // completion Releases the ticket, which may grant waiters from inside
 // Release. A shed is recorded with its Reason. Nothing retries.
 //
+// Load can also be closed-loop, as the integration tests generate it: a
+// Client group is N clients of one class, each sending its next
+// transaction a Think draw after the last one ended, or a Backoff draw
+// after a shed (durations are Fixed + exponential + uniform parts, Dist).
+// Each client draws service, think and backoff times from three streams
+// of its own, seeded by (run seed, group, client), so the same client sees
+// the same service times whatever the gate does. CapacitySteps change a
+// fixed capacity at given times (a pool whose servers log in slowly).
+//
 // # Time
 //
 // The gate runs on admission/fakeclock. The harness keeps its own event
@@ -30,16 +41,18 @@
 // order. Runs are therefore exact functions of the seed: no wall clock, no
 // goroutine scheduling.
 //
-// # Servers (S5)
+// # Servers (S5, S8)
 //
-// Without a PoolConfig the gate's capacity is fixed and a grant starts
-// service at once. With one, the harness models the pool of §1.4: the
-// gate's capacity is live + connecting servers (≤ pool size); the pool aims
-// at its full size at all times (min_pool_size = pool_size); a create needs
-// a free connect slot (≤ MaxConnecting in flight) and a token of an
-// x/time/rate limiter read at the fake clock's time (AllowN, TokensAt), and
-// takes ConnectTime. A grant takes an idle server, or the next one to
-// finish connecting. At each LossAt every live server dies: its transaction
+// Without a PoolConfig the gate's capacity is fixed (or follows
+// CapacitySteps) and a grant starts service at once. With one, the harness
+// models the pool of §1.4: the gate's capacity is live + connecting
+// servers (≤ pool size), given with the connects in flight through
+// SetPool when the gate has it (PoolGate); the pool starts full, or empty
+// (StartEmpty, a cold start), and aims at its full size at all times
+// (min_pool_size = pool_size); a create needs a free connect slot
+// (≤ MaxConnecting in flight) and a token of an x/time/rate limiter read
+// at the fake clock's time (AllowN, TokensAt), and takes ConnectTime. A
+// grant takes an idle server, or the next one to finish connecting. At each LossAt every live server dies: its transaction
 // is recorded as Aborted, replacements are started, the gate's capacity is
 // lowered, and only then are the aborted tickets released, so the releases
 // cannot grant waiters onto servers that no longer exist.

@@ -40,6 +40,14 @@ type Gate interface {
 	SetCapacity(n int)
 }
 
+// PoolGate is a Gate that is also told how many of its servers are
+// logging in (admission.Gate.SetPool). The pool model uses it when the
+// gate has it.
+type PoolGate interface {
+	Gate
+	SetPool(capacity, loggingIn int)
+}
+
 // Source is one open-loop Poisson arrival stream of one class. Service
 // times are exponential with mean Service. Each source draws from its own
 // seeded generator, so adding a source or changing the gate does not change
@@ -66,6 +74,51 @@ func SourceForLoad(name string, c admission.Class, frac float64, capacity int, s
 	return Source{Name: name, Class: c, Rate: frac * float64(capacity) / service.Seconds(), Service: service}
 }
 
+// Dist is a random duration: Fixed + an exponential variate of mean Exp +
+// a uniform variate in [0, Uniform).
+type Dist struct {
+	Fixed, Exp, Uniform time.Duration
+}
+
+// Mean is the distribution's mean.
+func (d Dist) Mean() time.Duration { return d.Fixed + d.Exp + d.Uniform/2 }
+
+func (d Dist) draw(r *rand.Rand) time.Duration {
+	x := d.Fixed
+	if d.Exp > 0 {
+		x += exp(r, d.Exp)
+	}
+	if d.Uniform > 0 {
+		x += time.Duration(r.Int64N(int64(d.Uniform)))
+	}
+	return x
+}
+
+// Client is a group of N closed-loop clients of one class, as the
+// integration tests run them: each sends a transaction, holds its ticket
+// for a Service draw, waits a Think draw and sends the next; after a shed
+// it waits a Backoff draw instead. All start at From (plus a first Think
+// draw). Each client of the group draws from its own seeded generators
+// (service, think and backoff separately), so the same client sees the
+// same service times whatever the gate does.
+type Client struct {
+	Name    string
+	Class   admission.Class
+	N       int
+	Service Dist
+	Think   Dist
+	Backoff Dist
+	From    time.Duration
+}
+
+// CapacityStep sets the gate's capacity at At (a pool warming up with
+// slow logins, a capacity that drops to 0). Without a PoolConfig only. A
+// step at 0 is the gate's initial capacity (see Config.InitialCapacity).
+type CapacityStep struct {
+	At time.Duration
+	N  int
+}
+
 // PoolConfig models the servers behind the gate (§1.4 of the research
 // note): the gate's capacity follows live + connecting servers, new servers
 // are created through a token bucket with a cap on connects in flight, and
@@ -79,12 +132,16 @@ type PoolConfig struct {
 	MaxConnecting int
 	ConnectTime   time.Duration
 	LossAt        []time.Duration
+	// StartEmpty starts the pool with no server: it opens them from time 0
+	// (a cold start; the S8 scenarios). Otherwise it starts full.
+	StartEmpty bool
 }
 
 // Config describes one run.
 type Config struct {
 	Seed    uint64
 	Sources []Source
+	Clients []Client
 	// Capacity is the gate's fixed capacity, or the pool size when Pool is
 	// set; utilisation is measured against it.
 	Capacity int
@@ -97,6 +154,9 @@ type Config struct {
 	// then stops sending and drains.
 	Tail time.Duration
 	Pool *PoolConfig
+	// CapacitySteps change the gate's capacity at given times (the gate
+	// must have been built with the capacity in force at time 0).
+	CapacitySteps []CapacityStep
 	// OnStep, if set, is called after every event and every gate timer
 	// step with the current time (scenario probes, e.g. the tier mode).
 	OnStep func(now time.Duration)
@@ -122,6 +182,7 @@ type Request struct {
 	Decided time.Duration // grant or shed time
 	Service time.Duration // drawn at arrival
 	ticket  any
+	client  *clientState // a closed-loop client's request; nil for a Source's
 }
 
 // Wait is the time the request spent in the gate.
@@ -138,6 +199,7 @@ type Sim struct {
 	seq    uint64
 
 	sources []*sourceState
+	clients []*clientState
 	stopArr time.Duration // sources stop sending here
 
 	Requests []Request
@@ -166,10 +228,28 @@ type sourceState struct {
 	svcRng *rand.Rand
 }
 
+// clientState is one closed-loop client.
+type clientState struct {
+	cl                        *Client
+	group                     int32 // Request.Source: len(Sources) + index in Clients
+	svcRng, thinkRng, backRng *rand.Rand
+}
+
+// InitialCapacity is the capacity the gate must be built with: that of a
+// CapacityStep at time 0, else Capacity.
+func (c Config) InitialCapacity() int {
+	for _, st := range c.CapacitySteps {
+		if st.At == 0 {
+			return st.N
+		}
+	}
+	return c.Capacity
+}
+
 // New builds a run. gate must have been built on clock, whose current time
-// must be Epoch, with capacity cfg.Capacity.
+// must be Epoch, with capacity cfg.InitialCapacity().
 func New(cfg Config, clock Clock, gate Gate) *Sim {
-	s := &Sim{cfg: cfg, clock: clock, gate: gate, capacity: cfg.Capacity}
+	s := &Sim{cfg: cfg, clock: clock, gate: gate, capacity: cfg.InitialCapacity()}
 	for i, src := range cfg.Sources {
 		if src.Class.Priority+1 > s.tiers {
 			s.tiers = src.Class.Priority + 1
@@ -184,6 +264,26 @@ func New(cfg Config, clock Clock, gate Gate) *Sim {
 			arrRng: rand.New(rand.NewPCG(cfg.Seed, uint64(2*i+1))),
 			svcRng: rand.New(rand.NewPCG(cfg.Seed, uint64(2*i+2))),
 		})
+	}
+	for gi := range cfg.Clients {
+		cl := &cfg.Clients[gi]
+		if cl.Class.Priority+1 > s.tiers {
+			s.tiers = cl.Class.Priority + 1
+		}
+		if int(cl.Class.Leaf)+1 > s.leaves {
+			s.leaves = int(cl.Class.Leaf) + 1
+		}
+		for k := 0; k < cl.N; k++ {
+			// Streams apart from the sources' (2i+1, 2i+2).
+			base := uint64(1)<<40 + uint64(gi)<<24 + uint64(k)<<2
+			s.clients = append(s.clients, &clientState{
+				cl:       cl,
+				group:    int32(len(cfg.Sources) + gi),
+				svcRng:   rand.New(rand.NewPCG(cfg.Seed, base)),
+				thinkRng: rand.New(rand.NewPCG(cfg.Seed, base+1)),
+				backRng:  rand.New(rand.NewPCG(cfg.Seed, base+2)),
+			})
+		}
 	}
 	s.tierUse = make([]int, s.tiers)
 	s.tierArea = make([]int64, s.tiers)
@@ -208,6 +308,15 @@ func (s *Sim) Run() {
 	s.stopArr = s.End() + s.cfg.Tail
 	for i, st := range s.sources {
 		s.scheduleArrival(i, st, st.src.From)
+	}
+	for _, c := range s.clients {
+		s.scheduleClient(c, c.cl.From+c.cl.Think.draw(c.thinkRng))
+	}
+	for _, st := range s.cfg.CapacitySteps {
+		if st.At > 0 {
+			n := st.N
+			s.at(st.At, func() { s.setCapacity(n) })
+		}
 	}
 	if s.pool != nil {
 		s.pool.start()
@@ -316,6 +425,28 @@ func (s *Sim) arrive(i int, st *sourceState) {
 	s.gate.Submit(st.src.Class, func(ticket any, err error) { s.decided(idx, ticket, err) })
 }
 
+// scheduleClient sends c's next transaction at t, unless the run has
+// stopped sending by then.
+func (s *Sim) scheduleClient(c *clientState, t time.Duration) {
+	if t >= s.stopArr {
+		return
+	}
+	s.at(t, func() { s.clientSend(c) })
+}
+
+func (s *Sim) clientSend(c *clientState) {
+	idx := len(s.Requests)
+	s.Requests = append(s.Requests, Request{
+		Source:  c.group,
+		Class:   c.cl.Class,
+		Arrive:  s.now,
+		Service: c.cl.Service.draw(c.svcRng),
+		client:  c,
+	})
+	s.undecided++
+	s.gate.Submit(c.cl.Class, func(ticket any, err error) { s.decided(idx, ticket, err) })
+}
+
 func (s *Sim) decided(idx int, ticket any, err error) {
 	r := &s.Requests[idx]
 	if r.Outcome != Pending {
@@ -325,6 +456,9 @@ func (s *Sim) decided(idx int, ticket any, err error) {
 	r.Decided = s.now
 	s.undecided--
 	if err != nil {
+		if c := r.client; c != nil {
+			s.scheduleClient(c, s.now+c.cl.Backoff.draw(c.backRng))
+		}
 		r.Outcome = Shed
 		var se *admission.ShedError
 		if errors.As(err, &se) {
@@ -370,7 +504,17 @@ func (s *Sim) complete(idx int) {
 	if s.pool != nil {
 		s.pool.finished(idx)
 	}
+	c := r.client
 	s.release(idx)
+	s.thinkAfter(c)
+}
+
+// thinkAfter schedules a closed-loop client's next transaction after its
+// last one ended (completed or aborted).
+func (s *Sim) thinkAfter(c *clientState) {
+	if c != nil {
+		s.scheduleClient(c, s.now+c.cl.Think.draw(c.thinkRng))
+	}
 }
 
 // release returns the ticket; the gate may grant waiters from inside.
@@ -388,6 +532,20 @@ func (s *Sim) release(idx int) {
 func (s *Sim) setCapacity(n int) {
 	s.capacity = n
 	s.gate.SetCapacity(n)
+}
+
+// setPool gives the gate its capacity and the logins in flight (SetPool
+// when the gate has it).
+func (s *Sim) setPool(n, loggingIn int) {
+	pg, ok := s.gate.(PoolGate)
+	if !ok {
+		if n != s.capacity {
+			s.setCapacity(n)
+		}
+		return
+	}
+	s.capacity = n
+	pg.SetPool(n, loggingIn)
 }
 
 // account adds the slots held since the last change to the time averages,
@@ -638,13 +796,18 @@ func (p *PoolStats) FirstLive(from time.Duration, n int) (time.Duration, bool) {
 	return 0, false
 }
 
-// start begins with a full pool: every scenario starts from a warm pool,
-// and the bucket is full too (x/time/rate starts full).
+// start begins with a full pool (a warm pool; the bucket is full too, as
+// x/time/rate starts full), or with an empty one that starts connecting.
 func (p *poolState) start() {
-	p.live, p.idle = p.cfg.Size, p.cfg.Size
+	if !p.cfg.StartEmpty {
+		p.live, p.idle = p.cfg.Size, p.cfg.Size
+	}
 	p.logLive()
 	for _, t := range p.cfg.LossAt {
 		p.s.at(t, p.lose)
+	}
+	if p.cfg.StartEmpty {
+		p.maintain()
 	}
 }
 
@@ -700,10 +863,12 @@ func (p *poolState) lose() {
 	p.live, p.idle = 0, 0
 	p.logLive()
 	p.maintain() // start replacements first, so capacity drops to what is coming
-	p.s.setCapacity(p.live + p.connecting)
+	p.s.setPool(p.live+p.connecting, p.connecting)
 	for _, idx := range aborted {
 		p.s.Requests[idx].Outcome = Aborted // its completion event is now void
+		c := p.s.Requests[idx].client
 		p.s.release(idx)
+		p.s.thinkAfter(c)
 	}
 }
 
@@ -723,8 +888,8 @@ func (p *poolState) maintain() {
 		p.ConnectStarts = append(p.ConnectStarts, p.s.now)
 		p.s.at(p.s.now+p.cfg.ConnectTime, p.connected)
 	}
-	if started && p.s.capacity != p.live+p.connecting {
-		p.s.setCapacity(p.live + p.connecting)
+	if started {
+		p.s.setPool(p.live+p.connecting, p.connecting)
 	}
 }
 
@@ -750,8 +915,10 @@ func (p *poolState) connected() {
 	p.live++
 	p.logLive()
 	p.handOver()
-	// live + connecting did not change, so the gate's capacity stands; a
-	// freed connect slot may start the next create.
+	// live + connecting did not change, so the gate's capacity stands, but
+	// one login fewer is in flight; a freed connect slot may start the
+	// next create.
+	p.s.setPool(p.live+p.connecting, p.connecting)
 	p.maintain()
 }
 
@@ -801,3 +968,5 @@ func (a gateAdapter) Submit(c admission.Class, done func(any, error)) {
 func (a gateAdapter) Release(t any) { a.g.Release(t.(admission.Ticket)) }
 
 func (a gateAdapter) SetCapacity(n int) { a.g.SetCapacity(n) }
+
+func (a gateAdapter) SetPool(capacity, loggingIn int) { a.g.SetPool(capacity, loggingIn) }

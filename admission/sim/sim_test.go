@@ -13,8 +13,12 @@ import (
 
 // The scenarios of §4.3 of shared/research/admission.md, each asserting the
 // table's thresholds against the real Gate. Model: C = 20, exponential
-// 10 ms transactions, open-loop Poisson arrivals, debt (max C, decay over
-// 10 s, forgive 0.1), short 5 ms / long 100 ms unless stated.
+// 10 ms transactions, open-loop Poisson arrivals, short 5 ms / long 100 ms
+// unless stated. The table was derived with the library's debt (max C,
+// decay over 10 s, forgive 0.1); since issue 16 the gate's debt follows the
+// higher tiers' demand (admission/doc.go), and the table's thresholds
+// still hold. Issue 16's own scenarios, S7 and S8, are in
+// overload_test.go.
 //
 // Durations: the research runs measured 18 s after a 2 s warm-up. Under
 // -race on a small shared machine that is too slow for every scenario × 3
@@ -43,6 +47,8 @@ func seeds() []uint64 {
 // off the hold-time floors Short' = max(Short, 2×p50), Long' = max(Long,
 // 10×p50), which the model did not have) and the library's LIFO exit (leave
 // as soon as the queue is empty), "unless stated": S6 states hysteresis.
+// DebtDecay caps the demand time constant; Forgive no longer has an effect
+// (both kept as the model stated them).
 func modelGate(tiers int) admission.Config {
 	return admission.Config{
 		Tiers:        tiers,
@@ -69,7 +75,7 @@ func simulate(t *testing.T, gcfg admission.Config, cfg Config, probe func(*run) 
 	t.Helper()
 	clk := fakeclock.New(Epoch)
 	gcfg.Clock = clk
-	g := admission.NewGate(gcfg, cfg.Capacity)
+	g := admission.NewGate(gcfg, cfg.InitialCapacity())
 	r := &run{gate: g}
 	if probe != nil {
 		cfg.OnStep = probe(r)
