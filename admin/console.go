@@ -159,7 +159,20 @@ type AdmissionRow struct {
 	Weight         float64 // node
 	Ceiling        float64 // node
 	Alloc          float64 // node: water-fill allocation of the current demand
-	Debt           float64 // tier
+	Debt           float64 // tier: free slots it leaves for the tiers above
 	Mode           string  // tier: "fifo" or "lifo"
 	Granted, Shed  uint64  // tier
+	// Demand is the tier's demand estimate (tickets plus waiters, time
+	// averaged); Allowed is how many tickets the tier and the tiers below it
+	// may hold together now (capacity less what the tiers above claim or
+	// hold). A tier's waiters wait while its tickets and those below reach
+	// Allowed.
+	Demand  float64 // tier
+	Allowed int     // tier
+	// Busy is the pool's busy fraction over the gate's life,
+	// InUseSeconds ÷ CapacitySeconds; both integrals are cumulative
+	// (slot-seconds), so the fraction over a window is the ratio of their
+	// increases between two readings.
+	Busy                          float64 // pool
+	InUseSeconds, CapacitySeconds float64 // pool
 }

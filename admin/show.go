@@ -73,10 +73,11 @@ var (
 	versionCols  = cols("s", "version")
 	stateCols    = cols("ss", "key", "value")
 	// SHOW ADMISSION is pgturnstile's own: one row per gate, tier and
-	// fair-share node.
-	admissionCols = cols("ssssiiiNNNNsqq", "database", "user", "kind", "name",
+	// fair-share node. Columns added later go at the end, so tools that
+	// read the first ones by position keep working.
+	admissionCols = cols("ssssiiiNNNNsqqNiNNN", "database", "user", "kind", "name",
 		"capacity", "in_use", "waiting", "weight", "ceiling", "alloc", "debt", "mode",
-		"granted", "shed")
+		"granted", "shed", "demand", "allowed", "busy", "in_use_seconds", "capacity_seconds")
 )
 
 // shows maps each SHOW subject (lower case) to its command. HELP is
@@ -426,14 +427,17 @@ func admissionRows(con Console) [][]value {
 	var out [][]value
 	for _, r := range con.Admission() {
 		row := []value{text(r.Database), text(r.User), text(r.Kind), text(r.Name),
-			null, num(r.InUse), num(r.Waiting), null, null, null, null, null, null, null}
+			null, num(r.InUse), num(r.Waiting), null, null, null, null, null, null, null,
+			null, null, null, null, null}
 		switch r.Kind {
 		case "pool":
 			row[3] = null
 			row[4] = num(r.Capacity)
+			row[16], row[17], row[18] = fixed(r.Busy, 3), fixed(r.InUseSeconds, 3), fixed(r.CapacitySeconds, 3)
 		case "tier":
 			row[10], row[11] = decimal(r.Debt), text(r.Mode)
 			row[12], row[13] = num(r.Granted), num(r.Shed)
+			row[14], row[15] = decimal(r.Demand), num(r.Allowed)
 		case "node":
 			row[7], row[8], row[9] = decimal(r.Weight), decimal(r.Ceiling), decimal(r.Alloc)
 		}
@@ -444,4 +448,8 @@ func admissionRows(con Console) [][]value {
 
 // decimal prints a fraction for a numeric column with two decimals, enough
 // for debt and shares and stable for tests.
-func decimal(f float64) value { return text(strconv.FormatFloat(f, 'f', 2, 64)) }
+func decimal(f float64) value { return fixed(f, 2) }
+
+// fixed prints a numeric column with prec decimals: three for the busy
+// fraction and the slot-seconds it comes from (a millisecond of one slot).
+func fixed(f float64, prec int) value { return text(strconv.FormatFloat(f, 'f', prec, 64)) }

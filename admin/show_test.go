@@ -394,10 +394,14 @@ func TestShowAdmission(t *testing.T) {
 		t.Fatalf("%d rows, want 4", len(r.rows))
 	}
 	want := []map[string]string{
-		{"kind": "pool", "name": "NULL", "capacity": "4", "in_use": "3", "waiting": "5", "debt": "NULL", "weight": "NULL"},
-		{"kind": "tier", "name": "high", "capacity": "NULL", "debt": "0.00", "mode": "fifo", "granted": "7", "shed": "0"},
-		{"kind": "tier", "name": "low", "in_use": "1", "waiting": "5", "debt": "1.25", "mode": "lifo", "granted": "3", "shed": "9"},
-		{"kind": "node", "name": "source=batch", "weight": "1.00", "ceiling": "0.50", "alloc": "2.00", "debt": "NULL", "mode": "NULL"},
+		{"kind": "pool", "name": "NULL", "capacity": "4", "in_use": "3", "waiting": "5", "debt": "NULL", "weight": "NULL",
+			"demand": "NULL", "allowed": "NULL", "busy": "0.938", "in_use_seconds": "56.250", "capacity_seconds": "60.000"},
+		{"kind": "tier", "name": "high", "capacity": "NULL", "in_use": "2", "debt": "0.00", "mode": "fifo", "granted": "7", "shed": "0",
+			"demand": "1.46", "allowed": "4", "busy": "NULL", "in_use_seconds": "NULL", "capacity_seconds": "NULL"},
+		{"kind": "tier", "name": "low", "in_use": "1", "waiting": "5", "debt": "1.00", "mode": "lifo", "granted": "3", "shed": "9",
+			"demand": "6.00", "allowed": "2"},
+		{"kind": "node", "name": "source=batch", "weight": "1.00", "ceiling": "0.50", "alloc": "2.00", "debt": "NULL", "mode": "NULL",
+			"demand": "NULL", "allowed": "NULL", "busy": "NULL"},
 	}
 	for i, cols := range want {
 		if got := r.get(t, i, "database"); got != "app" {

@@ -85,6 +85,7 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 	cfg.PoolSize = max(size, 1)
 	cfg.MaxWait = st.QueryWaitTimeout
 	g := admission.NewGate(cfg, p.gateCapacityLocked())
+	g.SetPool(p.gateCapacityLocked(), p.connecting)
 	if !g.Fair() && cfg.Tree != nil && cfg.Tree.Leaves() > 1 {
 		// PGKeeper's caveat: a pool too small to slice makes fair shares
 		// rounding noise; the gate then serves each tier in FIFO order.
@@ -110,11 +111,13 @@ func (p *Pool) gateCapacityLocked() int {
 	return n
 }
 
-// syncGateLocked follows the gate's capacity after the pool's server count
-// changed.
+// syncGateLocked follows the gate's capacity, and the logins in flight,
+// after the pool's server count changed. While servers log in (warm-up,
+// RECONNECT, churn) the gate lets the top tier wait for them up to
+// query_wait_timeout instead of shedding it by CoDel (admission/doc.go).
 func (p *Pool) syncGateLocked() {
 	if p.gate != nil {
-		p.gate.gate.SetCapacity(p.gateCapacityLocked())
+		p.gate.gate.SetPool(p.gateCapacityLocked(), p.connecting)
 	}
 }
 
@@ -370,15 +373,17 @@ func (s *Service) Admission() []admin.AdmissionRow {
 		base := admin.AdmissionRow{Database: p.key.db, User: p.key.user}
 		row := base
 		row.Kind, row.Capacity, row.InUse, row.Waiting = "pool", snap.Capacity, snap.InUse, snap.Waiting
+		row.Busy, row.InUseSeconds, row.CapacitySeconds = snap.Busy, snap.InUseSeconds, snap.CapacitySeconds
 		out = append(out, row)
 		for _, t := range snap.Tiers {
 			row := base
 			row.Kind, row.Name = "tier", ap.policy.PriorityName(t.Priority)
-			row.Waiting, row.Debt, row.Mode = t.Waiting, t.Debt, "fifo"
+			row.InUse, row.Waiting, row.Debt, row.Mode = t.InUse, t.Waiting, t.Debt, "fifo"
 			if t.LIFO {
 				row.Mode = "lifo"
 			}
 			row.Granted, row.Shed = t.Granted, t.Shed
+			row.Demand, row.Allowed = t.Demand, t.Allowed
 			out = append(out, row)
 		}
 		for _, n := range snap.Nodes {

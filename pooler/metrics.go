@@ -152,9 +152,10 @@ func poolLabels(db, user string) string {
 }
 
 // writeAdmissionMetrics writes the gates' state from the rows SHOW
-// ADMISSION prints: capacity and tickets per pool, debt, LIFO mode and
-// waiters per tier, tickets and waiters per fair-share node. Decision
-// counters and wait histograms live in s.metrics (admission.go).
+// ADMISSION prints: capacity, tickets and the busy accounting per pool;
+// debt, demand, allowed slots, tickets, LIFO mode and waiters per tier;
+// tickets and waiters per fair-share node. Decision counters and wait
+// histograms live in s.metrics (admission.go).
 func (s *Service) writeAdmissionMetrics(w io.Writer) {
 	rows := s.Admission()
 	if len(rows) == 0 {
@@ -168,6 +169,9 @@ func (s *Service) writeAdmissionMetrics(w io.Writer) {
 		{"pgturnstile_admission_capacity", "pool", func(r *admin.AdmissionRow) float64 { return float64(r.Capacity) }},
 		{"pgturnstile_admission_in_use", "pool", func(r *admin.AdmissionRow) float64 { return float64(r.InUse) }},
 		{"pgturnstile_admission_debt", "tier", func(r *admin.AdmissionRow) float64 { return r.Debt }},
+		{"pgturnstile_admission_demand", "tier", func(r *admin.AdmissionRow) float64 { return r.Demand }},
+		{"pgturnstile_admission_allowed", "tier", func(r *admin.AdmissionRow) float64 { return float64(r.Allowed) }},
+		{"pgturnstile_admission_tier_in_use", "tier", func(r *admin.AdmissionRow) float64 { return float64(r.InUse) }},
 		{"pgturnstile_admission_lifo", "tier", func(r *admin.AdmissionRow) float64 {
 			if r.Mode == "lifo" {
 				return 1
@@ -192,6 +196,24 @@ func (s *Service) writeAdmissionMetrics(w io.Writer) {
 				labels = fmt.Sprintf(`{database="%s",user="%s",category="%s"}`, labelValue(r.Database), labelValue(r.User), labelValue(r.Name))
 			}
 			fmt.Fprintf(w, "%s%s %g\n", g.name, labels, g.v(r))
+		}
+	}
+	// The busy accounting: the lifetime fraction, and the two integrals
+	// as counters, so rate(in_use) ÷ rate(capacity) is the busy fraction
+	// over any window. They restart with the gate (a policy reload).
+	for _, c := range []struct {
+		name, typ string
+		v         func(r *admin.AdmissionRow) float64
+	}{
+		{"pgturnstile_admission_busy_ratio", "gauge", func(r *admin.AdmissionRow) float64 { return r.Busy }},
+		{"pgturnstile_admission_in_use_seconds_total", "counter", func(r *admin.AdmissionRow) float64 { return r.InUseSeconds }},
+		{"pgturnstile_admission_capacity_seconds_total", "counter", func(r *admin.AdmissionRow) float64 { return r.CapacitySeconds }},
+	} {
+		metrics.WriteMetadataIfNeeded(w, c.name, c.typ)
+		for i := range rows {
+			if r := &rows[i]; r.Kind == "pool" {
+				fmt.Fprintf(w, "%s%s %g\n", c.name, poolLabels(r.Database, r.User), c.v(r))
+			}
 		}
 	}
 }
