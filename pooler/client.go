@@ -112,6 +112,10 @@ type clientLink struct {
 	// splices are the long texts a rewrite in out carries by reference
 	// (relay_prepared.go, writeRewrite).
 	splices []splice
+	// replies counts, for linkState.failing, the server's replies that
+	// complete an extended-protocol message since its last ReadyForQuery.
+	// Only the link's pump touches it.
+	replies int
 	// ops are the replies the linked server owes, for mapping (prepared.go).
 	ops opQueue
 	// skipToSync drops client messages up to the next Sync after an error
@@ -1020,6 +1024,15 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			continue
 		}
 		c.skipToSync = false
+		if c.ls.feeding && !isCopyInput(typ) {
+			// Postgres would end the COPY with an error over it and
+			// consume it; what the client's later messages then get
+			// depends on how far the server had read.
+			c.mu.Unlock()
+			c.closeBadInput(&Error{Severity: "FATAL", SQLState: "08P01", Message: fmt.Sprintf("unexpected message type 0x%02X during COPY from stdin", typ)}, "")
+			return false
+		}
+		ignored := c.ls.feeding // a Sync or Flush the server ignores in COPY IN
 		if c.ls.idle() {
 			// The first request after an idle point starts a query (and
 			// a transaction when none is open).
@@ -1042,7 +1055,9 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
 				mapped = true
 			case wire.MsgSync, wire.MsgFunctionCall:
-				c.ops.push(op{kind: opSync})
+				if !ignored {
+					c.ops.push(op{kind: opSync, msg: typ})
+				}
 			}
 		}
 		c.writing = true
@@ -1368,7 +1383,8 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.waiting = false
 	c.srv = s
-	c.ls = linkState{txStatus: wire.TxIdle}
+	c.ls.reset()
+	c.replies = 0
 	c.ops.reset()
 	c.skipToSync = false
 	c.pumpDone = nil
@@ -1560,6 +1576,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			c.serverLost(s, err)
 			return pumpLinkOver
 		}
+		if completesExtended(typ) {
+			c.replies++
+		}
 		gone := c.gone.Load()
 		var out *wire.Writer
 		if !gone {
@@ -1567,6 +1586,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		}
 		switch typ {
 		case wire.MsgReadyForQuery:
+			c.replies = 0
 			msg, err := s.r.Message()
 			if err != nil {
 				c.serverLost(s, err)
@@ -1621,8 +1641,18 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			continue
 		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
 			c.mu.Lock()
-			c.ls.copyIn = true
+			if dropped, consumed := c.ls.copyStarted(c.replies); c.tracking {
+				c.ops.killSyncs(dropped)
+				if consumed == wire.MsgParse || consumed == wire.MsgClose {
+					c.consumedByCopyLocked(s)
+				}
+			}
 			c.mu.Unlock()
+			if gone {
+				// The drain's next step (CopyFail) is due now, not
+				// when the server, waiting for data, times out.
+				s.conn.SetReadDeadline(time.Now())
+			}
 			// The client sends COPY data next while the server stays
 			// silent: serve must go back to reading the client.
 			handOff = inline
@@ -1643,11 +1673,24 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				}
 			}
 		case wire.MsgErrorResponse:
-			if c.tracking {
-				c.mu.Lock()
-				c.errorLocked(s)
-				c.mu.Unlock()
+			c.mu.Lock()
+			skip, synced := c.ls.serverError(c.replies)
+			if skip {
+				c.replies = 0
+				if !synced {
+					// The server skips the client's messages up to its
+					// next Sync: so does serve, so that none is counted
+					// as owing a reply. The server says nothing more
+					// until that Sync, which serve must read: an inline
+					// relay hands over.
+					c.skipToSync = true
+					handOff = inline
+				}
 			}
+			if c.tracking {
+				c.errorLocked(s, skip)
+			}
+			c.mu.Unlock()
 		case wire.MsgCommandComplete:
 			if c.tracking {
 				pre, err := s.r.Peek(32)
@@ -1727,10 +1770,17 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		// server whose pump writes to the client.
 		c.w.Flush()
 		c.srv = nil
+		unsure := c.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
 			c.conn.SetReadDeadline(time.Now().Add(st.ClientIdleTimeout))
+		}
+		if unsure {
+			// A reply may still be on its way (see linkState): it must
+			// not reach the next client.
+			c.pool.discard(s, "client protocol state unknown after COPY")
+			return false
 		}
 		c.releaseServer(s, st)
 		return false
@@ -1787,6 +1837,7 @@ func (c *client) drainLocked(s *server) bool {
 	case step == drainWait && c.ls.copyIn && !d.copyFailed:
 		// A COPY FROM STDIN waits for data that will never come.
 		d.copyFailed = true
+		c.ls.fromClient(wire.MsgCopyFail)
 		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
 	case step == drainWait:
 		c.mu.Unlock()
@@ -1796,12 +1847,12 @@ func (c *client) drainLocked(s *server) bool {
 		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
 	case step == drainSync:
 		c.ls.fromClient(wire.MsgSync)
-		c.pushSyncLocked()
+		c.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case step == drainRollback:
 		// Auto rollback: the client's transaction dies with it.
 		c.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked()
+		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
 		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
@@ -1810,7 +1861,7 @@ func (c *client) drainLocked(s *server) bool {
 	case step == drainReset:
 		c.resetDue = false
 		c.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked()
+		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
 	default: // drainRelease
 		return c.drainReleaseLocked(s)
@@ -1825,10 +1876,35 @@ func (c *client) drainLocked(s *server) bool {
 }
 
 // pushSyncLocked records a Sync-like message the pooler itself sends.
-func (c *client) pushSyncLocked() {
+func (c *client) pushSyncLocked(typ byte) {
 	if c.tracking {
-		c.ops.push(op{kind: opSync})
+		c.ops.push(op{kind: opSync, msg: typ})
 	}
+}
+
+// completesExtended reports whether a server message of type typ is the
+// last reply to an extended-protocol message (linkState.failing): Parse,
+// Bind and Close have one reply each, Describe ends with RowDescription or
+// NoData, Execute with CommandComplete, EmptyQueryResponse or
+// PortalSuspended. A Query's own RowDescription and CommandComplete count
+// too, harmlessly: by then every earlier extended message has finished.
+func completesExtended(typ byte) bool {
+	switch typ {
+	case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgNoData,
+		wire.MsgRowDescription, wire.MsgCommandComplete, wire.MsgEmptyQueryResponse, wire.MsgPortalSuspended:
+		return true
+	}
+	return false
+}
+
+// isCopyInput reports whether the server, reading the client as COPY data,
+// takes a message of type typ as such (Sync and Flush it ignores).
+func isCopyInput(typ byte) bool {
+	switch typ {
+	case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail, wire.MsgSync, wire.MsgFlush:
+		return true
+	}
+	return false
 }
 
 // pumpTimeout handles an expired server read deadline: a departed client's

@@ -172,8 +172,13 @@ func (c *client) drainReleaseLocked(s *server) bool {
 	}
 	c.finishDrainLocked(outcome)
 	c.srv = nil
+	unsure := c.ls.unsure
 	c.mu.Unlock()
 	s.conn.SetReadDeadline(time.Time{})
+	if unsure {
+		c.pool.discard(s, "client protocol state unknown after COPY")
+		return false
+	}
 	c.pool.release(s)
 	return false
 }

@@ -76,16 +76,6 @@ type fakePostgres struct {
 	wg sync.WaitGroup
 }
 
-// fakeLenientSkip makes the fake answer every Query, FunctionCall and
-// Sync with ReadyForQuery, which Postgres does not do: it runs a Query or
-// FunctionCall that arrives while it skips to Sync after an error (ending
-// the skip), and runs any message that arrives during COPY FROM STDIN
-// (Sync included, which Postgres ignores there) after the error that ends
-// the COPY, where Postgres consumes it. Only for exploring with the fuzzer
-// past the pooler bug those cases trigger (sessionInputsKnownToFail);
-// never set in a commit.
-var fakeLenientSkip = false
-
 // fakeMsg is one message a fake server connection received.
 type fakeMsg struct {
 	conn int
@@ -277,9 +267,6 @@ func (fc *fakeConn) serve() {
 			continue
 		}
 		if typ == 'S' {
-			fc.ignoreTillSync = false
-		}
-		if fc.ignoreTillSync && fakeLenientSkip && (typ == 'Q' || typ == 'F') {
 			fc.ignoreTillSync = false
 		}
 		if fc.ignoreTillSync {
@@ -790,26 +777,13 @@ func (fc *fakeConn) copyMessage(typ byte, body []byte) {
 	case 'H':
 		return // ignored during COPY, as Postgres does
 	case 'S':
-		if !fakeLenientSkip {
-			return // ignored during COPY, as Postgres does
-		}
-		fc.fail(false, "08P01", "unexpected Sync during COPY from stdin")
-		fc.copyIn = false
-		fc.ready()
-		fc.handle(typ, body)
-		return
+		return // ignored during COPY, as Postgres does
 	case 'c':
 		fc.send(&pgproto3.CommandComplete{CommandTag: []byte("COPY " + strconv.Itoa(fc.copyBytes))})
 	case 'f':
 		fc.fail(false, "57014", "COPY from stdin failed: "+string(bytes.TrimRight(body, "\x00")))
 	default:
 		fc.fail(false, "08P01", fmt.Sprintf("unexpected message type 0x%02X during COPY from stdin", typ))
-		if fakeLenientSkip {
-			fc.copyIn = false
-			fc.ready()
-			fc.handle(typ, body)
-			return
-		}
 	}
 	fc.copyIn = false
 	fc.ready()

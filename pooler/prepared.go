@@ -244,6 +244,9 @@ const (
 	// relayQuery): its CommandComplete is rewritten to DEALLOCATE and the
 	// client's name is let go; an error gives the name back.
 	opDeallocate
+	// opDead is an entry whose message the server ignored (a Sync read in
+	// COPY IN mode): peek and pop pass over it.
+	opDead
 )
 
 type op struct {
@@ -255,6 +258,8 @@ type op struct {
 	err        *Error
 	// unnamed marks a Parse of the unnamed statement.
 	unnamed bool
+	// msg is an opSync's message: Sync, Query or FunctionCall.
+	msg byte
 }
 
 // opQueue is a FIFO ring; it grows but does not shrink, so steady state
@@ -277,10 +282,30 @@ func (q *opQueue) push(o op) {
 }
 
 func (q *opQueue) peek() *op {
+	for q.size > 0 && q.buf[q.head].kind == opDead {
+		q.pop()
+	}
 	if q.size == 0 {
 		return nil
 	}
 	return &q.buf[q.head]
+}
+
+// killSyncs marks the opSync entries at the given positions among the
+// queue's opSync entries (ascending) as dead.
+func (q *opQueue) killSyncs(positions []int) {
+	n := 0
+	for i := 0; i < q.size && len(positions) > 0; i++ {
+		o := &q.buf[(q.head+i)%len(q.buf)]
+		if o.kind != opSync {
+			continue
+		}
+		if n == positions[0] {
+			o.kind = opDead
+			positions = positions[1:]
+		}
+		n++
+	}
 }
 
 func (q *opQueue) pop() op {

@@ -73,11 +73,13 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		return s.w.WriteMessage(wire.MsgParse, body)
 	}
 	if len(name) > maxNameMessage-2 {
+		c.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if _, held := c.stmts[name]; held {
+		c.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStmtExists(name))
 		c.mu.Unlock()
 		return nil
@@ -93,6 +95,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
+		c.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
@@ -107,6 +110,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.ops.push(op{kind: opCloseInjected})
 		out = appendParse(out, noopStmt, "", nil)
 		out = appendCloseStmt(out, noopStmt)
+		c.ls.injected(wire.MsgClose)
 	} else {
 		out = c.prepareLocked(out, s, def, opParse, name)
 	}
@@ -132,6 +136,7 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
+	c.ls.unrecord() // answered here, not sent
 	c.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
@@ -271,12 +276,16 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 			out = appendCloseStmt(out, old.name)
 			c.svc.stmts.ref(old) // held by the op until its reply
 			c.ops.push(op{kind: opCloseInjected, def: old})
+			c.ls.injected(wire.MsgClose)
 			s.stmts.remove(c.svc.stmts, old)
 		}
 	}
 	out = c.appendParseLocked(out, def.name, def.query, def.types)
 	c.pool.stats.serverParses.Add(1)
 	c.ops.push(op{kind: kind, def: def, clientName: clientName})
+	if kind == opParseInjected {
+		c.ls.injected(wire.MsgParse)
+	}
 	s.stmts.add(c.svc.stmts, def)
 	return out
 }
@@ -420,7 +429,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// A simple query replaces the server's unnamed statement.
 	s.unnamedOwner = 0
 	if def == nil {
-		c.ops.push(op{kind: opSync})
+		c.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
@@ -429,7 +438,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// (errorLocked). The definition's reference is held by the op.
 	delete(c.stmts, name)
 	c.ops.push(op{kind: opDeallocate, def: def, clientName: name})
-	c.ops.push(op{kind: opSync})
+	c.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return err
@@ -515,42 +524,72 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 	return popped.kind == opParseInjected || popped.kind == opCloseInjected
 }
 
-// errorLocked applies an ErrorResponse: the server skips every message up to
-// the next Sync, so their ops are dropped and the caches undone.
-func (c *client) errorLocked(s *server) {
-	for o := c.ops.peek(); o != nil && o.kind != opSync; o = c.ops.peek() {
-		d := c.ops.pop()
-		if d.unnamed {
-			// Whether the server got this unnamed statement is unknown.
-			s.unnamedOwner = 0
+// errorLocked applies an ErrorResponse: the ops of the messages the server
+// will not answer are dropped and the caches undone. Those are the ones up
+// to the failed request's end: with skip (an extended-protocol message
+// failed, linkState.serverError), every message up to the next Sync,
+// Queries and FunctionCalls included; otherwise up to the Query,
+// FunctionCall or Sync that failed.
+func (c *client) errorLocked(s *server, skip bool) {
+	for o := c.ops.peek(); o != nil; o = c.ops.peek() {
+		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
+			break
 		}
-		switch d.kind {
-		case opParse, opParseInjected:
-			if d.def != nil {
-				s.stmts.remove(c.svc.stmts, d.def)
-				if d.clientName != "" && c.stmts[d.clientName] == d.def {
-					delete(c.stmts, d.clientName)
-					c.svc.stmts.release(d.def)
-				}
-			}
-		case opDeallocate:
-			// DEALLOCATE failed (an aborted transaction): Postgres keeps
-			// the statement, so the client keeps its name, unless it has
-			// prepared the name anew since.
-			if _, taken := c.stmts[d.clientName]; !taken {
-				if c.stmts == nil {
-					c.stmts = map[string]*stmtDef{}
-				}
-				c.stmts[d.clientName] = d.def
-			} else {
+		c.undoLocked(s, c.ops.pop())
+	}
+}
+
+// consumedByCopyLocked applies a Parse or Close that a COPY IN consumed as
+// the error ending it (linkState.copyStarted): the server never ran it, so
+// its op goes and what it would have changed is undone. Its op is the
+// first Parse or Close op in the queue: the messages between the COPY's
+// start and it are COPY data and Syncs, whose ops are gone.
+func (c *client) consumedByCopyLocked(s *server) {
+	for i := 0; i < c.ops.size; i++ {
+		o := &c.ops.buf[(c.ops.head+i)%len(c.ops.buf)]
+		switch o.kind {
+		case opParse, opParseInjected, opClose, opCloseInjected:
+			d := *o
+			o.kind = opDead
+			c.undoLocked(s, d)
+			return
+		}
+	}
+}
+
+// undoLocked undoes what the message of op d would have changed, for a
+// message the server did not run.
+func (c *client) undoLocked(s *server, d op) {
+	if d.unnamed {
+		// Whether the server got this unnamed statement is unknown.
+		s.unnamedOwner = 0
+	}
+	switch d.kind {
+	case opParse, opParseInjected:
+		if d.def != nil {
+			s.stmts.remove(c.svc.stmts, d.def)
+			if d.clientName != "" && c.stmts[d.clientName] == d.def {
+				delete(c.stmts, d.clientName)
 				c.svc.stmts.release(d.def)
 			}
-		case opCloseInjected:
-			if d.def != nil {
-				// Skipped: the statement is still on the server.
-				s.stmts.add(c.svc.stmts, d.def)
-				c.svc.stmts.release(d.def)
+		}
+	case opDeallocate:
+		// DEALLOCATE failed (an aborted transaction): Postgres keeps
+		// the statement, so the client keeps its name, unless it has
+		// prepared the name anew since.
+		if _, taken := c.stmts[d.clientName]; !taken {
+			if c.stmts == nil {
+				c.stmts = map[string]*stmtDef{}
 			}
+			c.stmts[d.clientName] = d.def
+		} else {
+			c.svc.stmts.release(d.def)
+		}
+	case opCloseInjected:
+		if d.def != nil {
+			// Skipped: the statement is still on the server.
+			s.stmts.add(c.svc.stmts, d.def)
+			c.svc.stmts.release(d.def)
 		}
 	}
 }
@@ -724,6 +763,7 @@ func (c *client) unnamedLocked(out []byte, s *server) []byte {
 	binary.BigEndian.PutUint32(out[len(out)-4:], uint32(4+len(c.unnamedParse)))
 	out = c.appendText(out, c.unnamedParse)
 	c.ops.push(op{kind: opParseInjected, unnamed: true})
+	c.ls.injected(wire.MsgParse)
 	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
 	return out
 }

@@ -92,3 +92,86 @@ func TestDrainSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkStateFollowsServerSkips replays client messages and server
+// replies through a linkState as the pump and serve drive it: an error in
+// an extended-protocol message makes Postgres skip to the next Sync, Query
+// and FunctionCall included; COPY IN ignores Sync and Flush and consumes
+// any other message as the error that ends it. The link must end idle with
+// nothing outstanding, and be marked unsure exactly where timing decides.
+func TestLinkStateFollowsServerSkips(t *testing.T) {
+	cases := []struct {
+		name   string
+		client string // messages sent, in order, before the server's replies
+		server string // replies: 1 2 3 n T C I s complete a message, E error, G CopyInResponse, Z ReadyForQuery
+		later  string // messages sent after the replies so far
+		then   string // replies after those
+		unsure bool
+	}{
+		{name: "Parse fails, Query skipped", client: "PQS", server: "EZ"},
+		{name: "Parse fails, FunctionCall skipped", client: "PFS", server: "EZ"},
+		{name: "Parse fine, Query fails", client: "PQS", server: "1EZZ"},
+		{name: "Execute fails after Parse and Bind", client: "PBES", server: "12EZ"},
+		{name: "two batches, the first fails", client: "PBESPBES", server: "EZ12CZ"},
+		{name: "Parse fails before the client's Sync", client: "PB", server: "E", later: "S", then: "Z"},
+		{name: "simple COPY with a Sync sent early", client: "QS", server: "G", later: "dc", then: "CZ"},
+		{name: "extended COPY, libpq's way", client: "PBDES", server: "12nG", later: "dcS", then: "CZ"},
+		{name: "COPY consumes a pipelined Query", client: "QQ", server: "GEZ", unsure: true},
+		{name: "Sync among COPY data", client: "Q", server: "G", later: "dSd", then: "EZ", unsure: true},
+		{name: "COPY ended by CopyDone before CopyInResponse", client: "QdcS", server: "GCZZ"},
+	}
+	replay := func(ls *linkState, replies *int, server string) {
+		for _, r := range []byte(server) {
+			switch r {
+			case 'E':
+				if skip, _ := ls.serverError(*replies); skip {
+					*replies = 0
+				}
+			case 'G':
+				ls.copyStarted(*replies)
+			case 'Z':
+				ls.readyForQuery(wire.TxIdle)
+				*replies = 0
+			default:
+				if completesExtended(r) {
+					*replies++
+				}
+			}
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var ls linkState
+			ls.reset()
+			replies := 0
+			for _, m := range []byte(c.client) {
+				ls.fromClient(m)
+			}
+			replay(&ls, &replies, c.server)
+			for _, m := range []byte(c.later) {
+				ls.fromClient(m)
+			}
+			replay(&ls, &replies, c.then)
+			if !ls.idle() || ls.outstanding != 0 || ls.sent.len() != 0 {
+				t.Fatalf("not idle at the end: outstanding %d, pending %v, copyIn %v, sent %q", ls.outstanding, ls.pending, ls.copyIn, ls.sent.buf[ls.sent.head:])
+			}
+			if ls.unsure != c.unsure {
+				t.Fatalf("unsure = %v, want %v", ls.unsure, c.unsure)
+			}
+		})
+	}
+}
+
+// The kinds queue keeps its buffer: steady state does not allocate.
+func TestSentKindsAllocations(t *testing.T) {
+	var ls linkState
+	ls.reset()
+	if n := testing.AllocsPerRun(100, func() {
+		for _, m := range []byte("PBDES") {
+			ls.fromClient(m)
+		}
+		ls.readyForQuery(wire.TxIdle)
+	}); n != 0 {
+		t.Fatalf("%v allocations per transaction", n)
+	}
+}

@@ -40,6 +40,9 @@ const (
 	MsgParseComplete      byte = '1'
 	MsgBindComplete       byte = '2'
 	MsgCloseComplete      byte = '3'
+	MsgNoData             byte = 'n'
+	MsgRowDescription     byte = 'T'
+	MsgPortalSuspended    byte = 's'
 )
 
 // Transaction status bytes of ReadyForQuery.
