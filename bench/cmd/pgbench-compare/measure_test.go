@@ -238,8 +238,12 @@ func TestSummarizeOverload(t *testing.T) {
 func TestOverloadReport(t *testing.T) {
 	o := options{rounds: 3, overloadDur: 8 * time.Second}
 	mk := func(tg string, round int, p50, p99, high, low float64) overloadResult {
+		busy := math.NaN() // PgBouncer has no gate
+		if tg == tTurnstile {
+			busy = 0.9 + 0.01*float64(round)
+		}
 		return overloadResult{Target: tg, Round: round, OK: true, WindowS: 7, HighTxns: 100, HighOK: 99, HighShed: 1,
-			HighP50us: p50 * 1000, HighP99us: p99 * 1000, HighTPS: high, LowTPS: low, LowShed: 500 * round, LowTxns: 1000}
+			HighP50us: p50 * 1000, HighP99us: p99 * 1000, HighTPS: high, LowTPS: low, LowShed: 500 * round, LowTxns: 1000, Busy: busy}
 	}
 	over := []overloadResult{
 		mk(tBouncer, 1, 360, 400, 11, 170), mk(tTurnstile, 1, 36, 80, 150, 40),
@@ -253,14 +257,15 @@ func TestOverloadReport(t *testing.T) {
 		"3 rounds of 8s per pooler",
 		"from 1s after the start",
 		"≈ 320 ms",
-		"| pgbouncer | 99.0 (99.0–99.0) | 360.0 (300.0–400.0) | 400.0 (400.0–500.0) | 11 (10–12) | 170 (170–180) | 1000 (500–1500) | 0 (0–0) | 3/3 |",
-		"| pgturnstile | 99.0 (99.0–99.0) | 30.0 (24.0–36.0) | 60.0 (40.0–80.0) | 155 (150–160) | 35 (30–40) | 750 (500–1000) | 0 (0–0) | 2/3 ⚠ logins: 68 of 68 failed; first: boom |",
+		"| pgbouncer | 99.0 (99.0–99.0) | 360.0 (300.0–400.0) | 400.0 (400.0–500.0) | 11 (10–12) | 170 (170–180) | 1000 (500–1500) | — | 0 (0–0) | 3/3 |",
+		"| pgturnstile | 99.0 (99.0–99.0) | 30.0 (24.0–36.0) | 60.0 (40.0–80.0) | 155 (150–160) | 35 (30–40) | 750 (500–1000) | 0.915 (0.910–0.920) | 0 (0–0) | 2/3 ⚠ logins: 68 of 68 failed; first: boom |",
 		// Round 1: 36/360, 80/400, 40/170; round 2: 24/400, 40/500, 30/180.
 		"| ratio within each round, median (min–max) | 0.080 (0.060–0.100) | 0.140 (0.080–0.200) | 0.20 (0.17–0.24) |",
 		// pgturnstile's rounds 1 and 2: 99 %, p99 80 and 40 ms.
 		"| high-priority success % | ≥ 99.9 | 99.00 (99.00–99.00) | **no** |",
 		"| high-priority p99 ms | ≤ 10 | 60.00 (40.00–80.00) | **no** |",
 		"| low-priority TPS ÷ PgBouncer's (no policy), pair by pair | ≥ 0.70 | 0.20 (0.17–0.24) | **no** |",
+		"| pool busy fraction (the gate's accounting) | ≥ 0.90 | 0.92 (0.91–0.92) | yes |",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("overload section lacks %q\n%s", want, sec)
@@ -273,7 +278,7 @@ func TestOverloadReport(t *testing.T) {
 	if !strings.Contains(rep, "- overload, round 3, pgturnstile: logins: 68 of 68 failed") {
 		t.Errorf("failed overload run not listed:\n%s", rep)
 	}
-	if !strings.Contains(rep, "| 2 | pgbouncer | 100 | 99.00 | 1 | 400.0 | 500.0 | 10.0 | 1000 | 180.0 | 1000 | 0 | 0 | 7.00 |") {
+	if !strings.Contains(rep, "| 2 | pgbouncer | 100 | 99.00 | 1 | 400.0 | 500.0 | 10.0 | 1000 | 180.0 | 1000 | — | 0 | 0 | 7.00 |") {
 		t.Errorf("raw overload row missing:\n%s", rep)
 	}
 	if rep := report(o, info{}, nil, nil, nil, nil); strings.Contains(rep, "Overload") {
@@ -288,7 +293,7 @@ func TestOverloadIssue16Verdicts(t *testing.T) {
 	o := options{rounds: 2, overloadDur: 8 * time.Second}
 	mk := func(tg string, round, ok int, p99, low float64) overloadResult {
 		return overloadResult{Target: tg, Round: round, OK: true, WindowS: 7, HighTxns: 10000, HighOK: ok,
-			HighP50us: 300, HighP99us: p99 * 1000, HighTPS: 9000, LowTPS: low}
+			HighP50us: 300, HighP99us: p99 * 1000, HighTPS: 9000, LowTPS: low, Busy: 0.95}
 	}
 	sec := overloadSection(o, []overloadResult{
 		mk(tBouncer, 1, 10000, 330, 190), mk(tTurnstile, 1, 9995, 4.2, 150),
@@ -299,10 +304,33 @@ func TestOverloadIssue16Verdicts(t *testing.T) {
 		"| high-priority p99 ms | ≤ 10 | 4.00 (3.80–4.20) | yes |",
 		// 150/190 = 0.79, 140/200 = 0.70.
 		"| low-priority TPS ÷ PgBouncer's (no policy), pair by pair | ≥ 0.70 | 0.74 (0.70–0.79) | yes |",
+		"| pool busy fraction (the gate's accounting) | ≥ 0.90 | 0.95 (0.95–0.95) | yes |",
 	} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("overload section lacks %q\n%s", want, sec)
 		}
+	}
+}
+
+// TestParseBusy: the gate's integrals are summed over the series of
+// /metrics, other lines ignored; none at all is an error.
+func TestParseBusy(t *testing.T) {
+	text := `# TYPE pgturnstile_admission_in_use_seconds_total counter
+pgturnstile_admission_in_use_seconds_total{database="bench",user="bench"} 54.5
+pgturnstile_admission_in_use_seconds_total{database="other",user="bench"} 0.5
+pgturnstile_admission_busy_ratio{database="bench",user="bench"} 0.9
+pgturnstile_admission_capacity_seconds_total{database="bench",user="bench"} 60
+pgturnstile_admission_capacity_seconds_total{database="other",user="bench"} 4
+`
+	g, err := parseBusy(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.inUseS != 55 || g.capacityS != 64 {
+		t.Errorf("in use %v s, capacity %v s; want 55 and 64", g.inUseS, g.capacityS)
+	}
+	if _, err := parseBusy("go_goroutines 12\n"); err == nil {
+		t.Error("no error without the gate's counters")
 	}
 }
 

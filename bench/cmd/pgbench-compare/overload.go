@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +93,12 @@ type overloadResult struct {
 	HighP50us, HighP99us float64 // latency of the successful high-priority attempts, µs
 	// Successful transactions that completed in the window, per second.
 	HighTPS, LowTPS float64
+
+	// Busy is pgturnstile's own figure of how busy the pool was over
+	// the window: the growth of its admission gate's in-use slot-seconds
+	// over that of its capacity slot-seconds, read from /metrics at both
+	// ends (NaN for PgBouncer, which has no such accounting).
+	Busy float64
 
 	Reconnects int    // connections found closed: attempts to open them again
 	FirstOther string // the first error other than 53000
@@ -238,8 +248,9 @@ func (c *overloadClient) loop(ctx context.Context, port int, t0 time.Time, d tim
 
 // runOverload logs the 64 low- and 4 high-priority clients in to t, runs
 // them for d and measures the window from warm to d.
-func runOverload(ctx context.Context, t target, d, warm time.Duration, round int) overloadResult {
-	r := overloadResult{Target: t.Name, Round: round, Load: loadAvg(), HighP50us: math.NaN(), HighP99us: math.NaN()}
+// metrics is pgturnstile's metrics_addr, "" for PgBouncer.
+func runOverload(ctx context.Context, t target, metrics string, d, warm time.Duration, round int) overloadResult {
+	r := overloadResult{Target: t.Name, Round: round, Load: loadAvg(), HighP50us: math.NaN(), HighP99us: math.NaN(), Busy: math.NaN()}
 	if t.Proc != nil && !t.Proc.alive() {
 		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.err)
 		return r
@@ -275,6 +286,15 @@ func runOverload(ctx context.Context, t target, d, warm time.Duration, round int
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Go(func() { c.loop(rctx, t.Port, t0, d) })
+	}
+	if metrics != "" {
+		time.Sleep(time.Until(t0.Add(warm)))
+		a, errA := scrapeBusy(metrics)
+		time.Sleep(time.Until(t0.Add(d)))
+		b, errB := scrapeBusy(metrics)
+		if errA == nil && errB == nil && b.capacityS > a.capacityS {
+			r.Busy = (b.inUseS - a.inUseS) / (b.capacityS - a.capacityS)
+		}
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -342,12 +362,19 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 	var notes []string
 	policy := filepath.Join(e.dir, "admission.toml")
 	policyErr := os.WriteFile(policy, []byte(overloadPolicy), 0o644)
+	// pgturnstile serves /metrics, for its gate's busy accounting.
+	metricsPort, err := freePort()
+	if policyErr == nil {
+		policyErr = err
+	}
+	metricsAddr := map[string]string{tTurnstile: fmt.Sprintf("127.0.0.1:%d", metricsPort)}
 	kinds := []struct {
 		name, kind, bin string
 		io              iniOpts
 	}{
 		{tBouncer, "pgbouncer", bouncer, iniOpts{PoolSize: overloadPoolSize}},
-		{tTurnstile, "pgturnstile", pooler, iniOpts{PoolSize: overloadPoolSize, Extra: "admission_file = " + policy + "\n"}},
+		{tTurnstile, "pgturnstile", pooler, iniOpts{PoolSize: overloadPoolSize,
+			Extra: "admission_file = " + policy + "\nmetrics_addr = " + metricsAddr[tTurnstile] + "\n"}},
 	}
 	var targets []target
 	for _, k := range kinds {
@@ -360,7 +387,7 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 			logf("overload: %s did not start: %s", k.name, shorten(err.Error(), 300))
 			for round := 1; round <= o.rounds; round++ {
 				res = append(res, overloadResult{Target: k.name, Round: round, Err: "did not start: " + err.Error(),
-					HighP50us: math.NaN(), HighP99us: math.NaN()})
+					HighP50us: math.NaN(), HighP99us: math.NaN(), Busy: math.NaN()})
 			}
 			continue
 		}
@@ -377,11 +404,11 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 			if ctx.Err() != nil {
 				return res, notes
 			}
-			r := runOverload(ctx, t, o.overloadDur, warm, round)
+			r := runOverload(ctx, t, metricsAddr[t.Name], o.overloadDur, warm, round)
 			res = append(res, r)
 			if r.OK {
-				logf("overload r%d %-12s high %5.1f%% ok  p50 %7.1f ms  p99 %7.1f ms  %4.0f tps | low %4.0f tps  shed %5d | other errors %d  logins %d ms",
-					round, t.Name, r.highSuccessPct(), r.HighP50us/1000, r.HighP99us/1000, r.HighTPS, r.LowTPS, r.LowShed, r.OtherErrs, r.LoginMs)
+				logf("overload r%d %-12s high %5.1f%% ok  p50 %7.1f ms  p99 %7.1f ms  %4.0f tps | low %4.0f tps  shed %5d | busy %s | other errors %d  logins %d ms",
+					round, t.Name, r.highSuccessPct(), r.HighP50us/1000, r.HighP99us/1000, r.HighTPS, r.LowTPS, r.LowShed, fmtF(r.Busy, 3), r.OtherErrs, r.LoginMs)
 				if r.FirstOther != "" {
 					logf("overload r%d %-12s first other error: %s", round, t.Name, shorten(r.FirstOther, 200))
 				}
@@ -398,4 +425,53 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 		}
 	}
 	return res, notes
+}
+
+// gateIntegrals are pgturnstile's busy accounting at one moment: the
+// admission gates' in-use and capacity slot-seconds, summed over pools
+// (the scenario has one).
+type gateIntegrals struct{ inUseS, capacityS float64 }
+
+// scrapeBusy reads pgturnstile's /metrics at addr.
+func scrapeBusy(addr string) (gateIntegrals, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return gateIntegrals{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return gateIntegrals{}, err
+	}
+	return parseBusy(string(body))
+}
+
+// parseBusy sums pgturnstile_admission_in_use_seconds_total and
+// pgturnstile_admission_capacity_seconds_total over their series.
+func parseBusy(text string) (gateIntegrals, error) {
+	var g gateIntegrals
+	var seen int
+	for _, line := range strings.Split(text, "\n") {
+		var dst *float64
+		switch {
+		case strings.HasPrefix(line, "pgturnstile_admission_in_use_seconds_total{"):
+			dst = &g.inUseS
+		case strings.HasPrefix(line, "pgturnstile_admission_capacity_seconds_total{"):
+			dst = &g.capacityS
+		default:
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			return g, fmt.Errorf("metrics line %q", line)
+		}
+		*dst += v
+		seen++
+	}
+	if seen == 0 {
+		return g, errors.New("no pgturnstile_admission_*_seconds_total in /metrics")
+	}
+	return g, nil
 }

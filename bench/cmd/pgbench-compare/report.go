@@ -311,17 +311,17 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		}
 	}
 	if len(over) > 0 {
-		p("\n| Overload round | Target | High attempts | High OK %% | High shed | High p50 ms | High p99 ms | High TPS | Low attempts | Low TPS | Low shed | Other errors | Reconnects | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("\n| Overload round | Target | High attempts | High OK %% | High shed | High p50 ms | High p99 ms | High TPS | Low attempts | Low TPS | Low shed | Busy | Other errors | Reconnects | Window s | Logins ms | Load | Note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range over {
 			note := r.FirstOther
 			if !r.OK {
 				note = r.Err
-				p("| %d | %s | | | | | | | | | | | | | %d | %s | %s |\n", r.Round, r.Target, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+				p("| %d | %s | | | | | | | | | | | | | | %d | %s | %s |\n", r.Round, r.Target, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
 				continue
 			}
-			p("| %d | %s | %d | %s | %d | %s | %s | %.1f | %d | %.1f | %d | %d | %d | %.2f | %d | %s | %s |\n", r.Round, r.Target,
+			p("| %d | %s | %d | %s | %d | %s | %s | %.1f | %d | %.1f | %d | %s | %d | %d | %.2f | %d | %s | %s |\n", r.Round, r.Target,
 				r.HighTxns, fmtF(r.highSuccessPct(), 2), r.HighShed, fmtF(r.HighP50us/1000, 1), fmtF(r.HighP99us/1000, 1), r.HighTPS,
-				r.LowTxns, r.LowTPS, r.LowShed, r.OtherErrs, r.Reconnects, r.WindowS, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
+				r.LowTxns, r.LowTPS, r.LowShed, fmtF(r.Busy, 3), r.OtherErrs, r.Reconnects, r.WindowS, r.LoginMs, fmtF(r.Load, 1), mdEscape(shorten(note, 200)))
 		}
 	}
 	p("\n</details>\n")
@@ -488,7 +488,8 @@ func overloadSection(o options, over []overloadResult) string {
 	p("How to read it: PgBouncer has no priorities, so a high-priority statement queues behind the flood, first come first served (about %d ÷ %d × 20 ms ≈ %d ms); with admission control pgturnstile should serve it at once and shed low-priority work instead, ",
 		overloadLow, overloadPoolSize, overloadLow*20/overloadPoolSize)
 	p("while the low-priority clients still get the slots high priority does not need: their TPS (goodput) should stay near PgBouncer's, which serves them with no policy. Issue 16 asks for high success ≥ 99.9 %%, high p99 ≤ 10 ms and low-priority goodput ≥ 70 %% of what it gets without a policy (here: PgBouncer's, in the same round).\n\n")
-	p("| Target | High success %% | High p50 ms | High p99 ms | High TPS | Low TPS | Low shed (53000) | Other errors | Runs OK |\n|---|---|---|---|---|---|---|---|---|\n")
+	p("*Busy* is pgturnstile's own accounting of the pool over the window: the growth of its admission gate's in-use slot-seconds over that of its capacity slot-seconds (`pgturnstile_admission_in_use_seconds_total` and `_capacity_seconds_total`, read at both ends); PgBouncer has none.\n\n")
+	p("| Target | High success %% | High p50 ms | High p99 ms | High TPS | Low TPS | Low shed (53000) | Busy | Other errors | Runs OK |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, tg := range []string{tBouncer, tTurnstile} {
 		per := func(f func(overloadResult) float64) agg { return overloadPerTarget(over, tg, f) }
 		ok, all, ferr := 0, 0, ""
@@ -510,13 +511,14 @@ func overloadSection(o options, over []overloadResult) string {
 		if ferr != "" {
 			runs += " ⚠ " + shorten(ferr, 140)
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tg,
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", tg,
 			per(overloadResult.highSuccessPct).cell(1),
 			per(func(r overloadResult) float64 { return r.HighP50us / 1000 }).cell(1),
 			per(func(r overloadResult) float64 { return r.HighP99us / 1000 }).cell(1),
 			per(func(r overloadResult) float64 { return r.HighTPS }).cell(0),
 			per(func(r overloadResult) float64 { return r.LowTPS }).cell(0),
 			per(func(r overloadResult) float64 { return float64(r.LowShed) }).cell(0),
+			per(func(r overloadResult) float64 { return r.Busy }).cell(3),
 			per(func(r overloadResult) float64 { return float64(r.OtherErrs) }).cell(0),
 			mdEscape(runs))
 	}
@@ -538,6 +540,7 @@ func overloadSection(o options, over []overloadResult) string {
 		{what: "high-priority success %", bound: "≥ 99.9", fig: turn(overloadResult.highSuccessPct), meets: func(x float64) bool { return x >= 99.9 }},
 		{what: "high-priority p99 ms", bound: "≤ 10", fig: turn(func(r overloadResult) float64 { return r.HighP99us / 1000 }), meets: func(x float64) bool { return x <= 10 }},
 		{what: "low-priority TPS ÷ PgBouncer's (no policy), pair by pair", bound: "≥ 0.70", fig: lowRatio, meets: func(x float64) bool { return x >= 0.7 }},
+		{what: "pool busy fraction (the gate's accounting)", bound: "≥ 0.90", fig: turn(func(r overloadResult) float64 { return r.Busy }), meets: func(x float64) bool { return x >= 0.9 }},
 	} {
 		p("| %s | %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
 	}
