@@ -117,6 +117,19 @@
 // the client is connected. afterReadyForQuery is the rule, with a table
 // test.
 //
+// "Every request answered" follows Postgres exactly, not one
+// ReadyForQuery per Query/Sync: after an error in an extended-protocol
+// message Postgres skips to the next Sync (Queries and FunctionCalls
+// included), and in COPY IN it ignores Sync and Flush and consumes any
+// other message as the error ending the COPY. The link records the kinds
+// of the messages the server has not finished and the pump counts the
+// replies that complete extended messages, so each ErrorResponse and
+// CopyInResponse is attributed to its message (linkState.serverError,
+// copyStarted); serve refuses anything but COPY messages, Sync and Flush
+// during COPY IN. Where only timing could tell (a Sync among COPY data),
+// the link is marked unsure and its server is closed rather than handed
+// to another client.
+//
 // Consequence for the extended protocol: an unnamed statement prepared in
 // one Sync cycle (Parse/Describe/Sync) and executed in the next
 // (Bind/Execute/Sync) stays on one server only while a transaction or a
