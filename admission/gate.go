@@ -32,6 +32,12 @@ type Config struct {
 	// floors (timeouts are exactly Short and Long, as in the [sim] model).
 	HoldP50 time.Duration
 
+	// Started: the pool has served before this gate (a gate rebuilt for a
+	// new policy or pool size, or a pool closed by pool_size=0), so
+	// capacity 0 means it cannot serve, not that it is starting: see
+	// SetPool.
+	Started bool
+
 	NoDebt       bool // no reservations for higher tiers, strict tier order only: simulations and regression guards
 	NoHysteresis bool // simulations only: the library detector (leave LIFO as soon as the queue empties)
 	NoFairness   bool // one FIFO per tier, whatever the tree
@@ -277,7 +283,7 @@ func NewGate(cfg Config, capacity int) *Gate {
 	}
 	g.epoch = g.clock.Now()
 	g.capacity = capacity
-	g.hadCap = capacity > 0
+	g.hadCap = capacity > 0 || cfg.Started
 	g.setLimits()
 	g.updateTimeouts()
 	return g

@@ -84,6 +84,9 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 	cfg := ap.policy.GateConfig()
 	cfg.PoolSize = max(size, 1)
 	cfg.MaxWait = st.QueryWaitTimeout
+	// A gate rebuilt for a pool that had one, or for a closed pool, does
+	// not treat zero capacity as a start-up.
+	cfg.Started = p.gate != nil || p.closed
 	g := admission.NewGate(cfg, p.gateCapacityLocked())
 	g.SetPool(p.gateCapacityLocked(), p.connecting)
 	if !g.Fair() && cfg.Tree != nil && cfg.Tree.Leaves() > 1 {
