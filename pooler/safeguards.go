@@ -173,6 +173,9 @@ func (p *Pool) fillMinLocked(now time.Time) {
 	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry {
 		return
 	}
+	// The gate learns of the logins it starts (its capacity and the
+	// start-up rule follow them), as for growLocked's.
+	defer p.syncGateLocked()
 	for p.total < p.eff.MinPoolSize && (p.eff.PoolSize == 0 || p.total < p.eff.PoolSize) {
 		if !p.mayConnectLocked(now) {
 			return
