@@ -271,3 +271,38 @@ func TestBusyAccounting(t *testing.T) {
 		t.Fatalf("tier tickets %d %d after releasing all", s.Tiers[0].InUse, s.Tiers[1].InUse)
 	}
 }
+
+// A fast tier (median hold ≤ Short'/8) reserves only the slots that keep
+// its waits under Short'/2: beyond them it gives way to a waiting lower
+// tier until its oldest waiter has waited Short'/2, then takes the next
+// release first, and that late admission raises its reservation.
+func TestFastTierGivesWayUntilLate(t *testing.T) {
+	f := newFixture(t, admission.Config{Tiers: 2, Long: time.Minute}, 4)
+	h := f.hold(1, admission.Class{})
+	f.advanceTo(200 * time.Microsecond)
+	f.g.Release(h[0])     // tier 0's median hold: 0.2 ms, a fast tier
+	f.advanceTo(50 * ms)  // its reservation has decayed from the capacity to 1
+	f.g.SetDemand(0, 2.4) // its demand claims 2
+	if s := f.tier(0); s.Reserved != 1 || f.tier(1).Allowed != 3 {
+		t.Fatalf("reserved %d, low allowed %d; want 1 and 3", s.Reserved, f.tier(1).Allowed)
+	}
+	low := f.hold(3, admission.Class{Priority: 1})
+	f.hold(1, admission.Class{}) // its reserved slot, at once
+	_, oh := f.submit(admission.Class{})
+	_, ol := f.submit(admission.Class{Priority: 1})
+	_, ol2 := f.submit(admission.Class{Priority: 1})
+	f.g.Release(low[0])
+	if oh.calls != 0 || !ol.granted() {
+		t.Fatalf("fresh burst: high %+v low %+v; want low first", oh, ol)
+	}
+	f.check()
+	f.advanceTo(50*ms + f.g.Snapshot().Short/2)
+	f.g.Release(low[1])
+	if !oh.granted() || ol2.calls != 0 {
+		t.Fatalf("late burst: high %+v low %+v; want high first", oh, ol2)
+	}
+	f.check()
+	if s := f.tier(0); s.Reserved != 2 {
+		t.Fatalf("after a late admission reserved %d, want 2", s.Reserved)
+	}
+}

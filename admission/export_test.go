@@ -57,19 +57,8 @@ func (g *Gate) debtAsOf(p int, when int64) int {
 	if p == 0 || g.noDebt {
 		return 0
 	}
-	var d float64
-	held := 0
-	for q := 0; q < p; q++ {
-		t := &g.tiers[q]
-		v := t.demand
-		if dt := when - t.demandAt; dt > 0 {
-			h := float64(t.inUse + t.waiting)
-			v = h + (v-h)*math.Exp(-float64(dt)/g.tau(t))
-		}
-		d += v
-		held += t.inUse
-	}
-	return max(claimOf(d, g.capacity)-held, 0)
+	claim, held := g.claimAsOf(p, when)
+	return max(claim-held, 0)
 }
 
 // CheckInvariants verifies the gate's bookkeeping under its lock.

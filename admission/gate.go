@@ -139,11 +139,18 @@ type Gate struct {
 }
 
 type tierState struct {
-	inUse         int     // tickets of this tier
-	demand        float64 // estimate of inUse+waiting, as of demandAt
-	demandAt      int64
-	holdP50       float64 // streaming median of this tier's hold times, ns; 0 = no sample
-	since         int64   // waiters' timeouts count from max(enq, since) (top tier after start-up)
+	inUse    int     // tickets of this tier
+	demand   float64 // estimate of inUse+waiting, as of demandAt
+	demandAt int64
+	holdP50  float64 // streaming median of this tier's hold times, ns; 0 = no sample
+	// reserve is the tier's wait-feedback reservation r (doc.go, "Debt"):
+	// +1 for each of its admissions that waited Short'/2 or more (and each
+	// CoDel shed), decaying with the demand's time constant, as of
+	// reserveAt. It starts at the capacity: a tier is given what its
+	// demand claims until its waits show it needs less.
+	reserve       float64
+	reserveAt     int64
+	since         int64 // waiters' timeouts count from max(enq, since) (top tier after start-up)
 	lifo          bool
 	waiting       int
 	nonEmptySince int64
@@ -284,6 +291,9 @@ func NewGate(cfg Config, capacity int) *Gate {
 	g.epoch = g.clock.Now()
 	g.capacity = capacity
 	g.hadCap = capacity > 0 || cfg.Started
+	for i := range g.tiers {
+		g.tiers[i].reserve = float64(max(capacity, 1))
+	}
 	g.setLimits()
 	g.updateTimeouts()
 	return g
@@ -375,17 +385,116 @@ func claimOf(d float64, capacity int) int {
 	return min(max(int(math.Floor(d+0.5)), 1), max(capacity, 0))
 }
 
-// above is what the tiers above p claim and what they hold now (their
-// demand estimates brought to now).
-func (g *Gate) above(p int, now int64) (claim, held int) {
+// demandAsOf is tier t's demand estimate as of when (not before its
+// demandAt), without moving it.
+func (g *Gate) demandAsOf(t *tierState, when int64) float64 {
+	d := t.demand
+	if dt := when - t.demandAt; dt > 0 {
+		h := float64(t.inUse + t.waiting)
+		d = h + (d-h)*expNeg(float64(dt)/g.tau(t))
+	}
+	return d
+}
+
+// feedbackSlots is what tier t's wait feedback reserves as of when: r
+// rounded to the nearest slot, at least one while its demand is above
+// demandFloor, 0 once it has faded.
+func (g *Gate) feedbackSlots(t *tierState, when int64) int {
+	if g.demandAsOf(t, when) <= demandFloor {
+		return 0
+	}
+	if !g.fast(t) {
+		return max(g.capacity, 1)
+	}
+	return max(int(math.Floor(g.reserveValue(t, when, g.tau(t))+0.5)), 1)
+}
+
+// reserveAsOf is tier t's reserved slots as of when, without moving the
+// estimates: its feedback slots, at most what its demand claims.
+func (g *Gate) reserveAsOf(t *tierState, when int64) int {
+	return min(g.feedbackSlots(t, when), claimOf(g.demandAsOf(t, when), g.capacity))
+}
+
+// claimAsOf is what the tiers above p claim as of when: the smaller of
+// their summed demand, rounded (claimOf), and their summed feedback
+// slots; and what they hold.
+func (g *Gate) claimAsOf(p int, when int64) (claim, held int) {
 	var d float64
+	fb := 0
 	for q := 0; q < p; q++ {
 		t := &g.tiers[q]
-		g.advanceDemand(t, now)
-		d += t.demand
+		d += g.demandAsOf(t, when)
+		fb += g.feedbackSlots(t, when)
 		held += t.inUse
 	}
-	return claimOf(d, g.capacity), held
+	return min(claimOf(d, g.capacity), fb), held
+}
+
+// reserveValue is r as of when.
+func (g *Gate) reserveValue(t *tierState, when int64, tau float64) float64 {
+	if dt := when - t.reserveAt; dt > 0 {
+		return t.reserve * expNeg(float64(dt)/tau)
+	}
+	return t.reserve
+}
+
+// waitTarget is the wait above which an admission counts against its
+// tier's reservation, and after which a waiter no longer gives way to
+// lower tiers: Short'/2.
+func (g *Gate) waitTarget() int64 { return g.shortEff / 2 }
+
+// fast: tier t's median hold time is at most a quarter of waitTarget, so
+// that a waiter it has beyond its reservation gets one of its own slots
+// back well within the target. Only such a tier's reservation follows its
+// waits (feedbackSlots) and only such a tier gives way (yields); a slower
+// tier reserves what its demand claims.
+func (g *Gate) fast(t *tierState) bool {
+	return t.holdP50 > 0 && 4*t.holdP50 <= float64(g.waitTarget())
+}
+
+// lateFast: r, the oldest waiter of a queue of fast tier t, has waited
+// waitTarget or longer. Dispatch grants it even in LIFO mode: a fast
+// tier's queue stands while it gives way (yields), which turns it LIFO
+// after Long', and serving the newest would leave the oldest to be shed.
+func (g *Gate) lateFast(t *tierState, r *Request, now int64) bool {
+	return !g.noDebt && g.fast(t) && now-r.enq >= g.waitTarget()
+}
+
+// feedWait raises tier t's reservation by one slot when one of its
+// requests waited waitTarget or longer (or was shed by CoDel).
+func (g *Gate) feedWait(t *tierState, waited, now int64) {
+	if waited < g.waitTarget() {
+		return
+	}
+	r := g.reserveValue(t, now, g.tau(t))
+	t.reserve = min(max(r+1, 2, float64(t.inUse+t.waiting)), float64(max(g.capacity, 1)))
+	t.reserveAt = now
+}
+
+// above is what the tiers above p claim and what they hold now (their
+// estimates brought to now): see claimAsOf.
+func (g *Gate) above(p int, now int64) (claim, held int) {
+	for q := 0; q < p; q++ {
+		g.advanceDemand(&g.tiers[q], now)
+	}
+	return g.claimAsOf(p, now)
+}
+
+// yields: tier p, which has waiters, lets a lower tier's waiter take a
+// free slot first. It does while it holds at least its reservation and
+// its oldest waiter has waited less than waitTarget, and a lower tier
+// waits; never with NoDebt (strict order) or while the pool starts.
+func (g *Gate) yields(p int, now int64) bool {
+	if g.noDebt || g.filling() || p >= g.ntiers-1 || g.waitMask>>uint(p+1) == 0 {
+		return false
+	}
+	t := &g.tiers[p]
+	if now-t.head.enq >= g.waitTarget() {
+		return false
+	}
+	g.advanceDemand(t, now)
+	fb := g.feedbackSlots(t, now)
+	return fb < claimOf(t.demand, g.capacity) && t.inUse >= fb
 }
 
 // debt is tier p's debt: the free slots it must leave for the tiers above
@@ -405,14 +514,16 @@ func (g *Gate) fits(p int, now int64) bool {
 	return g.capacity-g.inUse >= 1+g.debt(p, now)
 }
 
-// demandWake is when tier p, held back by debt with free ≥ 1 slots free,
-// may fit through the decay of the higher tiers' demand estimates alone;
-// MaxInt64 when decay alone cannot get there (the estimates settle at the
-// current counts, which claim too much; an event will change the counts).
-// With several higher tiers the time is a lower bound (each term is taken
-// to decay at the fastest rate among them); dispatch re-evaluates then and
-// arms the next bound, which converges on the crossing. With one higher
-// tier (or equal rates) it is exact.
+// demandWake is when tier p, held back by debt with free ≥ 1 slots
+// free, may fit through decay alone; MaxInt64 when decay alone cannot get
+// there (an event will change the counts). The claim is the smaller of
+// two terms, the higher tiers' summed demand rounded and their summed
+// feedback slots, so it is the earlier of the moments either term has
+// decayed enough. For the demand: with several higher tiers a lower bound
+// (each term is taken to decay at the fastest rate among them), exact
+// with one. For the feedback: the earliest moment one tier's r crosses a
+// rounding boundary, a lower bound. Dispatch re-evaluates then and arms
+// the next, which converges on the crossing.
 func (g *Gate) demandWake(p, free int, now int64) int64 {
 	_, held := g.above(p, now)
 	x := free - 1 + held // the claim must fall to x
@@ -420,21 +531,29 @@ func (g *Gate) demandWake(p, free int, now int64) int64 {
 	if x >= 1 {
 		target = float64(x) + 0.5
 	}
+	wake := int64(math.MaxInt64)
 	var base, pos, neg float64
 	tmin := math.Inf(1)
 	for q := 0; q < p; q++ {
 		t := &g.tiers[q]
 		h := float64(t.inUse + t.waiting)
 		base += h
+		tau := g.tau(t)
 		if e := t.demand - h; e > 0 {
 			pos += e
-			tmin = min(tmin, g.tau(t))
+			tmin = min(tmin, tau)
 		} else {
 			neg -= e
 		}
+		if t.demand > demandFloor {
+			if r := g.reserveValue(t, now, tau); r >= 1.5 {
+				k := math.Floor(r + 0.5)
+				wake = min(wake, now+max(int64(math.Ceil(tau*math.Log(r/(k-0.5)))), 1))
+			}
+		}
 	}
 	if base >= target || pos == 0 {
-		return math.MaxInt64
+		return wake
 	}
 	// Σ demand(t) ≥ base + pos·e^(−t/tmin) − neg: the crossing is no
 	// earlier than where that bound reaches the target.
@@ -442,7 +561,7 @@ func (g *Gate) demandWake(p, free int, now int64) int64 {
 	if pos <= room {
 		return now + 1
 	}
-	return now + max(int64(math.Ceil(tmin*math.Log(pos/room))), 1)
+	return min(wake, now+max(int64(math.Ceil(tmin*math.Log(pos/room))), 1))
 }
 
 // ---- hold-time estimate and timeouts (§1.2) ----
@@ -629,6 +748,7 @@ func (g *Gate) grant(r *Request, now int64) {
 	}
 	g.unlink(r, now)
 	g.take(r.c, now)
+	g.feedWait(&g.tiers[r.c.Priority], now-r.enq, now)
 	r.state = stateGranted
 	r.tk = Ticket{g: g, c: r.c, at: now}
 	g.decide(r)
@@ -640,6 +760,9 @@ func (g *Gate) shed(r *Request, reason Reason, now int64) {
 		t.lastShed = now // before unlink, which may evaluate the LIFO exit
 	}
 	g.unlink(r, now)
+	if reason != ReasonZeroCapacity {
+		g.feedWait(t, g.waitTarget(), now)
+	}
 	t.shed++
 	r.state = stateShed
 	r.err = &ShedError{Reason: reason, Class: r.c, Waited: time.Duration(now - r.enq), RetryAfter: time.Duration(g.longEff)}
@@ -708,11 +831,14 @@ func (g *Gate) zeroShedding(now int64) bool {
 	return g.capacity == 0 && !g.filling() && now-g.zeroSince >= g.shortEff
 }
 
-// dispatch reaps, then grants in strict tier order while the predicate
-// holds. A tier whose waiters do not fit stops dispatch: lower tiers wait
-// behind it, whether or not they would fit. A tier whose remaining waiters
-// are all held back by ceilings does not block lower tiers (their waiters
-// could not use the slot anyway).
+// dispatch reaps, then grants in tier order while the predicate holds.
+// A tier whose waiters do not fit stops dispatch: lower tiers wait behind
+// it, whether or not they would fit. A tier whose remaining waiters are
+// all held back by ceilings does not block lower tiers (their waiters
+// could not use the slot anyway). A tier that yields (it holds its
+// reservation and its waiters are not yet late) is passed over in the
+// first pass, so that a lower tier's waiter takes the slot; whatever the
+// lower tiers leave free goes to it in the second.
 func (g *Gate) dispatch(now int64) {
 	g.debtWake = math.MaxInt64
 	g.dispAt = now
@@ -720,18 +846,31 @@ func (g *Gate) dispatch(now int64) {
 		return
 	}
 	g.reap(now)
+	if g.grantPass(now, true) {
+		g.grantPass(now, false)
+	}
+}
+
+// grantPass is one pass of dispatch over the waiting tiers, most
+// important first. With yield, tiers that yield are skipped; it reports
+// whether one was and a slot is still free.
+func (g *Gate) grantPass(now int64, yield bool) (yielded bool) {
 	for m := g.waitMask; m != 0; m &= m - 1 {
 		p := bits.TrailingZeros64(m)
 		t := &g.tiers[p]
 		for t.waiting > 0 {
 			if !g.fits(p, now) {
 				// If only debt is in the way, wake when the higher tiers'
-				// demand has decayed enough (nothing else would re-run
-				// dispatch).
+				// reservations have decayed enough (nothing else would
+				// re-run dispatch).
 				if free := g.capacity - g.inUse; free >= 1 {
 					g.debtWake = g.demandWake(p, free, now)
 				}
-				return
+				return yielded && g.inUse < g.capacity
+			}
+			if yield && g.yields(p, now) {
+				yielded = true
+				break
 			}
 			q := g.choose(p)
 			if q < 0 {
@@ -739,12 +878,13 @@ func (g *Gate) dispatch(now int64) {
 			}
 			lq := &g.queues[p*g.nq+q]
 			r := lq.head
-			if t.lifo {
+			if t.lifo && !g.lateFast(t, lq.head, now) {
 				r = lq.tail
 			}
 			g.grant(r, now)
 		}
 	}
+	return yielded && g.inUse < g.capacity
 }
 
 // choose picks the queue of tier p to serve next: from the root, the child
@@ -1195,9 +1335,14 @@ type TierSnapshot struct {
 	// first release).
 	HoldP50 time.Duration
 	// Debt is the number of free slots the tier must leave for the tiers
-	// above it: their demand, rounded (at least 1 while above 0.05), less
-	// the tickets they hold; 0 for the top tier.
+	// above it: their claim (their demand rounded, at least 1 while above
+	// 0.05, at most their summed feedback slots: doc.go, "Debt"), less the
+	// tickets they hold; 0 for the top tier.
 	Debt float64
+	// Reserved is the slots the tier keeps for itself against the tiers
+	// below: its wait-feedback reservation, at least one, at most what its
+	// demand claims (0 once its demand has faded).
+	Reserved int
 	// Allowed is how many tickets this tier and the tiers below it may hold
 	// together now: capacity − max(what the tiers above claim, what they
 	// hold). The tier's waiters are admitted while the tickets of this tier
@@ -1254,7 +1399,7 @@ func (g *Gate) Snapshot() Snapshot {
 			claim = 0
 		}
 		g.advanceDemand(t, now)
-		s.Tiers[p] = TierSnapshot{Priority: p, InUse: t.inUse, Waiting: t.waiting, Demand: t.demand,
+		s.Tiers[p] = TierSnapshot{Priority: p, InUse: t.inUse, Waiting: t.waiting, Demand: t.demand, Reserved: g.reserveAsOf(t, now),
 			HoldP50: time.Duration(t.holdP50), Debt: float64(max(claim-held, 0)), Allowed: g.capacity - max(claim, held),
 			LIFO: t.lifo, ModeSwitches: t.modeSwitches, Granted: t.granted, Shed: t.shed}
 	}
