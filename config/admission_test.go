@@ -320,13 +320,13 @@ func TestAdmissionExample(t *testing.T) {
 	want := `priorities critical,high,medium,low default=1
 short=5ms long=100ms decay=10s forgive=0.1 shed=53000
 levels source,endpoint
-node line=47 path=web weight=3 ceiling=0
-node line=51 path=web/comments weight=1 ceiling=0
-node line=55 path=web/search weight=1 ceiling=0.5
-node line=60 path=batch weight=1 ceiling=0.3
-rule line=69 user="" database="" application_name="batch-*" priority=3 category=["batch" ""]
-rule line=74 user="web" database="" application_name="search-*" priority=-1 category=["web" "search"]
-rule line=79 user="web" database="" application_name="" priority=-1 category=["web" ""]
+node line=50 path=web weight=3 ceiling=0
+node line=54 path=web/comments weight=1 ceiling=0
+node line=58 path=web/search weight=1 ceiling=0.5
+node line=63 path=batch weight=1 ceiling=0.3
+rule line=72 user="" database="" application_name="batch-*" priority=3 category=["batch" ""]
+rule line=77 user="web" database="" application_name="search-*" priority=-1 category=["web" "search"]
+rule line=82 user="web" database="" application_name="" priority=-1 category=["web" ""]
 user "ops" max_priority=0
 user "web" max_priority=1
 `
