@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // hostileCase is one huge message: its type byte, the body bytes before and
@@ -135,9 +136,9 @@ type result struct {
 // runCase drives one case against one fresh pooler.
 func runCase(p *proc, c hostileCase, o options) result {
 	r := result{caseKey: c.key, pooler: p.kind, msgLen: c.msgLen(o.size)}
-	logStart := fileSize(p.logPath)
+	logStart := fileSize(p.LogPath)
 
-	pr := startProbe(p.port)
+	pr := startProbe(p.Port)
 	defer pr.stop()
 	if err := pr.waitFirst(10 * time.Second); err != nil {
 		r.err = "probe client: " + err.Error()
@@ -145,7 +146,7 @@ func runCase(p *proc, c hostileCase, o options) result {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	pc, err := pgconn.Connect(ctx, connString(p.port, c.user, c.db))
+	pc, err := pgconn.Connect(ctx, connString(p.Port, c.user, c.db))
 	cancel()
 	if err != nil {
 		r.err = "hostile client login: " + err.Error()
@@ -163,7 +164,7 @@ func runCase(p *proc, c hostileCase, o options) result {
 	time.Sleep(300 * time.Millisecond)
 	var base []int64
 	for range 5 {
-		if kb, err := rssKB(p.pid()); err == nil {
+		if kb, err := benchenv.StatusKB(p.Pid(), "VmRSS"); err == nil {
 			base = append(base, kb)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -175,7 +176,7 @@ func runCase(p *proc, c hostileCase, o options) result {
 	}
 	r.baselineKB = median(base)
 
-	smp := startSampler(p.pid(), 10*time.Millisecond)
+	smp := startSampler(p.Pid(), 10*time.Millisecond)
 	rd := startReader(hc.Frontend)
 	start := time.Now()
 
@@ -212,16 +213,16 @@ func runCase(p *proc, c hostileCase, o options) result {
 	r.replies = rd.texts()
 
 	time.Sleep(o.settle)
-	r.afterKB, _ = rssKB(p.pid())
+	r.afterKB, _ = benchenv.StatusKB(p.Pid(), "VmRSS")
 	r.peakKB, r.samples = smp.stop()
 	if r.afterKB > r.peakKB {
 		r.peakKB = r.afterKB
 	}
 	r.probe = pr.stop()
-	if !p.alive() {
-		r.poolerDied = fmt.Sprintf("pooler exited: %v", p.err)
+	if !p.Alive() {
+		r.poolerDied = fmt.Sprintf("pooler exited: %v", p.Err())
 	}
-	r.logTail = newLogLines(p.logPath, logStart, 4)
+	r.logTail = newLogLines(p.LogPath, logStart, 4)
 	return r
 }
 
@@ -269,7 +270,7 @@ func startSampler(pid int, every time.Duration) *sampler {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if kb, err := rssKB(pid); err == nil {
+			if kb, err := benchenv.StatusKB(pid, "VmRSS"); err == nil {
 				s.n++
 				s.peak = max(s.peak, kb)
 			}

@@ -121,7 +121,7 @@ func run(o options) error {
 				return err
 			}
 			if configs[kind] == nil {
-				cfg, err := showConfig(p.port, configKeys)
+				cfg, err := showConfig(p.Port, configKeys)
 				if err != nil {
 					cfg = map[string]string{"error": err.Error()}
 				}
@@ -135,7 +135,7 @@ func run(o options) error {
 			if r.err != "" {
 				logf("  error: %s", r.err)
 			}
-			e.stopPooler(p)
+			e.StopPooler(p.Proc)
 			results = append(results, r)
 		}
 	}

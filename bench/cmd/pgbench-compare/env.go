@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // The role and database every target is driven as. The password is plain in
@@ -28,124 +24,25 @@ const (
 	benchDB   = "bench"
 )
 
-// env is the throwaway world of one benchmark run: a temp dir, a PostgreSQL
-// and the pooler processes, all removed by close.
+// env is the throwaway world of one benchmark run (see benchenv), with the
+// bench role and database in its PostgreSQL.
 type env struct {
-	dir     string
-	pgBin   string
-	pgPort  int
-	sockDir string
-	asPG    bool // we are root: run PostgreSQL and PgBouncer as the postgres OS user
-	cred    *syscall.Credential
-	procs   []*proc
-	pgUp    bool
-	log     func(format string, args ...any)
-}
-
-// proc is one started pooler.
-type proc struct {
-	name string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	*benchenv.Env
+	log func(format string, args ...any)
 }
 
 func newEnv(pgBin string, logf func(string, ...any)) (*env, error) {
-	e := &env{pgBin: pgBin, log: logf}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, errors.New("running as root needs a 'postgres' OS user for PostgreSQL and PgBouncer")
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		e.asPG = true
-		e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
-	dir, err := os.MkdirTemp("", "pgturnstile-bench.")
+	be, err := benchenv.New(pgBin, "pgturnstile-bench.")
 	if err != nil {
 		return nil, err
 	}
-	e.dir = dir
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	e.sockDir = filepath.Join(dir, "sock")
-	for _, d := range []string{filepath.Join(dir, "data"), e.sockDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, err
-		}
-		if err := e.chown(d); err != nil {
-			return nil, err
-		}
-	}
-	return e, nil
+	return &env{Env: be, log: logf}, nil
 }
 
-func (e *env) chown(path string) error {
-	if !e.asPG {
-		return nil
-	}
-	return os.Chown(path, int(e.cred.Uid), int(e.cred.Gid))
-}
-
-// command runs name as the postgres OS user when we are root.
-func (e *env) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = e.dir
-	if e.asPG {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
-	}
-	return cmd
-}
-
-// freePort picks a port below 32768 (outside the ephemeral range, so a
-// client socket cannot take it between our check and the listener's bind).
-func freePort() (int, error) {
-	for range 200 {
-		p := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return p, nil
-	}
-	return 0, errors.New("no free port in 20000-32000")
-}
-
-// startPostgres initdb's and starts a PostgreSQL tuned for benchmarking the
-// poolers rather than the disk, creates the bench role and database.
+// startPostgres starts a PostgreSQL tuned for benchmarking the poolers
+// rather than the disk, and creates the bench role and database.
 func (e *env) startPostgres(sharedBuffers string) error {
-	data := filepath.Join(e.dir, "data")
-	out, err := e.command(filepath.Join(e.pgBin, "initdb"), "-D", data, "-U", "postgres", "-E", "UTF8",
-		"--no-locale", "--no-sync", "--auth-local=trust", "--auth-host=scram-sha-256").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("initdb: %v\n%s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	e.pgPort = port
-	conf := fmt.Sprintf(`
-# pgturnstile bench: throwaway, tuned to measure poolers, not the disk.
-listen_addresses = '127.0.0.1'
-port = %d
-unix_socket_directories = '%s'
-max_connections = 700
+	settings := fmt.Sprintf(`max_connections = 700
 shared_buffers = %s
 fsync = off
 synchronous_commit = off
@@ -155,51 +52,19 @@ checkpoint_timeout = 30min
 password_encryption = 'scram-sha-256'
 log_min_messages = warning
 log_connections = off
-`, port, e.sockDir, sharedBuffers)
-	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(conf)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	logPath := filepath.Join(e.dir, "postgres.log")
-	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
-		return err
-	}
-	if err := e.chown(logPath); err != nil {
-		return err
-	}
-	e.pgUp = true
-	out, err = e.command(filepath.Join(e.pgBin, "pg_ctl"), "-D", data, "-l", logPath, "-w", "-t", "60", "start").CombinedOutput()
-	if err != nil {
-		lg, _ := os.ReadFile(logPath)
-		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, lg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgconn.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", e.sockDir, port))
-	if err != nil {
-		return fmt.Errorf("connect as postgres: %v", err)
-	}
-	defer c.Close(ctx)
-	for _, q := range []string{
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", benchUser, benchPass),
-		fmt.Sprintf("CREATE DATABASE %s OWNER %s", benchDB, benchUser),
-	} {
-		if _, err := c.Exec(ctx, q).ReadAll(); err != nil {
-			return fmt.Errorf("%s: %v", q, err)
-		}
-	}
-	return nil
+`, sharedBuffers)
+	return e.StartPostgres("pgturnstile bench: throwaway, tuned to measure poolers, not the disk.", settings,
+		func(ctx context.Context, c *pgconn.PgConn) error {
+			return benchenv.Exec(ctx, c,
+				fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", benchUser, benchPass),
+				fmt.Sprintf("CREATE DATABASE %s OWNER %s", benchDB, benchUser))
+		})
 }
 
 // pgbenchInit fills the bench database at the given scale, as the bench role.
 func (e *env) pgbenchInit(scale int) error {
 	cmd := exec.Command("pgbench", "-i", "-q", "-s", strconv.Itoa(scale), "-h", "127.0.0.1",
-		"-p", strconv.Itoa(e.pgPort), "-U", benchUser, benchDB)
+		"-p", strconv.Itoa(e.PGPort), "-U", benchUser, benchDB)
 	cmd.Env = pgbenchEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -227,91 +92,35 @@ type iniOpts struct {
 // userlist, which both also use to log in to PostgreSQL), logging of each
 // login and logout off (PgBouncer and pgturnstile both log them by default,
 // which would dominate -C).
-func (e *env) poolerINI(name string, port int, o iniOpts) (string, error) {
+func (e *env) poolerINI(port int, o iniOpts) (string, error) {
 	poolSize := o.PoolSize
 	if poolSize == 0 {
 		poolSize = 20
 	}
-	userlist := filepath.Join(e.dir, "userlist.txt")
+	userlist := filepath.Join(e.Dir, "userlist.txt")
 	if err := os.WriteFile(userlist, fmt.Appendf(nil, "%q %q\n", benchUser, benchPass), 0o644); err != nil {
 		return "", err
 	}
-	ini := fmt.Sprintf(`[databases]
-%s = host=127.0.0.1 port=%d dbname=%s
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = %s
-pool_mode = transaction
+	return e.PoolerINIHead(benchDB, port, userlist) + fmt.Sprintf(`pool_mode = transaction
 default_pool_size = %d
 max_client_conn = 6000
 log_connections = 0
 log_disconnections = 0
-%s`, benchDB, e.pgPort, benchDB, port, userlist, poolSize, o.Extra)
-	path := filepath.Join(e.dir, name+".ini")
-	return path, os.WriteFile(path, []byte(ini), 0o644)
+%s`, poolSize, o.Extra), nil
 }
 
-// startPooler starts a pooler (kind "pgbouncer" or "pgturnstile") on a free
-// port and waits until the bench role can run a query through it.
-func (e *env) startPooler(name, kind, bin string, envv []string, io iniOpts) (*proc, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(e.dir, name+".log")
-	if kind == "pgbouncer" {
-		io.Extra = "logfile = " + logPath + "\n" + io.Extra
-		if err := os.WriteFile(logPath, nil, 0o644); err != nil {
-			return nil, err
-		}
-		if err := e.chown(logPath); err != nil {
-			return nil, err
-		}
-	}
-	ini, err := e.poolerINI(name, port, io)
-	if err != nil {
-		return nil, err
-	}
-	var cmd *exec.Cmd
-	if kind == "pgbouncer" {
-		cmd = e.command(bin, "-q", ini) // PgBouncer refuses to run as root
-	} else {
-		cmd = exec.Command(bin, ini)
-		cmd.Dir = e.dir
-	}
-	cmd.Env = append(os.Environ(), envv...)
-	lf, err := os.OpenFile(filepath.Join(e.dir, name+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, port: port, cmd: cmd, done: make(chan struct{})}
-	e.procs = append(e.procs, p)
-	go func() { p.err = cmd.Wait(); lf.Close(); close(p.done) }()
-
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := queryOnce(ctx, port)
-		cancel()
-		if err == nil {
-			return p, nil
-		}
-		if !p.alive() || time.Now().After(deadline) {
-			out, _ := os.ReadFile(filepath.Join(e.dir, name+".stderr"))
-			lg, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("%s did not come up on port %d: %v\n%s%s", name, port, err, out, lg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// startPooler starts a pooler (kind "pgbouncer" or "pgturnstile") with envv
+// added to its environment, on a free port, and waits until the bench role
+// can run a query through it.
+func (e *env) startPooler(name, kind, bin string, envv []string, io iniOpts) (*benchenv.Proc, error) {
+	return e.StartPooler(benchenv.Pooler{
+		Name: name, Bouncer: kind == "pgbouncer", Bin: bin, Env: envv,
+		INI: func(port int, logfile string) (string, error) {
+			io.Extra = logfile + io.Extra
+			return e.poolerINI(port, io)
+		},
+		Ready: queryOnce,
+	})
 }
 
 func connString(port int) string {
@@ -329,33 +138,11 @@ func queryOnce(ctx context.Context, port int) error {
 	return err
 }
 
-// stopPooler stops p with SIGTERM (immediate shutdown for both poolers;
-// SIGINT would be PgBouncer's wait-for-clients shutdown), then SIGKILL.
-func (e *env) stopPooler(p *proc) {
-	if !p.alive() {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
 func (e *env) close(keep bool) {
-	for _, p := range e.procs {
-		e.stopPooler(p)
-	}
-	if e.pgUp {
-		e.command(filepath.Join(e.pgBin, "pg_ctl"), "-D", filepath.Join(e.dir, "data"), "-m", "immediate", "-w", "stop").Run()
-	}
+	e.Close(keep)
 	if keep {
-		e.log("kept %s", e.dir)
-		return
+		e.log("kept %s", e.Dir)
 	}
-	os.RemoveAll(e.dir)
 }
 
 // ---------------------------------------------------------------------------
@@ -393,27 +180,6 @@ func parseStatTicks(s string) (int64, error) {
 		return 0, errors.New("bad utime/stime in /proc stat")
 	}
 	return u + st, nil
-}
-
-// procStatusKB returns a "Vm…:" field of /proc/PID/status in KiB.
-func procStatusKB(pid int, field string) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			fs := strings.Fields(rest)
-			if len(fs) == 0 {
-				break
-			}
-			return strconv.ParseInt(fs[0], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // resetPeakRSS makes VmHWM start again from the current RSS (Linux ≥ 4.0),

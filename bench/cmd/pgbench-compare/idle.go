@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // idleResult is one idle-connections measurement of one fresh pooler.
@@ -30,16 +31,16 @@ type idleResult struct {
 // and reads the pooler's RSS before and with them.
 // With heapTo set, the heap profile from pprofAddr is saved there while the
 // clients are connected.
-func measureIdle(ctx context.Context, p *proc, n int, round int, pprofAddr, heapTo string) idleResult {
-	r := idleResult{Target: p.name, Round: round, Clients: n}
+func measureIdle(ctx context.Context, p *benchenv.Proc, n int, round int, pprofAddr, heapTo string) idleResult {
+	r := idleResult{Target: p.Name, Round: round, Clients: n}
 	// One client and one query first: the pool has its server connection and
 	// the process its steady baseline.
-	if err := queryOnce(ctx, p.port); err != nil {
+	if err := queryOnce(ctx, p.Port); err != nil {
 		r.Err = "warm-up query: " + err.Error()
 		return r
 	}
 	time.Sleep(500 * time.Millisecond)
-	before, err := procStatusKB(p.pid(), "VmRSS")
+	before, err := benchenv.StatusKB(p.Pid(), "VmRSS")
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -69,7 +70,7 @@ func measureIdle(ctx context.Context, p *proc, n int, round int, pprofAddr, heap
 				if i >= n {
 					return
 				}
-				c, err := pgconn.Connect(cctx, connString(p.port))
+				c, err := pgconn.Connect(cctx, connString(p.Port))
 				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -95,7 +96,7 @@ func measureIdle(ctx context.Context, p *proc, n int, round int, pprofAddr, heap
 	// Let the pooler settle: pgturnstile parks a client idle for 1 s at
 	// its next once-a-second scan.
 	time.Sleep(3 * time.Second)
-	with, err := procStatusKB(p.pid(), "VmRSS")
+	with, err := benchenv.StatusKB(p.Pid(), "VmRSS")
 	if err != nil {
 		r.Err = err.Error()
 		return r

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // Target names, as they appear in the report.
@@ -225,7 +227,7 @@ func run(o options) error {
 	if o.quick {
 		sb = "128MB"
 	}
-	logf("PostgreSQL: initdb and start in %s", e.dir)
+	logf("PostgreSQL: initdb and start in %s", e.Dir)
 	if err := e.startPostgres(sb); err != nil {
 		return err
 	}
@@ -240,7 +242,7 @@ func run(o options) error {
 		return err
 	}
 	var targets []target
-	var poolers []*proc
+	var poolers []*benchenv.Proc
 	if o.aa {
 		targets, poolers, err = e.aaTargets(bouncer, pgb, logf)
 	} else {
@@ -250,7 +252,7 @@ func run(o options) error {
 		return err
 	}
 
-	logDir := filepath.Join(e.dir, "logs")
+	logDir := filepath.Join(e.Dir, "logs")
 	if err := os.Mkdir(logDir, 0o755); err != nil {
 		return err
 	}
@@ -324,9 +326,9 @@ func run(o options) error {
 		}
 	}
 	for _, p := range poolers {
-		if !p.alive() {
-			logf("%s exited during the run: %v (see %s)", p.name, p.err, filepath.Join(e.dir, p.name+".stderr"))
-			info.Notes = append(info.Notes, fmt.Sprintf("%s exited during the run: %v", p.name, p.err))
+		if !p.Alive() {
+			logf("%s exited during the run: %v (see %s)", p.Name, p.Err(), filepath.Join(e.Dir, p.Name+".stderr"))
+			info.Notes = append(info.Notes, fmt.Sprintf("%s exited during the run: %v", p.Name, p.Err()))
 		}
 	}
 
@@ -364,7 +366,7 @@ func run(o options) error {
 				var idleEnv []string
 				heapAddr := ""
 				if k.kind == "pgturnstile" && o.idleHeap != "" {
-					hp, err := freePort()
+					hp, err := benchenv.FreePort()
 					if err != nil {
 						return err
 					}
@@ -382,7 +384,7 @@ func run(o options) error {
 				}
 				r := measureIdle(ctx, p, o.idleClients, round, heapAddr, heap)
 				r.Target = k.name
-				e.stopPooler(p)
+				e.StopPooler(p)
 				idle = append(idle, r)
 				if r.OK {
 					logf("idle r%d %-12s %d clients: RSS %s → %s, %.1f KiB per client (logins took %.1fs)",
@@ -410,7 +412,7 @@ func writeReport(path, text string, elapsed time.Duration, logf func(string, ...
 
 // comparedTargets starts pgturnstile (and, with -gomaxprocs1, a second one
 // on one P) next to the running PgBouncer: the targets of `make bench`.
-func (e *env) comparedTargets(o options, pooler string, pgb *proc, logf func(string, ...any)) ([]target, []*proc, error) {
+func (e *env) comparedTargets(o options, pooler string, pgb *benchenv.Proc, logf func(string, ...any)) ([]target, []*benchenv.Proc, error) {
 	var turnEnv []string
 	if o.pprof != "" {
 		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
@@ -421,20 +423,20 @@ func (e *env) comparedTargets(o options, pooler string, pgb *proc, logf func(str
 		return nil, nil, err
 	}
 	targets := []target{
-		{Name: tDirect, Port: e.pgPort},
-		{Name: tBouncer, Port: pgb.port, Proc: pgb},
-		{Name: tTurnstile, Port: pgt.port, Proc: pgt},
+		{Name: tDirect, Port: e.PGPort},
+		{Name: tBouncer, Port: pgb.Port, Proc: pgb},
+		{Name: tTurnstile, Port: pgt.Port, Proc: pgt},
 	}
-	poolers := []*proc{pgb, pgt}
-	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgt.port, pgt.pid())
+	poolers := []*benchenv.Proc{pgb, pgt}
+	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.PGPort, pgb.Port, pgb.Pid(), pgt.Port, pgt.Pid())
 	if o.oneProc {
 		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{})
 		if err != nil {
 			return nil, nil, err
 		}
-		targets = append(targets, target{Name: tTurnOne, Port: pgt1.port, Proc: pgt1})
+		targets = append(targets, target{Name: tTurnOne, Port: pgt1.Port, Proc: pgt1})
 		poolers = append(poolers, pgt1)
-		logf("pgturnstile GOMAXPROCS=1 :%d (pid %d)", pgt1.port, pgt1.pid())
+		logf("pgturnstile GOMAXPROCS=1 :%d (pid %d)", pgt1.Port, pgt1.Pid())
 	}
 	return targets, poolers, nil
 }
@@ -443,16 +445,16 @@ func (e *env) comparedTargets(o options, pooler string, pgb *proc, logf func(str
 // running one: an A/A run (-aa), whose B/A ratios show how far this
 // machine's noise alone moves a ratio. Direct PostgreSQL is left out; it
 // is not in any ratio.
-func (e *env) aaTargets(bouncer string, pgb *proc, logf func(string, ...any)) ([]target, []*proc, error) {
+func (e *env) aaTargets(bouncer string, pgb *benchenv.Proc, logf func(string, ...any)) ([]target, []*benchenv.Proc, error) {
 	pgb2, err := e.startPooler("pgbouncer-b", "pgbouncer", bouncer, nil, iniOpts{})
 	if err != nil {
 		return nil, nil, err
 	}
-	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), PgBouncer B :%d (pid %d)", e.pgPort, pgb.port, pgb.pid(), pgb2.port, pgb2.pid())
+	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), PgBouncer B :%d (pid %d)", e.PGPort, pgb.Port, pgb.Pid(), pgb2.Port, pgb2.Pid())
 	return []target{
-		{Name: tBouncer, Port: pgb.port, Proc: pgb},
-		{Name: tBouncerB, Port: pgb2.port, Proc: pgb2},
-	}, []*proc{pgb, pgb2}, nil
+		{Name: tBouncer, Port: pgb.Port, Proc: pgb},
+		{Name: tBouncerB, Port: pgb2.Port, Proc: pgb2},
+	}, []*benchenv.Proc{pgb, pgb2}, nil
 }
 
 func reversed[T any](xs []T) []T {
@@ -547,7 +549,7 @@ func collectInfo(o options, pooler, bouncer string) info {
 			}
 		}
 	}
-	if kb, err := procStatusKBFile("/proc/meminfo", "MemTotal"); err == nil {
+	if kb, err := benchenv.FileKB("/proc/meminfo", "MemTotal"); err == nil {
 		in.Mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
 	}
 	in.Argv = strings.Join(os.Args, " ")
@@ -562,21 +564,6 @@ func collectInfo(o options, pooler, bouncer string) info {
 		}
 	}
 	return in
-}
-
-func procStatusKBFile(path, field string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			var n int64
-			_, err := fmt.Sscan(rest, &n)
-			return n, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in %s", field, path)
 }
 
 // targetWorkloads are the workloads issue 6's targets are judged on.

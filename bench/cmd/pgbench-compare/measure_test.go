@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 func TestParseStatTicks(t *testing.T) {
@@ -337,16 +339,11 @@ pgturnstile_admission_capacity_seconds_total{database="other",user="bench"} 4
 // TestPoolerINI: the overload poolers' ini differs from the others only in
 // the pool size and, for pgturnstile, the admission policy.
 func TestPoolerINI(t *testing.T) {
-	e := &env{dir: t.TempDir(), pgPort: 5432}
-	path, err := e.poolerINI("overload-pgturnstile", 6432, iniOpts{PoolSize: overloadPoolSize, Extra: "admission_file = /x/admission.toml\n"})
+	e := &env{Env: &benchenv.Env{Dir: t.TempDir(), PGPort: 5432}}
+	ini, err := e.poolerINI(6432, iniOpts{PoolSize: overloadPoolSize, Extra: "admission_file = /x/admission.toml\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ini := string(b)
 	for _, want := range []string{"\ndefault_pool_size = 4\n", "\npool_mode = transaction\n", "\nlisten_port = 6432\n", "\nadmission_file = /x/admission.toml\n"} {
 		if !strings.Contains(ini, want) {
 			t.Errorf("ini lacks %q:\n%s", want, ini)
@@ -355,12 +352,12 @@ func TestPoolerINI(t *testing.T) {
 	if strings.Count(ini, "default_pool_size") != 1 {
 		t.Errorf("default_pool_size set more than once:\n%s", ini)
 	}
-	path, err = e.poolerINI("pgbouncer", 6433, iniOpts{})
+	ini, err = e.poolerINI(6433, iniOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\ndefault_pool_size = 20\n") || strings.Contains(string(b), "admission_file") {
-		t.Errorf("default ini:\n%s", b)
+	if !strings.Contains(ini, "\ndefault_pool_size = 20\n") || strings.Contains(ini, "admission_file") {
+		t.Errorf("default ini:\n%s", ini)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // The overload scenario (issue 16; shared/research/admission.md §4.4 first
@@ -251,8 +252,8 @@ func (c *overloadClient) loop(ctx context.Context, port int, t0 time.Time, d tim
 // metrics is pgturnstile's metrics_addr, "" for PgBouncer.
 func runOverload(ctx context.Context, t target, metrics string, d, warm time.Duration, round int) overloadResult {
 	r := overloadResult{Target: t.Name, Round: round, Load: loadAvg(), HighP50us: math.NaN(), HighP99us: math.NaN(), Busy: math.NaN()}
-	if t.Proc != nil && !t.Proc.alive() {
-		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.err)
+	if t.Proc != nil && !t.Proc.Alive() {
+		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.Err())
 		return r
 	}
 	// A run still going a minute after its end is hung, not slow.
@@ -360,10 +361,10 @@ func loginAll(ctx context.Context, port int, clients []*overloadClient) error {
 func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler string, logf func(string, ...any)) ([]overloadResult, []string) {
 	var res []overloadResult
 	var notes []string
-	policy := filepath.Join(e.dir, "admission.toml")
+	policy := filepath.Join(e.Dir, "admission.toml")
 	policyErr := os.WriteFile(policy, []byte(overloadPolicy), 0o644)
 	// pgturnstile serves /metrics, for its gate's busy accounting.
-	metricsPort, err := freePort()
+	metricsPort, err := benchenv.FreePort()
 	if policyErr == nil {
 		policyErr = err
 	}
@@ -378,7 +379,7 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 	}
 	var targets []target
 	for _, k := range kinds {
-		var p *proc
+		var p *benchenv.Proc
 		err := policyErr
 		if err == nil {
 			p, err = e.startPooler("overload-"+k.kind, k.kind, k.bin, nil, k.io)
@@ -391,8 +392,8 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 			}
 			continue
 		}
-		defer e.stopPooler(p)
-		targets = append(targets, target{Name: k.name, Port: p.port, Proc: p})
+		defer e.StopPooler(p)
+		targets = append(targets, target{Name: k.name, Port: p.Port, Proc: p})
 	}
 	warm := min(time.Second, o.overloadDur/4)
 	for round := 1; round <= o.rounds; round++ {
@@ -419,9 +420,9 @@ func runOverloadScenario(ctx context.Context, e *env, o options, bouncer, pooler
 		}
 	}
 	for _, t := range targets {
-		if !t.Proc.alive() {
-			notes = append(notes, fmt.Sprintf("%s (overload scenario) exited during the run: %v", t.Name, t.Proc.err))
-			logf("%s exited during the overload scenario: %v (see %s)", t.Proc.name, t.Proc.err, filepath.Join(e.dir, t.Proc.name+".stderr"))
+		if !t.Proc.Alive() {
+			notes = append(notes, fmt.Sprintf("%s (overload scenario) exited during the run: %v", t.Name, t.Proc.Err()))
+			logf("%s exited during the overload scenario: %v (see %s)", t.Proc.Name, t.Proc.Err(), filepath.Join(e.Dir, t.Proc.Name+".stderr"))
 		}
 	}
 	return res, notes

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // workload is one pgbench invocation, run against every target.
@@ -28,7 +30,7 @@ type workload struct {
 type target struct {
 	Name string
 	Port int
-	Proc *proc // nil for direct PostgreSQL: no pooler CPU or RSS to read
+	Proc *benchenv.Proc // nil for direct PostgreSQL: no pooler CPU or RSS to read
 }
 
 // runResult is one pgbench run of one workload against one target.
@@ -94,8 +96,8 @@ func runPgbench(ctx context.Context, logDir string, seq int, w workload, t targe
 
 func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t target, d, extra time.Duration, round int) runResult {
 	r := runResult{Workload: w.Key, Target: t.Name, Round: round, CPUus: math.NaN(), Load: loadAvg()}
-	if t.Proc != nil && !t.Proc.alive() {
-		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.err)
+	if t.Proc != nil && !t.Proc.Alive() {
+		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.Err())
 		return r
 	}
 	prefix := filepath.Join(logDir, fmt.Sprintf("run%04d", seq))
@@ -117,13 +119,13 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	if t.Proc != nil {
-		resetPeakRSS(t.Proc.pid())
+		resetPeakRSS(t.Proc.Pid())
 		go func() {
 			defer close(sampled)
 			tk := time.NewTicker(25 * time.Millisecond)
 			defer tk.Stop()
 			for {
-				if n, err := cpuTicks(t.Proc.pid()); err == nil {
+				if n, err := cpuTicks(t.Proc.Pid()); err == nil {
 					samples = append(samples, sample{At: time.Now().UnixMicro(), Ticks: n})
 				}
 				select {
@@ -140,7 +142,7 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	close(stopSampling)
 	<-sampled
 	if t.Proc != nil {
-		r.PeakRSSKB, _ = procStatusKB(t.Proc.pid(), "VmHWM")
+		r.PeakRSSKB, _ = benchenv.StatusKB(t.Proc.Pid(), "VmHWM")
 	}
 
 	out := stdout.String()
