@@ -561,41 +561,35 @@ func TestHostileSSLRequestTwice(t *testing.T) {
 		t.Logf("refused after %v", time.Since(start).Round(time.Millisecond))
 	}
 
-	t.Run("after N", func(t *testing.T) {
-		p := startPooler(t, iniSettings(nil, ""), testUserlist)
+	// firstSSLRequest sends the first SSLRequest and checks its answer.
+	firstSSLRequest := func(t *testing.T, p *Pooler, want byte) net.Conn {
+		t.Helper()
 		conn, err := net.Dial("tcp", p.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		t.Cleanup(func() { conn.Close() })
 		if _, err := conn.Write(sslRequest); err != nil {
 			t.Fatal(err)
 		}
 		var b [1]byte
 		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-		if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] != 'N' {
-			t.Fatalf("first SSLRequest: %q, %v", b[0], err)
+		if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] != want {
+			t.Fatalf("first SSLRequest: %q, %v, want %q", b[0], err, want)
 		}
-		check(t, conn)
+		_ = conn.SetReadDeadline(time.Time{})
+		return conn
+	}
+
+	t.Run("after N", func(t *testing.T) {
+		p := startPooler(t, iniSettings(nil, ""), testUserlist)
+		check(t, firstSSLRequest(t, p, 'N'))
 	})
 
 	t.Run("inside TLS", func(t *testing.T) {
 		pki := newPKI(t, "pooler")
 		p := startPooler(t, iniSettings(tlsSettings(pki, "allow", nil), ""), testUserlist)
-		conn, err := net.Dial("tcp", p.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := conn.Write(sslRequest); err != nil {
-			t.Fatal(err)
-		}
-		var b [1]byte
-		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-		if _, err := io.ReadFull(conn, b[:]); err != nil || b[0] != 'S' {
-			t.Fatalf("first SSLRequest: %q, %v", b[0], err)
-		}
-		_ = conn.SetReadDeadline(time.Time{})
+		conn := firstSSLRequest(t, p, 'S')
 		tc := tls.Client(conn, &tls.Config{RootCAs: pki.Pool(), ServerName: "localhost"})
 		if err := tc.Handshake(); err != nil {
 			t.Fatal(err)
