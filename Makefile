@@ -30,6 +30,11 @@ unit:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
+	@# Builds beyond Linux: OS-specific socket code lives in internal/netpoll
+	@# (Linux, plus a fallback where parking is off); the integration tests
+	@# and bench tools are Linux-only (build tag linux).
+	GOOS=darwin $(GO) build $(PKGS)
+	GOOS=windows $(GO) vet $(PKGS)
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)

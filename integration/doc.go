@@ -19,4 +19,8 @@
 // and fail loudly without it); `go test -short` skips them. Set
 // PGTURNSTILE_RACE=1 to build the pooler with -race, and PGTURNSTILE_KEEP=1 to
 // keep the temp dir (Postgres log, pooler configs) for inspection.
+//
+// Linux only: the tests run PostgreSQL and the pooler as child processes
+// (process groups, Pdeathsig, credentials), so every file has the build
+// tag linux.
 package integration

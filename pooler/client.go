@@ -24,6 +24,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission/classify"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -847,25 +848,14 @@ func (c *client) consoleLogin() error {
 }
 
 // peerIsSelf reports whether a Unix-socket peer runs as the pooler's own
-// OS user.
+// OS user; never where the system cannot tell (internal/netpoll.PeerUID).
 func (c *client) peerIsSelf() bool {
 	uc, ok := c.conn.(*net.UnixConn)
 	if !ok {
 		return false
 	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var uid uint32
-	var ok2 bool
-	raw.Control(func(fd uintptr) {
-		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-		if err == nil {
-			uid, ok2 = cred.Uid, true
-		}
-	})
-	return ok2 && int(uid) == os.Getuid()
+	uid, ok := netpoll.PeerUID(uc)
+	return ok && uid == os.Getuid()
 }
 
 // loop relays client messages to linked servers until the client leaves.
@@ -876,9 +866,10 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
 	c.inLoop.Store(true)
 	// The early-park deadline is armed only where the janitor would park
-	// the client later anyway (no idle timeouts, which own the deadline,
-	// and no TLS); it is cleared by the first message.
-	loginGrace := afterLogin && !timeouts && !c.tls
+	// the client later anyway (a system with parking, no idle timeouts,
+	// which own the deadline, and no TLS); it is cleared by the first
+	// message.
+	loginGrace := netpoll.CanPark && afterLogin && !timeouts && !c.tls
 	if loginGrace {
 		c.parkWanted.Store(true)
 		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))

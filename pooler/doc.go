@@ -25,9 +25,12 @@
 // parameters, prepared statements, cancel key) and its socket as a bare
 // descriptor in one epoll set per service. The net.Conn, reader, writer
 // and link state (clientLink) are dropped; a new goroutine rebuilds them
-// when the client sends or hangs up.
+// when the client sends or hangs up. The epoll set, like the other
+// OS-specific socket code (raw reads and writes, the idle-server peek,
+// SO_PEERCRED), is internal/netpoll's; on systems other than Linux it has
+// none, and clients are never parked.
 //
-// Socket reads and writes go through wire.SocketIO: raw system calls on
+// Socket reads and writes go through wire.SocketIO: on Linux, raw system calls on
 // the non-blocking descriptor, waiting in the netpoller when it is not
 // ready, so the goroutine's P never enters the runtime's syscall state.
 // A batch whose reply serve relays inline is written with

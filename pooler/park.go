@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"errors"
 	"net"
 	"os"
 	"runtime/debug"
@@ -9,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -26,6 +26,12 @@ import (
 // janitor asks an idle client to park by expiring its read deadline. A
 // client that has just logged in gets that deadline at once, set
 // parkAfterLogin ahead (client.loop).
+//
+// The epoll set and the descriptor duplication are internal/netpoll's.
+// Where it has none (netpoll.CanPark is false: systems other than Linux)
+// parking is off: the janitor asks no client to park and a client that
+// has just logged in gets no early deadline, so every client keeps its
+// goroutine as any Go server's would.
 
 // parkAfter is how long a client must have been idle before it is parked.
 const parkAfter = time.Second
@@ -44,9 +50,9 @@ const parkScanEvery = time.Second
 
 // parker is the service's epoll set of parked clients.
 type parker struct {
-	once sync.Once
-	epfd int
-	err  error
+	once   sync.Once
+	poller *netpoll.Poller
+	err    error
 
 	mu     sync.Mutex
 	parked map[int32]*client // by socket descriptor
@@ -61,7 +67,7 @@ type parker struct {
 // start creates the epoll set and its goroutine on first use.
 func (pk *parker) start() error {
 	pk.once.Do(func() {
-		pk.epfd, pk.err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		pk.poller, pk.err = netpoll.NewPoller()
 		if pk.err != nil {
 			return
 		}
@@ -74,25 +80,22 @@ func (pk *parker) start() error {
 // run wakes parked clients whose socket became readable or hung up. The
 // wait is a blocking system call on a thread of its own.
 func (pk *parker) run() {
-	events := make([]syscall.EpollEvent, 128)
+	fds := make([]int32, 128)
 	for {
-		n, err := syscall.EpollWait(pk.epfd, events, -1)
+		n, err := pk.poller.Wait(fds)
 		if err != nil {
-			if errors.Is(err, syscall.EINTR) {
-				continue
-			}
 			return
 		}
-		for _, ev := range events[:n] {
+		for _, fd := range fds[:n] {
 			// Under mu, so a client parking on the same descriptor
-			// later cannot have its registration removed by this DEL.
+			// later cannot have its registration removed by this Del.
 			pk.mu.Lock()
-			c := pk.parked[ev.Fd]
-			delete(pk.parked, ev.Fd)
-			_ = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_DEL, int(ev.Fd), nil)
+			c := pk.parked[fd]
+			delete(pk.parked, fd)
+			pk.poller.Del(int(fd))
 			pk.mu.Unlock()
 			if c != nil {
-				go c.resume(int(ev.Fd))
+				go c.resume(int(fd))
 			}
 		}
 	}
@@ -102,6 +105,9 @@ func (pk *parker) run() {
 // janitor. It also returns memory to the OS when many clients parked since
 // the last time.
 func (s *Service) requestParks(now time.Time) {
+	if !netpoll.CanPark {
+		return // parking is off on this system
+	}
 	if st := s.settings(); st.ClientIdleTimeout > 0 {
 		return // the idle timeout is enforced by the blocked read
 	}
@@ -176,7 +182,7 @@ func (c *client) tryPark() bool {
 	}
 	fd := -1
 	var derr error
-	cerr := rc.Control(func(sysfd uintptr) { fd, derr = dupCloexec(int(sysfd)) })
+	cerr := rc.Control(func(sysfd uintptr) { fd, derr = netpoll.DupCloexec(int(sysfd)) })
 	if cerr != nil || derr != nil {
 		return false
 	}
@@ -195,8 +201,7 @@ func (c *client) tryPark() bool {
 	c.parkFD = int32(fd)
 	// Level-triggered and one-shot: bytes that arrived before this call
 	// are reported at once, and one wake-up resumes the client once.
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(fd)}
-	err = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_ADD, fd, &ev)
+	err = pk.poller.Add(fd)
 	if err != nil {
 		delete(pk.parked, int32(fd))
 	}
@@ -214,16 +219,6 @@ func (c *client) tryPark() bool {
 		c.svc.unpark(c)
 	}
 	return true
-}
-
-// dupCloexec duplicates a descriptor, close-on-exec like every descriptor
-// Go opens.
-func dupCloexec(fd int) (int, error) {
-	nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
-	if e != 0 {
-		return -1, e
-	}
-	return int(nfd), nil
 }
 
 // resume brings a parked client back on a new goroutine: a net.Conn again
@@ -267,7 +262,7 @@ func (s *Service) unpark(c *client) {
 	}
 	fd := c.parkFD
 	delete(pk.parked, fd)
-	_ = syscall.EpollCtl(pk.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+	pk.poller.Del(int(fd))
 	pk.mu.Unlock()
 	go c.resume(int(fd))
 }

@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -439,8 +439,13 @@ func (s *server) queryRow(prelude, sql string, timeout time.Duration, args ...st
 
 // closedByPeer reports, without blocking, whether Postgres closed this idle
 // connection or sent something unasked (a FATAL before closing): a peek
-// at the socket that finds EOF or data. Nothing is consumed.
+// at the socket that finds EOF or data. Nothing is consumed. Where the
+// system has no peek (netpoll.CanPeek is false) it reports false: the
+// server counts as healthy until a read says otherwise.
 func (s *server) closedByPeer() bool {
+	if !netpoll.CanPeek {
+		return false
+	}
 	if s.peekRaw == nil {
 		// Made once per server, like the method value: each is an
 		// allocation.
@@ -464,16 +469,12 @@ func (s *server) closedByPeer() bool {
 	return s.peekDead || err != nil
 }
 
-// peekOnce is closedByPeer's one non-blocking MSG_PEEK. A raw system call,
-// like wire.SocketIO's: it cannot block, and it keeps the P out of the
-// scheduler's syscall state.
+// peekOnce is closedByPeer's one non-blocking MSG_PEEK (netpoll.PeekClosed,
+// a raw system call like wire.SocketIO's: it cannot block, and it keeps the
+// P out of the scheduler's syscall state).
 func (s *server) peekOnce(fd uintptr) bool {
-	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekBuf[0])), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	switch {
-	case e == syscall.EAGAIN || e == syscall.EINTR:
-	case e != 0 || int(n) >= 0:
-		s.peekDead = true // EOF (n == 0), data, or a socket error
+	if netpoll.PeekClosed(fd, &s.peekBuf) {
+		s.peekDead = true // EOF, data, or a socket error
 	}
 	return true // never wait
 }

@@ -3,16 +3,18 @@ package wire
 import (
 	"io"
 	"net"
-	"os"
 	"syscall"
-	"unsafe"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // SocketIO returns the reader and writer that Reader and Writer should use
 // for conn. For a plain TCP or Unix socket that is a wrapper that makes the
 // read(2) and write(2) calls without telling the Go scheduler about them
-// (syscall.RawSyscall) and waits for readiness through the runtime's
-// netpoller as net.Conn does. Any other conn (TLS) is returned as it is.
+// (syscall.RawSyscall, in internal/netpoll) and waits for readiness
+// through the runtime's netpoller as net.Conn does. Any other conn (TLS),
+// and every conn where netpoll has no raw calls (netpoll.RawIO is false:
+// systems other than Linux), is returned as it is.
 //
 // Why: a pooler's goroutines spend most of their time in short,
 // non-blocking socket calls. Each call made the ordinary way marks the
@@ -28,6 +30,9 @@ import (
 // goroutine work as with net.Conn, because the waiting is net's own
 // (syscall.RawConn).
 func SocketIO(conn net.Conn) io.ReadWriter {
+	if !netpoll.RawIO {
+		return conn
+	}
 	switch conn.(type) {
 	case *net.TCPConn, *net.UnixConn:
 	default:
@@ -105,22 +110,13 @@ func (s *sockIO) Read(p []byte) (int, error) {
 // readOnce is one read(2); false asks net to wait until the socket is
 // readable and call it again.
 func (s *sockIO) readOnce(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
-		switch e {
-		case 0:
-			s.rn = int(n)
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			s.emptyReads++
-			return false
-		default:
-			s.rerr = os.NewSyscallError("read", e)
-			return true
-		}
+	n, again, err := netpoll.Read(fd, s.rbuf)
+	if again {
+		s.emptyReads++
+		return false
 	}
+	s.rn, s.rerr = n, err
+	return true
 }
 
 // ReplyAwaiter is a connection that can send a request and wait for the
@@ -215,17 +211,14 @@ func (s *sockIO) writeOnce(fd uintptr) bool {
 // written or the send buffer is full (full: EAGAIN).
 func writeFrom(fd uintptr, buf []byte, n *int) (full bool, err error) {
 	for *n < len(buf) {
-		rest := buf[*n:]
-		m, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
-		switch e {
-		case 0:
-			*n += int(m)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
+		m, again, err := netpoll.Write(fd, buf[*n:])
+		switch {
+		case err != nil:
+			return false, err
+		case again:
 			return true, nil
-		default:
-			return false, os.NewSyscallError("write", e)
 		}
+		*n += m
 	}
 	return false, nil
 }

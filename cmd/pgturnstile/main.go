@@ -183,7 +183,7 @@ func run(args []string, stderr io.Writer) int {
 	defer stop()
 	notify := newNotifier()
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, handledSignals...)
 	go handleSignals(sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
@@ -220,10 +220,10 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 				log.Info("got SIGHUP, re-reading config")
 			}
 			notify.send("READY=1")
-		case syscall.SIGUSR1:
+		case sigPause:
 			log.Info("got SIGUSR1, pausing all activity")
 			go svc.Pause("")
-		case syscall.SIGUSR2:
+		case sigResume:
 			if shuttingDown {
 				continue
 			}

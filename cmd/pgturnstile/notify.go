@@ -3,10 +3,7 @@ package main
 import (
 	"net"
 	"os"
-	"strconv"
-	"syscall"
 	"time"
-	"unsafe"
 )
 
 // notifier speaks systemd's sd_notify protocol: datagrams of KEY=VALUE
@@ -36,13 +33,4 @@ func (n *notifier) send(msg string) {
 	defer c.Close()
 	c.SetWriteDeadline(time.Now().Add(time.Second))
 	c.Write([]byte(msg))
-}
-
-// reloadingMessage is what Type=notify-reload expects before a reload.
-func reloadingMessage() string {
-	const clockMonotonic = 1
-	var ts syscall.Timespec
-	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
-	usec := int64(ts.Sec)*1_000_000 + int64(ts.Nsec)/1000
-	return "RELOADING=1\nMONOTONIC_USEC=" + strconv.FormatInt(usec, 10)
 }

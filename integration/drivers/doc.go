@@ -37,4 +37,8 @@
 // The non-Go runtimes are installed by scripts/test-deps.sh; a missing one
 // fails its test with that command, it is never skipped. -short skips the
 // whole package.
+//
+// Linux only: the tests run PostgreSQL and the pooler as child processes
+// (process groups, Pdeathsig, credentials), so every file has the build
+// tag linux.
 package drivers

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package pgtest holds what the integration test packages share: a
 // throwaway PostgreSQL 15 data directory initialised as the postgres OS
 // user (PostgreSQL refuses root), free ports below the ephemeral range,

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command hostilemem measures how much memory a pooler process takes when one
 // logged-in client streams a huge message into it, for pgturnstile and
 // PgBouncer side by side in one run, and writes bench/HOSTILE-MEMORY.md.

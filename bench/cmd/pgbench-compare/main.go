@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command pgbench-compare is `make bench`: it benchmarks pgturnstile side by
 // side with PgBouncer and direct PostgreSQL, and writes BENCHMARKS.md.
 //

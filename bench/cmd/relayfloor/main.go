@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command relayfloor is a measuring stick for issue 6's plan: a TCP relay
 // with no pooling and no protocol work, in two designs, so that `pgbench`
 // through it shows what the relaying alone costs in Go.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package benchenv is the throwaway world the bench tools (pgbench-compare,
 // hostilemem) run poolers in: a temp dir, a PostgreSQL started from initdb,
 // pooler processes on free ports, and the /proc readings they take of them.

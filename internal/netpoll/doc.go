@@ -1,0 +1,26 @@
+// Package netpoll holds the pooler's operating-system-specific socket
+// code, so that the rest of the module builds everywhere Go does.
+//
+// On Linux (netpoll_linux.go) it provides:
+//   - Read and Write: one read(2) or write(2) on a non-blocking socket,
+//     made with syscall.RawSyscall so that the calling goroutine's P never
+//     enters the runtime's syscall state (wire.SocketIO);
+//   - PeekClosed: a non-blocking one-byte MSG_PEEK that tells whether the
+//     peer closed an idle connection or sent something unasked (the
+//     pooler's idle-server health check);
+//   - PeerUID: the peer's user id on a Unix socket (SO_PEERCRED), for the
+//     rule that lets the pooler's own OS user into the admin console
+//     without a password;
+//   - Poller and DupCloexec: a one-shot epoll set of bare descriptors,
+//     which parks idle clients without a goroutine each (pooler/park.go).
+//
+// Elsewhere (netpoll_other.go) the same names exist and report that the
+// feature is off: RawIO, CanPeek and CanPark are false, so wire.SocketIO
+// hands back the net.Conn as it is, an idle server counts as healthy
+// until a read says otherwise, clients are never parked, and a Unix
+// socket peer's credentials are unknown (the password-less console rule
+// never applies).
+//
+// Every function here is allocation-free on success: they sit on the
+// relay's hot path.
+package netpoll

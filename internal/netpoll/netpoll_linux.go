@@ -1,0 +1,157 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"errors"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// RawIO is true where Read and Write make the system calls themselves.
+const RawIO = true
+
+// CanPeek is true where PeekClosed looks at the socket.
+const CanPeek = true
+
+// CanPark is true where NewPoller works.
+const CanPark = true
+
+// Read makes one read(2) on the non-blocking descriptor fd into p
+// (len(p) > 0), retrying EINTR. again: the socket had nothing (EAGAIN) and
+// the caller should wait for readability; n == 0 with no error is EOF.
+func Read(fd uintptr, p []byte) (n int, again bool, err error) {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case 0:
+			return int(r), false, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return 0, true, nil
+		default:
+			return 0, false, os.NewSyscallError("read", e)
+		}
+	}
+}
+
+// Write makes one write(2) of p (len(p) > 0) on the non-blocking
+// descriptor fd, retrying EINTR. again: the send buffer is full (EAGAIN)
+// and the caller should wait for writability.
+func Write(fd uintptr, p []byte) (n int, again bool, err error) {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case 0:
+			return int(r), false, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return 0, true, nil
+		default:
+			return 0, false, os.NewSyscallError("write", e)
+		}
+	}
+}
+
+// PeekClosed reports, without blocking or consuming anything, whether the
+// socket fd has something to read (EOF, data) or an error pending: for a
+// connection that should be silent, a sign that the peer closed it or is
+// about to. buf is the one byte the peek reads into (the caller's, so
+// that nothing escapes).
+func PeekClosed(fd uintptr, buf *[1]byte) bool {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+		return false
+	case e != 0 || int(n) >= 0:
+		return true // EOF (n == 0), data, or a socket error
+	}
+	return false
+}
+
+// PeerUID returns the user id of the process at the other end of a Unix
+// socket (SO_PEERCRED); ok is false when it cannot be told.
+func PeerUID(uc *net.UnixConn) (uid int, ok bool) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	raw.Control(func(fd uintptr) {
+		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		if err == nil {
+			uid, ok = int(cred.Uid), true
+		}
+	})
+	return uid, ok
+}
+
+// DupCloexec duplicates a descriptor, close-on-exec like every descriptor
+// Go opens.
+func DupCloexec(fd int) (int, error) {
+	nfd, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(nfd), nil
+}
+
+// Poller is an epoll set of bare descriptors, each watched once for
+// readability or hang-up. Add and Del may be called from any goroutine;
+// Wait from one goroutine at a time.
+type Poller struct {
+	epfd   int
+	events []syscall.EpollEvent
+}
+
+// NewPoller creates an empty set.
+func NewPoller() (*Poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	return &Poller{epfd: epfd}, nil
+}
+
+// Add watches fd until it is readable or hung up. Level-triggered and
+// one-shot: bytes that arrived before the call are reported at once, and
+// fd is reported once; Del it after that before adding it again.
+func (p *Poller) Add(fd int) error {
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(fd)}
+	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return os.NewSyscallError("epoll_ctl", err)
+	}
+	return nil
+}
+
+// Del stops watching fd (nothing if it is not watched).
+func (p *Poller) Del(fd int) {
+	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
+}
+
+// Wait blocks until at least one watched descriptor is ready and stores
+// the ready ones in fds, returning how many. It is a blocking system call
+// on a thread of its own. EINTR is retried.
+func (p *Poller) Wait(fds []int32) (int, error) {
+	if len(p.events) < len(fds) {
+		p.events = make([]syscall.EpollEvent, len(fds))
+	}
+	events := p.events[:len(fds)]
+	for {
+		n, err := syscall.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			return 0, os.NewSyscallError("epoll_wait", err)
+		}
+		for i, ev := range events[:n] {
+			fds[i] = ev.Fd
+		}
+		return n, nil
+	}
+}

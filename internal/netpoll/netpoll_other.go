@@ -1,0 +1,52 @@
+//go:build !linux
+
+package netpoll
+
+import (
+	"errors"
+	"net"
+)
+
+// errUnsupported is what the functions that should not be called here
+// return.
+var errUnsupported = errors.New("netpoll: not supported on this system")
+
+// RawIO is true where Read and Write make the system calls themselves.
+const RawIO = false
+
+// CanPeek is true where PeekClosed looks at the socket.
+const CanPeek = false
+
+// CanPark is true where NewPoller works.
+const CanPark = false
+
+// Read is not available here (RawIO is false).
+func Read(fd uintptr, p []byte) (n int, again bool, err error) { return 0, false, errUnsupported }
+
+// Write is not available here (RawIO is false).
+func Write(fd uintptr, p []byte) (n int, again bool, err error) { return 0, false, errUnsupported }
+
+// PeekClosed cannot tell here (CanPeek is false): the connection counts
+// as healthy until a read says otherwise.
+func PeekClosed(fd uintptr, buf *[1]byte) bool { return false }
+
+// PeerUID cannot tell here.
+func PeerUID(uc *net.UnixConn) (uid int, ok bool) { return 0, false }
+
+// DupCloexec is not available here.
+func DupCloexec(fd int) (int, error) { return -1, errUnsupported }
+
+// Poller is not available here (CanPark is false).
+type Poller struct{}
+
+// NewPoller fails here: clients are never parked.
+func NewPoller() (*Poller, error) { return nil, errUnsupported }
+
+// Add is never reached (NewPoller fails).
+func (p *Poller) Add(fd int) error { return errUnsupported }
+
+// Del is never reached (NewPoller fails).
+func (p *Poller) Del(fd int) {}
+
+// Wait is never reached (NewPoller fails).
+func (p *Poller) Wait(fds []int32) (int, error) { return 0, errUnsupported }
