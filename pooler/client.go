@@ -624,7 +624,7 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		if name := c.svc.trackedName(k); name != "" {
 			params[name] = v
 		} else if !ignored(k) {
-			return &Error{Code: CodeUnsupportedStartupParam, Severity: "FATAL", SQLState: "08P01", Message: "unsupported startup parameter in options: " + k}
+			return newError(CodeUnsupportedOptionsParam, k)
 		}
 	}
 	return nil
@@ -653,7 +653,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
 		})
 		if !ok || rule.Method == auth.HBAReject {
-			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: "no pg_hba.conf entry for host \"" + c.remoteIP().String() + "\", user \"" + c.user + "\", database \"" + c.dbName + "\""}
+			return nil, none, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
 		}
 		switch rule.Method {
 		case auth.HBATrust:
@@ -667,14 +667,14 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		case auth.HBACert:
 			return nil, none, c.certAuth()
 		default:
-			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: "auth method " + rule.Method.String() + " is not supported"}
+			return nil, none, newError(CodeHBAMethodUnsupported, rule.Method.String())
 		}
 	case "cert":
 		return nil, none, c.certAuth()
 	default:
 		var err error
 		if m, err = auth.ParseMethod(st.AuthType); err != nil {
-			return nil, none, &Error{Severity: "FATAL", SQLState: "28000", Message: err.Error()}
+			return nil, none, newError(CodeAuthTypeInvalid, err.Error())
 		}
 	}
 	if m == auth.MethodAny {
@@ -689,7 +689,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		sec, found, err := c.svc.authQuery(db, c.user)
 		if err != nil {
 			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
-			return nil, none, &Error{Severity: "FATAL", SQLState: "08P01", Message: "authentication query failed"}
+			return nil, none, newError(CodeAuthQueryFailed)
 		}
 		if found {
 			secret = sec
@@ -718,7 +718,7 @@ func (c *client) certAuth() error {
 			return nil
 		}
 	}
-	return &Error{Severity: "FATAL", SQLState: "28000", Message: "certificate authentication failed for user \"" + c.user + "\""}
+	return newError(CodeCertAuthFailed, c.user)
 }
 
 // authUserFor is the auth_user of a database entry, else the global one.
@@ -788,7 +788,7 @@ func (c *client) ReadPassword() ([]byte, error) {
 	if typ != wire.MsgPassword {
 		// Not skipped: the login ends here, and the "message" may be a
 		// second startup packet whose bytes read as a huge length.
-		return nil, &auth.Error{SQLState: "08P01", Message: fmt.Sprintf("expected password response, got message type %q", typ)}
+		return nil, newError(CodeExpectedPassword, typ)
 	}
 	return c.r.Body()
 }
@@ -814,7 +814,7 @@ func (c *client) consoleLogin() error {
 			return err
 		}
 		if !ok {
-			return &Error{Severity: "FATAL", SQLState: "08P01", Message: "not allowed"}
+			return newError(CodeAdminNotAllowed)
 		}
 	}
 	c.dbName = adminDB
@@ -1020,7 +1020,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			// consume it; what the client's later messages then get
 			// depends on how far the server had read.
 			c.mu.Unlock()
-			c.closeBadInput(&Error{Severity: "FATAL", SQLState: "08P01", Message: fmt.Sprintf("unexpected message type 0x%02X during COPY from stdin", typ)}, "")
+			c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
 			return false
 		}
 		ignored := c.ls.feeding // a Sync or Flush the server ignores in COPY IN

@@ -45,48 +45,87 @@ const (
 	CodeClientMessageTimeout
 	CodeHeldMessageBudget
 	CodeInvalidMessageLength
+	CodeUnsupportedOptionsParam
+	CodeHBANoEntry
+	CodeHBAMethodUnsupported
+	CodeAuthTypeInvalid
+	CodeAuthQueryFailed
+	CodeCertAuthFailed
+	CodeExpectedPassword
+	CodeAdminNotAllowed
+	CodeCopyUnexpectedMessage
+	CodeHeldMessageTooLarge
+	CodeStatementNameTooLong
+	CodeStatementBudget
+	CodeStatementExists
+
+	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
 
 type codeInfo struct {
+	severity string // FATAL closes the connection; ERROR answers one request
 	sqlstate string
 	format   string
 }
 
-// codes is the one table of pooler-originated error texts.
+// codes is the one table of pooler-originated error texts, with their
+// severity and SQLSTATE.
 var codes = map[Code]codeInfo{
-	CodeMaxClientConn:           {"08P01", "no more connections allowed (max_client_conn)"},
-	CodeQueryWaitTimeout:        {"08P01", "query_wait_timeout"},
-	CodeUnsupportedStartupParam: {"08P01", "unsupported startup parameter: %s"},
-	CodeUnsupportedOptions:      {"08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
-	CodeNoSuchDatabase:          {"08P01", "no such database: %s"},
-	CodeNoSuchUser:              {"28000", "no such user: %s"},
-	CodeShuttingDown:            {"08P01", "pooler is shutting down"},
-	CodeServerLoginFailing:      {"08P01", "server login has been failing, cached error: %s (server_login_retry)"},
-	CodeClientLoginTimeout:      {"08P01", "client_login_timeout"},
-	CodeClientIdleTimeout:       {"08P01", "client_idle_timeout"},
-	CodeIdleTransactionTimeout:  {"08P01", "idle transaction timeout"},
-	CodeQueryTimeout:            {"08P01", "query timeout"},
-	CodeStatementModeTxBlock:    {"08P01", "transaction blocks not allowed in statement pooling mode"},
-	CodeOldProtocol:             {"08P01", "old V2 protocol not supported"},
-	CodeBadPacket:               {"08P01", "bad packet header"},
-	CodePacketTooLarge:          {"08P01", "max_packet_size exceeded"},
-	CodeServerCrashed:           {"08P01", "server conn crashed?"},
-	CodeNoUserName:              {"08P01", "no username supplied"},
-	CodeServerConnectFailed:     {"08P01", "server login failed: %s"},
-	CodePQExecDisallowed:        {"08P01", "PQexec disallowed"},
-	CodeSSLRequired:             {"08P01", "SSL required"},
-	CodeDatabaseDisabled:        {"08P01", "database \"%s\" is disabled"},
-	CodeEvicted:                 {"08P01", "evicted"},
-	CodeUnknownPacket:           {"08P01", "unknown pkt"},
+	CodeMaxClientConn:           {"FATAL", "08P01", "no more connections allowed (max_client_conn)"},
+	CodeQueryWaitTimeout:        {"FATAL", "08P01", "query_wait_timeout"},
+	CodeUnsupportedStartupParam: {"FATAL", "08P01", "unsupported startup parameter: %s"},
+	CodeUnsupportedOptions:      {"FATAL", "08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
+	CodeNoSuchDatabase:          {"FATAL", "08P01", "no such database: %s"},
+	CodeNoSuchUser:              {"FATAL", "28000", "no such user: %s"},
+	CodeShuttingDown:            {"FATAL", "08P01", "pooler is shutting down"},
+	CodeServerLoginFailing:      {"FATAL", "08P01", "server login has been failing, cached error: %s (server_login_retry)"},
+	CodeClientLoginTimeout:      {"FATAL", "08P01", "client_login_timeout"},
+	CodeClientIdleTimeout:       {"FATAL", "08P01", "client_idle_timeout"},
+	CodeIdleTransactionTimeout:  {"FATAL", "08P01", "idle transaction timeout"},
+	CodeQueryTimeout:            {"FATAL", "08P01", "query timeout"},
+	CodeStatementModeTxBlock:    {"FATAL", "08P01", "transaction blocks not allowed in statement pooling mode"},
+	CodeOldProtocol:             {"FATAL", "08P01", "old V2 protocol not supported"},
+	CodeBadPacket:               {"FATAL", "08P01", "bad packet header"},
+	CodePacketTooLarge:          {"FATAL", "08P01", "max_packet_size exceeded"},
+	CodeServerCrashed:           {"FATAL", "08P01", "server conn crashed?"},
+	CodeNoUserName:              {"FATAL", "08P01", "no username supplied"},
+	CodeServerConnectFailed:     {"FATAL", "08P01", "server login failed: %s"},
+	CodePQExecDisallowed:        {"FATAL", "08P01", "PQexec disallowed"},
+	CodeSSLRequired:             {"FATAL", "08P01", "SSL required"},
+	CodeDatabaseDisabled:        {"FATAL", "08P01", "database \"%s\" is disabled"},
+	CodeEvicted:                 {"FATAL", "08P01", "evicted"},
+	CodeUnknownPacket:           {"FATAL", "08P01", "unknown pkt"},
 	// pgturnstile's own (client_message_timeout), named after its setting
 	// like PgBouncer's timeouts.
-	CodeClientMessageTimeout: {"08P01", "client_message_timeout"},
-	CodeHeldMessageBudget:    {"53200", "out of memory for client messages (held_message_budget)"},
-	CodeInvalidMessageLength: {"08P01", "invalid message length"},
+	CodeClientMessageTimeout: {"FATAL", "08P01", "client_message_timeout"},
+	CodeHeldMessageBudget:    {"FATAL", "53200", "out of memory for client messages (held_message_budget)"},
+	CodeInvalidMessageLength: {"FATAL", "08P01", "invalid message length"},
+
+	// Login (PgBouncer's texts where it has the case). auth_type's text is
+	// auth.ParseMethod's, which names the setting's value.
+	CodeUnsupportedOptionsParam: {"FATAL", "08P01", "unsupported startup parameter in options: %s"},
+	CodeHBANoEntry:              {"FATAL", "28000", `no pg_hba.conf entry for host "%s", user "%s", database "%s"`},
+	CodeHBAMethodUnsupported:    {"FATAL", "28000", "auth method %s is not supported"},
+	CodeAuthTypeInvalid:         {"FATAL", "28000", "%s"},
+	CodeAuthQueryFailed:         {"FATAL", "08P01", "authentication query failed"},
+	CodeCertAuthFailed:          {"FATAL", "28000", `certificate authentication failed for user "%s"`},
+	CodeExpectedPassword:        {"FATAL", "08P01", "expected password response, got message type %q"},
+	CodeAdminNotAllowed:         {"FATAL", "08P01", "not allowed"},
+	// Postgres's text for a non-COPY message amid COPY FROM STDIN.
+	CodeCopyUnexpectedMessage: {"FATAL", "08P01", "unexpected message type 0x%02X during COPY from stdin"},
+
+	// A Parse the pooler answers itself, in its place in the pipeline: the
+	// client stays connected.
+	CodeHeldMessageTooLarge:  {"ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
+	CodeStatementNameTooLong: {"ERROR", "54000", "prepared statement name too long"},
+	CodeStatementBudget:      {"ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
+	CodeStatementExists:      {"ERROR", "42P05", `prepared statement "%s" already exists`},
 }
 
-// Error is a pooler error on its way to a client: FATAL unless Severity says
-// otherwise. Errors relayed from Postgres keep their own SQLSTATE.
+// Error is a pooler error on its way to a client, built by newError from the
+// codes table. Errors relayed from Postgres (a server's ErrorResponse during
+// login or parameter sync) and auth's own errors keep their SQLSTATE and text
+// and have no Code.
 type Error struct {
 	Code     Code
 	Severity string
@@ -96,7 +135,8 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// newError formats the text of code with args.
+// newError formats the text of code with args, with the code's severity and
+// SQLSTATE.
 func newError(code Code, args ...any) *Error {
 	ci, ok := codes[code]
 	if !ok {
@@ -106,7 +146,7 @@ func newError(code Code, args ...any) *Error {
 	if len(args) > 0 {
 		msg = fmt.Sprintf(ci.format, args...)
 	}
-	return &Error{Code: code, Severity: "FATAL", SQLState: ci.sqlstate, Message: msg}
+	return &Error{Code: code, Severity: ci.severity, SQLState: ci.sqlstate, Message: msg}
 }
 
 // appendError encodes e as an ErrorResponse.

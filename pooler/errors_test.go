@@ -14,39 +14,75 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// The texts are PgBouncer's; operators grep for them. Changing one is a
-// compatibility break, so each is pinned here.
+// The texts are PgBouncer's (or Postgres's, or named after pgturnstile's own
+// settings); operators grep for them. Changing one, or its severity or
+// SQLSTATE, is a compatibility break, so every code is pinned here.
 func TestErrorTexts(t *testing.T) {
 	cases := []struct {
-		code Code
-		args []any
-		want string
+		code     Code
+		args     []any
+		severity string
+		sqlstate string
+		want     string
 	}{
-		{CodeMaxClientConn, nil, "no more connections allowed (max_client_conn)"},
-		{CodeQueryWaitTimeout, nil, "query_wait_timeout"},
-		{CodeUnsupportedStartupParam, []any{"foo"}, "unsupported startup parameter: foo"},
-		{CodeNoSuchDatabase, []any{"nope"}, "no such database: nope"},
-		{CodeServerLoginFailing, []any{"password authentication failed"}, "server login has been failing, cached error: password authentication failed (server_login_retry)"},
-		{CodeStatementModeTxBlock, nil, "transaction blocks not allowed in statement pooling mode"},
-		{CodeClientLoginTimeout, nil, "client_login_timeout"},
-		{CodeIdleTransactionTimeout, nil, "idle transaction timeout"},
-		{CodeServerCrashed, nil, "server conn crashed?"},
-		{CodeServerLoginFailing, []any{"connect failed"}, "server login has been failing, cached error: connect failed (server_login_retry)"},
-		{CodeServerConnectFailed, []any{"connect failed"}, "server login failed: connect failed"},
-		{CodeUnknownPacket, nil, "unknown pkt"},
-		{CodePacketTooLarge, nil, "max_packet_size exceeded"},
-		{CodeClientMessageTimeout, nil, "client_message_timeout"},
-		{CodePQExecDisallowed, nil, "PQexec disallowed"},
+		{CodeMaxClientConn, nil, "FATAL", "08P01", "no more connections allowed (max_client_conn)"},
+		{CodeQueryWaitTimeout, nil, "FATAL", "08P01", "query_wait_timeout"},
+		{CodeUnsupportedStartupParam, []any{"foo"}, "FATAL", "08P01", "unsupported startup parameter: foo"},
+		{CodeUnsupportedOptions, nil, "FATAL", "08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
+		{CodeNoSuchDatabase, []any{"nope"}, "FATAL", "08P01", "no such database: nope"},
+		{CodeNoSuchUser, []any{"bob"}, "FATAL", "28000", "no such user: bob"},
+		{CodeShuttingDown, nil, "FATAL", "08P01", "pooler is shutting down"},
+		{CodeServerLoginFailing, []any{"password authentication failed"}, "FATAL", "08P01", "server login has been failing, cached error: password authentication failed (server_login_retry)"},
+		{CodeServerLoginFailing, []any{"connect failed"}, "FATAL", "08P01", "server login has been failing, cached error: connect failed (server_login_retry)"},
+		{CodeClientLoginTimeout, nil, "FATAL", "08P01", "client_login_timeout"},
+		{CodeClientIdleTimeout, nil, "FATAL", "08P01", "client_idle_timeout"},
+		{CodeIdleTransactionTimeout, nil, "FATAL", "08P01", "idle transaction timeout"},
+		{CodeQueryTimeout, nil, "FATAL", "08P01", "query timeout"},
+		{CodeStatementModeTxBlock, nil, "FATAL", "08P01", "transaction blocks not allowed in statement pooling mode"},
+		{CodeOldProtocol, nil, "FATAL", "08P01", "old V2 protocol not supported"},
+		{CodeBadPacket, nil, "FATAL", "08P01", "bad packet header"},
+		{CodePacketTooLarge, nil, "FATAL", "08P01", "max_packet_size exceeded"},
+		{CodeServerCrashed, nil, "FATAL", "08P01", "server conn crashed?"},
+		{CodeNoUserName, nil, "FATAL", "08P01", "no username supplied"},
+		{CodeServerConnectFailed, []any{"connect failed"}, "FATAL", "08P01", "server login failed: connect failed"},
+		{CodePQExecDisallowed, nil, "FATAL", "08P01", "PQexec disallowed"},
+		{CodeSSLRequired, nil, "FATAL", "08P01", "SSL required"},
+		{CodeDatabaseDisabled, []any{"app"}, "FATAL", "08P01", `database "app" is disabled`},
+		{CodeEvicted, nil, "FATAL", "08P01", "evicted"},
+		{CodeUnknownPacket, nil, "FATAL", "08P01", "unknown pkt"},
+		{CodeClientMessageTimeout, nil, "FATAL", "08P01", "client_message_timeout"},
+		{CodeHeldMessageBudget, nil, "FATAL", "53200", "out of memory for client messages (held_message_budget)"},
+		{CodeInvalidMessageLength, nil, "FATAL", "08P01", "invalid message length"},
+		{CodeUnsupportedOptionsParam, []any{"work_mem"}, "FATAL", "08P01", "unsupported startup parameter in options: work_mem"},
+		{CodeHBANoEntry, []any{"127.0.0.1", "app", "db1"}, "FATAL", "28000", `no pg_hba.conf entry for host "127.0.0.1", user "app", database "db1"`},
+		{CodeHBAMethodUnsupported, []any{"ldap"}, "FATAL", "28000", "auth method ldap is not supported"},
+		{CodeAuthTypeInvalid, []any{`auth_type "pam" is not supported yet`}, "FATAL", "28000", `auth_type "pam" is not supported yet`},
+		{CodeAuthQueryFailed, nil, "FATAL", "08P01", "authentication query failed"},
+		{CodeCertAuthFailed, []any{"app"}, "FATAL", "28000", `certificate authentication failed for user "app"`},
+		{CodeExpectedPassword, []any{byte('Q')}, "FATAL", "08P01", "expected password response, got message type 'Q'"},
+		{CodeAdminNotAllowed, nil, "FATAL", "08P01", "not allowed"},
+		{CodeCopyUnexpectedMessage, []any{byte('Q')}, "FATAL", "08P01", "unexpected message type 0x51 during COPY from stdin"},
+		{CodeHeldMessageTooLarge, nil, "ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
+		{CodeStatementNameTooLong, nil, "ERROR", "54000", "prepared statement name too long"},
+		{CodeStatementBudget, nil, "ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
+		{CodeStatementExists, []any{"s1"}, "ERROR", "42P05", `prepared statement "s1" already exists`},
 	}
+	pinned := map[Code]bool{}
 	for _, c := range cases {
+		pinned[c.code] = true
 		e := newError(c.code, c.args...)
-		if e.Message != c.want || e.SQLState != "08P01" || e.Severity != "FATAL" {
-			t.Errorf("code %d: got %q %s %s, want %q 08P01 FATAL", c.code, e.Message, e.SQLState, e.Severity, c.want)
+		if e.Code != c.code || e.Message != c.want || e.SQLState != c.sqlstate || e.Severity != c.severity {
+			t.Errorf("code %d: got %d %q %s %s, want %q %s %s", c.code, e.Code, e.Message, e.SQLState, e.Severity, c.want, c.sqlstate, c.severity)
 		}
 	}
 	for code := range codes {
-		if newError(code).Message == "" {
-			t.Errorf("code %d has no text", code)
+		if !pinned[code] {
+			t.Errorf("code %d is not pinned here", code)
+		}
+	}
+	for code := Code(1); code < codeLimit; code++ {
+		if _, ok := codes[code]; !ok {
+			t.Errorf("code %d has no entry in the table", code)
 		}
 	}
 }

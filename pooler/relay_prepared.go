@@ -36,9 +36,9 @@ const maxNameMessage = smallMessageLimit
 // errHeldMessage and errStatementBudget answer a Parse the pooler cannot
 // hold: the client gets the error in order and stays connected.
 var (
-	errHeldMessage     = &Error{Severity: "ERROR", SQLState: "54000", Message: "Parse message too large to be prepared by the pooler (max_held_message_size)"}
-	errStatementName   = &Error{Severity: "ERROR", SQLState: "54000", Message: "prepared statement name too long"}
-	errStatementBudget = &Error{Severity: "ERROR", SQLState: "53200", Message: "out of memory for prepared statements (prepared_statement_budget)"}
+	errHeldMessage     = newError(CodeHeldMessageTooLarge)
+	errStatementName   = newError(CodeStatementNameTooLong)
+	errStatementBudget = newError(CodeStatementBudget)
 )
 
 func (c *client) relayParse(bodyLen int, s *server) error {
@@ -749,7 +749,7 @@ func (c *client) flushUnlinked() error {
 }
 
 func errStmtExists(name string) *Error {
-	return &Error{Severity: "ERROR", SQLState: "42P05", Message: `prepared statement "` + name + `" already exists`}
+	return newError(CodeStatementExists, name)
 }
 
 // unnamedLocked appends a Parse of the client's last unnamed statement when
