@@ -178,6 +178,7 @@ func (ls *loopStats) loop(ctx context.Context, t testing.TB, conn *pgx.Conn, sql
 					return
 				}
 				if isShed(t, err) {
+					ls.countShed()
 					time.Sleep(time.Duration(10+rand.IntN(21)) * time.Millisecond)
 					continue
 				}
@@ -226,13 +227,18 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 		highs = append(highs, connectApp(t, p, "web"))
 	}
 	admin := adminConsole(t, p)
+	// The high load stops 2 s before the low one: four high clients alone
+	// can fill the pool, and then a shed low client's SELECT 1 gets a
+	// server only once they are gone.
 	ctx, stop := context.WithTimeout(context.Background(), warmUp+6*time.Second)
 	defer stop()
+	lowCtx, lowStop := context.WithTimeout(context.Background(), warmUp+8*time.Second)
+	defer lowStop()
 	measureAfterWarmUp(&low, &high)
 	var wg sync.WaitGroup
 	for _, c := range lows {
 		wg.Add(1)
-		go func() { defer wg.Done(); low.loop(ctx, t, c, "SELECT pg_sleep(0.02)") }()
+		go func() { defer wg.Done(); low.loop(lowCtx, t, c, "SELECT pg_sleep(0.02)") }()
 	}
 	for _, c := range highs {
 		wg.Add(1)
@@ -241,7 +247,7 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 			high.loop(ctx, t, c, "/* pgturnstile: priority=high */ SELECT pg_sleep(0.02)")
 		}()
 	}
-	maxDebt := 0.0
+	maxDebt, minAllowed := 0.0, 4.0
 	sawLIFO := false
 	for ctx.Err() == nil {
 		res, err := tryShow(admin, "SHOW ADMISSION")
@@ -249,6 +255,9 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 			for _, row := range res.where("database", appDB, "kind", "tier", "name", "low") {
 				d, _ := strconv.ParseFloat(row["debt"], 64)
 				maxDebt = max(maxDebt, d)
+				if a, err := strconv.ParseFloat(row["allowed"], 64); err == nil {
+					minAllowed = min(minAllowed, a)
+				}
 				sawLIFO = sawLIFO || row["mode"] == "lifo"
 			}
 		}
@@ -257,8 +266,8 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	wg.Wait()
 	hOK, hShed, hOther := high.ok.Load(), high.shed.Load(), high.other.Load()
 	lOK, lShed, lOther := low.ok.Load(), low.shed.Load(), low.other.Load()
-	t.Logf("MEASURED high: %d ok, %d shed, %d other; low: %d ok, %d shed, %d other; low usable after shed %d; max low debt %.2f, LIFO seen %v",
-		hOK, hShed, hOther, lOK, lShed, lOther, low.usableAfterShed.Load(), maxDebt, sawLIFO)
+	t.Logf("MEASURED high: %d ok, %d shed, %d other; low: %d ok, %d shed, %d other; low usable after shed %d; max low debt %.2f, min low allowed %.0f, LIFO seen %v",
+		hOK, hShed, hOther, lOK, lShed, lOther, low.usableAfterShed.Load(), maxDebt, minAllowed, sawLIFO)
 	if hOther+lOther > 0 || low.brokenAfterShed.Load()+high.brokenAfterShed.Load() > 0 {
 		t.Fatalf("errors other than sheds: %v", firstNonNil(high.firstOther.Load(), low.firstOther.Load()))
 	}
@@ -271,12 +280,14 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	// Low getting anything through while the 4 high clients run is luck:
 	// they alone keep the 4 servers about 96 % busy, and lower tiers are
 	// starved by design at that load (admission.md, sim S3b). What must
-	// hold is below, once the high load stops.
+	// hold is below, once the high load stops: the shed connections work.
 	if low.usableAfterShed.Load() == 0 {
 		t.Error("no shed low-priority connection was checked with SELECT 1")
 	}
-	if maxDebt <= 0 {
-		t.Error("SHOW ADMISSION never showed debt on the low tier")
+	// The low tier was held back for the high one: debt while high held
+	// fewer slots than it claims, or fewer slots allowed than the pool has.
+	if maxDebt <= 0 && minAllowed >= 4 {
+		t.Error("SHOW ADMISSION never showed the low tier held back (debt > 0 or allowed < 4)")
 	}
 	// The counters agree with what the clients saw.
 	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="low",category="default",outcome="shed_`); got < float64(lShed) {
