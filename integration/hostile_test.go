@@ -60,6 +60,23 @@ func rawSession(p *Pooler, db, user string) (net.Conn, error) {
 	}
 }
 
+// rawSessionIn is rawSession to otherDB as appUser, inside a transaction
+// block when inTx, closed when the test ends.
+func rawSessionIn(t *testing.T, p *Pooler, inTx bool) net.Conn {
+	t.Helper()
+	conn, err := rawSession(p, otherDB, appUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if inTx {
+		if st, err := rawQuery(conn, "BEGIN; SELECT 1"); err != nil || st != 'T' {
+			t.Fatalf("BEGIN: status %q, %v", st, err)
+		}
+	}
+	return conn
+}
+
 // rawQuery runs sql as a simple Query on conn and returns the status of
 // its ReadyForQuery.
 func rawQuery(conn net.Conn, sql string) (byte, error) {
@@ -390,16 +407,7 @@ func TestHostileHugeHeaders(t *testing.T) {
 			fillPool(t, connstr, 1)
 			before := idleBackends(t, otherDB, appUser)
 			for _, inTx := range []bool{false, true} {
-				conn, err := rawSession(p, otherDB, appUser)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				if inTx {
-					if st, err := rawQuery(conn, "BEGIN; SELECT 1"); err != nil || st != 'T' {
-						t.Fatalf("BEGIN: status %q, %v", st, err)
-					}
-				}
+				conn := rawSessionIn(t, p, inTx)
 				start := time.Now()
 				if _, err := conn.Write(tc.raw); err != nil {
 					t.Fatal(err)
@@ -486,16 +494,8 @@ func TestHostileStalledSenders(t *testing.T) {
 
 		stall := func(t *testing.T, inTx bool, raw []byte) {
 			t.Helper()
-			conn, err := rawSession(p, otherDB, appUser)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if inTx {
-				if st, err := rawQuery(conn, "BEGIN; SELECT 1"); err != nil || st != 'T' {
-					t.Fatalf("BEGIN: status %q, %v", st, err)
-				}
-			}
+			conn := rawSessionIn(t, p, inTx)
+			defer conn.Close() // gone when stall returns, as before the next step
 			start := time.Now()
 			if _, err := conn.Write(raw); err != nil {
 				t.Fatal(err)

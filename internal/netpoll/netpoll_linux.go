@@ -23,27 +23,21 @@ const CanPark = true
 // (len(p) > 0), retrying EINTR. again: the socket had nothing (EAGAIN) and
 // the caller should wait for readability; n == 0 with no error is EOF.
 func Read(fd uintptr, p []byte) (n int, again bool, err error) {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		switch e {
-		case 0:
-			return int(r), false, nil
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return 0, true, nil
-		default:
-			return 0, false, os.NewSyscallError("read", e)
-		}
-	}
+	return rawIO(syscall.SYS_READ, "read", fd, p)
 }
 
 // Write makes one write(2) of p (len(p) > 0) on the non-blocking
 // descriptor fd, retrying EINTR. again: the send buffer is full (EAGAIN)
 // and the caller should wait for writability.
 func Write(fd uintptr, p []byte) (n int, again bool, err error) {
+	return rawIO(syscall.SYS_WRITE, "write", fd, p)
+}
+
+// rawIO is Read's and Write's one system call, made with RawSyscall so the
+// goroutine's P never enters the syscall state.
+func rawIO(trap uintptr, name string, fd uintptr, p []byte) (n int, again bool, err error) {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		switch e {
 		case 0:
 			return int(r), false, nil
@@ -52,7 +46,7 @@ func Write(fd uintptr, p []byte) (n int, again bool, err error) {
 		case syscall.EAGAIN:
 			return 0, true, nil
 		default:
-			return 0, false, os.NewSyscallError("write", e)
+			return 0, false, os.NewSyscallError(name, e)
 		}
 	}
 }
