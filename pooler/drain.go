@@ -2,9 +2,10 @@ package pooler
 
 import (
 	"encoding/binary"
-	"github.com/pgturnstile/pgturnstile/config"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/config"
 
 	"github.com/pgturnstile/pgturnstile/wire"
 )

@@ -547,42 +547,6 @@ func (s *Service) wakeLimited(ls ...*limiter) {
 	}
 }
 
-// janitor runs periodic pool maintenance.
-func (s *Service) janitor(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	lastRoll := time.Now()
-	lastParkScan := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.mu.Lock()
-			pools := make([]*Pool, 0, len(s.pools))
-			for _, p := range s.pools {
-				pools = append(pools, p)
-			}
-			s.mu.Unlock()
-			period := s.settings().StatsPeriod
-			roll := period > 0 && now.Sub(lastRoll) >= period
-			if roll {
-				lastRoll = now
-			}
-			for _, p := range pools {
-				p.maintain(now)
-				if roll {
-					p.stats.rollPeriod(period)
-				}
-			}
-			if now.Sub(lastParkScan) >= parkScanEvery {
-				lastParkScan = now
-				s.requestParks(now)
-			}
-		}
-	}
-}
-
 // Close stops accepting clients and closes the listeners.
 func (s *Service) Close() {
 	s.shuttingDown.Store(true)

@@ -1,0 +1,213 @@
+package pooler
+
+import (
+	"context"
+	"time"
+)
+
+// janitor runs periodic pool maintenance.
+func (s *Service) janitor(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	lastRoll := time.Now()
+	lastParkScan := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			pools := make([]*Pool, 0, len(s.pools))
+			for _, p := range s.pools {
+				pools = append(pools, p)
+			}
+			s.mu.Unlock()
+			period := s.settings().StatsPeriod
+			roll := period > 0 && now.Sub(lastRoll) >= period
+			if roll {
+				lastRoll = now
+			}
+			for _, p := range pools {
+				p.maintain(now)
+				if roll {
+					p.stats.rollPeriod(period)
+				}
+			}
+			if now.Sub(lastParkScan) >= parkScanEvery {
+				lastParkScan = now
+				s.requestParks(now)
+			}
+		}
+	}
+}
+
+// closeIdleOne closes the longest-idle server, for eviction under a shared
+// cap; false if the pool had none.
+func (p *Pool) closeIdleOne() bool {
+	p.mu.Lock()
+	if len(p.idle) == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	s := p.idle[0]
+	copy(p.idle, p.idle[1:])
+	p.idle[len(p.idle)-1] = nil
+	p.idle = p.idle[:len(p.idle)-1]
+	p.total--
+	s.state = serverClosed
+	p.mu.Unlock()
+	p.closeServer(s, "evicted")
+	return true
+}
+
+func (p *Pool) reserveDueLocked(now time.Time) bool {
+	st := p.svc.settings()
+	if p.eff.ReservePoolSize <= 0 || st.ReservePoolTimeout <= 0 {
+		return false
+	}
+	w := p.queue.Oldest()
+	return w != nil && now.Sub(w.Enqueued) >= st.ReservePoolTimeout
+}
+
+// maintain is the janitor's periodic pass over one pool: idle and lifetime
+// limits, query_wait_timeout, reserve pool, min_pool_size.
+func (p *Pool) maintain(now time.Time) {
+	st := p.svc.settings()
+	var doomed []*server
+	var reasons []string
+	p.mu.Lock()
+	var evict []*server
+	if st.LimitEvictGrace > 0 {
+		// Busy servers over a lowered limit whose client did not release
+		// them within limit_evict_grace are taken away; the client gets
+		// FATAL "evicted" from its pump, which discards the server.
+		for s := range p.servers {
+			if s.state == serverActive && !s.evictAt.IsZero() && now.After(s.evictAt) && !s.evicted.Load() {
+				s.evicted.Store(true)
+				evict = append(evict, s)
+			}
+		}
+	}
+	defer func() {
+		for _, s := range evict {
+			s.conn.Close()
+		}
+	}()
+	keep := p.idle[:0]
+	for _, s := range p.idle {
+		reason := p.closeReasonLocked(s, st, now, true, len(doomed))
+		if reason == "" && p.deadWhileIdleLocked(s, now) {
+			// Postgres closed it (pg_terminate_backend, restart): an
+			// emergency, and min_pool_size below refills through the
+			// create bucket.
+			reason = "server conn crashed?"
+		}
+		if reason != "" && p.mayCloseLocked(reason, now) {
+			s.state = serverClosed
+			doomed = append(doomed, s)
+			reasons = append(reasons, reason)
+			continue
+		}
+		keep = append(keep, s)
+	}
+	for i := len(keep); i < len(p.idle); i++ {
+		p.idle[i] = nil
+	}
+	p.idle = keep
+	p.total -= len(doomed)
+	expired := p.expireWaitersLocked(now, st.QueryWaitTimeout)
+	p.regrowLocked(now)
+	p.fillMinLocked(now)
+	p.mu.Unlock()
+	for _, w := range expired {
+		w.grant <- grant{err: newError(CodeQueryWaitTimeout)}
+	}
+	for i, s := range doomed {
+		p.closeServer(s, reasons[i])
+	}
+}
+
+// overLimitLocked reports whether the pool holds more servers than its
+// size or a shared cap now allows.
+func (p *Pool) overLimitLocked() bool {
+	if p.closed {
+		return true
+	}
+	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
+		return true
+	}
+	return p.dbLimit.over() > 0 || p.userLimit.over() > 0
+}
+
+// shrink brings the pool under a lowered limit (pool_size, or a shared cap
+// it belongs to): logins in flight are aborted, idle servers closed, busy
+// ones marked close_needed and closed when their client releases them, so
+// the pool never grows back past the new limit (growth checks the caps
+// too). Idle servers take a close token each (server_close_rate);
+// those that find none are marked close_needed and closed by later janitor
+// passes as tokens come; a later shrink does not count those twice.
+func (p *Pool) shrink() {
+	excess := 0
+	p.mu.Lock()
+	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
+		excess = p.total - size
+	}
+	if p.closed {
+		excess = p.total
+	}
+	excess -= p.deferredLocked()
+	p.mu.Unlock()
+	excess = max(excess, p.dbLimit.over()-p.dbLimit.deferred(), p.userLimit.over()-p.userLimit.deferred())
+	if excess <= 0 {
+		return
+	}
+	var doomed []*server
+	now := time.Now()
+	p.mu.Lock()
+	// Logins in flight first: their backends would appear over the limit.
+	for conn, aborted := range p.dials {
+		if excess == 0 {
+			break
+		}
+		if !aborted {
+			p.dials[conn] = true
+			conn.Close()
+			excess--
+		}
+	}
+	// Longest idle first (the front of the stack).
+	keep := p.idle[:0]
+	for _, s := range p.idle {
+		if excess > 0 && !s.closeNeeded {
+			excess--
+			if p.mayCloseLocked("limit lowered", now) {
+				p.total--
+				s.state = serverClosed
+				doomed = append(doomed, s)
+				continue
+			}
+			s.closeNeeded = true
+			s.doomReason = "limit lowered"
+		}
+		keep = append(keep, s)
+	}
+	for i := len(keep); i < len(p.idle); i++ {
+		p.idle[i] = nil
+	}
+	p.idle = keep
+	for s := range p.servers {
+		if excess == 0 {
+			break
+		}
+		if s.state == serverActive && !s.closeNeeded {
+			s.closeNeeded = true
+			s.doomReason = "limit lowered"
+			s.evictAt = time.Now().Add(p.svc.settings().LimitEvictGrace)
+			excess--
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range doomed {
+		p.closeServer(s, "limit lowered")
+	}
+}

@@ -1,0 +1,514 @@
+package pooler
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/admission/classify"
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// login reads the startup packet, authenticates, and sends the welcome.
+func (c *client) login() error {
+	st := c.svc.settings()
+	if st.ClientLoginTimeout > 0 {
+		c.conn.SetDeadline(time.Now().Add(st.ClientLoginTimeout))
+	}
+	var su *wire.Startup
+	// Postgres takes each encryption request once; one repeated (after
+	// 'N', or inside the TLS it started) is refused at once, in its words.
+	var sslAsked, gssAsked bool
+	for tries := 0; ; tries++ {
+		var err error
+		su, err = wire.ReadStartup(c.conn)
+		if err != nil {
+			if errors.Is(err, wire.ErrOldProtocol) {
+				return newError(CodeOldProtocol)
+			}
+			return err
+		}
+		if su.Kind == wire.StartupMessage {
+			break
+		}
+		if su.Kind == wire.CancelRequest {
+			c.svc.cancel(su.CancelKey)
+			return errSilent
+		}
+		if tries > 2 {
+			return newError(CodeBadPacket)
+		}
+		switch {
+		case su.Kind == wire.SSLRequest && sslAsked:
+			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0"}
+		case su.Kind == wire.GSSENCRequest && gssAsked:
+			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5680: server supports 3.0 to 3.0"}
+		}
+		sslAsked = sslAsked || su.Kind == wire.SSLRequest
+		gssAsked = gssAsked || su.Kind == wire.GSSENCRequest
+		if su.Kind == wire.SSLRequest && !c.tls {
+			if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
+				if err := c.startTLS(cfg); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		// No TLS configured, or GSSENCRequest: the client continues in
+		// plaintext or gives up, as with PgBouncer.
+		if _, err := c.conn.Write([]byte{'N'}); err != nil {
+			return err
+		}
+	}
+	if !c.tls && auth.ClientTLSRequired(st.ClientTLSSSLMode) && !c.local {
+		return newError(CodeSSLRequired)
+	}
+	startupParams, unrecognized, err := c.readParams(su)
+	if err != nil {
+		return err
+	}
+	// The console stays reachable when the pooler is full or stopping.
+	if c.dbName != adminDB {
+		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
+			return newError(CodeMaxClientConn)
+		}
+		if c.svc.shuttingDown.Load() {
+			return newError(CodeShuttingDown)
+		}
+	}
+	if c.user == "" {
+		return newError(CodeNoUserName)
+	}
+	if st.LogConnections {
+		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
+	}
+	if su.Minor > 0 || len(unrecognized) > 0 {
+		// We speak 3.0: tell a newer client so, and name the protocol
+		// options we ignore.
+		c.scratch = wire.AppendNegotiateProtocolVersion(c.scratch[:0], 0, unrecognized)
+		if err := c.w.Write(c.scratch); err != nil {
+			return err
+		}
+	}
+	if c.dbName == adminDB {
+		return c.consoleLogin()
+	}
+	// Nothing the client sees before it has authenticated may depend on
+	// whether its database exists (PgBouncer's "fake database"): an
+	// unknown database gets the same exchange as a known one, and only a
+	// client that proved its password learns that it does not exist.
+	cfg := c.svc.config()
+	db, dbKnown := cfg.LookupDatabase(c.dbName)
+	if !dbKnown {
+		db = &config.Database{Name: c.dbName}
+	}
+	secret, res, err := c.authenticate(db, dbKnown)
+	if err != nil {
+		return err
+	}
+	if !dbKnown {
+		if st.LogConnections {
+			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s user=%s", c, c.dbName, c.user))
+		}
+		return newError(CodeNoSuchDatabase, c.dbName)
+	}
+	if c.svc.isDisabled(c.dbName) {
+		return newError(CodeDatabaseDisabled, c.dbName)
+	}
+	pool, err := c.svc.poolFor(db, c.user)
+	if err != nil {
+		return err
+	}
+	if db.User == "" && secret != nil {
+		// The server login of this pool uses the secret the client was
+		// checked against (fresh from auth_query, or auth_file), and the
+		// client's SCRAM keys when it proved them: SCRAM pass-through.
+		pool.setCredentials(secret, res.ClientKey)
+	}
+	c.pool = pool
+	eff := pool.effective()
+	c.mode = eff.PoolMode
+	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
+	pool.addClient(1)
+	if !pool.hasWelcome() {
+		// Like PgBouncer, the first client of a pool waits for a server
+		// login so the welcome carries the real server's parameters.
+		s, err := pool.acquire(nil, nil)
+		if err != nil {
+			return err
+		}
+		pool.release(s)
+	}
+	if st.ApplicationNameAddHost {
+		// PgBouncer's format: "<name> - <host>:<port>".
+		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
+	}
+	c.params = pool.initialParams(startupParams)
+	if _, err := rand.Read(c.key[:]); err != nil {
+		return err
+	}
+	c.svc.registerCancel(c)
+	pool.stats.logins.Add(1)
+	c.scratch = wire.AppendAuthenticationOk(c.scratch[:0])
+	for name, value := range pool.welcomeParams() {
+		if v, ok := c.params[name]; ok {
+			value = v
+		}
+		c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
+	}
+	for name, value := range c.params {
+		if _, ok := pool.welcomeParams()[name]; !ok {
+			c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
+		}
+	}
+	c.scratch = wire.AppendBackendKeyData(c.scratch, c.key)
+	c.scratch = wire.AppendReadyForQuery(c.scratch, wire.TxIdle)
+	err = c.w.Write(c.scratch)
+	// The welcome is the largest thing built in scratch; an idle client
+	// should not keep it.
+	c.scratch = nil
+	if err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	c.conn.SetDeadline(time.Time{})
+	c.r.SetMaxMessageSize(clientMaxMessage(st))
+	return nil
+}
+
+// clientMaxMessage is the message size limit for a logged-in client:
+// max_packet_size, but never above what Postgres takes. max_packet_size
+// goes up to 4294967295 (PgBouncer's range); a header claiming more than
+// 1 GiB is refused on the spot, not relayed while the pooler waits for
+// gigabytes that no server would accept (PgBouncer's integer-overflow
+// advisory was about such lengths).
+func clientMaxMessage(st *config.Settings) int {
+	if st.MaxPacketSize <= 0 || st.MaxPacketSize > maxProtocolMessage {
+		return maxProtocolMessage
+	}
+	return st.MaxPacketSize
+}
+
+// readParams applies PgBouncer's startup parameter rules: user and database
+// are special, tracked parameters are kept, ignore_startup_parameters are
+// dropped, `options` may only carry -c settings of tracked or ignored
+// parameters, _pq_.* options are negotiated away, anything else is refused.
+func (c *client) readParams(su *wire.Startup) (map[string]string, []string, error) {
+	st := c.svc.settings()
+	ignored := func(name string) bool {
+		for _, n := range st.IgnoreStartupParameters {
+			if strings.EqualFold(n, name) {
+				return true
+			}
+		}
+		return false
+	}
+	params := map[string]string{}
+	var unrecognized []string
+	for _, p := range su.Params {
+		switch {
+		case p.Name == "user":
+			c.user = p.Value
+		case p.Name == "database":
+			c.dbName = p.Value
+		case strings.HasPrefix(p.Name, "_pq_."):
+			unrecognized = append(unrecognized, p.Name)
+		case p.Name == "options":
+			if err := c.readOptions(p.Value, params, ignored); err != nil {
+				return nil, nil, err
+			}
+		case c.svc.trackedName(p.Name) != "":
+			params[c.svc.trackedName(p.Name)] = p.Value
+		case ignored(p.Name):
+		default:
+			return nil, nil, newError(CodeUnsupportedStartupParam, p.Name)
+		}
+	}
+	if c.dbName == "" {
+		c.dbName = c.user
+	}
+	return params, unrecognized, nil
+}
+
+func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
+	if ignored("options") {
+		return nil
+	}
+	fields := strings.Fields(opts)
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		var kv string
+		switch {
+		case f == "-c" && i+1 < len(fields):
+			i++
+			kv = fields[i]
+		case strings.HasPrefix(f, "-c") && len(f) > 2:
+			kv = f[2:]
+		case strings.HasPrefix(f, "--"):
+			kv = f[2:]
+		default:
+			return newError(CodeUnsupportedOptions)
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			// "-c=" or "--=x" names nothing (PgBouncer once looped on
+			// them): the same refusal as any other malformed option.
+			return newError(CodeUnsupportedOptions)
+		}
+		k = strings.ReplaceAll(k, "-", "_")
+		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
+			// Admission tags (-c pgturnstile.priority=low): the pooler's
+			// own, never forwarded to Postgres.
+			if c.adm == nil {
+				c.adm = &clientAdmission{}
+			}
+			c.adm.opts = append(c.adm.opts, classify.OptionTag{Key: rest, Value: v})
+			continue
+		}
+		if name := c.svc.trackedName(k); name != "" {
+			params[name] = v
+		} else if !ignored(k) {
+			return newError(CodeUnsupportedOptionsParam, k)
+		}
+	}
+	return nil
+}
+
+// authenticate checks the client by auth_type (or the auth_hba_file rule
+// for its connection), against the global user store: an auth_file user
+// uses its secret; any other user, when an auth_user is configured, gets
+// its secret from auth_query on every login (so a changed password counts
+// at once); otherwise the login fails like a wrong password, without saying
+// that the user is unknown. It returns the secret the client was checked
+// against and what SCRAM left for a pass-through server login.
+//
+// dbKnown=false: db is a stand-in for a database that does not exist. The
+// exchange is the one a known database would get (an auth_file user with
+// its own secret, anyone else a mock one), so that a client learns nothing
+// before it has authenticated; auth_query then runs only in a global
+// auth_dbname, as there is no database of the client's to run it in.
+func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
+	st := c.svc.settings()
+	var none auth.Result
+	var m auth.Method
+	switch st.AuthType {
+	case "hba":
+		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
+			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
+		})
+		if !ok || rule.Method == auth.HBAReject {
+			return nil, none, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
+		}
+		switch rule.Method {
+		case auth.HBATrust:
+			m = auth.MethodTrust
+		case auth.HBAMD5:
+			m = auth.MethodMD5
+		case auth.HBAPassword:
+			m = auth.MethodPlain
+		case auth.HBASCRAM:
+			m = auth.MethodSCRAM
+		case auth.HBACert:
+			return nil, none, c.certAuth()
+		default:
+			return nil, none, newError(CodeHBAMethodUnsupported, rule.Method.String())
+		}
+	case "cert":
+		return nil, none, c.certAuth()
+	default:
+		var err error
+		if m, err = auth.ParseMethod(st.AuthType); err != nil {
+			return nil, none, newError(CodeAuthTypeInvalid, err.Error())
+		}
+	}
+	if m == auth.MethodAny {
+		return nil, none, nil
+	}
+	u, known := c.svc.users.Load().Lookup(c.user)
+	var secret *auth.Secret
+	switch {
+	case known && u.Source == auth.SourceAuthFile:
+		secret = u.Secret
+	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
+		sec, found, err := c.svc.authQuery(db, c.user)
+		if err != nil {
+			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
+			return nil, none, newError(CodeAuthQueryFailed)
+		}
+		if found {
+			secret = sec
+			c.svc.users.Load().NoteAuthQuery(c.user)
+		}
+	}
+	if m == auth.MethodTrust {
+		if secret == nil && !known {
+			return nil, none, newError(CodeNoSuchUser, c.user)
+		}
+		return secret, none, nil
+	}
+	if secret == nil && c.svc.settings().LogConnections {
+		c.logger().Info(c.String() + ": no such user: " + c.user)
+	}
+	res, err := auth.Authenticate(c, m, c.user, secret)
+	return secret, res, err
+}
+
+// certAuth admits a client whose verified TLS certificate's common name is
+// its user name.
+func (c *client) certAuth() error {
+	if tc, ok := c.conn.(*tls.Conn); ok {
+		certs := tc.ConnectionState().PeerCertificates
+		if len(certs) > 0 && certs[0].Subject.CommonName == c.user && len(tc.ConnectionState().VerifiedChains) > 0 {
+			return nil
+		}
+	}
+	return newError(CodeCertAuthFailed, c.user)
+}
+
+// authUserFor is the auth_user of a database entry, else the global one.
+func authUserFor(db *config.Database, st *config.Settings) string {
+	if db.AuthUser != "" {
+		return db.AuthUser
+	}
+	return st.AuthUser
+}
+
+// startTLS answers an SSLRequest with 'S' and runs the handshake; the
+// connection continues, with a new startup packet, over TLS.
+func (c *client) startTLS(cfg *tls.Config) error {
+	if _, err := c.conn.Write([]byte{'S'}); err != nil {
+		return err
+	}
+	tc := tls.Server(c.conn, cfg)
+	if err := tc.Handshake(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.conn = tc
+	c.mu.Unlock()
+	c.tls = true
+	c.r = wire.NewReader(tc, clientReadBuffer)
+	c.r.SetBudget(c.svc.held)
+	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
+	return nil
+}
+
+func (c *client) tlsVersion() string {
+	if tc, ok := c.conn.(*tls.Conn); ok {
+		return tls.VersionName(tc.ConnectionState().Version)
+	}
+	return "no"
+}
+
+// remoteIP is the client's address, unmapped from IPv6 when it is IPv4.
+func (c *client) remoteIP() netip.Addr {
+	if ta, ok := c.conn.RemoteAddr().(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return a.Unmap()
+		}
+	}
+	return netip.Addr{}
+}
+
+// Send implements auth.Conn.
+func (c *client) Send(msg pgproto3.BackendMessage) error {
+	b, err := msg.Encode(c.scratch[:0])
+	if err != nil {
+		return err
+	}
+	c.scratch = b
+	if err := c.w.Write(b); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// ReadPassword implements auth.Conn.
+func (c *client) ReadPassword() ([]byte, error) {
+	typ, _, err := c.r.Next()
+	if err != nil {
+		return nil, err
+	}
+	if typ != wire.MsgPassword {
+		// Not skipped: the login ends here, and the "message" may be a
+		// second startup packet whose bytes read as a huge length.
+		return nil, newError(CodeExpectedPassword, typ)
+	}
+	return c.r.Body()
+}
+
+// consoleLogin authenticates a login to the admin console, sends a welcome
+// and hands the connection to the console. A user in admin_users or
+// stats_users authenticates like any other (auth_type, auth_file); the
+// pooler's own OS user connecting over the Unix socket as "pgbouncer" is an
+// admin without a password, as PgBouncer allows. Anyone else is told "not
+// allowed" only after authenticating, as PgBouncer does (admin_post_login):
+// an unknown user gets the mock exchange, so the console does not say who
+// its users are.
+func (c *client) consoleLogin() error {
+	cfg := c.svc.config()
+	role, ok := admin.RoleFor(cfg, c.user)
+	if c.user == adminDB && c.local && c.peerIsSelf() {
+		role, ok = admin.RoleAdmin, true
+	} else {
+		if _, _, err := c.authenticate(&config.Database{Name: adminDB}, true); err != nil {
+			return err
+		}
+		if !ok {
+			return newError(CodeAdminNotAllowed)
+		}
+	}
+	c.dbName = adminDB
+	if _, err := rand.Read(c.key[:]); err != nil {
+		return err
+	}
+	c.svc.registerCancel(c) // listed by SHOW CLIENTS
+	out := wire.AppendAuthenticationOk(c.scratch[:0])
+	for _, kv := range [][2]string{
+		{"server_version", "15.0 (" + Version + ")"}, {"client_encoding", "UTF8"}, {"server_encoding", "UTF8"},
+		{"DateStyle", "ISO"}, {"TimeZone", "GMT"}, {"standard_conforming_strings", "on"},
+		{"integer_datetimes", "on"}, {"application_name", c.params["application_name"]},
+	} {
+		out = wire.AppendParameterStatus(out, kv[0], kv[1])
+	}
+	out = wire.AppendBackendKeyData(out, c.key)
+	out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	c.conn.SetDeadline(time.Time{})
+	err := admin.Serve(c.svc, c.r, c.w, c.user, role)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.logger().Info(c.String() + ": console closed: " + err.Error())
+	}
+	return errSilent
+}
+
+// peerIsSelf reports whether a Unix-socket peer runs as the pooler's own
+// OS user; never where the system cannot tell (internal/netpoll.PeerUID).
+func (c *client) peerIsSelf() bool {
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	uid, ok := netpoll.PeerUID(uc)
+	return ok && uid == os.Getuid()
+}

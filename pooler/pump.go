@@ -1,0 +1,433 @@
+package pooler
+
+import (
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// pumpStop says why pumpRun returned.
+type pumpStop uint8
+
+const (
+	pumpLinkOver pumpStop = iota // the link ended (released, lost or closed)
+	pumpHandOff                  // inline only: the rest needs a pump goroutine
+)
+
+// pump relays one server's replies to the client for the rest of a link.
+func (c *client) pump(s *server, done chan struct{}) {
+	defer close(done)
+	c.pumpRun(s, false)
+}
+
+// pumpRun relays the server's replies to the client until the link ends.
+// Inline (run by serve, see relayOrPump) it also stops, with pumpHandOff,
+// once everything sent is answered while the link stays, or when COPY IN
+// starts.
+func (c *client) pumpRun(s *server, inline bool) pumpStop {
+	st := c.svc.settings()
+	for {
+		handOff := false
+		typ, _, err := s.r.Next()
+		if err != nil {
+			if isTimeout(err) {
+				if c.pumpTimeout(s) {
+					continue
+				}
+				return pumpLinkOver
+			}
+			c.serverLost(s, err)
+			return pumpLinkOver
+		}
+		if completesExtended(typ) {
+			c.replies++
+		}
+		gone := c.gone.Load()
+		var out *wire.Writer
+		if !gone {
+			out = c.w
+		}
+		switch typ {
+		case wire.MsgReadyForQuery:
+			c.replies = 0
+			msg, err := s.r.Message()
+			if err != nil {
+				c.serverLost(s, err)
+				return pumpLinkOver
+			}
+			status := msg[5]
+			c.sentBytes += int64(len(msg))
+			if c.tracking {
+				c.mu.Lock()
+				owed := c.readyLocked(c.pumpOut[:0])
+				c.mu.Unlock()
+				c.pumpOut = owed
+				if out != nil && len(owed) > 0 {
+					out.Write(owed)
+				}
+			}
+			if out != nil {
+				out.Write(msg)
+			}
+			if !c.afterReady(s, status, st) {
+				return pumpLinkOver
+			}
+			if inline {
+				c.mu.Lock()
+				answered := c.ls.outstanding == 0
+				c.mu.Unlock()
+				if answered && !s.r.Pending() {
+					// The link stays (a transaction block): a pump
+					// goroutine watches the server from here on.
+					return pumpHandOff
+				}
+			}
+			continue
+		case wire.MsgParameterStatus:
+			if !s.r.Fits() {
+				break
+			}
+			msg, err := s.r.Message()
+			if err != nil {
+				c.serverLost(s, err)
+				return pumpLinkOver
+			}
+			name, value := s.noteParameter(msg[5:])
+			if canon := c.svc.trackedName(name); canon != "" && !gone {
+				c.mu.Lock()
+				c.setParamLocked(canon, value)
+				c.mu.Unlock()
+			}
+			if out != nil {
+				out.Write(msg)
+			}
+			continue
+		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
+			c.mu.Lock()
+			if dropped, consumed := c.ls.copyStarted(c.replies); c.tracking {
+				c.ops.killSyncs(dropped)
+				if consumed == wire.MsgParse || consumed == wire.MsgClose {
+					c.consumedByCopyLocked(s)
+				}
+			}
+			c.mu.Unlock()
+			if gone {
+				// The drain's next step (CopyFail) is due now, not
+				// when the server, waiting for data, times out.
+				s.conn.SetReadDeadline(time.Now())
+			}
+			// The client sends COPY data next while the server stays
+			// silent: serve must go back to reading the client.
+			handOff = inline
+		case wire.MsgParseComplete, wire.MsgCloseComplete:
+			if c.tracking {
+				c.mu.Lock()
+				swallow := c.replyLocked(s)
+				c.mu.Unlock()
+				if swallow {
+					if err := s.r.Skip(); err != nil {
+						c.serverLost(s, err)
+						return pumpLinkOver
+					}
+					if out != nil && !s.r.Pending() {
+						out.Flush()
+					}
+					continue
+				}
+			}
+		case wire.MsgErrorResponse:
+			c.mu.Lock()
+			skip, synced := c.ls.serverError(c.replies)
+			if skip {
+				c.replies = 0
+				if !synced {
+					// The server skips the client's messages up to its
+					// next Sync: so does serve, so that none is counted
+					// as owing a reply. The server says nothing more
+					// until that Sync, which serve must read: an inline
+					// relay hands over.
+					c.skipToSync = true
+					handOff = inline
+				}
+			}
+			if c.tracking {
+				c.errorLocked(s, skip)
+			}
+			c.mu.Unlock()
+		case wire.MsgCommandComplete:
+			if c.tracking {
+				pre, err := s.r.Peek(32)
+				if err != nil {
+					c.serverLost(s, err)
+					return pumpLinkOver
+				}
+				if pre[0] == 'D' {
+					c.mu.Lock()
+					tag := wire.CommandTag(pre)
+					standIn := c.deallocateDoneLocked(tag)
+					if !standIn {
+						c.commandCompleteLocked(s, tag)
+					}
+					c.mu.Unlock()
+					if standIn {
+						// The client's DEALLOCATE succeeded: it gets
+						// DEALLOCATE's tag for the stand-in's DO.
+						if err := s.r.Skip(); err != nil {
+							c.serverLost(s, err)
+							return pumpLinkOver
+						}
+						c.sentBytes += int64(len(deallocateComplete))
+						if out != nil {
+							out.Write(deallocateComplete)
+							if !s.r.Pending() {
+								out.Flush()
+							}
+						}
+						continue
+					}
+				}
+			}
+		}
+		n := int64(s.r.BodyLen()) + 5
+		c.sentBytes += n
+		if gone {
+			c.drainDiscarded(s, n)
+		}
+		if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+			return pumpLinkOver
+		}
+		if out != nil && (handOff || !s.r.Pending()) {
+			out.Flush()
+		}
+		if handOff {
+			return pumpHandOff
+		}
+	}
+}
+
+// afterReady applies the release rule after a ReadyForQuery; false when the
+// link ended and the pump must stop.
+func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
+	c.mu.Lock()
+	c.countReadyLocked(status)
+	c.ls.readyForQuery(status)
+	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
+		s.conn.SetReadDeadline(time.Time{})
+	}
+	if c.gone.Load() {
+		return c.drainLocked(s)
+	}
+	act := afterReadyForQuery(c.mode, &c.ls)
+	for act == releaseServer && c.writing {
+		// serve is finishing a flush to this server; wait for it, then
+		// look again: it may have sent more.
+		c.writerDone.Wait()
+		act = afterReadyForQuery(c.mode, &c.ls)
+	}
+	if c.gone.Load() {
+		return c.drainLocked(s)
+	}
+	switch act {
+	case releaseServer:
+		// Flush under mu: after c.srv is cleared, serve may link another
+		// server whose pump writes to the client.
+		c.w.Flush()
+		c.srv = nil
+		unsure := c.ls.unsure
+		c.mu.Unlock()
+		if st.ClientIdleTimeout > 0 {
+			// serve armed no idle deadline while linked; it starts now.
+			c.conn.SetReadDeadline(time.Now().Add(st.ClientIdleTimeout))
+		}
+		if unsure {
+			// A reply may still be on its way (see linkState): it must
+			// not reach the next client.
+			c.pool.discard(s, "client protocol state unknown after COPY")
+			return false
+		}
+		c.releaseServer(s, st)
+		return false
+	case rejectTxBlock:
+		c.srv = nil
+		c.mu.Unlock()
+		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
+		c.w.Flush()
+		c.conn.Close()
+		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
+		return false
+	}
+	idleInTx := c.ls.idle() && status != wire.TxIdle
+	c.mu.Unlock()
+	if !s.r.Pending() {
+		c.w.Flush()
+	}
+	if idleInTx && st.IdleTransactionTimeout > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(st.IdleTransactionTimeout))
+	}
+	return true
+}
+
+// releaseServer returns a clean server, running server_reset_query first
+// when server_reset_query_always asks for it in transaction mode.
+func (c *client) releaseServer(s *server, st *config.Settings) {
+	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
+		res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout)
+		if err != nil || res.status != wire.TxIdle {
+			c.pool.discard(s, "reset query failed")
+			return
+		}
+		// The reset (typically DISCARD ALL) may have dropped prepared
+		// statements; forget them rather than guess.
+		s.stmts.clear(c.svc.stmts)
+		s.unnamedOwner = 0
+	}
+	c.pool.release(s)
+}
+
+// drainLocked takes the next step to bring a server whose client left back to
+// idle (drain.go). Called with mu held; releases it. False when the link is
+// over.
+func (c *client) drainLocked(s *server) bool {
+	now := time.Now()
+	d := c.drain
+	if d.deadline.IsZero() {
+		c.startDrainLocked(s, now)
+	}
+	step := nextDrainStep(&c.ls, c.resetDue)
+	switch {
+	case step == drainWait && now.After(d.deadline):
+		return c.drainFailedLocked(s, "client disconnect while server was not ready")
+	case step == drainWait && c.ls.copyIn && !d.copyFailed:
+		// A COPY FROM STDIN waits for data that will never come.
+		d.copyFailed = true
+		c.ls.fromClient(wire.MsgCopyFail)
+		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
+	case step == drainWait:
+		c.mu.Unlock()
+		s.conn.SetReadDeadline(d.deadline)
+		return true
+	case !c.awaitCancelLocked():
+		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
+	case step == drainSync:
+		c.ls.fromClient(wire.MsgSync)
+		c.pushSyncLocked(wire.MsgSync)
+		s.scratch = wire.AppendSync(s.scratch[:0])
+	case step == drainRollback:
+		// Auto rollback: the client's transaction dies with it.
+		c.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
+		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
+	case step == drainReset && c.svc.settings().ServerResetQuery == "":
+		c.resetDue = false
+		return c.drainReleaseLocked(s)
+	case step == drainReset:
+		c.resetDue = false
+		c.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
+	default: // drainRelease
+		return c.drainReleaseLocked(s)
+	}
+	c.mu.Unlock()
+	s.conn.SetReadDeadline(d.deadline)
+	if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
+		c.serverLost(s, s.w.Err())
+		return false
+	}
+	return true
+}
+
+// pushSyncLocked records a Sync-like message the pooler itself sends.
+func (c *client) pushSyncLocked(typ byte) {
+	if c.tracking {
+		c.ops.push(op{kind: opSync, msg: typ})
+	}
+}
+
+// completesExtended reports whether a server message of type typ is the
+// last reply to an extended-protocol message (linkState.failing): Parse,
+// Bind and Close have one reply each, Describe ends with RowDescription or
+// NoData, Execute with CommandComplete, EmptyQueryResponse or
+// PortalSuspended. A Query's own RowDescription and CommandComplete count
+// too, harmlessly: by then every earlier extended message has finished.
+func completesExtended(typ byte) bool {
+	switch typ {
+	case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgNoData,
+		wire.MsgRowDescription, wire.MsgCommandComplete, wire.MsgEmptyQueryResponse, wire.MsgPortalSuspended:
+		return true
+	}
+	return false
+}
+
+// isCopyInput reports whether the server, reading the client as COPY data,
+// takes a message of type typ as such (Sync and Flush it ignores).
+func isCopyInput(typ byte) bool {
+	switch typ {
+	case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail, wire.MsgSync, wire.MsgFlush:
+		return true
+	}
+	return false
+}
+
+// pumpTimeout handles an expired server read deadline: a departed client's
+// drain step, or query_timeout. False when the link is over.
+func (c *client) pumpTimeout(s *server) bool {
+	c.mu.Lock()
+	if c.gone.Load() {
+		return c.drainLocked(s)
+	}
+	c.srv = nil
+	c.mu.Unlock()
+	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
+	c.w.Flush()
+	c.conn.Close()
+	c.pool.discard(s, "query timeout")
+	return false
+}
+
+// serverLost handles a server that failed while linked.
+func (c *client) serverLost(s *server, err error) {
+	c.mu.Lock()
+	linked := c.srv == s
+	if linked {
+		c.srv = nil
+	}
+	quiet := c.gone.Load() || c.detach
+	reason := "server conn crashed?"
+	code := CodeServerCrashed
+	if c.detach {
+		reason = c.detachReason
+	}
+	if s.evicted.Load() {
+		reason, code = "evicted", CodeEvicted
+	}
+	if c.gone.Load() {
+		c.finishDrainLocked("closed")
+	}
+	c.mu.Unlock()
+	c.pool.discard(s, reason)
+	if linked && !quiet {
+		c.w.Write(appendError(nil, newError(code)))
+		c.w.Flush()
+		c.conn.Close()
+	}
+}
+
+// countReadyLocked adds a finished query (and, at status 'I', a finished
+// transaction) and the bytes sent to the client since the last one to the
+// pool's stats. c.mu orders it after serve's writes of the start times.
+func (c *client) countReadyLocked(status byte) {
+	ps := &c.pool.stats
+	now := time.Now()
+	ps.queries.Add(1)
+	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
+	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
+	if status == wire.TxIdle {
+		ps.xacts.Add(1)
+		ps.xactTime.Add(int64(now.Sub(c.xactStart) / time.Microsecond))
+	}
+	ps.sent.Add(c.sentBytes)
+	c.sentBytes = 0
+}

@@ -1,0 +1,812 @@
+package pooler
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// errWaitCanceled ends a wait for a server on the client's cancel request.
+var errWaitCanceled = errors.New("canceled while waiting for a server")
+
+// queryCanceled answers a request whose wait for a server was cancelled, as
+// Postgres answers a cancelled query: ERROR 57014, and the client stays
+// usable. A simple query is done with ReadyForQuery; in the extended
+// protocol the rest of the batch is dropped up to its Sync, which gets the
+// ReadyForQuery.
+func (c *client) queryCanceled(typ byte) error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
+	return c.refuse(typ, out)
+}
+
+// refuse sends out, an ErrorResponse for a request the pooler refused
+// before any server saw it (message typ, already consumed), the way
+// Postgres ends a failed request: a simple Query, Sync or FunctionCall is
+// done with ReadyForQuery 'I'; in the extended protocol the rest of the
+// batch is dropped up to its Sync, which gets the ReadyForQuery.
+func (c *client) refuse(typ byte, out []byte) error {
+	switch typ {
+	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
+		out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	default:
+		c.mu.Lock()
+		c.skipToSync = true
+		c.mu.Unlock()
+	}
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// serve runs the client's whole life.
+func (c *client) serve() {
+	loggedIn := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		if !loggedIn {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
+	}()
+	if err := c.login(); err != nil {
+		c.fail(err)
+		return
+	}
+	loggedIn = true
+	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
+	// stack, which Go only shrinks at a garbage collection. The rest of
+	// the client's life, mostly idle, runs on a fresh goroutine whose stack
+	// starts small: idle clients are many.
+	go c.serveLoggedIn(true)
+}
+
+// serveLoggedIn relays for a logged-in client until it leaves or parks
+// (park.go); a parked client comes back here on a new goroutine.
+func (c *client) serveLoggedIn(afterLogin bool) {
+	parked := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		if !parked {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
+	}()
+	parked = c.loop(afterLogin)
+}
+
+// fail sends err to an unlinked client when it is a pooler error and logs
+// why the client is going.
+func (c *client) fail(err error) {
+	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	var pe *Error
+	var ae *auth.Error
+	var pge *auth.ServerError
+	var se *wire.StartupError
+	switch {
+	case errors.As(err, &pe):
+	case errors.As(err, &ae):
+		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
+	case errors.As(err, &pge):
+		// A server's own error during login is forwarded as is; one
+		// without a SQLSTATE (a broken or hostile server) gets 08P01.
+		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
+		if pe.SQLState == "" {
+			pe.SQLState = "08P01"
+		}
+		if pe.Message == "" {
+			pe.Message = "server login failed"
+		}
+	case errors.As(err, &se):
+		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		pe = newError(CodePacketTooLarge)
+	case errors.Is(err, wire.ErrBadLength):
+		pe = newError(CodeBadPacket)
+	case isTimeout(err):
+		pe = newError(CodeClientLoginTimeout)
+	default:
+		// Go's error strings (addresses, ports, system errors) are for
+		// the log only. A failure of the client's own connection gets
+		// no message: it could not be delivered.
+		c.logger().Warn(c.String() + ": closing because: " + err.Error())
+		if isConnError(err) {
+			return
+		}
+		pe = newError(CodeServerConnectFailed, loginReason(err))
+	}
+	if c.svc.settings().LogPoolerErrors {
+		c.logger().Warn(c.String() + ": pooler error: " + pe.Message)
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.w.Write(appendError(c.scratch[:0], pe))
+	c.w.Flush()
+}
+
+// loop relays client messages to linked servers until the client leaves.
+// afterLogin: the client has just logged in; if it sends nothing within
+// parkAfterLogin it parks (park.go).
+func (c *client) loop(afterLogin bool) (parked bool) {
+	st := c.svc.settings()
+	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
+	c.inLoop.Store(true)
+	// The early-park deadline is armed only where the janitor would park
+	// the client later anyway (a system with parking, no idle timeouts,
+	// which own the deadline, and no TLS); it is cleared by the first
+	// message.
+	loginGrace := netpoll.CanPark && afterLogin && !timeouts && !c.tls
+	if loginGrace {
+		c.parkWanted.Store(true)
+		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))
+	}
+	// msgArmed: awaitMessage set the read deadline for the message just
+	// read (client_message_timeout, or none); it is taken off before the
+	// next message.
+	msgArmed := false
+	for {
+		if timeouts {
+			c.armClientDeadline(st)
+		} else if msgArmed {
+			c.conn.SetReadDeadline(time.Time{})
+		}
+		msgArmed = false
+		typ, n, err := c.r.Next()
+		if loginGrace {
+			loginGrace = false
+			if err == nil {
+				c.parkWanted.Store(false)
+				c.conn.SetReadDeadline(time.Time{})
+			}
+		}
+		if err != nil {
+			if isTimeout(err) && c.parkWanted.Load() {
+				if c.tryPark() {
+					return true // another goroutine owns c now
+				}
+				continue
+			}
+			if isTimeout(err) && c.clientTimedOut(st) {
+				return false
+			}
+			if isTimeout(err) {
+				continue
+			}
+			if errors.Is(err, wire.ErrMessageTooLarge) {
+				// Refused on its header: nothing of it reached the
+				// server, which stays clean.
+				c.closeBadInput(newError(CodePacketTooLarge), "")
+				return false
+			}
+			if errors.Is(err, wire.ErrBadLength) {
+				c.closeBadInput(newError(CodeBadPacket), "")
+				return false
+			}
+			c.leave(err)
+			return false
+		}
+		if !isFrontendType(typ) {
+			// Checked on the header alone: the body is not read (a
+			// startup packet sent again reads as type 0 with a length
+			// of its own). Never forwarded: Postgres would end its
+			// backend over it.
+			c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+			return false
+		}
+		if n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ) {
+			// Postgres ends its backend over such a message; refused
+			// from the header, as Postgres does, before any is read.
+			c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
+			return false
+		}
+		if typ == wire.MsgQuery && st.DisablePQExec {
+			// disable_pqexec: a simple Query may carry several
+			// statements, which some SQL injections rely on.
+			c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
+			return false
+		}
+		if typ == wire.MsgTerminate {
+			c.r.Skip()
+			c.leave(nil)
+			return false
+		}
+		if !c.r.Pending() {
+			// The message has not all arrived: wait for it before a
+			// server is taken or written to.
+			msgArmed = true
+			if err := c.awaitMessage(st, n); err != nil {
+				if isTimeout(err) {
+					c.closeBadInput(newError(CodeClientMessageTimeout), "")
+				} else {
+					c.leave(err)
+				}
+				return false
+			}
+		}
+		c.mu.Lock()
+		s := c.srv
+		if s == nil && (c.tracking || c.skipToSync) {
+			c.mu.Unlock()
+			handled, err := c.answerUnlinked(typ, n)
+			if errors.Is(err, wire.ErrBudgetExceeded) {
+				c.closeBadInput(newError(CodeHeldMessageBudget), "")
+				return false
+			}
+			if err != nil {
+				c.leaveOrTimeout(err, msgArmed, st)
+				return false
+			}
+			if handled {
+				continue
+			}
+			c.mu.Lock()
+			s = c.srv
+		}
+		if s == nil {
+			c.mu.Unlock()
+			s, err = c.link(typ, n)
+			if errors.Is(err, errWaitCanceled) {
+				if err := c.queryCanceled(typ); err != nil {
+					c.leave(err)
+					return false
+				}
+				continue
+			}
+			if shed, ok := err.(*shedError); ok {
+				if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
+					c.leave(err)
+					return false
+				}
+				continue
+			}
+			if err != nil {
+				c.r.Skip()
+				c.fail(err)
+				return false
+			}
+			c.mu.Lock()
+		}
+		if c.skipToSync && typ != wire.MsgSync {
+			// After an error the pooler raised, like Postgres: drop
+			// everything up to the client's Sync.
+			c.mu.Unlock()
+			if err := c.r.Skip(); err != nil {
+				c.leaveOrTimeout(err, msgArmed, st)
+				return false
+			}
+			c.flushBatch(s, false)
+			if !c.r.Pending() {
+				c.startPump(s)
+			}
+			continue
+		}
+		c.skipToSync = false
+		if c.ls.feeding && !isCopyInput(typ) {
+			// Postgres would end the COPY with an error over it and
+			// consume it; what the client's later messages then get
+			// depends on how far the server had read.
+			c.mu.Unlock()
+			c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+			return false
+		}
+		ignored := c.ls.feeding // a Sync or Flush the server ignores in COPY IN
+		if c.ls.idle() {
+			// The first request after an idle point starts a query (and
+			// a transaction when none is open).
+			c.queryStart = time.Now()
+			if c.ls.txStatus == wire.TxIdle {
+				c.xactStart = c.queryStart
+			}
+		}
+		c.ls.fromClient(typ)
+		c.recvBytes += int64(n) + 5
+		switch typ {
+		case wire.MsgParse:
+			c.pool.stats.clientParses.Add(1)
+		case wire.MsgBind:
+			c.pool.stats.binds.Add(1)
+		}
+		mapped := false
+		if c.tracking {
+			switch typ {
+			case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+				mapped = true
+			case wire.MsgSync, wire.MsgFunctionCall:
+				if !ignored {
+					c.ops.push(op{kind: opSync, msg: typ})
+				}
+			}
+		}
+		c.writing = true
+		c.mu.Unlock()
+		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
+			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
+		}
+		if mapped {
+			err = c.relayMapped(typ, n, s)
+		} else {
+			err = c.r.Forward(s.w)
+		}
+		if err != nil {
+			if s.w.Err() != nil {
+				// The server is gone; its pump reports it to the client.
+				s.conn.Close()
+				c.doneWriting()
+				c.startPump(s)
+				continue
+			}
+			c.doneWriting()
+			if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
+				// A message larger than the read buffer stalled
+				// midway: the server has part of it and cannot be
+				// brought back clean.
+				c.unlinkAndClose("client_message_timeout")
+				c.fail(newError(CodeClientMessageTimeout))
+				return false
+			}
+			if errors.Is(err, wire.ErrBudgetExceeded) {
+				// Nothing of the message was passed on: the server
+				// goes back clean.
+				c.closeBadInput(newError(CodeHeldMessageBudget), "")
+				return false
+			}
+			c.leave(err)
+			return false
+		}
+		c.flushBatch(s, c.willRelayInline(s, typ))
+		if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
+			// The reply is out and the server is back in the pool, which
+			// has clients queued: the pooler is busy. Let the runnable
+			// goroutines go first; by the time this one reads its client
+			// again the next request has usually arrived, which saves a
+			// read that finds nothing and the park and wake-up after it.
+			// (A client's request waits for a server anyway.)
+			runtime.Gosched()
+		}
+	}
+}
+
+// isFrontendType reports whether typ is a message a logged-in client may
+// send: the frontend messages of protocol 3.0 after authentication
+// (PasswordMessage 'p' belongs to the login only). Postgres ends the
+// session over any other ("invalid frontend message type"), PgBouncer the
+// client ("unknown pkt").
+func isFrontendType(typ byte) bool {
+	switch typ {
+	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
+		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
+		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
+		return true
+	}
+	return false
+}
+
+func isSmallMessage(typ byte) bool {
+	switch typ {
+	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
+		return true
+	}
+	return false
+}
+
+// awaitMessage waits until the current message, of n body bytes, is in the
+// read buffer whole, before any of it goes on: a server is taken (link), or
+// written to, only for a message that has arrived, so a client that sends
+// a header and stalls holds no server (PgBouncer links one on the header).
+// A message larger than the read buffer is streamed and cannot be held back
+// whole: its server is taken once the buffer is full of it, and a stall
+// after that holds the server.
+//
+// The wait, and the streaming of a larger message after it, end after
+// client_message_timeout when it is set: the read deadline stays armed for
+// the rest of the message (loop takes it off). A park request or an idle
+// deadline that expires meanwhile does not end it: the client is busy.
+func (c *client) awaitMessage(st *config.Settings, n int) error {
+	var deadline time.Time
+	if st.ClientMessageTimeout > 0 {
+		deadline = time.Now().Add(st.ClientMessageTimeout)
+	}
+	c.conn.SetReadDeadline(deadline)
+	for {
+		_, err := c.r.Peek(n)
+		if err == nil || !isTimeout(err) {
+			return err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return err
+		}
+		// Not our deadline: the janitor's park request, or one armed
+		// for idleness. A client with part of a message sent is neither
+		// parked nor idle.
+		c.parkWanted.Store(false)
+		c.conn.SetReadDeadline(deadline)
+	}
+}
+
+// leaveOrTimeout ends the client after a read of its current message
+// failed: client_message_timeout when that deadline passed (nothing of the
+// message went to a server), else the client left.
+func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
+	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
+		c.closeBadInput(newError(CodeClientMessageTimeout), "")
+		return
+	}
+	c.leave(err)
+}
+
+// closeBadInput ends a client over input the pooler refuses (an unknown
+// message type, a bad or oversized header, a message not finished within
+// client_message_timeout) before any of it was passed on. A linked server
+// is not closed for it: it goes through leave's drain (replies discarded,
+// Sync, ROLLBACK, reset) and back to the pool. The client gets e once
+// nothing else writes to it: at once when serve owns its writer, else after
+// the pump has finished the drain. detail, when set, is logged.
+func (c *client) closeBadInput(e *Error, detail string) {
+	if detail != "" {
+		c.logger().Warn(c.String() + ": " + detail)
+	}
+	if c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(time.Since(c.connected)) + ")")
+	}
+	var done chan struct{}
+	if c.pumpStarted {
+		// The link's pump may write to the client until it has seen the
+		// client go (or, after a link that ended, until it has exited).
+		c.mu.Lock()
+		done = c.pumpDone
+		c.mu.Unlock()
+	}
+	if done == nil {
+		c.fail(e)
+		c.abandonLink()
+		return
+	}
+	c.abandonLink()
+	<-done
+	c.fail(e)
+}
+
+// flushBatch flushes to the server once the client's batch is consumed,
+// then hands the server's writer back. With awaitReply (serve reads the
+// reply itself next, see willRelayInline) it returns once the reply starts
+// to arrive, saving the read that would find nothing yet.
+func (c *client) flushBatch(s *server, awaitReply bool) {
+	if c.r.Pending() {
+		return
+	}
+	if c.recvBytes > 0 {
+		c.pool.stats.received.Add(c.recvBytes)
+		c.recvBytes = 0
+	}
+	var err error
+	if awaitReply {
+		err = s.w.FlushAwaitReply()
+	} else {
+		err = s.w.Flush()
+	}
+	if err != nil {
+		s.conn.Close()
+	}
+	c.doneWriting()
+}
+
+// willRelayInline reports whether relayOrPump will read the reply to the
+// batch just relayed on this goroutine: the batch ends with Sync or Query
+// (the server answers it), no pump reads the server, and nothing of an
+// earlier reply is left unread in the server's buffer.
+func (c *client) willRelayInline(s *server, typ byte) bool {
+	return !c.r.Pending() && !c.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+}
+
+// doneWriting hands the linked server's writer back: from here on the pump
+// may release the server.
+func (c *client) doneWriting() {
+	c.mu.Lock()
+	c.writing = false
+	c.writerDone.Broadcast()
+	c.mu.Unlock()
+}
+
+// armClientDeadline sets the read deadline for client_idle_timeout or
+// idle_transaction_timeout from the current link state.
+func (c *client) armClientDeadline(st *config.Settings) {
+	c.mu.Lock()
+	linked := c.srv != nil
+	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	c.mu.Unlock()
+	var d time.Duration
+	switch {
+	case !linked:
+		d = st.ClientIdleTimeout
+	case idleInTx:
+		d = st.IdleTransactionTimeout
+	}
+	if d > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(d))
+	} else {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// clientTimedOut handles a client read deadline; true if the client was
+// closed.
+func (c *client) clientTimedOut(st *config.Settings) bool {
+	c.mu.Lock()
+	linked := c.srv != nil
+	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	c.mu.Unlock()
+	switch {
+	case !linked && st.ClientIdleTimeout > 0:
+		c.fail(newError(CodeClientIdleTimeout))
+		return true
+	case idleInTx && st.IdleTransactionTimeout > 0:
+		c.unlinkAndClose("idle transaction timeout")
+		c.fail(newError(CodeIdleTransactionTimeout))
+		return true
+	}
+	return false
+}
+
+// unlinkAndClose closes the linked server on purpose and waits for its pump
+// to stop, after which serve owns the client socket again.
+func (c *client) unlinkAndClose(reason string) {
+	c.mu.Lock()
+	s := c.srv
+	c.detach = true
+	c.detachReason = reason
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.conn.Close()
+	c.startPump(s) // the pump reports the closed server and ends the link
+	<-c.pumpDone
+}
+
+// link checks a server out for this client, brings its tracked parameters
+// in line with the client's, and starts the pump.
+func (c *client) link(typ byte, n int) (*server, error) {
+	start := time.Now()
+	c.mu.Lock()
+	c.waiting = true
+	c.waitStart = start
+	if c.cancelWait == nil {
+		c.cancelWait = make(chan struct{}, 1)
+	}
+	select {
+	case <-c.cancelWait: // a stale cancel for an earlier wait
+	default:
+	}
+	if c.poolWait == nil {
+		c.poolWait = &poolWaiter{}
+	}
+	c.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	c.mu.Unlock()
+	// Under an admission policy the transaction first needs a ticket; the
+	// pool's own queue then only covers servers still logging in.
+	var ticket admission.Ticket
+	if ap := c.svc.adm.Load(); ap != nil {
+		if g := c.pool.gateFor(ap); g != nil {
+			t, err := c.admit(g, ap, typ, n)
+			if err != nil {
+				c.endWait()
+				var se *admission.ShedError
+				if errors.As(err, &se) {
+					return nil, &shedError{se, ap}
+				}
+				return nil, err
+			}
+			ticket = t
+		}
+	}
+	s, err := c.pool.acquire(nil, c.poolWait)
+	if err != nil {
+		c.endWait()
+		if ticket.Valid() {
+			ticket.Release()
+		}
+		return nil, err
+	}
+	s.ticket = ticket
+	waited := time.Since(start)
+	c.pool.stats.serverAssignments.Add(1)
+	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
+	c.pool.metrics.waitDuration.Update(waited.Seconds())
+	if err := c.syncParams(s); err != nil {
+		c.endWait()
+		var pe *Error
+		if !errors.As(err, &pe) {
+			// The server failed under the SET: the detail is for the
+			// log, the client hears PgBouncer's word for it.
+			c.logger().Warn(c.String() + ": server failed while setting parameters: " + err.Error())
+			c.pool.discard(s, "var change failed")
+			return nil, newError(CodeServerCrashed)
+		}
+		c.pool.discard(s, "invalid server parameter")
+		return nil, err
+	}
+	s.linkedTo.Store(c.id)
+	// The wait ends where the link begins, under one lock: a cancel
+	// request in between finds no query to cancel either way.
+	c.mu.Lock()
+	c.waiting = false
+	c.srv = s
+	c.ls.reset()
+	c.replies = 0
+	c.ops.reset()
+	c.skipToSync = false
+	c.pumpDone = nil
+	c.pumpStarted = false
+	c.detach = false
+	c.mu.Unlock()
+	// No pump yet: serve relays the answer itself when the first batch
+	// ends with a Sync or Query (see relayOrPump).
+	return s, nil
+}
+
+// endWait marks a wait for a server that ended without a link.
+func (c *client) endWait() {
+	c.mu.Lock()
+	c.waiting = false
+	c.mu.Unlock()
+}
+
+// relayOrPump runs after serve flushed a complete batch to the linked
+// server. A batch that ends with Sync or Query, on a link without a pump,
+// is answered inline: serve reads the reply and relays it itself, which
+// saves a goroutine, its wake-ups and a hand-over per transaction; when the
+// reply ends the link (an autocommit statement in transaction mode, the
+// common case) serve goes straight back to reading the client. Anything
+// else — a link still held after the reply (a transaction block), COPY IN,
+// a batch ending in Flush — gets a pump of its own, as before, so a client
+// idle in a transaction still hears at once about its server going away.
+// While serve relays inline it reads nothing from the client; what the
+// client sends meanwhile waits in the socket, as it would with Postgres.
+//
+// relayed reports that the reply was relayed inline and the link is over.
+func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
+	if c.r.Pending() || c.pumpStarted {
+		return false
+	}
+	if typ != wire.MsgSync && typ != wire.MsgQuery {
+		c.startPump(s)
+		return false
+	}
+	if c.pumpRun(s, true) == pumpLinkOver {
+		return true
+	}
+	c.startPump(s)
+	return false
+}
+
+// startPump starts the link's pump goroutine unless it runs already.
+// Called by serve only.
+func (c *client) startPump(s *server) {
+	if c.pumpStarted {
+		return
+	}
+	c.pumpStarted = true
+	// Made here, not at link: most links end with the inline relay and
+	// never have a pump to wait for.
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.pumpDone = done
+	c.mu.Unlock()
+	go c.pump(s, done)
+}
+
+// syncParams sends one SET for the tracked parameters whose server value
+// differs from the client's (PgBouncer compares case-insensitively).
+func (c *client) syncParams(s *server) error {
+	if s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
+		return nil
+	}
+	var sb strings.Builder
+	for name, want := range c.params {
+		have, ok := s.params[name]
+		if ok && strings.EqualFold(have, want) {
+			continue
+		}
+		sb.WriteString("SET ")
+		sb.WriteString(quoteIdent(name))
+		sb.WriteString(" = ")
+		sb.WriteString(quoteLiteral(want))
+		sb.WriteString(";")
+	}
+	if sb.Len() == 0 {
+		s.syncedWith, s.syncedGen = c.params, s.paramsGen
+		return nil
+	}
+	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
+	if err != nil {
+		return err
+	}
+	if res.err != nil {
+		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
+	}
+	// Parameters Postgres does not report (GUC_REPORT off) are remembered
+	// as set, so the next client compares against what we sent.
+	for name, want := range c.params {
+		if _, ok := s.params[name]; !ok {
+			s.params[name] = want
+		}
+	}
+	s.paramsGen++
+	return nil
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+// Parameter maps are never changed once made, so the same map means the
+// same parameters; syncedWith holds the map, so its address is not reused.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// leave handles the client going away. A linked server is drained back to a
+// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
+// closed; the pump is woken by an expired read deadline.
+func (c *client) leave(err error) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(time.Since(c.connected)) + ")")
+	} else if c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
+	}
+	c.abandonLink()
+}
+
+// abandonLink hands a linked server, if any, to its pump to drain back to
+// clean once the client is gone: see leave.
+func (c *client) abandonLink() {
+	c.mu.Lock()
+	if c.writing && c.srv != nil {
+		// serve still holds the server's writer with part of a batch it
+		// recorded as sent (a refused frame read in the same batch kept
+		// flushBatch from running): it goes out now, so the replies the
+		// drain waits for are owed by the server, not by a buffer.
+		s := c.srv
+		c.mu.Unlock()
+		if err := s.w.Flush(); err != nil {
+			s.conn.Close()
+		}
+		c.mu.Lock()
+	}
+	c.writing = false
+	c.writerDone.Broadcast()
+	s := c.srv
+	if s != nil {
+		if c.drain == nil {
+			c.drain = &drainState{} // before gone: the pump reads it once gone
+		}
+		c.gone.Store(true)
+		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		// Under mu: once the pump has released s, another client's pump
+		// reads it, and this deadline must not reach that one.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	if s != nil {
+		// A link left mid-batch has no pump yet: start the one that
+		// drains it.
+		c.startPump(s)
+	}
+}
