@@ -21,75 +21,118 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// login reads the startup packet, authenticates, and sends the welcome.
+// login reads the startup packet, authenticates, and sends the welcome, in
+// the steps below, in this order; each may end the login with an error,
+// which serve hands to client.fail (what the client is told, if anything).
+// A client of the admin console leaves the steps after acceptStartup.
 func (c *client) login() error {
 	st := c.svc.settings()
 	if st.ClientLoginTimeout > 0 {
 		c.conn.SetDeadline(time.Now().Add(st.ClientLoginTimeout))
 	}
-	var su *wire.Startup
-	// Postgres takes each encryption request once; one repeated (after
-	// 'N', or inside the TLS it started) is refused at once, in its words.
-	var sslAsked, gssAsked bool
+	su, err := c.readStartup()
+	if err != nil {
+		return err
+	}
+	startupParams, err := c.acceptStartup(st, su)
+	if err != nil {
+		return err
+	}
+	if c.dbName == adminDB {
+		return c.consoleLogin()
+	}
+	pool, err := c.authenticateForPool(st)
+	if err != nil {
+		return err
+	}
+	if err := c.joinPool(st, pool); err != nil {
+		return err
+	}
+	return c.welcome(st, pool, startupParams)
+}
+
+// encryptionAsked records which encryption requests a client has made:
+// Postgres takes each once, and one repeated (after 'N', or inside the TLS
+// it started) is refused at once, in its words.
+type encryptionAsked struct{ ssl, gss bool }
+
+// readStartup reads startup packets until the StartupMessage, answering
+// SSLRequest (TLS when configured) and GSSENCRequest on the way. A
+// CancelRequest is passed on and ends the connection without a word.
+func (c *client) readStartup() (*wire.Startup, error) {
+	var asked encryptionAsked
 	for tries := 0; ; tries++ {
-		var err error
-		su, err = wire.ReadStartup(c.conn)
+		// c.conn is read afresh each time: startTLS replaces it.
+		su, err := wire.ReadStartup(c.conn)
 		if err != nil {
 			if errors.Is(err, wire.ErrOldProtocol) {
-				return newError(CodeOldProtocol)
+				return nil, newError(CodeOldProtocol)
 			}
-			return err
+			return nil, err
 		}
-		if su.Kind == wire.StartupMessage {
-			break
-		}
-		if su.Kind == wire.CancelRequest {
+		switch su.Kind {
+		case wire.StartupMessage:
+			return su, nil
+		case wire.CancelRequest:
 			c.svc.cancel(su.CancelKey)
-			return errSilent
+			return nil, errSilent
 		}
 		if tries > 2 {
-			return newError(CodeBadPacket)
+			return nil, newError(CodeBadPacket)
 		}
-		switch {
-		case su.Kind == wire.SSLRequest && sslAsked:
-			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0"}
-		case su.Kind == wire.GSSENCRequest && gssAsked:
-			return &wire.StartupError{Message: "unsupported frontend protocol 1234.5680: server supports 3.0 to 3.0"}
-		}
-		sslAsked = sslAsked || su.Kind == wire.SSLRequest
-		gssAsked = gssAsked || su.Kind == wire.GSSENCRequest
-		if su.Kind == wire.SSLRequest && !c.tls {
-			if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
-				if err := c.startTLS(cfg); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		// No TLS configured, or GSSENCRequest: the client continues in
-		// plaintext or gives up, as with PgBouncer.
-		if _, err := c.conn.Write([]byte{'N'}); err != nil {
-			return err
+		if err := c.answerEncryption(su.Kind, &asked); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// answerEncryption answers an SSLRequest or GSSENCRequest: TLS when the
+// client asked for it, is not in it yet and client TLS is configured, else
+// 'N'.
+func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked) error {
+	switch {
+	case kind == wire.SSLRequest && asked.ssl:
+		return &wire.StartupError{Message: "unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0"}
+	case kind == wire.GSSENCRequest && asked.gss:
+		return &wire.StartupError{Message: "unsupported frontend protocol 1234.5680: server supports 3.0 to 3.0"}
+	}
+	asked.ssl = asked.ssl || kind == wire.SSLRequest
+	asked.gss = asked.gss || kind == wire.GSSENCRequest
+	if kind == wire.SSLRequest && !c.tls {
+		if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
+			return c.startTLS(cfg)
+		}
+	}
+	// No TLS configured, or GSSENCRequest: the client continues in
+	// plaintext or gives up, as with PgBouncer.
+	_, err := c.conn.Write([]byte{'N'})
+	return err
+}
+
+// acceptStartup checks the StartupMessage before any authentication: TLS
+// where client_tls_sslmode requires it, the startup parameters (which set
+// c.user and c.dbName), room in the pooler and a user name. It logs the
+// attempt and tells a newer client, or one with _pq_ options, what the
+// pooler speaks. It returns the tracked parameters the client asked for.
+func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[string]string, error) {
 	if !c.tls && auth.ClientTLSRequired(st.ClientTLSSSLMode) && !c.local {
-		return newError(CodeSSLRequired)
+		return nil, newError(CodeSSLRequired)
 	}
 	startupParams, unrecognized, err := c.readParams(su)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The console stays reachable when the pooler is full or stopping.
 	if c.dbName != adminDB {
 		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
-			return newError(CodeMaxClientConn)
+			return nil, newError(CodeMaxClientConn)
 		}
 		if c.svc.shuttingDown.Load() {
-			return newError(CodeShuttingDown)
+			return nil, newError(CodeShuttingDown)
 		}
 	}
 	if c.user == "" {
-		return newError(CodeNoUserName)
+		return nil, newError(CodeNoUserName)
 	}
 	if st.LogConnections {
 		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
@@ -99,16 +142,21 @@ func (c *client) login() error {
 		// options we ignore.
 		c.scratch = wire.AppendNegotiateProtocolVersion(c.scratch[:0], 0, unrecognized)
 		if err := c.w.Write(c.scratch); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if c.dbName == adminDB {
-		return c.consoleLogin()
-	}
-	// Nothing the client sees before it has authenticated may depend on
-	// whether its database exists (PgBouncer's "fake database"): an
-	// unknown database gets the same exchange as a known one, and only a
-	// client that proved its password learns that it does not exist.
+	return startupParams, nil
+}
+
+// authenticateForPool authenticates the client for its database and
+// returns the pool of (database, user), with the server login credentials
+// set from what the client proved where the database names no user.
+//
+// Nothing the client sees before it has authenticated may depend on
+// whether its database exists (PgBouncer's "fake database"): an unknown
+// database gets the same exchange as a known one, and only a client that
+// proved its password learns that it does not exist.
+func (c *client) authenticateForPool(st *config.Settings) (*Pool, error) {
 	cfg := c.svc.config()
 	db, dbKnown := cfg.LookupDatabase(c.dbName)
 	if !dbKnown {
@@ -116,20 +164,20 @@ func (c *client) login() error {
 	}
 	secret, res, err := c.authenticate(db, dbKnown)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !dbKnown {
 		if st.LogConnections {
 			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s user=%s", c, c.dbName, c.user))
 		}
-		return newError(CodeNoSuchDatabase, c.dbName)
+		return nil, newError(CodeNoSuchDatabase, c.dbName)
 	}
 	if c.svc.isDisabled(c.dbName) {
-		return newError(CodeDatabaseDisabled, c.dbName)
+		return nil, newError(CodeDatabaseDisabled, c.dbName)
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if db.User == "" && secret != nil {
 		// The server login of this pool uses the secret the client was
@@ -137,6 +185,13 @@ func (c *client) login() error {
 		// client's SCRAM keys when it proved them: SCRAM pass-through.
 		pool.setCredentials(secret, res.ClientKey)
 	}
+	return pool, nil
+}
+
+// joinPool makes the client one of pool's, in the pool's mode. The client
+// is counted in the pool from here on, also when the login fails after
+// (clientClosed uncounts it).
+func (c *client) joinPool(st *config.Settings, pool *Pool) error {
 	c.pool = pool
 	eff := pool.effective()
 	c.mode = eff.PoolMode
@@ -151,6 +206,13 @@ func (c *client) login() error {
 		}
 		pool.release(s)
 	}
+	return nil
+}
+
+// welcome settles the client's session (parameters, cancel key), sends
+// AuthenticationOk, the parameters, BackendKeyData and ReadyForQuery, and
+// ends the login: no deadline, and the logged-in message size limit.
+func (c *client) welcome(st *config.Settings, pool *Pool, startupParams map[string]string) error {
 	if st.ApplicationNameAddHost {
 		// PgBouncer's format: "<name> - <host>:<port>".
 		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
@@ -161,21 +223,8 @@ func (c *client) login() error {
 	}
 	c.svc.registerCancel(c)
 	pool.stats.logins.Add(1)
-	c.scratch = wire.AppendAuthenticationOk(c.scratch[:0])
-	for name, value := range pool.welcomeParams() {
-		if v, ok := c.params[name]; ok {
-			value = v
-		}
-		c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
-	}
-	for name, value := range c.params {
-		if _, ok := pool.welcomeParams()[name]; !ok {
-			c.scratch = wire.AppendParameterStatus(c.scratch, name, value)
-		}
-	}
-	c.scratch = wire.AppendBackendKeyData(c.scratch, c.key)
-	c.scratch = wire.AppendReadyForQuery(c.scratch, wire.TxIdle)
-	err = c.w.Write(c.scratch)
+	c.scratch = c.appendWelcome(c.scratch[:0], pool)
+	err := c.w.Write(c.scratch)
 	// The welcome is the largest thing built in scratch; an idle client
 	// should not keep it.
 	c.scratch = nil
@@ -188,6 +237,26 @@ func (c *client) login() error {
 	c.conn.SetDeadline(time.Time{})
 	c.r.SetMaxMessageSize(clientMaxMessage(st))
 	return nil
+}
+
+// appendWelcome appends the welcome to out: AuthenticationOk, the pool's
+// welcome parameters with the client's own values where it has them, the
+// client's parameters the welcome lacks, BackendKeyData, ReadyForQuery.
+func (c *client) appendWelcome(out []byte, pool *Pool) []byte {
+	out = wire.AppendAuthenticationOk(out)
+	for name, value := range pool.welcomeParams() {
+		if v, ok := c.params[name]; ok {
+			value = v
+		}
+		out = wire.AppendParameterStatus(out, name, value)
+	}
+	for name, value := range c.params {
+		if _, ok := pool.welcomeParams()[name]; !ok {
+			out = wire.AppendParameterStatus(out, name, value)
+		}
+	}
+	out = wire.AppendBackendKeyData(out, c.key)
+	return wire.AppendReadyForQuery(out, wire.TxIdle)
 }
 
 // clientMaxMessage is the message size limit for a logged-in client:
