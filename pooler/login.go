@@ -373,55 +373,18 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
 	st := c.svc.settings()
 	var none auth.Result
-	var m auth.Method
-	switch st.AuthType {
-	case "hba":
-		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
-			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
-		})
-		if !ok || rule.Method == auth.HBAReject {
-			return nil, none, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
-		}
-		switch rule.Method {
-		case auth.HBATrust:
-			m = auth.MethodTrust
-		case auth.HBAMD5:
-			m = auth.MethodMD5
-		case auth.HBAPassword:
-			m = auth.MethodPlain
-		case auth.HBASCRAM:
-			m = auth.MethodSCRAM
-		case auth.HBACert:
-			return nil, none, c.certAuth()
-		default:
-			return nil, none, newError(CodeHBAMethodUnsupported, rule.Method.String())
-		}
-	case "cert":
+	m, cert, err := c.authMethod(st)
+	switch {
+	case err != nil:
+		return nil, none, err
+	case cert:
 		return nil, none, c.certAuth()
-	default:
-		var err error
-		if m, err = auth.ParseMethod(st.AuthType); err != nil {
-			return nil, none, newError(CodeAuthTypeInvalid, err.Error())
-		}
-	}
-	if m == auth.MethodAny {
+	case m == auth.MethodAny:
 		return nil, none, nil
 	}
-	u, known := c.svc.users.Load().Lookup(c.user)
-	var secret *auth.Secret
-	switch {
-	case known && u.Source == auth.SourceAuthFile:
-		secret = u.Secret
-	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
-		sec, found, err := c.svc.authQuery(db, c.user)
-		if err != nil {
-			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
-			return nil, none, newError(CodeAuthQueryFailed)
-		}
-		if found {
-			secret = sec
-			c.svc.users.Load().NoteAuthQuery(c.user)
-		}
+	secret, known, err := c.userSecret(st, db, dbKnown)
+	if err != nil {
+		return nil, none, err
 	}
 	if m == auth.MethodTrust {
 		if secret == nil && !known {
@@ -434,6 +397,71 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 	}
 	res, err := auth.Authenticate(c, m, c.user, secret)
 	return secret, res, err
+}
+
+// authMethod is the method auth_type names or, for auth_type=hba, that of
+// the auth_hba_file rule for the client's connection (no rule, or reject,
+// refuses the client). cert reports a certificate login (auth_type=cert or
+// an hba cert rule), which certAuth decides instead of a method.
+func (c *client) authMethod(st *config.Settings) (m auth.Method, cert bool, err error) {
+	switch st.AuthType {
+	case "hba":
+		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
+			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
+		})
+		if !ok || rule.Method == auth.HBAReject {
+			return m, false, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
+		}
+		return hbaMethod(rule.Method)
+	case "cert":
+		return m, true, nil
+	default:
+		if m, err = auth.ParseMethod(st.AuthType); err != nil {
+			return m, false, newError(CodeAuthTypeInvalid, err.Error())
+		}
+		return m, false, nil
+	}
+}
+
+// hbaMethod is the authentication method of an auth_hba_file rule's
+// method other than reject; cert as in authMethod.
+func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
+	switch hm {
+	case auth.HBATrust:
+		return auth.MethodTrust, false, nil
+	case auth.HBAMD5:
+		return auth.MethodMD5, false, nil
+	case auth.HBAPassword:
+		return auth.MethodPlain, false, nil
+	case auth.HBASCRAM:
+		return auth.MethodSCRAM, false, nil
+	case auth.HBACert:
+		return m, true, nil
+	default:
+		return m, false, newError(CodeHBAMethodUnsupported, hm.String())
+	}
+}
+
+// userSecret is the secret to check the client against, nil when there is
+// none, and whether the user store knows the user: an auth_file user's own
+// secret, else, when an auth_user applies, what auth_query returns now.
+func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, known bool, err error) {
+	u, known := c.svc.users.Load().Lookup(c.user)
+	switch {
+	case known && u.Source == auth.SourceAuthFile:
+		secret = u.Secret
+	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
+		sec, found, err := c.svc.authQuery(db, c.user)
+		if err != nil {
+			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
+			return nil, known, newError(CodeAuthQueryFailed)
+		}
+		if found {
+			secret = sec
+			c.svc.users.Load().NoteAuthQuery(c.user)
+		}
+	}
+	return secret, known, nil
 }
 
 // certAuth admits a client whose verified TLS certificate's common name is
