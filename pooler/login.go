@@ -24,7 +24,7 @@ import (
 // login reads the startup packet, authenticates, and sends the welcome, in
 // the steps below, in this order; each may end the login with an error,
 // which serve hands to client.fail (what the client is told, if anything).
-// A client of the admin console leaves the steps after acceptStartup.
+// A login to the admin console goes to consoleLogin after acceptStartup.
 func (c *client) login() error {
 	st := c.svc.settings()
 	if st.ClientLoginTimeout > 0 {
@@ -77,6 +77,8 @@ func (c *client) readStartup() (*wire.Startup, error) {
 			c.svc.cancel(su.CancelKey)
 			return nil, errSilent
 		}
+		// A backstop: answerEncryption refuses a repeated request, so no
+		// client gets past two; the loop stays bounded without relying on it.
 		if tries > 2 {
 			return nil, newError(CodeBadPacket)
 		}
