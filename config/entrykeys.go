@@ -84,6 +84,15 @@ func (t *entryTable[T]) newEntry() *T {
 	return e
 }
 
+// NewUser returns a [users] entry named name with every key unset, as a
+// line "name =" gives: the starting point for an entry built outside the
+// file, such as a SET USER override.
+func NewUser(name string) *User {
+	u := userKeys.newEntry()
+	u.Name = name
+	return u
+}
+
 // docs returns the keys' documentation, in table order.
 func (t *entryTable[T]) docs() []param {
 	out := make([]param, len(t.keys))

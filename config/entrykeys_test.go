@@ -103,6 +103,10 @@ func TestEntryKeysUnset(t *testing.T) {
 	if u := c.Users["u"]; !reflect.DeepEqual(u, wantUser) {
 		t.Errorf("empty user =\n%+v\nwant\n%+v", u, wantUser)
 	}
+	wantUser.File, wantUser.Line = "", 0
+	if u := NewUser("u"); !reflect.DeepEqual(u, wantUser) {
+		t.Errorf("NewUser =\n%+v\nwant\n%+v", u, wantUser)
+	}
 }
 
 // Unknown keys, and keys of the other section, are errors with
