@@ -22,7 +22,7 @@ const (
 	unsetDuration = time.Duration(-1)
 )
 
-// param is the documentation of one [databases], [users] or [pools] key.
+// param is the documentation of one [databases] or [users] key.
 type param struct {
 	Name   string
 	Kind   Kind
