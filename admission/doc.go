@@ -6,46 +6,83 @@
 // server, Pop when a server becomes free, Remove when a waiter gives up) and
 // it is what runs when no admission policy is configured.
 //
-// The Gate (gate.go) is PGKeeper's admission control, designed in
-// shared/research/admission.md: one Gate per pool, shared Tree (tree.go)
-// per policy, an injected Clock (clock.go; admission/fakeclock for tests).
+// The Gate (gate.go) runs when an admission_file is configured: one Gate
+// per pool, a Tree (tree.go) shared by the gates of a policy, and an
+// injected Clock (clock.go; admission/fakeclock for tests and the
+// simulations in admission/sim). The pooler takes a Ticket before it links
+// a server for a transaction and holds it until the server goes back to
+// the pool, so a transaction once admitted is never shed; a shed client
+// gets ERROR 53000 (or the policy's shed_sqlstate) and stays connected.
+// The gate's capacity is the pool's servers that exist or are logging in,
+// within pool_size.
+//
+// # Where the design comes from
+//
+// The Gate follows PGKeeper, the Go connection pooler Figma built to
+// replace PgBouncer (Figma engineering blog, "When a connection pooler
+// becomes the bottleneck"). PGKeeper admits every request through two
+// controllers, both of which must admit it:
+//
+//   - a priority semaphore with debt (from the Go library
+//     bradenaw/backpressure): requests carry a priority tier, and whenever a
+//     higher-priority request cannot get a slot at once, debt is assigned to
+//     every lower tier; a lower-priority request is admitted only if the
+//     free capacity covers it plus the debt against its tier. Debt decays
+//     with time and is paid down faster while higher tiers succeed. Its
+//     queues use CoDel with adaptive LIFO: FIFO while the queue empties
+//     regularly; once it has stayed non-empty for a while the tier is
+//     overloaded, serves the newest request first and sheds old ones after
+//     a much shorter wait;
+//   - weighted max-min fair sharing over a tree of traffic categories (one
+//     tree level per dimension, e.g. authenticated or not, then endpoint):
+//     each category's baseline is its weighted share of its parent's;
+//     what a category does not use goes to a common pool, from which the
+//     others draw up to a ceiling. PGKeeper notes that a small pool makes
+//     the shares coarse, and falls back on priorities alone there.
+//
+// The queue timeouts come from CoDel (Nichols and Jacobson, RFC 8289) as
+// Facebook recast it for request queues ("Fail at Scale", Maurer, ACM
+// Queue 2015): a request may wait Long (100 ms) while the queue has been
+// empty recently, and Short (5 ms) once it has not been empty for Long;
+// while overloaded the queue is served LIFO, since the newest requests
+// are the likeliest to still be wanted.
+//
+// The Gate decides both controllers in one critical section, so no
+// request holds a priority slot while it waits for its category's share,
+// and there is one queue, not two. Its debt is the library's idea with a
+// different measure (the higher tiers' demand instead of a count of their
+// waits, below), and its CoDel leaves LIFO with hysteresis.
 //
 // # The gate in one paragraph
 //
-// One mutex, one decision per critical section (admission.md §0.1). A
-// request of Class{Priority, Leaf} is admitted on the fast path when its
-// tier and every higher tier have no waiters, C − inUse ≥ 1 + debt[tier]
-// (debt: the free slots the higher tiers' demand claims, below), and
-// every node on its leaf's path is under its ceiling; otherwise it is
+// One mutex, one decision per critical section. A request of
+// Class{Priority, Leaf} is admitted on the fast path when its tier and
+// every higher tier have no waiters, C − inUse ≥ 1 + debt[tier] (C: the
+// capacity; debt: the free slots the higher tiers' demand claims, below),
+// and every node on its leaf's path is under its ceiling; otherwise it is
 // queued in its (tier, leaf) list and in its tier's age list, and dispatch
 // runs. Dispatch grants in tier order while the predicate holds (a fast
 // tier beyond its reservation gives way to lower tiers until its oldest
-// waiter has waited Short'/2, below),
-// choosing the leaf by walking the tree from the root to the child with
-// waiters, room under its ceiling and the smallest (inUse+1)/weight (ties
-// rotate), and popping the oldest (FIFO) or newest (LIFO) waiter there.
-// Each tier runs CoDel with adaptive LIFO: it turns LIFO once its queue has
-// been non-empty for more than Long', sheds from the old end of its age
-// list after Long' (FIFO) or Short' (LIFO), and turns FIFO again when the
-// queue is empty and nothing was shed for Long' (hysteresis). Decisions are
-// collected under the lock and delivered after unlocking: a Submit callback
-// or one send on the waiter's buffered channel, never a broadcast. One
-// timer per gate is armed at the next moment dispatch has work.
+// waiter has waited W = Short'/2, below), choosing the leaf by walking the
+// tree from the root to the child with waiters, room under its ceiling
+// and the smallest (inUse+1)/weight (ties rotate), and popping the oldest
+// (FIFO) or newest (LIFO) waiter there. Each tier runs CoDel with adaptive
+// LIFO: it turns LIFO once its queue has been non-empty for more than
+// Long', sheds from the old end of its age list after Long' (FIFO) or
+// Short' (LIFO), and turns FIFO again when the queue is empty and nothing
+// was shed for Long'. Decisions are collected under the lock and delivered
+// after unlocking: a Submit callback or one send on the waiter's buffered
+// channel, never a broadcast. One timer per gate is armed at the next
+// moment dispatch has work.
 //
-// # Debt: room for what the higher tiers need (issue 16)
+// # Debt: room for what the higher tiers need
 //
 // Debt keeps a lower tier from filling the slots a higher tier is about to
 // need: a transaction cannot be pre-empted, so a slot given to 20 ms batch
-// work is gone for 20 ms. admission.md took the library's rule: +1 on
-// every lower tier each time a higher request waits, capped at PoolSize,
-// decaying by PoolSize per 10 s, forgiven 0.1 per uncontended higher
-// admission. That counts how often a higher tier waits, not how much it
-// needs. Four clients looping a 0.1 ms query wait often, for each other's
-// releases and for a fraction of a millisecond, so with pool_size 4 the
-// debt sat at 3.4–4.0 and a low-priority transaction was admitted only
-// into an idle pool: issue 16 measured low at 40–65 tx/s instead of ~190
-// with in_use 0–2 of 4 (simulation S7: 54 % of the no-policy goodput, the
-// pool 77 % busy). The rule now:
+// work is gone for 20 ms. The gate sizes it by the higher tiers' demand,
+// not by how often they wait: clients looping a short query wait often,
+// each for a fraction of a millisecond, and a count of their waits would
+// reserve nearly the whole pool for them.
 //
 //   - Demand. Each tier keeps D, the time average of its tickets in use
 //     plus its waiters, exponentially weighted with time constant τ = 64
@@ -54,23 +91,22 @@
 //     for that piecewise-constant count (brought up to date before every
 //     change of it), O(1) per change, and needs no timer.
 //   - Reservation by waits, for fast tiers. A tier is fast when its
-//     median hold is at most Short'/8, a quarter of the wait target
-//     W = Short'/2 (2.5 ms by default): several of its transactions fit
-//     in W, so a waiter beyond its reservation gets one of its own slots
-//     back well within W. A fast tier keeps a reservation r: +1 (and at
-//     least its tickets plus waiters) for each of its admissions that
-//     waited W or longer and each CoDel shed, decaying with the time
-//     constant τ of its demand, starting at the capacity. Its feedback
-//     slots are r rounded, at least one; a slower tier's are the capacity
-//     (its reservation is its demand claim, as before). Both are 0 once
-//     the tier's D ≤ 0.05.
+//     median hold is at most W/4 = Short'/8: several of its transactions
+//     fit in W, so a waiter beyond its reservation gets one of its own
+//     slots back well within W. A fast tier keeps a reservation r, which
+//     starts at the capacity and decays with the time constant τ of its
+//     demand; each of its admissions that waited W or longer, and each
+//     CoDel shed of it, raises r to max(r+1, 2, its tickets plus waiters),
+//     at most the capacity. Its feedback slots are r rounded, at least
+//     one; a slower tier's are the capacity (its reservation is its demand
+//     claim). Both are 0 once the tier's D ≤ 0.05.
 //   - Claim. The tiers above p claim c(p) slots: the smaller of the sum
 //     of their D rounded to the nearest slot (at least one while the sum
 //     is above 0.05, at most the capacity) and the sum of their feedback
 //     slots. A tier's own reservation (TierSnapshot.Reserved) is the same
 //     with its D and feedback slots alone.
 //   - Debt. debt[p] = max(0, c(p) − the tickets the tiers above p hold):
-//     the free slots p must leave them. The predicate is unchanged,
+//     the free slots p must leave them. The predicate is
 //     C − inUse ≥ 1 + debt[p]; equivalently tier p and the tiers below it
 //     hold at most Allowed(p) = C − max(c(p), tickets held above p), which
 //     SHOW ADMISSION prints with D and the debt. The top tier owes nothing.
@@ -94,44 +130,28 @@
 //
 // Why an average and not the peak: a higher tier's concurrency above its
 // average costs it little when its transactions are short, because it
-// queues for its own releases, which strict order gives it. Reserving for
-// the peak (a decaying maximum over 16 hold times was tried) keeps the
-// slots of four 0.1 ms clients' rare coincidences idle: S7 low at 49–59 %
-// of its no-policy goodput, the pool 74–83 % busy. Waiters count in D, so
-// a tier that queues for long claims more: in S7's first model (0.1 ms
-// high transactions, 0.3 ms apart) the high tier's D settled near 1.45 (0.85 in use, the rest its own short waits), where
-// the claim flips between 1 and 2. Why 64 hold times: shorter averages
-// follow every fluctuation of the higher tiers' concurrency and the lower
-// tiers fill each dip with long transactions (τ of 4 holds: S3c's high
-// tier at 98.7–99.0 % against ≥ 99.5 %, S3b's low tier, starved by
-// design, at 1.0–1.3 slots against ≤ 0.4; 16 holds: 0.5–0.7 slots); 64
-// keeps S3, S3b and S3c within their tables, and S7's first model
-// (whose τ is about Short either way) at 74 % and 96 % busy. Why round to the nearest slot: rounding up
-// would reserve a second idle slot for S7's D of 1.1–1.4. Why the floor
-// of one slot: a light top tier (one S7 client, a quarter of a slot)
-// would otherwise wait for a batch transaction to end on every request
-// (p99 16 ms); with it, it never waits, for a quarter of the pool idle.
+// queues for its own releases, which strict order gives it; reserving for
+// the peak keeps idle the slots of rare coincidences. Waiters count in D,
+// so a tier that queues for long claims more. Why 64 hold times: shorter
+// averages follow every fluctuation of the higher tiers' concurrency and
+// the lower tiers fill each dip with long transactions, which the
+// simulations S3b and S3c (admission/sim) catch. Why round to the nearest
+// slot: rounding up would reserve a second idle slot for a demand of 1.1.
+// Why the floor of one slot: a light top tier (a quarter of a slot) would
+// otherwise wait for a batch transaction to end on every request; with it,
+// it never waits, for a quarter of the pool idle.
 //
-// Why waits and not demand, for a fast tier (issue 16 again): a closed-
-// loop client uses whatever it is given. Four clients looping SELECT 1
-// back to back (0.23 ms hold, 0.17 ms between) hold 2.3 slots of 4 when
-// nothing stops them; their demand rounds to 2 or 3 and, with strict
-// order taking every release while one of them waits (nearly always),
-// they held ~2.3 slots and low got ≤ 2: 32 % of its no-policy goodput on
-// the integration test, 44 % in S7 (pool 94 % busy). What such a tier
-// needs is short waits, not slots: on one reserved slot its four clients
-// wait about three holds (S7: p50 0.5 ms, p99 1.1 ms, max 3 ms), and low
-// gets three slots (S7: 75 % of its no-policy goodput, busy 1.00). High
-// runs fewer transactions a second (4,300 instead of 8,600 in S7): the
-// criterion is its success and latency, and its throughput beyond what
-// its clients' latency needs is what the low tier's goodput is paid from.
-// The feedback finds the reservation: if one slot is not enough, late
-// admissions raise r and the tier gives way less. Only fast tiers, and
-// only below their demand claim: a tier of 10 ms transactions that gave
-// way would wait for its own releases a good part of W each time, and
-// r would settle where its waits stay under W, not where its p99 does
-// (S3: high p99 5.4–5.6 ms against ≤ 5; S3b: low 0.9–1.1 slots against ≤
-// 0.4). S3, S3b and S3c have no fast tier and are unchanged.
+// Why waits and not demand, for a fast tier: a closed-loop client uses
+// whatever it is given. Four clients looping SELECT 1 back to back hold
+// over two slots of four when nothing stops them, and their demand claims
+// as much; what they need is short waits, not slots. On one reserved slot
+// they wait a few of their hold times each and the lower tier gets the
+// other three (simulation S7). The feedback finds the reservation: if one
+// slot is not enough, late admissions raise r and the tier gives way less.
+// Only fast tiers, and only below their demand claim: a tier of 10 ms
+// transactions that gave way would wait a good part of W for its own
+// releases each time, and r would settle where its waits stay under W,
+// not where its p99 does.
 //
 // Invariants (CheckInvariants checks the first two after every step of
 // the property test):
@@ -155,31 +175,102 @@
 //     tier waits: a tier that gives way gets what the lower tiers leave.
 //   - Forgiven as the demand fades: once the higher tiers hold and wait
 //     for nothing, a claim of c falls to c−1 after τ·ln(D/(c−½)) and to 0
-//     after τ·ln(D/0.05): about 20 ms for S7's high tier (τ ≈ 6 ms), about
-//     2.3 s for S3's 8 slots of 10 ms transactions (median 7 ms, τ ≈ 450
-//     ms); τ is at most DebtDecay (10 s).
-//     Not at once: a tier that pauses between two requests would find its
-//     slots taken by long transactions.
+//     after τ·ln(D/0.05); τ is at most DebtDecay (10 s). Not at once: a
+//     tier that pauses between two requests would find its slots taken by
+//     long transactions.
 //
-// Config.Forgive (debt_forgive_per_success) no longer has an effect;
-// Config.DebtDecay (debt_decay_interval) caps τ, i.e. how long a
-// reservation may outlive the demand behind it. PoolSize only decides
+// Config.DebtDecay (the policy's debt_decay_interval) caps τ, i.e. how
+// long a reservation may outlive the demand behind it. Config.Forgive
+// (debt_forgive_per_success, the library's forgiveness per uncontended
+// higher-tier admission) is accepted so that such policies load, and has
+// no effect: the decay of D does the forgiving. PoolSize only decides
 // whether fair sharing is on. NoDebt turns the reservations off (strict
-// tier order alone; S3c's regression guard).
+// tier order alone).
 //
-// # Start-up and zero capacity (issue 16)
+// # CoDel with adaptive LIFO
+//
+// Each tier has its own CoDel state, so a lower tier held back by debt
+// sees its own standing queue and sheds, without touching the tiers above.
+// The timeouts are Short' = max(Short, 2×p50) and Long' = max(Long,
+// 10×p50), both capped by MaxWait (query_wait_timeout), where p50 is a
+// streaming median of the pool's hold times: 5 ms is too short a wait
+// where transactions take 10 ms. Config.HoldP50 fixes p50 (> 0) or removes
+// the floors (< 0).
+//
+//   - FIFO (healthy): waiters are served oldest first and shed with
+//     ReasonFIFOTimeout after Long'.
+//   - Entry: a tier whose queue has been non-empty for more than Long'
+//     turns LIFO (exactly: the timer fires at Long' + 1 ns).
+//   - LIFO (overloaded): the newest waiter is served first (in the leaf
+//     the fair dispatch chose) and the oldest are shed with
+//     ReasonLIFOTimeout after Short'. Shedding always starts at the old
+//     end of the tier's age list.
+//   - Exit, with hysteresis: the tier turns FIFO again only when its
+//     queue is empty and nothing was shed for a whole Long'. Leaving as
+//     soon as the queue empties (the library's rule, NoHysteresis, kept
+//     for the simulations) makes the mode flap under sustained overload,
+//     and admitted waits grow to many times Short'. The exit is evaluated
+//     when the queue empties, before a push and on Snapshot, the only
+//     moments the mode is observable. ModeSwitches counts transitions in
+//     both directions.
+//
+// ShedError.RetryAfter is Long' at shed time: by then the queue has been
+// re-evaluated for a full interval, so an immediate retry is not invited;
+// the client adds jitter (admission/throttle).
+//
+// # Weighted fair sharing
+//
+// A TreeSpec declares the levels (dimensions) and the nodes, each with a
+// weight among its siblings and a ceiling: the fraction of its parent's
+// capacity it may hold even when capacity is idle (a hard cap, for
+// example to keep unauthenticated traffic under 30 %). Values not declared
+// at a level fall into that level's implicit "other" node, so clients
+// cannot create nodes. A node's limit is ceil(ceiling × its parent's
+// limit), at least 1 and at most the parent's limit, on the live capacity
+// (limits follow server churn; debt does not).
+//
+// The target is the weighted max-min allocation: water-filling from the
+// root, each node's capacity is split among its children by weight; a
+// child that needs less than its share keeps only what it needs and the
+// rest is split again among the others, never past a ceiling. WaterFill
+// computes it off the hot path (it allocates): it is the test oracle of
+// the dispatcher and feeds SHOW ADMISSION.
+//
+// The gate reaches it by deficit dispatch: when a slot frees, the tier
+// being served walks the tree from the root to the child that has
+// waiters of that tier, room under its ceiling and the smallest
+// (inUse+1)/weight, down to a leaf, and pops that leaf's queue. Ties
+// rotate, so that two equal children alternate the odd slot instead of one
+// always getting it. A category that returns after being idle has the
+// smallest ratio and takes every following release until it has its
+// share: it converges within one hold time of the incumbents. A new
+// request takes the fast path only when its path is under its ceilings,
+// and never past a waiter of its own or a higher tier, so arrivals cannot
+// bypass a category below its share. Dispatch scans a node's children
+// (O(fanout) per level) rather than keeping a heap per (tier, node):
+// fanouts are small and declared, and a scan makes the rotation trivial.
+// A subtree whose waiters are all held back by ceilings is skipped by
+// trying the next candidate.
+//
+// Fairness is off (one FIFO or LIFO queue per tier, no weights or
+// ceilings) with NoFairness or when PoolSize < 4 × declared leaves, where
+// the shares would be mostly rounding; Gate.Fair reports it, so that the
+// pooler warns that the policy's ceilings are not enforced on that pool.
+//
+// # Start-up and zero capacity
 //
 // The pool is starting while servers are logging in (Gate.SetPool's
 // loggingIn > 0: warm-up, after RECONNECT, after churn) or before it has
 // ever had capacity. A queue behind logins is not overload, and shedding
-// critical work because logins take longer than Short' is what issue 16
-// measured at warm-up. So while the pool starts:
+// critical work because logins take longer than Short' would fail it for
+// no reason. So while the pool starts:
 //
 //   - the top tier neither turns LIFO nor is shed by CoDel: its waiters
 //     wait for the servers up to MaxWait, which the pooler sets to
 //     query_wait_timeout (the policy has no per-tier timeout; no limit
 //     when query_wait_timeout is 0), as every client waits in PgBouncer;
 //   - the lower tiers keep their CoDel timeouts (Long' FIFO, Short' LIFO);
+//   - no tier gives way (strict order);
 //   - nothing is shed for zero capacity.
 //
 // When the start ends, the top tier's waiters get their timeouts afresh
@@ -188,63 +279,43 @@
 // pool has had capacity and no login is in flight (nothing is coming:
 // pool closed, database unreachable): after a grace of Short', waiters
 // below the top tier are shed with ReasonZeroCapacity, and new requests
-// below the top tier at once; the top tier keeps its own timeouts.
+// below the top tier at once; the top tier keeps its own timeouts. Use
+// capacity 0 for "cannot serve", not for PAUSE.
 //
-// # Choices the research left open, and deviations from admission.md
+// # Details
 //
 //   - A tier whose remaining waiters are all held back by ceilings does not
 //     stop dispatch to lower tiers (their waiters could not use the slot
 //     anyway; strict order would idle capacity). A higher-tier waiter still
 //     sends same- and lower-tier arrivals through the queue (no fast path),
 //     where dispatch admits them at once if they fit.
-//   - Waiters held back only by debt are woken when the demand behind it
-//     has faded enough (above); after a fast-path admission, dispatch runs
-//     if lower tiers have waiters. Neither is in admission.md, which
-//     re-evaluates only on events; without them a debt-blocked waiter on an
-//     idle pool waits for its own timeout.
-//   - §4.1's predicate example ("in use 6, debt 3: tier 3 waits, needs 1 + 3
-//     > 4 free") contradicts the predicate: 4 free admits. Tests check the
-//     boundary both ways.
-//   - Hold-time median (for Short' = max(Short, 2×p50), Long' = max(Long,
-//     10×p50), both capped by MaxWait): a streaming "frugal" median, each
-//     Release moving the estimate by a factor 1±1/64 towards the sample and
-//     never past it. O(1), no memory, insensitive to rare long transactions;
-//     it tracks a 10× change in about 150 releases (1/16 swung the short
-//     timeout 0.7–1.4× around its ideal in simulation S6). Config.HoldP50 fixes it
-//     (> 0) or removes the floors (< 0; what the [sim] model used). Each
-//     tier also keeps its own median the same way, always estimated, for
-//     the time constant of its demand.
-//   - The LIFO exit is evaluated lazily (when the queue empties, before a
-//     push, on Snapshot), since the mode is observable only then. LIFO entry
-//     is exact: the timer fires at nonEmptySince + Long' + 1ns ("more than
-//     long"). ModeSwitches counts transitions in both directions.
-//   - Timer: one per gate. It is re-armed only when the next deadline moves
+//   - Dispatch runs on events (a request, a release, a cancel, a change of
+//     capacity), on the timer, and after a fast-path admission when lower
+//     tiers have waiters: the higher tiers' demand may have decayed since
+//     the last dispatch. Without these a waiter held back by debt on an
+//     idle pool would wait for its own timeout.
+//   - Hold-time medians are streaming "frugal" medians: each Release moves
+//     the estimate by a factor 1±1/64 towards the sample and never past it.
+//     O(1), no memory, insensitive to rare long transactions; it tracks a
+//     10× change in about 150 releases. The gate's median sets the
+//     timeouts; each tier also keeps its own, always estimated, for the
+//     time constant of its demand.
+//   - Timer: one per gate, armed at the earliest of the head waiters'
+//     timeouts, a FIFO tier's switch to LIFO, the end of the zero-capacity
+//     grace and the debt wake. It is re-armed only when that moment moves
 //     earlier; a timer armed earlier than needed fires, finds little to do
 //     and re-arms (fewer AfterFunc calls than re-arming on every pop).
-//   - Capacity 0 (see "Start-up and zero capacity"): use it for "cannot
-//     serve" (database down, pool closed), not for PAUSE.
 //   - Lowering capacity below inUse revokes nothing: grants stop until
 //     releases bring inUse below it. Raising it grants exactly what fits.
-//   - ShedError.RetryAfter is the tier-independent Long' at shed time: by
-//     then the queue has been re-evaluated for a full interval, so an
-//     immediate retry is not invited; the client adds jitter.
-//   - Ceilings: a node's limit is ceil(ceiling × its parent's limit), at
-//     least 1, at most the parent's limit, on the live capacity (they follow
-//     server churn; debt does not). WaterFill uses the same limits.
-//   - Fairness is off (no per-leaf queues, weights or ceilings; one FIFO per
-//     tier) with NoFairness or when PoolSize < 4 × leaves (admission.md §1.3:
-//     rounding dominates). Gate.Fair reports it so the pooler can warn that
-//     the policy's ceilings are not enforced on that pool.
-//   - Dispatch scans a node's children (O(fanout) per level) rather than
-//     keeping a heap per (tier, node): fanouts are small and declared, and a
-//     scan makes the rotating tie-break trivial. A subtree whose waiters are
-//     all ceiling-blocked is skipped by trying the next candidate.
 //   - A priority outside [0, Tiers) is clamped; an unknown LeafID becomes the
 //     tree's all-"other" leaf. Ticket.Class reports what was used.
 //   - Acquire: an already-cancelled ctx fails without queueing; a grant that
 //     races the cancellation is released by Acquire (without feeding the
 //     hold-time estimate) and ctx.Err() returned; a shed that races it also
-//     returns ctx.Err(). Its waiters are recycled through a sync.Pool; the
+//     returns ctx.Err(). A cancelled waiter is unlinked at once, not left
+//     for lazy skipping (it would keep the queue "non-empty" for CoDel and
+//     for the tiers below), and dispatch runs again, since it may have held
+//     others back. Waiters are recycled through a sync.Pool; the
 //     uncontended path allocates nothing.
 //   - Snapshot first does the timer's due work (reaping, mode changes), so it
 //     may deliver Submit callbacks in the caller's goroutine.

@@ -45,7 +45,7 @@ func generated() map[string]string {
 			k.Name, mdCell(mdDefault(k)), yesNo(k.Reloadable), k.Status, mdCell(k.Doc), mdCell(k.Note))
 	}
 	out := map[string]string{"settings": b.String()}
-	for name, ps := range map[string][]param{"databases": dbParams, "users": userParams} {
+	for name, ps := range map[string][]param{"databases": dbKeys.docs(), "users": userKeys.docs()} {
 		var b strings.Builder
 		b.WriteString("| key | kind | status | meaning | how / why |\n")
 		b.WriteString("|---|---|---|---|---|\n")
@@ -145,8 +145,8 @@ func checkCompat(doc string) []string {
 	}
 	tables := []table{
 		{"settings", 3, want(kn, ks)},
-		{"databases", 2, paramsWant(dbParams)},
-		{"users", 2, paramsWant(userParams)},
+		{"databases", 2, paramsWant(dbKeys.docs())},
+		{"users", 2, paramsWant(userKeys.docs())},
 	}
 	for _, t := range tables {
 		start, end, ok := block(doc, t.block)
@@ -196,7 +196,7 @@ func rewrite(doc string) (string, error) {
 }
 
 // TestCompatDoc keeps pgbouncer-compat.md's tables equal to Keys,
-// dbParams and userParams. Run with -update to regenerate them.
+// dbKeys and userKeys. Run with -update to regenerate them.
 func TestCompatDoc(t *testing.T) {
 	data, err := os.ReadFile(compatPath)
 	if err != nil {

@@ -34,8 +34,11 @@
 // the table (go test ./config -run TestCompatDoc -update rewrites it). A
 // new setting is therefore one line in keys.go plus a Settings field; it
 // cannot be parsed but undocumented, or documented but unknown. The keys
-// inside [databases] and [users] values have their own small tables
-// (dbParams, userParams) used the same way.
+// inside [databases] and [users] values have their own tables (dbKeys,
+// userKeys in entrykeys.go) used the same way: each entry has a setter
+// that parses the key into its field, and the value the field has when the
+// key is absent (-1 for limits and durations), so a new entry starts with
+// every key unset from the table alone.
 //
 // # Effective limits
 //

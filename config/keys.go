@@ -3,7 +3,6 @@ package config
 import (
 	"sort"
 	"strings"
-	"time"
 )
 
 // Kind is the value type of a setting. It decides how the text after "="
@@ -385,72 +384,4 @@ func init() {
 			panic("BUG: bad default for " + k.Name + ": " + err.Error())
 		}
 	}
-}
-
-// param describes one key inside a [databases], [users] or [pools] value.
-type param struct {
-	Name   string
-	Kind   Kind
-	Status Status
-	Doc    string
-	Note   string
-}
-
-// dbParams are the keys of a [databases] connection string.
-var dbParams = []param{
-	{"host", KindString, Partial, "host name, IP, or Unix socket directory (starts with `/`); empty = Unix socket in unix_socket_dir", "comma-separated host lists (round-robin over several hosts) are not implemented yet"},
-	{"port", KindInt, Supported, "server port (default 5432)", ""},
-	{"dbname", KindString, Supported, "database on the server (default: the client's database name)", ""},
-	{"user", KindString, Supported, "forced user: all clients share one pool logged in as this user", ""},
-	{"password", KindString, Supported, "password of the forced user (else from auth_file)", ""},
-	{"auth_user", KindString, Supported, "per-database auth_user", ""},
-	{"auth_query", KindString, Supported, "per-database auth_query", ""},
-	{"auth_dbname", KindString, Supported, "per-database auth_dbname", ""},
-	{"pool_size", KindInt, Supported, "pool size of this database's pools", ""},
-	{"min_pool_size", KindInt, Supported, "minimum pool size", ""},
-	{"reserve_pool_size", KindInt, Supported, "reserve pool size (alias `reserve_pool`)", ""},
-	{"reserve_pool", KindInt, Supported, "old name of reserve_pool_size", ""},
-	{"pool_mode", KindEnum, Supported, "pool mode of this database", ""},
-	{"max_db_connections", KindInt, Supported, "server connections of this database across users", ""},
-	{"max_db_client_connections", KindInt, NotSupported, "client connections of this database", notImpl},
-	{"connect_query", KindString, Supported, "SQL run once on every new server connection", ""},
-	{"client_encoding", KindString, Supported, "client_encoding requested at server login", ""},
-	{"datestyle", KindString, Supported, "DateStyle requested at server login", ""},
-	{"timezone", KindString, Supported, "TimeZone requested at server login", ""},
-	{"application_name", KindString, Supported, "application_name in the server startup packet", ""},
-	{"server_lifetime", KindDuration, NotSupported, "per-database server_lifetime", "the global server_lifetime applies"},
-	{"load_balance_hosts", KindEnum, NotSupported, "`round-robin` or `disable` for host lists", "host lists are not implemented yet"},
-	{"query_wait_timeout", KindDuration, NotSupported, "per-database query_wait_timeout; -1 = unset", "the global query_wait_timeout applies"},
-	{"target_session_attrs", KindEnum, NotSupported, "which servers are accepted: any, read-write, read-only, primary, standby", notImpl},
-}
-
-// userParams are the keys of a [users] value.
-var userParams = []param{
-	{"pool_mode", KindEnum, Supported, "pool mode of this user's pools", ""},
-	{"pool_size", KindInt, Supported, "pool size of this user's pools", ""},
-	{"reserve_pool_size", KindInt, Supported, "reserve pool size of this user's pools", ""},
-	{"max_user_connections", KindInt, Supported, "server connections of this user across databases", ""},
-	{"max_user_client_connections", KindInt, NotSupported, "client connections of this user", notImpl},
-	{"query_timeout", KindDuration, NotSupported, "per-user query_timeout", "the global query_timeout applies"},
-	{"idle_transaction_timeout", KindDuration, NotSupported, "per-user idle_transaction_timeout", "the global idle_transaction_timeout applies"},
-	{"transaction_timeout", KindDuration, NotSupported, "per-user transaction_timeout", notImpl},
-	{"client_idle_timeout", KindDuration, NotSupported, "per-user client_idle_timeout", "the global client_idle_timeout applies"},
-	{"query_wait_timeout", KindDuration, NotSupported, "per-user query_wait_timeout; -1 = unset", "the global query_wait_timeout applies"},
-}
-
-var (
-	loadBalanceValues  = []string{"round-robin", "disable"}
-	sessionAttrsValues = []string{"any", "read-write", "read-only", "primary", "standby"}
-	dbParamStatus      = paramStatus(dbParams)
-	userParamStatus    = paramStatus(userParams)
-	unsetDuration      = time.Duration(-1)
-	maxDurationSeconds = float64(1<<63-1) / float64(time.Second)
-)
-
-func paramStatus(ps []param) map[string]Status {
-	m := make(map[string]Status, len(ps))
-	for _, p := range ps {
-		m[p.Name] = p.Status
-	}
-	return m
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // ParseError is a problem in a config or userlist file, with its location.
@@ -389,181 +388,33 @@ func parseConnstr(s string) ([]pair, error) {
 	}
 }
 
-// limitInt parses a per-database/user/pool integer: >= 0, or -1 = unset.
-func limitInt(s string) (int, error) {
-	v, err := parseInt(s)
-	if err != nil {
-		return 0, err
-	}
-	if v < -1 || v > math.MaxInt32 {
-		return 0, fmt.Errorf("must be between 0 and %d (or -1 = unset)", math.MaxInt32)
-	}
-	return int(v), nil
-}
-
-// optDuration parses a per-database/user duration where -1 means unset.
-func optDuration(s string) (time.Duration, error) {
-	if s == "-1" {
-		return unsetDuration, nil
-	}
-	return parseDuration(s)
-}
-
 func (p *parser) database(file string, n int, name, val string) error {
-	errf := func(format string, args ...any) error {
-		return &ParseError{File: file, Line: n, Msg: fmt.Sprintf("database %q: ", name) + fmt.Sprintf(format, args...)}
-	}
 	if name == "" {
 		return &ParseError{File: file, Line: n, Msg: "empty database name"}
 	}
 	if name == "pgbouncer" {
-		return errf("the name is reserved for the admin console")
+		return &ParseError{File: file, Line: n, Msg: fmt.Sprintf("database %q: the name is reserved for the admin console", name)}
 	}
-	pairs, err := parseConnstr(val)
+	d, err := entry(p, dbKeys, file, n, name, val)
 	if err != nil {
-		return errf("%v", err)
+		return err
 	}
-	d := &Database{
-		Name: name, Port: 5432,
-		PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1,
-		MaxDBClientConnections: -1, ServerLifetime: unsetDuration, QueryWaitTimeout: unsetDuration,
-		File: file, Line: n,
-	}
-	for _, kv := range pairs {
-		st, known := dbParamStatus[kv.key]
-		if !known {
-			return errf("unrecognized connection parameter: %s", kv.key)
-		}
-		if err := setDBParam(d, kv.key, kv.val); err != nil {
-			return errf("invalid value %q for %s: %v", kv.val, kv.key, err)
-		}
-		if st == NotSupported {
-			p.warn("database "+kv.key, file, n, "database parameter %q is not supported yet and is ignored", kv.key)
-		}
-	}
+	d.Name, d.File, d.Line = name, file, n
 	p.c.Databases[name] = d
 	return nil
 }
 
-func setDBParam(d *Database, key, v string) error {
-	var err error
-	switch key {
-	case "host":
-		d.Host = v
-	case "port":
-		var i int64
-		if i, err = parseInt(v); err == nil && (i < 1 || i > 65535) {
-			err = errors.New("must be between 1 and 65535")
-		}
-		d.Port = int(i)
-	case "dbname":
-		d.DBName = v
-	case "user":
-		d.User = v
-	case "password":
-		d.Password = v
-	case "auth_user":
-		d.AuthUser = v
-	case "auth_query":
-		d.AuthQuery = v
-	case "auth_dbname":
-		d.AuthDBName = v
-	case "pool_size":
-		d.PoolSize, err = limitInt(v)
-	case "min_pool_size":
-		d.MinPoolSize, err = limitInt(v)
-	case "reserve_pool_size", "reserve_pool":
-		d.ReservePoolSize, err = limitInt(v)
-	case "max_db_connections":
-		d.MaxDBConnections, err = limitInt(v)
-	case "max_db_client_connections":
-		d.MaxDBClientConnections, err = limitInt(v)
-	case "pool_mode":
-		d.PoolMode, err = ParsePoolMode(v)
-	case "connect_query":
-		d.ConnectQuery = v
-	case "client_encoding":
-		d.ClientEncoding = v
-	case "datestyle":
-		d.DateStyle = v
-	case "timezone":
-		d.TimeZone = v
-	case "application_name":
-		d.ApplicationName = v
-	case "server_lifetime":
-		d.ServerLifetime, err = parseDuration(v)
-	case "load_balance_hosts":
-		d.LoadBalanceHosts, err = parseEnum(v, loadBalanceValues)
-	case "query_wait_timeout":
-		d.QueryWaitTimeout, err = optDuration(v)
-	case "target_session_attrs":
-		d.TargetSessionAttrs, err = parseEnum(v, sessionAttrsValues)
-	default:
-		panic("BUG: database parameter missing from setDBParam: " + key)
-	}
-	return err
-}
-
 func (p *parser) user(file string, n int, name, val string) error {
-	errf := func(format string, args ...any) error {
-		return &ParseError{File: file, Line: n, Msg: fmt.Sprintf("user %q: ", name) + fmt.Sprintf(format, args...)}
-	}
 	if name == "" {
 		return &ParseError{File: file, Line: n, Msg: "empty user name"}
 	}
-	pairs, err := parseConnstr(val)
+	u, err := entry(p, userKeys, file, n, name, val)
 	if err != nil {
-		return errf("%v", err)
+		return err
 	}
-	u := &User{
-		Name: name, PoolSize: -1, ReservePoolSize: -1, MaxUserConnections: -1, MaxUserClientConnections: -1,
-		QueryTimeout: unsetDuration, IdleTransactionTimeout: unsetDuration, TransactionTimeout: unsetDuration,
-		ClientIdleTimeout: unsetDuration, QueryWaitTimeout: unsetDuration,
-		File: file, Line: n,
-	}
-	for _, kv := range pairs {
-		st, known := userParamStatus[kv.key]
-		if !known {
-			return errf("unrecognized user parameter: %s", kv.key)
-		}
-		if err := setUserParam(u, kv.key, kv.val); err != nil {
-			return errf("invalid value %q for %s: %v", kv.val, kv.key, err)
-		}
-		if st == NotSupported {
-			p.warn("user "+kv.key, file, n, "user parameter %q is not supported yet and is ignored", kv.key)
-		}
-	}
+	u.Name, u.File, u.Line = name, file, n
 	p.c.Users[name] = u
 	return nil
-}
-
-func setUserParam(u *User, key, v string) error {
-	var err error
-	switch key {
-	case "pool_mode":
-		u.PoolMode, err = ParsePoolMode(v)
-	case "pool_size":
-		u.PoolSize, err = limitInt(v)
-	case "reserve_pool_size":
-		u.ReservePoolSize, err = limitInt(v)
-	case "max_user_connections":
-		u.MaxUserConnections, err = limitInt(v)
-	case "max_user_client_connections":
-		u.MaxUserClientConnections, err = limitInt(v)
-	case "query_timeout":
-		u.QueryTimeout, err = parseDuration(v)
-	case "idle_transaction_timeout":
-		u.IdleTransactionTimeout, err = parseDuration(v)
-	case "transaction_timeout":
-		u.TransactionTimeout, err = parseDuration(v)
-	case "client_idle_timeout":
-		u.ClientIdleTimeout, err = parseDuration(v)
-	case "query_wait_timeout":
-		u.QueryWaitTimeout, err = optDuration(v)
-	default:
-		panic("BUG: user parameter missing from setUserParam: " + key)
-	}
-	return err
 }
 
 func (p *parser) pool(file string, n int, rawKey, val string) error {

@@ -145,6 +145,9 @@ func parseBool(s string) (bool, error) {
 	return false, fmt.Errorf("not a boolean: %q (use 0/1, yes/no, on/off, true/false)", s)
 }
 
+// maxDurationSeconds is the largest duration in seconds a time.Duration holds.
+var maxDurationSeconds = float64(1<<63-1) / float64(time.Second)
+
 // parseDuration accepts seconds with an optional fraction, as PgBouncer's
 // strtod-based parser does, or a Go duration with units ("100ms", "1m30s").
 // Negative values are rejected. The result is truncated to microseconds,

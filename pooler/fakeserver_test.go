@@ -657,26 +657,54 @@ func (fc *fakeConn) run(q, params []byte, simple bool) bool {
 		fc.fail(extended, "25P02", "current transaction is aborted, commands ignored until end of transaction block")
 		return true
 	}
-	switch {
-	case bytes.Contains(q, []byte("fail_fatal")):
-		fc.fatal("57P01", "terminating connection due to administrator command")
-		return false
-	case simple && bytes.Contains(q, []byte("fail_parse")):
-		fc.fail(extended, "42601", "syntax error at or near \"fail_parse\"")
-		return true
-	case bytes.Contains(q, []byte("fail_exec")):
-		fc.fail(extended, "42P01", "relation \"fail_exec\" does not exist")
-		return true
+	if failed, ready := fc.injectedFailure(q, simple); failed {
+		return ready
 	}
 	if bytes.Contains(q, []byte("notice")) {
 		fc.send(&pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: "a notice"})
 		fc.flush()
 	}
-	tag := ""
+	switch kind {
+	case "set":
+		fc.setStatements(q)
+		return true
+	case "copy":
+		return fc.copyFrom(q, simple)
+	}
+	if tag, ok := fc.command(kind, q, params, simple); ok {
+		fc.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	}
+	return true
+}
+
+// injectedFailure fails a statement whose text asks for it: fail_fatal
+// (FATAL, the connection closes), fail_parse in a simple query (a syntax
+// error; in Parse it fails there instead), fail_exec (an execution error).
+// failed reports that it did; ready is then run's result.
+func (fc *fakeConn) injectedFailure(q []byte, simple bool) (failed, ready bool) {
+	extended := !simple
+	switch {
+	case bytes.Contains(q, []byte("fail_fatal")):
+		fc.fatal("57P01", "terminating connection due to administrator command")
+		return true, false
+	case simple && bytes.Contains(q, []byte("fail_parse")):
+		fc.fail(extended, "42601", "syntax error at or near \"fail_parse\"")
+		return true, true
+	case bytes.Contains(q, []byte("fail_exec")):
+		fc.fail(extended, "42P01", "relation \"fail_exec\" does not exist")
+		return true, true
+	}
+	return false, false
+}
+
+// command executes a statement answered by CommandComplete and returns
+// its tag; ok is false when it failed instead (the error is sent).
+func (fc *fakeConn) command(kind string, q, params []byte, simple bool) (tag string, ok bool) {
+	extended := !simple
 	switch kind {
 	case "begin":
 		fc.tx = 'T'
-		tag = "BEGIN"
+		return "BEGIN", true
 	case "commit":
 		tag = "COMMIT"
 		if fc.tx == 'E' {
@@ -684,87 +712,104 @@ func (fc *fakeConn) run(q, params []byte, simple bool) bool {
 		}
 		fc.tx = 'I'
 		clear(fc.portals)
+		return tag, true
 	case "rollback":
 		fc.tx = 'I'
-		tag = "ROLLBACK"
 		clear(fc.portals)
+		return "ROLLBACK", true
 	case "discard":
-		if fc.tx != 'I' {
-			fc.fail(extended, "25001", "DISCARD ALL cannot run inside a transaction block")
-			return true
-		}
-		for name := range fc.stmts {
-			if name != "" {
-				delete(fc.stmts, name)
-			}
-		}
-		clear(fc.portals)
-		tag = "DISCARD ALL"
+		return fc.discardAll(extended)
 	case "deallocate":
-		f := strings.Fields(strings.TrimRight(strings.TrimSpace(string(q)), ";"))
-		if len(f) > 1 && strings.EqualFold(f[1], "prepare") {
-			f = f[1:]
-		}
-		if len(f) != 2 {
-			fc.fail(extended, "42601", "syntax error in DEALLOCATE")
-			return true
-		}
-		if strings.EqualFold(f[1], "all") {
-			for name := range fc.stmts {
-				if name != "" {
-					delete(fc.stmts, name)
-				}
-			}
-			tag = "DEALLOCATE ALL"
-			break
-		}
-		name := f[1]
-		if len(name) >= 2 && name[0] == '"' && name[len(name)-1] == '"' {
-			name = strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
-		} else {
-			name = strings.ToLower(name)
-		}
-		if name == "" || fc.stmts[name] == nil {
-			fc.fail(extended, "26000", fmt.Sprintf("prepared statement %q does not exist", name))
-			return true
-		}
-		delete(fc.stmts, name)
-		tag = "DEALLOCATE"
-	case "set":
-		for _, stmt := range strings.Split(string(q), ";") {
-			if strings.TrimSpace(stmt) == "" {
-				continue
-			}
-			if name, value, ok := fakeParseSet(stmt); ok {
-				switch strings.ToLower(name) {
-				case "application_name", "client_encoding", "datestyle", "timezone", "intervalstyle", "standard_conforming_strings":
-					fc.send(&pgproto3.ParameterStatus{Name: name, Value: value})
-				}
-			}
-			fc.send(&pgproto3.CommandComplete{CommandTag: []byte("SET")})
-		}
-		return true
+		return fc.deallocate(q, extended)
 	case "do":
-		tag = "DO"
-	case "copy":
-		if !simple || !strings.Contains(strings.ToLower(string(q)), "from stdin") {
-			fc.fail(extended, "0A000", "COPY is only supported FROM STDIN in a simple query here")
-			return true
-		}
-		fc.copyIn = true
-		fc.copyBytes = 0
-		fc.send(&pgproto3.CopyInResponse{OverallFormat: 0})
-		fc.flush()
-		return false
-	default:
-		if simple {
-			fc.send(fakeRowDescription)
-		}
-		fc.send(&pgproto3.DataRow{Values: [][]byte{[]byte(fakeDigest(q)), []byte(fakeDigest(params))}})
-		tag = "SELECT 1"
+		return "DO", true
 	}
-	fc.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
-	return true
+	if simple {
+		fc.send(fakeRowDescription)
+	}
+	fc.send(&pgproto3.DataRow{Values: [][]byte{[]byte(fakeDigest(q)), []byte(fakeDigest(params))}})
+	return "SELECT 1", true
+}
+
+// discardAll runs DISCARD ALL: refused in a transaction block, else it
+// drops the named statements and the portals.
+func (fc *fakeConn) discardAll(extended bool) (tag string, ok bool) {
+	if fc.tx != 'I' {
+		fc.fail(extended, "25001", "DISCARD ALL cannot run inside a transaction block")
+		return "", false
+	}
+	fc.dropNamedStatements()
+	clear(fc.portals)
+	return "DISCARD ALL", true
+}
+
+// dropNamedStatements forgets every prepared statement but the unnamed one.
+func (fc *fakeConn) dropNamedStatements() {
+	for name := range fc.stmts {
+		if name != "" {
+			delete(fc.stmts, name)
+		}
+	}
+}
+
+// deallocate runs DEALLOCATE [PREPARE] name or ALL; a name is folded to
+// lower case unless double-quoted, as Postgres does.
+func (fc *fakeConn) deallocate(q []byte, extended bool) (tag string, ok bool) {
+	f := strings.Fields(strings.TrimRight(strings.TrimSpace(string(q)), ";"))
+	if len(f) > 1 && strings.EqualFold(f[1], "prepare") {
+		f = f[1:]
+	}
+	if len(f) != 2 {
+		fc.fail(extended, "42601", "syntax error in DEALLOCATE")
+		return "", false
+	}
+	if strings.EqualFold(f[1], "all") {
+		fc.dropNamedStatements()
+		return "DEALLOCATE ALL", true
+	}
+	name := f[1]
+	if len(name) >= 2 && name[0] == '"' && name[len(name)-1] == '"' {
+		name = strings.ReplaceAll(name[1:len(name)-1], `""`, `"`)
+	} else {
+		name = strings.ToLower(name)
+	}
+	if name == "" || fc.stmts[name] == nil {
+		fc.fail(extended, "26000", fmt.Sprintf("prepared statement %q does not exist", name))
+		return "", false
+	}
+	delete(fc.stmts, name)
+	return "DEALLOCATE", true
+}
+
+// setStatements answers each statement of a SET string with CommandComplete,
+// reporting the parameters Postgres reports (GUC_REPORT) first.
+func (fc *fakeConn) setStatements(q []byte) {
+	for _, stmt := range strings.Split(string(q), ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if name, value, ok := fakeParseSet(stmt); ok {
+			switch strings.ToLower(name) {
+			case "application_name", "client_encoding", "datestyle", "timezone", "intervalstyle", "standard_conforming_strings":
+				fc.send(&pgproto3.ParameterStatus{Name: name, Value: value})
+			}
+		}
+		fc.send(&pgproto3.CommandComplete{CommandTag: []byte("SET")})
+	}
+}
+
+// copyFrom starts COPY FROM STDIN, which only a simple query may run here;
+// it reports run's result (no ReadyForQuery until the COPY ends).
+func (fc *fakeConn) copyFrom(q []byte, simple bool) bool {
+	if !simple || !strings.Contains(strings.ToLower(string(q)), "from stdin") {
+		fc.fail(!simple, "0A000", "COPY is only supported FROM STDIN in a simple query here")
+		return true
+	}
+	fc.copyIn = true
+	fc.copyBytes = 0
+	fc.send(&pgproto3.CopyInResponse{OverallFormat: 0})
+	fc.flush()
+	return false
 }
 
 // copyMessage handles a message while COPY FROM STDIN runs (started by a

@@ -319,10 +319,31 @@ func rawFrame(typ byte, body []byte) []byte {
 	return append(b, body...)
 }
 
-// decodePlan turns a fuzz input into a session.
+// decodePlan turns a fuzz input into a session: three bytes choose the
+// login and how the session is written and ended, the rest are frames,
+// until the input runs out or a frame ends the session.
 func decodePlan(data []byte) *sessionPlan {
 	in := &fuzzInput{b: data}
 	p := &sessionPlan{}
+	p.decodeLogin(in)
+	total := 0
+	for len(in.b) > 0 && len(p.frames) < 300 && total < 2<<20 {
+		fr, last := p.decodeFrame(in)
+		if last {
+			if fr != nil {
+				p.frames = append(p.frames, fr)
+			}
+			return p
+		}
+		total += len(fr)
+		p.frames = append(p.frames, fr)
+	}
+	return p
+}
+
+// decodeLogin reads the input's first three bytes: the database, user and
+// startup parameters (b0, b1), then the write mode, split and ending (b2).
+func (p *sessionPlan) decodeLogin(in *fuzzInput) {
 	b0, b1, b2 := in.byte(), in.byte(), in.byte()
 	p.db = fuzzDBs[b0&7]
 	p.user = fuzzUsers[b1&3]
@@ -331,22 +352,7 @@ func decodePlan(data []byte) *sessionPlan {
 		p.minor = 2
 	}
 	p.parkFirst = b0&0x80 != 0 && b1&0x80 != 0
-	p.params = [][2]string{{"user", p.user}}
-	if p.db != "" {
-		p.params = append(p.params, [2]string{"database", p.db})
-	}
-	validOpts := true
-	if b0&0x08 != 0 {
-		p.params = append(p.params, [2]string{"application_name", "fzapp"})
-	}
-	if b0&0x10 != 0 {
-		o := fuzzOptions[int(b1>>2)%len(fuzzOptions)]
-		p.params = append(p.params, [2]string{"options", o.value})
-		validOpts = o.valid
-	}
-	if b0&0x40 != 0 {
-		p.params = append(p.params, [2]string{"_pq_.fuzz", "1"})
-	}
+	validOpts := p.decodeParams(b0, b1)
 	db := p.db
 	if db == "" {
 		db = p.user
@@ -364,110 +370,164 @@ func decodePlan(data []byte) *sessionPlan {
 	case 7:
 		p.ending = endTerminate
 	}
+}
 
-	total := 0
-	for len(in.b) > 0 && len(p.frames) < 300 && total < 2<<20 {
-		var fr []byte
-		op := in.byte()
-		switch op % 26 {
-		case 0, 1:
-			fr = encode(&pgproto3.Query{String: fuzzText(in)})
-		case 2, 3:
-			n := int(in.byte() % 3)
-			oids := make([]uint32, n)
-			for i := range oids {
-				oids[i] = uint32(in.byte())
-			}
-			fr = encode(&pgproto3.Parse{Name: in.pick(fuzzNames), Query: fuzzText(in), ParameterOIDs: oids})
-		case 4, 5:
-			c := in.byte()
-			params := make([][]byte, c%4)
-			for i := range params {
-				l := int(in.byte())
-				if l == 255 {
-					params[i] = nil // NULL
-				} else {
-					params[i] = append([]byte{}, in.bytes(l%32)...)
-				}
-			}
-			var formats []int16
-			if c&0x10 != 0 {
-				formats = []int16{1}
-			}
-			fr = encode(&pgproto3.Bind{DestinationPortal: in.pick(fuzzPortals), PreparedStatement: in.pick(fuzzNames),
-				ParameterFormatCodes: formats, Parameters: params})
-		case 6:
-			fr = encode(&pgproto3.Describe{ObjectType: 'S', Name: in.pick(fuzzNames)})
-		case 7:
-			fr = encode(&pgproto3.Describe{ObjectType: 'P', Name: in.pick(fuzzPortals)})
-		case 8:
-			fr = encode(&pgproto3.Execute{Portal: in.pick(fuzzPortals), MaxRows: uint32(in.byte() % 2)})
-		case 9:
-			c := in.byte()
-			if c&1 == 0 {
-				fr = encode(&pgproto3.Close{ObjectType: 'S', Name: fuzzNames[int(c>>1)%len(fuzzNames)]})
-			} else {
-				fr = encode(&pgproto3.Close{ObjectType: 'P', Name: fuzzPortals[int(c>>1)%len(fuzzPortals)]})
-			}
-		case 10, 11:
-			fr = encode(&pgproto3.Sync{})
-		case 12:
-			fr = encode(&pgproto3.Flush{})
-		case 13, 14:
-			fr = bigFrame(in)
-		case 15:
-			// A frame of any type with a consistent length.
-			typ := in.byte()
-			fr = rawFrame(typ, in.bytes(int(in.byte())))
-		case 16:
-			// A length the pooler refuses: below 4, or over max_packet_size.
-			if in.byte()&1 == 0 {
-				fr = []byte{'Q', 0, 0, 0, 3}
-			} else {
-				fr = []byte{'Q', 0x7f, 0xff, 0xff, 0xff}
-			}
-			p.frames = append(p.frames, fr)
-			p.ending = endRefused
-			p.mayClose = true
-			return p
-		case 17:
-			fr = encode(&pgproto3.FunctionCall{Function: 1, Arguments: [][]byte{in.bytes(4)}})
-		case 18:
-			fr = encode(&pgproto3.CopyData{Data: in.bytes(int(in.byte()))})
-		case 19:
-			fr = encode(&pgproto3.CopyDone{})
-		case 20:
-			fr = encode(&pgproto3.CopyFail{Message: "fuzz"})
-		case 21:
-			if in.byte()&3 == 0 {
-				p.ending = endMidMessage
-				return p
-			}
-			fr = encode(&pgproto3.Terminate{})
-			p.frames = append(p.frames, fr)
-			p.ending = endTerminate
-			p.mayClose = true
-			return p
-		case 22, 23:
-			// A whole extended-protocol cycle.
-			name := in.pick(fuzzNames)
-			text := fuzzText(in)
-			fr = encode(&pgproto3.Parse{Name: name, Query: text})
-			fr = append(fr, encode(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{in.bytes(3)}})...)
-			fr = append(fr, encode(&pgproto3.Describe{ObjectType: 'P'})...)
-			fr = append(fr, encode(&pgproto3.Execute{})...)
-			fr = append(fr, encode(&pgproto3.Sync{})...)
-		default:
-			// Bind and Execute of a named statement, then Sync.
-			name := in.pick(fuzzNames)
-			fr = encode(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{in.bytes(2), nil}})
-			fr = append(fr, encode(&pgproto3.Execute{})...)
-			fr = append(fr, encode(&pgproto3.Sync{})...)
-		}
-		total += len(fr)
-		p.frames = append(p.frames, fr)
+// decodeParams builds the startup parameters from the login bytes and
+// says whether its options are ones the pooler accepts.
+func (p *sessionPlan) decodeParams(b0, b1 byte) (validOpts bool) {
+	p.params = [][2]string{{"user", p.user}}
+	if p.db != "" {
+		p.params = append(p.params, [2]string{"database", p.db})
 	}
-	return p
+	validOpts = true
+	if b0&0x08 != 0 {
+		p.params = append(p.params, [2]string{"application_name", "fzapp"})
+	}
+	if b0&0x10 != 0 {
+		o := fuzzOptions[int(b1>>2)%len(fuzzOptions)]
+		p.params = append(p.params, [2]string{"options", o.value})
+		validOpts = o.valid
+	}
+	if b0&0x40 != 0 {
+		p.params = append(p.params, [2]string{"_pq_.fuzz", "1"})
+	}
+	return validOpts
+}
+
+// decodeFrame reads one frame (or, for a few ops, a run of messages sent
+// as one). last reports a frame that ends the session: a refused length or
+// a Terminate, which set p.ending; fr is then nil when the session ends
+// mid-message with nothing more to add.
+func (p *sessionPlan) decodeFrame(in *fuzzInput) (fr []byte, last bool) {
+	op := in.byte()
+	switch op % 26 {
+	case 0, 1:
+		return encode(&pgproto3.Query{String: fuzzText(in)}), false
+	case 2, 3:
+		return fuzzParse(in), false
+	case 4, 5:
+		return fuzzBind(in), false
+	case 6:
+		return encode(&pgproto3.Describe{ObjectType: 'S', Name: in.pick(fuzzNames)}), false
+	case 7:
+		return encode(&pgproto3.Describe{ObjectType: 'P', Name: in.pick(fuzzPortals)}), false
+	case 8:
+		return encode(&pgproto3.Execute{Portal: in.pick(fuzzPortals), MaxRows: uint32(in.byte() % 2)}), false
+	case 9:
+		return fuzzClose(in), false
+	case 10, 11:
+		return encode(&pgproto3.Sync{}), false
+	case 12:
+		return encode(&pgproto3.Flush{}), false
+	case 13, 14:
+		return bigFrame(in), false
+	case 15:
+		// A frame of any type with a consistent length.
+		typ := in.byte()
+		return rawFrame(typ, in.bytes(int(in.byte()))), false
+	case 16:
+		return p.refusedFrame(in), true
+	case 17:
+		return encode(&pgproto3.FunctionCall{Function: 1, Arguments: [][]byte{in.bytes(4)}}), false
+	case 18:
+		return encode(&pgproto3.CopyData{Data: in.bytes(int(in.byte()))}), false
+	case 19:
+		return encode(&pgproto3.CopyDone{}), false
+	case 20:
+		return encode(&pgproto3.CopyFail{Message: "fuzz"}), false
+	case 21:
+		return p.terminateFrame(in), true
+	case 22, 23:
+		return fuzzCycle(in), false
+	default:
+		return fuzzNamedExecute(in), false
+	}
+}
+
+// fuzzParse is a Parse with up to two parameter types.
+func fuzzParse(in *fuzzInput) []byte {
+	n := int(in.byte() % 3)
+	oids := make([]uint32, n)
+	for i := range oids {
+		oids[i] = uint32(in.byte())
+	}
+	return encode(&pgproto3.Parse{Name: in.pick(fuzzNames), Query: fuzzText(in), ParameterOIDs: oids})
+}
+
+// fuzzBind is a Bind with up to three parameters, some NULL, in text or
+// (all) binary format.
+func fuzzBind(in *fuzzInput) []byte {
+	c := in.byte()
+	params := make([][]byte, c%4)
+	for i := range params {
+		l := int(in.byte())
+		if l == 255 {
+			params[i] = nil // NULL
+		} else {
+			params[i] = append([]byte{}, in.bytes(l%32)...)
+		}
+	}
+	var formats []int16
+	if c&0x10 != 0 {
+		formats = []int16{1}
+	}
+	return encode(&pgproto3.Bind{DestinationPortal: in.pick(fuzzPortals), PreparedStatement: in.pick(fuzzNames),
+		ParameterFormatCodes: formats, Parameters: params})
+}
+
+// fuzzClose closes a statement or a portal.
+func fuzzClose(in *fuzzInput) []byte {
+	c := in.byte()
+	if c&1 == 0 {
+		return encode(&pgproto3.Close{ObjectType: 'S', Name: fuzzNames[int(c>>1)%len(fuzzNames)]})
+	}
+	return encode(&pgproto3.Close{ObjectType: 'P', Name: fuzzPortals[int(c>>1)%len(fuzzPortals)]})
+}
+
+// refusedFrame is a Query with a length the pooler refuses: below 4, or
+// over max_packet_size. The session ends with it.
+func (p *sessionPlan) refusedFrame(in *fuzzInput) []byte {
+	var fr []byte
+	if in.byte()&1 == 0 {
+		fr = []byte{'Q', 0, 0, 0, 3}
+	} else {
+		fr = []byte{'Q', 0x7f, 0xff, 0xff, 0xff}
+	}
+	p.ending = endRefused
+	p.mayClose = true
+	return fr
+}
+
+// terminateFrame ends the session: mostly with a Terminate, sometimes by
+// closing in the middle of a Query (nil: relay adds the partial Query).
+func (p *sessionPlan) terminateFrame(in *fuzzInput) []byte {
+	if in.byte()&3 == 0 {
+		p.ending = endMidMessage
+		return nil
+	}
+	p.ending = endTerminate
+	p.mayClose = true
+	return encode(&pgproto3.Terminate{})
+}
+
+// fuzzCycle is a whole extended-protocol cycle: Parse, Bind, Describe,
+// Execute, Sync.
+func fuzzCycle(in *fuzzInput) []byte {
+	name := in.pick(fuzzNames)
+	text := fuzzText(in)
+	fr := encode(&pgproto3.Parse{Name: name, Query: text})
+	fr = append(fr, encode(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{in.bytes(3)}})...)
+	fr = append(fr, encode(&pgproto3.Describe{ObjectType: 'P'})...)
+	fr = append(fr, encode(&pgproto3.Execute{})...)
+	return append(fr, encode(&pgproto3.Sync{})...)
+}
+
+// fuzzNamedExecute is Bind and Execute of a named statement, then Sync.
+func fuzzNamedExecute(in *fuzzInput) []byte {
+	name := in.pick(fuzzNames)
+	fr := encode(&pgproto3.Bind{PreparedStatement: name, Parameters: [][]byte{in.bytes(2), nil}})
+	fr = append(fr, encode(&pgproto3.Execute{})...)
+	return append(fr, encode(&pgproto3.Sync{})...)
 }
 
 // bigFrame is a Query, Parse, Bind, CopyData or Close whose whole message
@@ -625,45 +685,8 @@ func (s *session) relay(t *testing.T) {
 	if plan.parkFirst {
 		time.Sleep(150 * time.Millisecond)
 	}
-	var stream []byte
-	for _, fr := range plan.frames {
-		stream = append(stream, fr...)
-	}
-	frames, wellFramed := splitFrames(stream)
-	tail := plan.ending == endTail && wellFramed
-	if tail {
-		stream = append(stream, encode(&pgproto3.CopyDone{})...)
-		stream = append(stream, encode(&pgproto3.Sync{})...)
-		stream = append(stream, encode(&pgproto3.Query{String: "ROLLBACK"})...)
-		stream = append(stream, encode(&pgproto3.Query{String: fuzzMarker})...)
-		frames, _ = splitFrames(stream)
-	}
-	var wantAcks []byte
-	mayClose := plan.mayClose
-	copying := false // after a COPY FROM STDIN, before its CopyDone or CopyFail
-	for _, fr := range frames {
-		typ, body := fr[0], fr[5:]
-		switch {
-		case typ == 'Q' && bytes.Contains(bytes.ToLower(body), []byte("from stdin")):
-			copying = true
-		case copying && (typ == 'c' || typ == 'f'):
-			copying = false
-		case copying && !strings.ContainsRune("dSH", rune(typ)):
-			// The pooler refuses any other message in COPY IN (Postgres
-			// would consume it as the error ending the COPY).
-			mayClose = true
-		}
-		s.h.sent.add(typ, body)
-		if a := ack(typ); a != 0 {
-			wantAcks = append(wantAcks, a)
-		}
-		switch {
-		case !validFrontend[typ], typ == 'X',
-			bytes.Contains(body, []byte("fail_fatal")),
-			len(body) > fakeSmallMessageLimit && !strings.ContainsRune("QFBPd", rune(typ)):
-			mayClose = true
-		}
-	}
+	stream, frames, tail := plan.stream()
+	wantAcks, mayClose := s.expect(frames)
 	if plan.ending == endMidMessage {
 		stream = append(stream, rawFrame('Q', fill(100, 1))[:60]...)
 	}
@@ -685,18 +708,92 @@ func (s *session) relay(t *testing.T) {
 		t.Fatalf("the client received %v\nafter %q", s.readErr, s.got)
 	}
 	if tail && !s.marker {
+		s.checkNoMarker(t, mayClose, werr)
+	}
+	s.checkAcks(t, wantAcks)
+	if s.marker && s.markerTx == 'I' && plan.db != "fz_sess" {
+		s.checkReleased(t)
+	}
+}
+
+// stream is what the session writes: the plan's frames and, when the plan
+// ends with the tail (and its frames are well framed), CopyDone, Sync,
+// ROLLBACK and the marker query. frames are its messages; tail says
+// whether the tail was added.
+func (plan *sessionPlan) stream() (stream []byte, frames [][]byte, tail bool) {
+	for _, fr := range plan.frames {
+		stream = append(stream, fr...)
+	}
+	frames, wellFramed := splitFrames(stream)
+	tail = plan.ending == endTail && wellFramed
+	if tail {
+		stream = append(stream, encode(&pgproto3.CopyDone{})...)
+		stream = append(stream, encode(&pgproto3.Sync{})...)
+		stream = append(stream, encode(&pgproto3.Query{String: "ROLLBACK"})...)
+		stream = append(stream, encode(&pgproto3.Query{String: fuzzMarker})...)
+		frames, _ = splitFrames(stream)
+	}
+	return stream, frames, tail
+}
+
+// expect records the frames about to be sent (for checkFake) and returns
+// the acknowledgements they ask for, in order, and whether one of them
+// lets the pooler close the connection.
+func (s *session) expect(frames [][]byte) (wantAcks []byte, mayClose bool) {
+	mayClose = s.plan.mayClose
+	copying := false // after a COPY FROM STDIN, before its CopyDone or CopyFail
+	for _, fr := range frames {
+		typ, body := fr[0], fr[5:]
 		switch {
-		case isClosed(s.readErr) && mayClose:
-		case isClosed(s.readErr):
-			t.Fatalf("the pooler closed the connection (%v) though nothing the client sent calls for it; last error %s; received %q\nlog:\n%s",
-				s.readErr, s.lastError, s.got, s.h.tp.log.tail())
-		case werr != nil && isClosed(werr) && mayClose:
-		default:
-			t.Fatalf("no answer to the final Sync and Query within 2 s (%v, write: %v); received %q; last error %s\nlog:\n%s\npooler goroutines:\n%s\nthe server got:\n%s",
-				s.readErr, werr, s.got, s.lastError, s.h.tp.log.tail(),
-				strings.Join(poolerGoroutines(func(string) bool { return true }), "\n\n"), s.h.fake.dump())
+		case typ == 'Q' && bytes.Contains(bytes.ToLower(body), []byte("from stdin")):
+			copying = true
+		case copying && (typ == 'c' || typ == 'f'):
+			copying = false
+		case copying && !strings.ContainsRune("dSH", rune(typ)):
+			// The pooler refuses any other message in COPY IN (Postgres
+			// would consume it as the error ending the COPY).
+			mayClose = true
+		}
+		s.h.sent.add(typ, body)
+		if a := ack(typ); a != 0 {
+			wantAcks = append(wantAcks, a)
+		}
+		if closes(typ, body) {
+			mayClose = true
 		}
 	}
+	return wantAcks, mayClose
+}
+
+// closes reports a message after which the pooler may close the
+// connection: one no frontend sends, Terminate, a query the fake answers
+// with FATAL, or a large message of a type the pooler does not stream.
+func closes(typ byte, body []byte) bool {
+	return !validFrontend[typ] || typ == 'X' ||
+		bytes.Contains(body, []byte("fail_fatal")) ||
+		len(body) > fakeSmallMessageLimit && !strings.ContainsRune("QFBPd", rune(typ))
+}
+
+// checkNoMarker fails the input when the marker's answer did not arrive
+// and nothing the client sent excuses it: the connection was closed, or
+// the final Sync and Query went unanswered.
+func (s *session) checkNoMarker(t *testing.T, mayClose bool, werr error) {
+	switch {
+	case isClosed(s.readErr) && mayClose:
+	case isClosed(s.readErr):
+		t.Fatalf("the pooler closed the connection (%v) though nothing the client sent calls for it; last error %s; received %q\nlog:\n%s",
+			s.readErr, s.lastError, s.got, s.h.tp.log.tail())
+	case werr != nil && isClosed(werr) && mayClose:
+	default:
+		t.Fatalf("no answer to the final Sync and Query within 2 s (%v, write: %v); received %q; last error %s\nlog:\n%s\npooler goroutines:\n%s\nthe server got:\n%s",
+			s.readErr, werr, s.got, s.lastError, s.h.tp.log.tail(),
+			strings.Join(poolerGoroutines(func(string) bool { return true }), "\n\n"), s.h.fake.dump())
+	}
+}
+
+// checkAcks: the acknowledgements received (ParseComplete, BindComplete,
+// CloseComplete, ReadyForQuery) are a subsequence of those asked for.
+func (s *session) checkAcks(t *testing.T, wantAcks []byte) {
 	var acks []byte
 	for _, typ := range s.got {
 		if typ == '1' || typ == '2' || typ == '3' || typ == 'Z' {
@@ -706,21 +803,24 @@ func (s *session) relay(t *testing.T) {
 	if !isSubsequence(acks, wantAcks) {
 		t.Fatalf("acknowledgements received %q are not a subsequence of those asked for %q (all received: %q)", acks, wantAcks, s.got)
 	}
-	if s.marker && s.markerTx == 'I' && plan.db != "fz_sess" {
-		deadline := time.Now().Add(time.Second)
-		for {
-			c := s.h.tp.clientByKey(s.key)
-			if c == nil || !c.linkedForTest() {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.mu.Lock()
-				ls := c.ls
-				c.mu.Unlock()
-				t.Fatalf("the client still holds its server 1 s after ReadyForQuery 'I' with nothing outstanding (link state %+v)", ls)
-			}
-			time.Sleep(time.Millisecond)
+}
+
+// checkReleased: after ReadyForQuery 'I' with nothing outstanding, the
+// client gives its server back within a second (outside session mode).
+func (s *session) checkReleased(t *testing.T) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		c := s.h.tp.clientByKey(s.key)
+		if c == nil || !c.linkedForTest() {
+			break
 		}
+		if time.Now().After(deadline) {
+			c.mu.Lock()
+			ls := c.ls
+			c.mu.Unlock()
+			t.Fatalf("the client still holds its server 1 s after ReadyForQuery 'I' with nothing outstanding (link state %+v)", ls)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -885,54 +985,73 @@ func (h *sessionHarness) checkFake(t *testing.T) {
 		}
 	}()
 	for _, m := range msgs {
-		body := string(m.body)
-		switch m.typ {
-		case 'Q':
-			switch {
-			case h.sent.has(now, sentQuery, m.body):
-			case poolerQueries[body], poolerSets.MatchString(body):
-			default:
-				t.Fatalf("the server got a Query the client never sent: %s", quoteShort(m.body))
-			}
-		case 'P':
-			if h.sent.has(now, sentParse, m.body) || body == noopParse {
-				continue
-			}
-			name, q, types, ok := parseParse(m.body)
-			key := sentKey(sentStmt, q, types)
-			if !ok || !pgtsName.MatchString(name) || !h.sent.has(now, sentStmt, q, types) {
-				t.Fatalf("the server got a Parse the client never sent: %s", quoteShort(m.body))
-			}
-			if old, ok := h.pgts[name]; ok && old != key {
-				t.Fatalf("server statement %s was prepared with another text before: now %s", name, quoteShort(m.body))
-			}
-			h.pgts[name] = key
-		case 'B':
-			if h.sent.has(now, sentBindRaw, m.body) {
-				continue
-			}
-			portal, rest, ok1 := fakeCut(m.body)
-			stmt, params, ok2 := fakeCut(rest)
-			if !ok1 || !ok2 || !pgtsName.Match(stmt) || !h.sent.has(now, sentBind, portal, params) {
-				t.Fatalf("the server got a Bind the client never sent: %s", quoteShort(m.body))
-			}
-		case 'E':
-			if !h.sent.has(now, sentExecute, m.body) {
-				t.Fatalf("the server got an Execute the client never sent: %s", quoteShort(m.body))
-			}
-		case 'D', 'C':
-			if h.sent.has(now, sentObject, m.body) {
-				continue
-			}
-			if len(body) >= 2 && body[0] == 'S' {
-				name := strings.TrimSuffix(body[1:], "\x00")
-				if name == noopStmt || pgtsName.MatchString(name) {
-					continue
-				}
-			}
-			t.Fatalf("the server got a %q the client never sent: %s", m.typ, quoteShort(m.body))
-		}
+		h.checkReceived(t, now, noopParse, m)
 	}
+}
+
+// checkReceived fails the input when the fake received a message that
+// neither the client sent (within sentWindow) nor the pooler sends itself.
+func (h *sessionHarness) checkReceived(t *testing.T, now time.Time, noopParse string, m fakeMsg) {
+	t.Helper()
+	body := string(m.body)
+	switch m.typ {
+	case 'Q':
+		switch {
+		case h.sent.has(now, sentQuery, m.body):
+		case poolerQueries[body], poolerSets.MatchString(body):
+		default:
+			t.Fatalf("the server got a Query the client never sent: %s", quoteShort(m.body))
+		}
+	case 'P':
+		if h.sent.has(now, sentParse, m.body) || body == noopParse {
+			return
+		}
+		h.checkServerParse(t, now, m.body)
+	case 'B':
+		if h.sent.has(now, sentBindRaw, m.body) {
+			return
+		}
+		portal, rest, ok1 := fakeCut(m.body)
+		stmt, params, ok2 := fakeCut(rest)
+		if !ok1 || !ok2 || !pgtsName.Match(stmt) || !h.sent.has(now, sentBind, portal, params) {
+			t.Fatalf("the server got a Bind the client never sent: %s", quoteShort(m.body))
+		}
+	case 'E':
+		if !h.sent.has(now, sentExecute, m.body) {
+			t.Fatalf("the server got an Execute the client never sent: %s", quoteShort(m.body))
+		}
+	case 'D', 'C':
+		if h.sent.has(now, sentObject, m.body) || isPoolerStatementObject(body) {
+			return
+		}
+		t.Fatalf("the server got a %q the client never sent: %s", m.typ, quoteShort(m.body))
+	}
+}
+
+// checkServerParse: a Parse the client did not send as is must be one of
+// the client's statements under a server name (PGTS_n), and a server name
+// keeps its text for the fake's whole life.
+func (h *sessionHarness) checkServerParse(t *testing.T, now time.Time, body []byte) {
+	t.Helper()
+	name, q, types, ok := parseParse(body)
+	key := sentKey(sentStmt, q, types)
+	if !ok || !pgtsName.MatchString(name) || !h.sent.has(now, sentStmt, q, types) {
+		t.Fatalf("the server got a Parse the client never sent: %s", quoteShort(body))
+	}
+	if old, ok := h.pgts[name]; ok && old != key {
+		t.Fatalf("server statement %s was prepared with another text before: now %s", name, quoteShort(body))
+	}
+	h.pgts[name] = key
+}
+
+// isPoolerStatementObject reports a Describe or Close body of a statement
+// the pooler names itself: the stand-in or a server name (PGTS_n).
+func isPoolerStatementObject(body string) bool {
+	if len(body) < 2 || body[0] != 'S' {
+		return false
+	}
+	name := strings.TrimSuffix(body[1:], "\x00")
+	return name == noopStmt || pgtsName.MatchString(name)
 }
 
 // quoteShort quotes b, eliding the middle of long ones.

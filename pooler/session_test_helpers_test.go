@@ -233,61 +233,62 @@ func (br *backendReader) next() (byte, []byte, error) {
 // checkBackendMessage decodes a backend message body with pgproto3 and
 // applies the protocol's own constraints pgproto3 leaves out.
 func checkBackendMessage(typ byte, body []byte) error {
-	var m pgproto3.BackendMessage
 	switch typ {
 	case 'R':
-		if len(body) < 4 {
-			return fmt.Errorf("%w: short Authentication", errBadFrame)
-		}
-		switch binary.BigEndian.Uint32(body) {
-		case 0:
-			m = &pgproto3.AuthenticationOk{}
-		default:
-			return fmt.Errorf("%w: unexpected Authentication request %d", errBadFrame, binary.BigEndian.Uint32(body))
-		}
-	case 'K':
-		m = &pgproto3.BackendKeyData{}
+		return checkAuthentication(body)
 	case '2', '3', '1', 'n', 'I', 's', 'c':
 		if len(body) != 0 {
 			return fmt.Errorf("%w: %q with a %d-byte body", errBadFrame, typ, len(body))
 		}
 		return nil
-	case 'C':
-		m = &pgproto3.CommandComplete{}
 	case 'd':
 		return nil
-	case 'G':
-		m = &pgproto3.CopyInResponse{}
-	case 'H':
-		m = &pgproto3.CopyOutResponse{}
-	case 'W':
-		m = &pgproto3.CopyBothResponse{}
-	case 'D':
-		m = &pgproto3.DataRow{}
-	case 'E':
-		m = &pgproto3.ErrorResponse{}
-	case 'N':
-		m = &pgproto3.NoticeResponse{}
-	case 'V':
-		m = &pgproto3.FunctionCallResponse{}
-	case 'v':
-		m = &pgproto3.NegotiateProtocolVersion{}
-	case 'A':
-		m = &pgproto3.NotificationResponse{}
-	case 't':
-		m = &pgproto3.ParameterDescription{}
-	case 'S':
-		m = &pgproto3.ParameterStatus{}
 	case 'Z':
 		if len(body) != 1 || (body[0] != 'I' && body[0] != 'T' && body[0] != 'E') {
 			return fmt.Errorf("%w: ReadyForQuery %q", errBadFrame, body)
 		}
 		return nil
-	case 'T':
-		m = &pgproto3.RowDescription{}
-	default:
+	}
+	newMessage, ok := backendDecoders[typ]
+	if !ok {
 		return fmt.Errorf("%w: unknown type %q (%d-byte body)", errBadFrame, typ, len(body))
 	}
+	return checkDecode(typ, body, newMessage())
+}
+
+// backendDecoders are the backend messages checked by decoding them.
+var backendDecoders = map[byte]func() pgproto3.BackendMessage{
+	'K': func() pgproto3.BackendMessage { return &pgproto3.BackendKeyData{} },
+	'C': func() pgproto3.BackendMessage { return &pgproto3.CommandComplete{} },
+	'G': func() pgproto3.BackendMessage { return &pgproto3.CopyInResponse{} },
+	'H': func() pgproto3.BackendMessage { return &pgproto3.CopyOutResponse{} },
+	'W': func() pgproto3.BackendMessage { return &pgproto3.CopyBothResponse{} },
+	'D': func() pgproto3.BackendMessage { return &pgproto3.DataRow{} },
+	'E': func() pgproto3.BackendMessage { return &pgproto3.ErrorResponse{} },
+	'N': func() pgproto3.BackendMessage { return &pgproto3.NoticeResponse{} },
+	'V': func() pgproto3.BackendMessage { return &pgproto3.FunctionCallResponse{} },
+	'v': func() pgproto3.BackendMessage { return &pgproto3.NegotiateProtocolVersion{} },
+	'A': func() pgproto3.BackendMessage { return &pgproto3.NotificationResponse{} },
+	't': func() pgproto3.BackendMessage { return &pgproto3.ParameterDescription{} },
+	'S': func() pgproto3.BackendMessage { return &pgproto3.ParameterStatus{} },
+	'T': func() pgproto3.BackendMessage { return &pgproto3.RowDescription{} },
+}
+
+// checkAuthentication accepts only AuthenticationOk: the tests' pooler
+// asks its clients for no password.
+func checkAuthentication(body []byte) error {
+	if len(body) < 4 {
+		return fmt.Errorf("%w: short Authentication", errBadFrame)
+	}
+	if code := binary.BigEndian.Uint32(body); code != 0 {
+		return fmt.Errorf("%w: unexpected Authentication request %d", errBadFrame, code)
+	}
+	return checkDecode('R', body, &pgproto3.AuthenticationOk{})
+}
+
+// checkDecode decodes body into m; ErrorResponse and NoticeResponse must
+// also end with the NUL that ends their field list.
+func checkDecode(typ byte, body []byte, m pgproto3.BackendMessage) error {
 	if err := m.Decode(body); err != nil {
 		return fmt.Errorf("%w: %q: %v", errBadFrame, typ, err)
 	}
