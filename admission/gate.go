@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config tunes a Gate. Zero values select the defaults of admission.md §0.
+// Config tunes a Gate. Zero values select the defaults (doc.go).
 type Config struct {
 	Tiers    int           // priority tiers, 0 = most important; default 4, at most 64
 	PoolSize int           // configured pool size: fair sharing needs PoolSize ≥ 4 × declared leaves; default: the initial capacity
@@ -66,7 +66,7 @@ const (
 	demandFloor = 0.05
 
 	// minSharePerLeaf: below PoolSize/leaves = 4, weighted sharing is mostly
-	// rounding (admission.md §1.3), so the gate turns the tree off.
+	// rounding (doc.go, "Weighted fair sharing"), so the gate turns the tree off.
 	minSharePerLeaf = 4
 
 	// p50Step is the relative step of the streaming median of hold times.
@@ -80,7 +80,7 @@ const (
 // Gate admits transactions of one pool: a priority semaphore whose lower
 // tiers leave room for the higher tiers' demand, per-tier CoDel with
 // adaptive LIFO and weighted fair sharing over a Tree, all decided under
-// one mutex (admission.md §0 item 1). See doc.go.
+// one mutex. See doc.go.
 type Gate struct {
 	mu sync.Mutex
 
@@ -331,7 +331,7 @@ func (g *Gate) norm(c Class) Class {
 	return c
 }
 
-// ---- demand and debt (§1.1, revised for issue 16; doc.go) ----
+// ---- demand and debt (doc.go, "Debt") ----
 
 // tau is tier t's demand time constant: demandHolds of its median hold
 // time (the gate's median before the tier has one), within [Short,
@@ -564,7 +564,7 @@ func (g *Gate) demandWake(p, free int, now int64) int64 {
 	return min(wake, now+max(int64(math.Ceil(tmin*math.Log(pos/room))), 1))
 }
 
-// ---- hold-time estimate and timeouts (§1.2) ----
+// ---- hold-time estimate and timeouts (doc.go, "Details") ----
 
 // observeHold feeds the streaming medians of hold times, the gate's (for
 // the timeouts) and the tier's (for its demand estimate).

@@ -11,7 +11,7 @@ import (
 // a node with this value gives the implicit child a weight and a ceiling.
 const OtherValue = "other"
 
-// Tree is the weighted fair-share tree of §1.3: immutable once built, and
+// Tree is the weighted fair-share tree (doc.go, "Weighted fair sharing"): immutable once built, and
 // shared by the gates of every pool that uses the same policy.
 //
 // A node is a leaf when no declared node lies below it. Every internal node

@@ -3,7 +3,7 @@ package admission
 import "sort"
 
 // WaterFill computes the weighted max-min allocation of capacity among the
-// tree's leaves with the given demands (admission.md §1.3), keyed by node
+// tree's leaves with the given demands (doc.go, "Weighted fair sharing"), keyed by node
 // path ("" is the root). A node's demand is the sum of its leaves' demands,
 // capped by its ceiling limit (ceil(ceiling × the parent's limit), at least
 // 1, as the gate enforces it); the root gets min(capacity, demand) and each

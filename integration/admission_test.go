@@ -279,7 +279,7 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	}
 	// Low getting anything through while the 4 high clients run is luck:
 	// they alone keep the 4 servers about 96 % busy, and lower tiers are
-	// starved by design at that load (admission.md, sim S3b). What must
+	// starved by design at that load (admission/sim, scenario S3b). What must
 	// hold is below, once the high load stops: the shed connections work.
 	if low.usableAfterShed.Load() == 0 {
 		t.Error("no shed low-priority connection was checked with SELECT 1")

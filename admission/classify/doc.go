@@ -4,7 +4,7 @@
 //
 // # Where a class comes from
 //
-// Most specific first (admission.md §3.3):
+// Most specific first:
 //
 //  1. A tag on the first statement of the transaction: a leading
 //     /* pgturnstile: priority=low, category=batch */ comment or a trailing

@@ -1,6 +1,6 @@
 // Package sim is a discrete-event simulation harness for the admission
-// gate, and (in its tests) the assertable scenarios of §4.3 of
-// shared/research/admission.md: S1, S1b, S2, S3, S3b, S3c, S4, S4b, T2, T3,
+// gate, and (in its tests) the assertable scenarios of the gate's design:
+// S1, S1b, S2, S3, S3b, S3c, S4, S4b, T2, T3,
 // S5 and S6; and issue 16's: S7 (a fast high tier needing about one slot
 // beside a flood of 20 ms low-priority work on a pool of 4, against the
 // same clients with no policy) and S8 (start-up with slow logins).
@@ -45,7 +45,7 @@
 //
 // Without a PoolConfig the gate's capacity is fixed (or follows
 // CapacitySteps) and a grant starts service at once. With one, the harness
-// models the pool of §1.4: the gate's capacity is live + connecting
+// models the pooler's pool: the gate's capacity is live + connecting
 // servers (≤ pool size), given with the connects in flight through
 // SetPool when the gate has it (PoolGate); the pool starts full, or empty
 // (StartEmpty, a cold start), and aims at its full size at all times

@@ -119,8 +119,8 @@ type CapacityStep struct {
 	N  int
 }
 
-// PoolConfig models the servers behind the gate (§1.4 of the research
-// note): the gate's capacity follows live + connecting servers, new servers
+// PoolConfig models the servers behind the gate as the pooler
+// runs them: the gate's capacity follows live + connecting servers, new servers
 // are created through a token bucket with a cap on connects in flight, and
 // every server dies at each LossAt. The pool aims at Size servers at all
 // times (min_pool_size = pool_size), so refilling after a loss does not

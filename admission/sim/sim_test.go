@@ -11,7 +11,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission/fakeclock"
 )
 
-// The scenarios of §4.3 of shared/research/admission.md, each asserting the
+// The gate's design scenarios (sim/doc.go), each asserting the
 // table's thresholds against the real Gate. Model: C = 20, exponential
 // 10 ms transactions, open-loop Poisson arrivals, short 5 ms / long 100 ms
 // unless stated. The table was derived with the library's debt (max C,

@@ -11,7 +11,7 @@
 // client back off by itself, in proportion to how much of its traffic the
 // database is refusing, so that under overload the pooler sees about K times
 // what it can accept instead of everything the application wants to send
-// (Google SRE, "Handling Overload"; admission.md §1.5).
+// (Google SRE, "Handling Overload", chapter 21 of Site Reliability Engineering).
 //
 // # How it decides
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// AT1 (admission.md §4.3): demand is 1000 requests/s, one every millisecond;
+// AT1: demand is 1000 requests/s, one every millisecond;
 // the backend accepts at most 100 per second of simulated time and sheds the
 // rest at once with the pooler's 53000. Everything runs on a fake clock with a
 // seeded coin, so each run is exactly reproducible.

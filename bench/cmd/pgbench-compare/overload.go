@@ -22,8 +22,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
-// The overload scenario (issue 16; shared/research/admission.md §4.4 first
-// bullet, §4.5): a flood of low-priority clients at about three times what
+// The overload scenario (issue 16; admission/doc.go): a flood of low-priority clients at about three times what
 // a pool of 4 server connections serves, and a few high-priority clients
 // whose short transactions need about one of the four, through PgBouncer
 // (first come, first served) and through pgturnstile with a PGKeeper-style
