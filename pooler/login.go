@@ -495,7 +495,7 @@ func (c *client) consoleLogin() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	err := admin.Serve(c.svc, c.r, c.w, c.user, role)
+	err := admin.Serve(c.svc.Console(), c.r, c.w, c.user, role)
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.logger().Info(c.String() + ": console closed: " + err.Error())
 	}

@@ -360,7 +360,7 @@ func (s *Service) Shutdown(mode admin.ShutdownMode) {
 	switch mode {
 	case admin.ShutdownWaitForServers:
 		go func() {
-			s.Pause("")
+			s.Console().Pause("")
 			s.stop()
 		}()
 	case admin.ShutdownWaitForClients:

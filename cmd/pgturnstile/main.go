@@ -216,19 +216,19 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 			notify.send(reloadingMessage())
 			// PgBouncer's phrase, logged once the new config is in force
 			// (a failure is logged by Reload as "RELOAD failed: …").
-			if svc.Reload() == nil {
+			if svc.Console().Reload() == nil {
 				log.Info("got SIGHUP, re-reading config")
 			}
 			notify.send("READY=1")
 		case sigPause:
 			log.Info("got SIGUSR1, pausing all activity")
-			go svc.Pause("")
+			go svc.Console().Pause("")
 		case sigResume:
 			if shuttingDown {
 				continue
 			}
 			log.Info("got SIGUSR2, resuming all activity")
-			svc.Resume("")
+			svc.Console().Resume("")
 		case syscall.SIGQUIT:
 			log.Info("got SIGQUIT, fast exit")
 			notify.send("STOPPING=1")
