@@ -27,11 +27,8 @@ type consoleView struct{ s *Service }
 // Console returns the admin console's view of the service.
 func (s *Service) Console() admin.Console { return consoleView{s} }
 
-// Version is reported by SHOW VERSION; set by the command.
-var Version = "pgturnstile"
-
 func (v consoleView) Config() *config.Config { return v.s.config() }
-func (v consoleView) Version() string        { return Version }
+func (v consoleView) Version() string        { return v.s.version }
 
 // Shutdown is the console's SHUTDOWN: the reply goes out at once, the
 // wait (if any) runs on.

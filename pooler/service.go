@@ -74,6 +74,9 @@ type Service struct {
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
 
+	// version is what SHOW VERSION reports (WithVersion).
+	version string
+
 	done     chan struct{} // closed when a shutdown completes
 	stopOnce sync.Once
 
@@ -90,10 +93,20 @@ const clientReadBuffer = 4096
 // track_extra_parameters adds more.
 var alwaysTracked = []string{"client_encoding", "DateStyle", "TimeZone", "standard_conforming_strings", "application_name"}
 
+// Option sets up a Service at New beyond what its configuration says.
+type Option func(*Service)
+
+// WithVersion sets what SHOW VERSION reports (default "pgturnstile").
+// Monitoring such as pgbouncer_exporter parses a "PgBouncer x.y.z" there
+// to decide which columns to expect, so the command reports the PgBouncer
+// level it matches.
+func WithVersion(v string) Option { return func(s *Service) { s.version = v } }
+
 // New builds a Service for cfg; it reads auth_file.
-func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error) {
 	s := &Service{
 		log:        log,
+		version:    "pgturnstile",
 		tracked:    map[string]string{},
 		pools:      map[poolKey]*Pool{},
 		dbLimits:   map[string]*limiter{},
@@ -107,6 +120,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		poolOverrides: map[string]*config.Pool{},
 		done:          make(chan struct{}),
 		metrics:       metrics.NewSet(),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	for _, n := range alwaysTracked {
 		s.tracked[strings.ToLower(n)] = n

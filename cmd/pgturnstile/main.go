@@ -142,7 +142,9 @@ func run(args []string, stderr io.Writer) int {
 		defer os.Remove(pf)
 	}
 
-	svc, err := pooler.New(cfg, log)
+	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
+	// which columns to expect: report the PgBouncer level we match.
+	svc, err := pooler.New(cfg, log, pooler.WithVersion("PgBouncer 1.25.0 (pgturnstile "+Version+")"))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
@@ -174,9 +176,6 @@ func run(args []string, stderr io.Writer) int {
 		}
 		go http.ListenAndServe(addr, nil)
 	}
-	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
-	// which columns to expect: report the PgBouncer level we match.
-	pooler.Version = "PgBouncer 1.25.0 (pgturnstile " + Version + ")"
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 
 	ctx, stop := context.WithCancel(context.Background())
