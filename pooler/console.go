@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sort"
@@ -31,8 +32,10 @@ func (v consoleView) Config() *config.Config { return v.s.config() }
 func (v consoleView) Version() string        { return v.s.version }
 
 // Shutdown is the console's SHUTDOWN: the reply goes out at once, the
-// wait (if any) runs on.
-func (v consoleView) Shutdown(mode admin.ShutdownMode) { v.s.Shutdown(mode) }
+// wait (if any) runs on with no deadline, as PgBouncer's does.
+func (v consoleView) Shutdown(mode admin.ShutdownMode) {
+	v.s.Shutdown(context.Background(), mode)
+}
 
 func (s *Service) allPools() []*Pool {
 	s.mu.Lock()
@@ -351,19 +354,26 @@ func (v consoleView) Pause(db string) error {
 		return err
 	}
 	s.setPaused(db, true)
-	for {
+	// The console has no deadline for PAUSE: PgBouncer's waits as long as
+	// a client holds a server.
+	return s.waitPaused(context.Background(), db)
+}
+
+// waitPaused waits until the paused pools of db (every pool for "") hold
+// no server: each check closes the idle ones, and released servers close
+// at release (closeReasonLocked's "pause"); every close, and every login
+// that ends without a server, notifies s.changes.
+func (s *Service) waitPaused(ctx context.Context, db string) error {
+	return s.changes.wait(ctx, func() bool {
 		busy := 0
 		for _, p := range s.poolsOf(db) {
+			p.maintain(time.Now()) // closes the idle ones now
 			p.mu.Lock()
 			busy += p.total
 			p.mu.Unlock()
-			p.maintain(time.Now()) // closes the idle ones now
 		}
-		if busy == 0 {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return busy == 0
+	})
 }
 
 func (s *Service) setPaused(db string, paused bool) {
@@ -500,12 +510,17 @@ func (v consoleView) KillClient(id uint64) error {
 	return &admin.Error{SQLState: "08P01", Message: "client not found: " + strconv.FormatUint(id, 10)}
 }
 
+// WaitClose waits until no server of db (every database for "") is marked
+// close_needed: RECONNECT's servers are closed as their clients release
+// them and close tokens allow.
 func (v consoleView) WaitClose(db string) error {
 	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
-	for {
+	// A server marked close_needed leaves p.servers only in closeServer,
+	// which notifies s.changes.
+	return s.changes.wait(context.Background(), func() bool {
 		pending := 0
 		for _, p := range s.poolsOf(db) {
 			p.mu.Lock()
@@ -516,11 +531,8 @@ func (v consoleView) WaitClose(db string) error {
 			}
 			p.mu.Unlock()
 		}
-		if pending == 0 {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return pending == 0
+	})
 }
 
 // Reload re-reads the config file and auth files; a bad file is rejected

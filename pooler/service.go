@@ -77,8 +77,15 @@ type Service struct {
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
 
-	done     chan struct{} // closed when a shutdown completes
-	stopOnce sync.Once
+	// changes is notified whenever a server closes (or a login in flight
+	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
+	// SHUTDOWN wait on it for their conditions.
+	changes changeSignal
+
+	// stopped ends when a shutdown completes (stop): Serve returns, and a
+	// graceful shutdown's wait gives up.
+	stopped     context.Context
+	markStopped context.CancelFunc
 
 	wg sync.WaitGroup
 }
@@ -118,9 +125,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		dbStates:      map[string]*dbState{},
 		userOverrides: map[string]*config.User{},
 		poolOverrides: map[string]*config.Pool{},
-		done:          make(chan struct{}),
 		metrics:       metrics.NewSet(),
 	}
+	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
 	}
@@ -353,8 +360,9 @@ func (s *Service) Serve(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.Close()
+			s.stop() // ends a graceful shutdown's wait
 			return nil
-		case <-s.done:
+		case <-s.stopped.Done():
 			return nil
 		case err := <-errc:
 			if s.shuttingDown.Load() {
@@ -368,30 +376,42 @@ func (s *Service) Serve(ctx context.Context) error {
 }
 
 // Shutdown ends the service as SHUTDOWN (and the signals) ask: at once, or
-// after every server was released (WAIT_FOR_SERVERS, SIGINT), or after the
-// last client left (WAIT_FOR_CLIENTS, SIGTERM). New logins are refused from
-// the start; Serve returns at the end.
-func (s *Service) Shutdown(mode admin.ShutdownMode) {
+// after every server was released (WAIT_FOR_SERVERS, SIGINT: everything is
+// paused), or after the last client left (WAIT_FOR_CLIENTS, SIGTERM). New
+// logins are refused from the start; Serve returns at the end.
+//
+// Shutdown returns at once and the wait runs on in a goroutine: the console
+// answers SHUTDOWN WAIT_FOR_* before the end, and the command must still
+// hear a second signal. ctx bounds the wait: when it ends first, the
+// service stops without waiting further. The wait also ends when the
+// service stops another way (an immediate SHUTDOWN, Serve's context).
+func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 	s.Close()
+	var until func(context.Context) error
 	switch mode {
 	case admin.ShutdownWaitForServers:
-		go func() {
-			s.Console().Pause("")
-			s.stop()
-		}()
+		s.setPaused("", true)
+		until = func(ctx context.Context) error { return s.waitPaused(ctx, "") }
 	case admin.ShutdownWaitForClients:
-		go func() {
-			for s.clientCount.Load() > 0 {
-				time.Sleep(20 * time.Millisecond)
-			}
-			s.stop()
-		}()
+		until = func(ctx context.Context) error {
+			return s.changes.wait(ctx, func() bool { return s.clientCount.Load() <= 0 })
+		}
 	default:
 		s.stop()
+		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.stopped, cancel)
+	go func() {
+		until(ctx) // ctx's end is not an error here: it means stop now
+		unhook()
+		cancel()
+		s.stop()
+	}()
 }
 
-func (s *Service) stop() { s.stopOnce.Do(func() { close(s.done) }) }
+// stop completes a shutdown: Serve returns.
+func (s *Service) stop() { s.markStopped() }
 
 func (s *Service) accept(ln net.Listener) error {
 	for {
@@ -399,6 +419,9 @@ func (s *Service) accept(ln net.Listener) error {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				// A back-off after a temporary Accept error (as
+				// net/http's), not a poll on a condition: nothing
+				// notifies when the error has passed.
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -446,6 +469,7 @@ func (s *Service) clientClosed(c *client) {
 		// A message it was sending is held no more.
 		c.r.Release()
 	}
+	s.changes.notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
 	s.wg.Done()
 }
 

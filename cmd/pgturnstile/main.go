@@ -183,7 +183,7 @@ func run(args []string, stderr io.Writer) int {
 	notify := newNotifier()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, handledSignals...)
-	go handleSignals(sigs, svc, log, notify, devBackend != "", stop)
+	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
 	// servers ready.
@@ -203,8 +203,9 @@ func run(args []string, stderr io.Writer) int {
 // handleSignals maps signals to console actions as PgBouncer 1.23+ does:
 // SIGHUP reload; SIGINT = SHUTDOWN WAIT_FOR_SERVERS; SIGTERM = SHUTDOWN
 // WAIT_FOR_CLIENTS; a second SIGINT/SIGTERM, or SIGQUIT, = immediate
-// shutdown; SIGUSR1 = PAUSE; SIGUSR2 = RESUME.
-func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger, notify *notifier, embedded bool, stop func()) {
+// shutdown; SIGUSR1 = PAUSE; SIGUSR2 = RESUME. ctx is the process's: a
+// graceful shutdown waits until it ends (stop, on a second signal).
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger, notify *notifier, embedded bool, stop func()) {
 	shuttingDown := false
 	for sig := range sigs {
 		switch sig {
@@ -242,10 +243,10 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 			notify.send("STOPPING=1")
 			if sig == syscall.SIGINT {
 				log.Info("got SIGINT, shutting down, waiting for servers")
-				svc.Shutdown(admin.ShutdownWaitForServers)
+				svc.Shutdown(ctx, admin.ShutdownWaitForServers)
 			} else {
 				log.Info("got SIGTERM, shutting down, waiting for clients")
-				svc.Shutdown(admin.ShutdownWaitForClients)
+				svc.Shutdown(ctx, admin.ShutdownWaitForClients)
 			}
 		}
 	}
