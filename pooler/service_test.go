@@ -222,3 +222,62 @@ func TestPauseAndWaitCloseWake(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// parseTestConfig parses ini text as a config file.
+func parseTestConfig(t *testing.T, ini string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("test.ini", []byte(ini))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, ini)
+	}
+	return cfg
+}
+
+// Apply derives everything from the new configuration before it swaps:
+// a bad file changes nothing, not even the runtime overrides the file would
+// replace; a good one replaces them.
+func TestApplyDeriveThenSwap(t *testing.T) {
+	const base = "[databases]\nd = host=127.0.0.1\n[pgbouncer]\nauth_type = any\n"
+	svc := newTestService(t)
+	if err := svc.Apply(parseTestConfig(t, base), true); err != nil {
+		t.Fatal(err)
+	}
+	con := svc.Console()
+	if err := con.SetUser("u", "pool_size=3"); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.config().Users["u"]; got == nil || got.PoolSize != 3 {
+		t.Fatalf("after SET USER: [users] u = %+v, want pool_size 3", got)
+	}
+	running := svc.config()
+
+	// The file now has a line for u, but names an auth_file that is not there.
+	bad := parseTestConfig(t, base+"auth_file = "+t.TempDir()+"/missing.txt\n[users]\nu = pool_size=5\n")
+	if err := svc.Apply(bad, true); err == nil {
+		t.Fatal("Apply with a missing auth_file succeeded")
+	}
+	if svc.config() != running {
+		t.Error("a failed Apply replaced the running configuration")
+	}
+	svc.mu.Lock()
+	_, kept := svc.userOverrides["u"]
+	svc.mu.Unlock()
+	if !kept {
+		t.Error("a failed Apply dropped the SET USER override")
+	}
+
+	// The same file without the bad auth_file: its line replaces the override.
+	good := parseTestConfig(t, base+"[users]\nu = pool_size=5\n")
+	if err := svc.Apply(good, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.config().Users["u"]; got == nil || got.PoolSize != 5 {
+		t.Errorf("after RELOAD: [users] u = %+v, want the file's pool_size 5", got)
+	}
+	svc.mu.Lock()
+	_, kept = svc.userOverrides["u"]
+	svc.mu.Unlock()
+	if kept {
+		t.Error("the file's line for u did not replace the SET USER override")
+	}
+}
