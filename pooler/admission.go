@@ -359,7 +359,8 @@ func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outc
 }
 
 // Admission lists every pool's gate for SHOW ADMISSION and the metrics.
-func (s *Service) Admission() []admin.AdmissionRow {
+func (v consoleView) Admission() []admin.AdmissionRow {
+	s := v.s
 	ap := s.adm.Load()
 	if ap == nil {
 		return nil

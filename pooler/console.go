@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sort"
@@ -15,13 +16,26 @@ import (
 // commands. Everything here reads state under the locks that guard it and
 // returns copies.
 
-var _ admin.Console = (*Service)(nil)
+var _ admin.Console = consoleView{}
 
-// Version is reported by SHOW VERSION; set by the command.
-var Version = "pgturnstile"
+// consoleView is the Service as the admin console sees it: the SHOW
+// snapshots and the commands. They live on this view rather than on
+// *Service so that the Service's own exported API stays the few methods
+// a program embedding the pooler needs (New, Listen, Serve, Shutdown...),
+// and the console's long list is reached only through Console.
+type consoleView struct{ s *Service }
 
-func (s *Service) Config() *config.Config { return s.config() }
-func (s *Service) Version() string        { return Version }
+// Console returns the admin console's view of the service.
+func (s *Service) Console() admin.Console { return consoleView{s} }
+
+func (v consoleView) Config() *config.Config { return v.s.config() }
+func (v consoleView) Version() string        { return v.s.version }
+
+// Shutdown is the console's SHUTDOWN: the reply goes out at once, the
+// wait (if any) runs on with no deadline, as PgBouncer's does.
+func (v consoleView) Shutdown(mode admin.ShutdownMode) {
+	v.s.Shutdown(context.Background(), mode)
+}
 
 func (s *Service) allPools() []*Pool {
 	s.mu.Lock()
@@ -50,7 +64,8 @@ func (s *Service) allClients() []*client {
 	return out
 }
 
-func (s *Service) Pools() []admin.Pool {
+func (v consoleView) Pools() []admin.Pool {
+	s := v.s
 	now := time.Now()
 	// The console's own pool, as PgBouncer lists it.
 	consoles := 0
@@ -100,7 +115,8 @@ func splitAddr(a net.Addr) (string, int) {
 	return h, n
 }
 
-func (s *Service) Clients() []admin.Conn {
+func (v consoleView) Clients() []admin.Conn {
+	s := v.s
 	var out []admin.Conn
 	now := time.Now()
 	for _, c := range s.allClients() {
@@ -135,7 +151,8 @@ func (s *Service) Clients() []admin.Conn {
 	return out
 }
 
-func (s *Service) Servers() []admin.Conn {
+func (v consoleView) Servers() []admin.Conn {
+	s := v.s
 	var out []admin.Conn
 	for _, p := range s.allPools() {
 		p.mu.Lock()
@@ -160,7 +177,8 @@ func (s *Service) Servers() []admin.Conn {
 	return out
 }
 
-func (s *Service) Databases() []admin.Database {
+func (v consoleView) Databases() []admin.Database {
+	s := v.s
 	cfg := s.config()
 	st := &cfg.Settings
 	names := map[string]*config.Database{}
@@ -214,7 +232,8 @@ func (s *Service) Databases() []admin.Database {
 	return out
 }
 
-func (s *Service) Users() []admin.User {
+func (v consoleView) Users() []admin.User {
+	s := v.s
 	cfg := s.config()
 	clientsByUser := map[string]int{}
 	for _, c := range s.allClients() {
@@ -243,7 +262,8 @@ func (s *Service) Users() []admin.User {
 	return out
 }
 
-func (s *Service) Stats() []admin.Stats {
+func (v consoleView) Stats() []admin.Stats {
+	s := v.s
 	byDB := map[string]*admin.Stats{}
 	for _, p := range s.allPools() {
 		st := byDB[p.key.db]
@@ -262,16 +282,18 @@ func (s *Service) Stats() []admin.Stats {
 	return out
 }
 
-func (s *Service) State() admin.State {
+func (v consoleView) State() admin.State {
+	s := v.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return admin.State{Active: !s.pausedAll, Paused: s.pausedAll}
 }
 
-func (s *Service) Lists() admin.Lists {
+func (v consoleView) Lists() admin.Lists {
+	s := v.s
 	cfg := s.config()
 	pools := s.allPools()
-	l := admin.Lists{Databases: len(s.Databases()), Users: len(s.users.Load().Users()), Pools: len(pools)}
+	l := admin.Lists{Databases: len(v.Databases()), Users: len(s.users.Load().Users()), Pools: len(pools)}
 	l.UsedClients = len(s.allClients())
 	l.LoginClients = int(s.clientCount.Load()) - l.UsedClients
 	if l.LoginClients < 0 {
@@ -326,24 +348,32 @@ func (s *Service) checkDB(db string) error {
 
 // Pause stops handing out servers of db (every database for ""), waits
 // until the servers in use are released, and closes them. New queries wait.
-func (s *Service) Pause(db string) error {
+func (v consoleView) Pause(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
 	s.setPaused(db, true)
-	for {
+	// The console has no deadline for PAUSE: PgBouncer's waits as long as
+	// a client holds a server.
+	return s.waitPaused(context.Background(), db)
+}
+
+// waitPaused waits until the paused pools of db (every pool for "") hold
+// no server: each check closes the idle ones, and released servers close
+// at release (closeReasonLocked's "pause"); every close, and every login
+// that ends without a server, notifies s.changes.
+func (s *Service) waitPaused(ctx context.Context, db string) error {
+	return s.changes.wait(ctx, func() bool {
 		busy := 0
 		for _, p := range s.poolsOf(db) {
+			p.maintain(time.Now()) // closes the idle ones now
 			p.mu.Lock()
 			busy += p.total
 			p.mu.Unlock()
-			p.maintain(time.Now()) // closes the idle ones now
 		}
-		if busy == 0 {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return busy == 0
+	})
 }
 
 func (s *Service) setPaused(db string, paused bool) {
@@ -377,7 +407,8 @@ func (s *Service) isPausedLocked(db string) bool {
 	return ds != nil && ds.paused
 }
 
-func (s *Service) Resume(db string) error {
+func (v consoleView) Resume(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
@@ -390,7 +421,8 @@ func (s *Service) Resume(db string) error {
 	return nil
 }
 
-func (s *Service) Disable(db string) error {
+func (v consoleView) Disable(db string) error {
+	s := v.s
 	if db == "" {
 		return &admin.Error{SQLState: "08P01", Message: "DISABLE needs a database name"}
 	}
@@ -403,7 +435,8 @@ func (s *Service) Disable(db string) error {
 	return nil
 }
 
-func (s *Service) Enable(db string) error {
+func (v consoleView) Enable(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
@@ -423,7 +456,8 @@ func (s *Service) isDisabled(db string) bool {
 
 // Reconnect marks every server of db to be closed: idle ones now, active
 // ones when their client releases them.
-func (s *Service) Reconnect(db string) error {
+func (v consoleView) Reconnect(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
@@ -443,7 +477,8 @@ func (s *Service) Reconnect(db string) error {
 
 // Kill drops every client and server of db (all databases for "") and
 // leaves it paused until RESUME.
-func (s *Service) Kill(db string) error {
+func (v consoleView) Kill(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
@@ -464,7 +499,8 @@ func (s *Service) Kill(db string) error {
 	return nil
 }
 
-func (s *Service) KillClient(id uint64) error {
+func (v consoleView) KillClient(id uint64) error {
+	s := v.s
 	for _, c := range s.allClients() {
 		if c.id == id {
 			s.dropClient(c)
@@ -474,11 +510,17 @@ func (s *Service) KillClient(id uint64) error {
 	return &admin.Error{SQLState: "08P01", Message: "client not found: " + strconv.FormatUint(id, 10)}
 }
 
-func (s *Service) WaitClose(db string) error {
+// WaitClose waits until no server of db (every database for "") is marked
+// close_needed: RECONNECT's servers are closed as their clients release
+// them and close tokens allow.
+func (v consoleView) WaitClose(db string) error {
+	s := v.s
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
-	for {
+	// A server marked close_needed leaves p.servers only in closeServer,
+	// which notifies s.changes.
+	return s.changes.wait(context.Background(), func() bool {
 		pending := 0
 		for _, p := range s.poolsOf(db) {
 			p.mu.Lock()
@@ -489,16 +531,14 @@ func (s *Service) WaitClose(db string) error {
 			}
 			p.mu.Unlock()
 		}
-		if pending == 0 {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return pending == 0
+	})
 }
 
 // Reload re-reads the config file and auth files; a bad file is rejected
 // as a whole and nothing changes.
-func (s *Service) Reload() error {
+func (v consoleView) Reload() error {
+	s := v.s
 	path := s.config().Path
 	if path == "" {
 		return errors.New("no config file to reload (embedded default config)")
@@ -514,7 +554,8 @@ func (s *Service) Reload() error {
 }
 
 // Set changes one [pgbouncer] setting, as from the file.
-func (s *Service) Set(key, value string) error {
+func (v consoleView) Set(key, value string) error {
+	s := v.s
 	cfg := s.config().Clone()
 	if err := cfg.Set(key, value); err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
@@ -526,7 +567,8 @@ func (s *Service) Set(key, value string) error {
 // given replace the user's (or pool's) entry whole, keys left out fall back
 // to the defaults, and they last until a RELOAD reads a file with a line for
 // the same user or pool.
-func (s *Service) SetUser(name, settings string) error {
+func (v consoleView) SetUser(name, settings string) error {
+	s := v.s
 	us, err := admin.ParseUserSettings(settings)
 	if err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
@@ -541,7 +583,8 @@ func (s *Service) SetUser(name, settings string) error {
 	return s.Apply(s.config(), false)
 }
 
-func (s *Service) SetPool(user, db, settings string) error {
+func (v consoleView) SetPool(user, db, settings string) error {
+	s := v.s
 	ps, err := admin.ParsePoolSettings(settings)
 	if err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}

@@ -578,7 +578,7 @@ func (c *client) consoleLogin() error {
 	c.svc.registerCancel(c) // listed by SHOW CLIENTS
 	out := wire.AppendAuthenticationOk(c.scratch[:0])
 	for _, kv := range [][2]string{
-		{"server_version", "15.0 (" + Version + ")"}, {"client_encoding", "UTF8"}, {"server_encoding", "UTF8"},
+		{"server_version", "15.0 (" + c.svc.version + ")"}, {"client_encoding", "UTF8"}, {"server_encoding", "UTF8"},
 		{"DateStyle", "ISO"}, {"TimeZone", "GMT"}, {"standard_conforming_strings", "on"},
 		{"integer_datetimes", "on"}, {"application_name", c.params["application_name"]},
 	} {
@@ -594,7 +594,7 @@ func (c *client) consoleLogin() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	err := admin.Serve(c.svc, c.r, c.w, c.user, role)
+	err := admin.Serve(c.svc.Console(), c.r, c.w, c.user, role)
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.logger().Info(c.String() + ": console closed: " + err.Error())
 	}

@@ -71,7 +71,7 @@ func init() {
 // one series per pool or database get their metadata once, then the
 // samples.
 func (s *Service) WriteMetrics(w io.Writer) {
-	pools := s.Pools()
+	pools := s.Console().Pools()
 	for _, g := range []struct {
 		name string
 		v    func(p *admin.Pool) int
@@ -93,7 +93,7 @@ func (s *Service) WriteMetrics(w io.Writer) {
 	for _, p := range pools {
 		fmt.Fprintf(w, "pgturnstile_pool_maxwait_seconds%s %g\n", poolLabels(p.Database, p.User), p.MaxWait.Seconds())
 	}
-	stats := s.Stats()
+	stats := s.Console().Stats()
 	for _, c := range []struct {
 		name string
 		v    func(t *admin.Counters) int64
@@ -157,7 +157,7 @@ func poolLabels(db, user string) string {
 // tickets and waiters per fair-share node. Decision counters and wait
 // histograms live in s.metrics (admission.go).
 func (s *Service) writeAdmissionMetrics(w io.Writer) {
-	rows := s.Admission()
+	rows := s.Console().Admission()
 	if len(rows) == 0 {
 		return
 	}

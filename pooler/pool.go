@@ -354,6 +354,7 @@ func (p *Pool) connect() {
 		p.total--
 		p.regrowLocked(time.Now())
 		p.mu.Unlock()
+		p.svc.changes.notify() // PAUSE waits for p.total to fall
 		p.dbLimit.give()
 		p.userLimit.give()
 		p.svc.wakeLimited(p.dbLimit, p.userLimit)
@@ -374,6 +375,7 @@ func (p *Pool) connect() {
 			p.queued.Store(0)
 		}
 		p.mu.Unlock()
+		p.svc.changes.notify() // PAUSE waits for p.total to fall
 		p.dbLimit.give()
 		p.userLimit.give()
 		p.log.Warn("server login failed: " + err.Error())
@@ -524,6 +526,7 @@ func (p *Pool) closeServer(s *server, reason string) {
 	p.mu.Lock()
 	delete(p.servers, s)
 	p.mu.Unlock()
+	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
 	p.dbLimit.give()
 	p.userLimit.give()
 	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -74,8 +73,18 @@ type Service struct {
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
 
-	done     chan struct{} // closed when a shutdown completes
-	stopOnce sync.Once
+	// version is what SHOW VERSION reports (WithVersion).
+	version string
+
+	// changes is notified whenever a server closes (or a login in flight
+	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
+	// SHUTDOWN wait on it for their conditions.
+	changes changeSignal
+
+	// stopped ends when a shutdown completes (stop): Serve returns, and a
+	// graceful shutdown's wait gives up.
+	stopped     context.Context
+	markStopped context.CancelFunc
 
 	wg sync.WaitGroup
 }
@@ -90,10 +99,20 @@ const clientReadBuffer = 4096
 // track_extra_parameters adds more.
 var alwaysTracked = []string{"client_encoding", "DateStyle", "TimeZone", "standard_conforming_strings", "application_name"}
 
+// Option sets up a Service at New beyond what its configuration says.
+type Option func(*Service)
+
+// WithVersion sets what SHOW VERSION reports (default "pgturnstile").
+// Monitoring such as pgbouncer_exporter parses a "PgBouncer x.y.z" there
+// to decide which columns to expect, so the command reports the PgBouncer
+// level it matches.
+func WithVersion(v string) Option { return func(s *Service) { s.version = v } }
+
 // New builds a Service for cfg; it reads auth_file.
-func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
+func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error) {
 	s := &Service{
 		log:        log,
+		version:    "pgturnstile",
 		tracked:    map[string]string{},
 		pools:      map[poolKey]*Pool{},
 		dbLimits:   map[string]*limiter{},
@@ -105,8 +124,11 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		dbStates:      map[string]*dbState{},
 		userOverrides: map[string]*config.User{},
 		poolOverrides: map[string]*config.Pool{},
-		done:          make(chan struct{}),
 		metrics:       metrics.NewSet(),
+	}
+	s.stopped, s.markStopped = context.WithCancel(context.Background())
+	for _, o := range opts {
+		o(s)
 	}
 	for _, n := range alwaysTracked {
 		s.tracked[strings.ToLower(n)] = n
@@ -118,130 +140,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// securityState is derived from the auth and TLS settings at (re)load.
-type securityState struct {
-	clientTLS *tls.Config // nil: SSLRequest is answered 'N'
-	serverTLS auth.TLSSettings
-	hba       *auth.HBA // auth_type=hba
-}
-
-// Apply swaps in a new configuration and re-reads auth_file, the HBA file
-// and the TLS files. Nothing changes unless all of them load: a bad file
-// leaves the running configuration as it was. Existing pools keep their
-// servers; their limits follow the new configuration (servers over a
-// lowered limit are closed: idle ones at once, busy ones when released).
-//
-// Runtime overrides (SET USER, SET POOL) are laid over cfg. fromFile says
-// cfg was just read from the file (start, RELOAD, SIGHUP): then, as in
-// Cloudflare's fork, an override is dropped when the file has a line for
-// the same user or pool, and kept otherwise.
-func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
-	cfg = s.withOverrides(cfg, fromFile)
-	st := &cfg.Settings
-	users := map[string]auth.Secret{}
-	if f := st.AuthFile; f != "" {
-		raw, err := config.LoadUserlist(f)
-		if err != nil {
-			return err
-		}
-		for name, secret := range raw {
-			sec, err := auth.ParseSecret(secret)
-			if err != nil {
-				return fmt.Errorf("%s: user %q: %v", f, name, err)
-			}
-			users[name] = sec
-		}
-	}
-	sec := &securityState{serverTLS: auth.TLSSettings{
-		Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,
-		CAFile: st.ServerTLSCAFile, Protocols: st.ServerTLSProtocols, Ciphers: st.ServerTLSCiphers,
-	}}
-	var warn string
-	var err error
-	sec.clientTLS, warn, err = auth.ClientTLSConfig(auth.TLSSettings{
-		Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
-		CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
-	})
-	if err != nil {
-		return err
-	}
-	if warn != "" {
-		s.log.Warn(warn)
-	}
-	// Check the server side once now (files, protocols), so a bad file is
-	// refused at load rather than at the first server login.
-	if _, warn, err := auth.ServerTLSConfig(sec.serverTLS, "localhost"); err != nil {
-		return err
-	} else if warn != "" {
-		s.log.Warn(warn)
-	}
-	// The admission policy is read before anything is swapped, so a bad
-	// file leaves the running policy (and configuration) as they were.
-	// A SET of another key keeps the policy (and every pool's gate); the
-	// file is read again at start, RELOAD, SIGHUP, or when SET
-	// admission_file names another one.
-	adm := s.adm.Load()
-	if fromFile || adm == nil && st.AdmissionFile != "" || adm != nil && adm.file != st.AdmissionFile {
-		var err error
-		if adm, err = loadAdmission(st); err != nil {
-			return err
-		}
-	}
-	if st.AuthType == "hba" {
-		if st.AuthHBAFile == "" {
-			return errors.New("auth_type=hba needs auth_hba_file")
-		}
-		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
-			return err
-		}
-	}
-	configured := make([]string, 0, len(cfg.Users))
-	for name := range cfg.Users {
-		configured = append(configured, name)
-	}
-	s.users.Store(auth.NewStore(users, configured, s.users.Load()))
-	s.sec.Store(sec)
-	s.cfg.Store(cfg)
-	s.adm.Store(adm)
-	s.held.SetLimit(int64(st.HeldMessageBudget))
-	s.mu.Lock()
-	pools := make([]*Pool, 0, len(s.pools))
-	for _, p := range s.pools {
-		pools = append(pools, p)
-	}
-	s.mu.Unlock()
-	for _, p := range pools {
-		p.mu.Lock()
-		p.eff = cfg.Resolve(p.db, p.key.user)
-		p.closed = poolClosed(cfg, p.db, p.key.user)
-		p.syncGateLocked()
-		p.mu.Unlock()
-		p.dbLimit.setMax(p.eff.MaxDBConnections)
-		p.userLimit.setMax(p.eff.MaxUserConnections)
-	}
-	for _, p := range pools {
-		p.shrink()
-		p.kick()
-	}
-	// Pools named in [pools] (or by SET POOL) exist from the start, as in
-	// the fork, so SHOW POOLS lists them before their first client.
-	for _, po := range cfg.Pools {
-		if db, ok := cfg.LookupDatabase(po.Database); ok && db.User == "" {
-			s.poolFor(db, po.User)
-		}
-	}
-	for _, w := range cfg.Warnings {
-		s.log.Warn(w)
-	}
-	return nil
-}
-
-// poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.
-func poolClosed(cfg *config.Config, db *config.Database, user string) bool {
-	po := cfg.Pools[config.PoolKey(user, db.Name)]
-	return po != nil && po.PoolSize == 0
 }
 
 func (s *Service) config() *config.Config     { return s.cfg.Load() }
@@ -337,8 +235,9 @@ func (s *Service) Serve(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.Close()
+			s.stop() // ends a graceful shutdown's wait
 			return nil
-		case <-s.done:
+		case <-s.stopped.Done():
 			return nil
 		case err := <-errc:
 			if s.shuttingDown.Load() {
@@ -352,30 +251,42 @@ func (s *Service) Serve(ctx context.Context) error {
 }
 
 // Shutdown ends the service as SHUTDOWN (and the signals) ask: at once, or
-// after every server was released (WAIT_FOR_SERVERS, SIGINT), or after the
-// last client left (WAIT_FOR_CLIENTS, SIGTERM). New logins are refused from
-// the start; Serve returns at the end.
-func (s *Service) Shutdown(mode admin.ShutdownMode) {
+// after every server was released (WAIT_FOR_SERVERS, SIGINT: everything is
+// paused), or after the last client left (WAIT_FOR_CLIENTS, SIGTERM). New
+// logins are refused from the start; Serve returns at the end.
+//
+// Shutdown returns at once and the wait runs on in a goroutine: the console
+// answers SHUTDOWN WAIT_FOR_* before the end, and the command must still
+// hear a second signal. ctx bounds the wait: when it ends first, the
+// service stops without waiting further. The wait also ends when the
+// service stops another way (an immediate SHUTDOWN, Serve's context).
+func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 	s.Close()
+	var until func(context.Context) error
 	switch mode {
 	case admin.ShutdownWaitForServers:
-		go func() {
-			s.Pause("")
-			s.stop()
-		}()
+		s.setPaused("", true)
+		until = func(ctx context.Context) error { return s.waitPaused(ctx, "") }
 	case admin.ShutdownWaitForClients:
-		go func() {
-			for s.clientCount.Load() > 0 {
-				time.Sleep(20 * time.Millisecond)
-			}
-			s.stop()
-		}()
+		until = func(ctx context.Context) error {
+			return s.changes.wait(ctx, func() bool { return s.clientCount.Load() <= 0 })
+		}
 	default:
 		s.stop()
+		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.stopped, cancel)
+	go func() {
+		until(ctx) // ctx's end is not an error here: it means stop now
+		unhook()
+		cancel()
+		s.stop()
+	}()
 }
 
-func (s *Service) stop() { s.stopOnce.Do(func() { close(s.done) }) }
+// stop completes a shutdown: Serve returns.
+func (s *Service) stop() { s.markStopped() }
 
 func (s *Service) accept(ln net.Listener) error {
 	for {
@@ -383,6 +294,9 @@ func (s *Service) accept(ln net.Listener) error {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				// A back-off after a temporary Accept error (as
+				// net/http's), not a poll on a condition: nothing
+				// notifies when the error has passed.
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -430,6 +344,7 @@ func (s *Service) clientClosed(c *client) {
 		// A message it was sending is held no more.
 		c.r.Release()
 	}
+	s.changes.notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
 	s.wg.Done()
 }
 
@@ -640,35 +555,4 @@ const authQueryPrelude = "SELECT pg_catalog.set_config('search_path', NULL, true
 func isNetError(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
-}
-
-// withOverrides lays the SET USER / SET POOL overrides over a copy of cfg.
-func (s *Service) withOverrides(cfg *config.Config, fromFile bool) *config.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fromFile {
-		for name := range s.userOverrides {
-			if _, inFile := cfg.Users[name]; inFile {
-				delete(s.userOverrides, name)
-			}
-		}
-		for key := range s.poolOverrides {
-			if _, inFile := cfg.Pools[key]; inFile {
-				delete(s.poolOverrides, key)
-			}
-		}
-	}
-	if len(s.userOverrides) == 0 && len(s.poolOverrides) == 0 {
-		return cfg
-	}
-	cfg = cfg.Clone()
-	for name, u := range s.userOverrides {
-		cp := *u
-		cfg.Users[name] = &cp
-	}
-	for key, p := range s.poolOverrides {
-		cp := *p
-		cfg.Pools[key] = &cp
-	}
-	return cfg
 }

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -127,7 +128,7 @@ func (h *sessionHarness) close(tb testing.TB) { h.tp.shutdown(tb, h.fake) }
 // shutdown checks: closing the fake first ends what was stuck on it.
 func (h *sessionHarness) restart(tb testing.TB) {
 	h.fake.Close()
-	h.tp.svc.Shutdown(admin.ShutdownImmediate)
+	h.tp.svc.Shutdown(context.Background(), admin.ShutdownImmediate)
 	h.tp.stop()
 	fresh := newSessionHarness(tb)
 	h.fake, h.tp, h.sent, h.pgts, h.pumps = fresh.fake, fresh.tp, sentIndex{}, fresh.pgts, fresh.pumps

@@ -86,7 +86,7 @@ log_disconnections = 1
 // on their own.
 func (tp *testPooler) shutdown(tb testing.TB, fake *fakePostgres) {
 	tb.Helper()
-	tp.svc.Shutdown(admin.ShutdownImmediate)
+	tp.svc.Shutdown(context.Background(), admin.ShutdownImmediate)
 	select {
 	case <-tp.served:
 	case <-time.After(3 * time.Second):

@@ -142,7 +142,9 @@ func run(args []string, stderr io.Writer) int {
 		defer os.Remove(pf)
 	}
 
-	svc, err := pooler.New(cfg, log)
+	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
+	// which columns to expect: report the PgBouncer level we match.
+	svc, err := pooler.New(cfg, log, pooler.WithVersion("PgBouncer 1.25.0 (pgturnstile "+Version+")"))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
@@ -174,9 +176,6 @@ func run(args []string, stderr io.Writer) int {
 		}
 		go http.ListenAndServe(addr, nil)
 	}
-	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
-	// which columns to expect: report the PgBouncer level we match.
-	pooler.Version = "PgBouncer 1.25.0 (pgturnstile " + Version + ")"
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -184,7 +183,7 @@ func run(args []string, stderr io.Writer) int {
 	notify := newNotifier()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, handledSignals...)
-	go handleSignals(sigs, svc, log, notify, devBackend != "", stop)
+	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
 	// servers ready.
@@ -204,8 +203,9 @@ func run(args []string, stderr io.Writer) int {
 // handleSignals maps signals to console actions as PgBouncer 1.23+ does:
 // SIGHUP reload; SIGINT = SHUTDOWN WAIT_FOR_SERVERS; SIGTERM = SHUTDOWN
 // WAIT_FOR_CLIENTS; a second SIGINT/SIGTERM, or SIGQUIT, = immediate
-// shutdown; SIGUSR1 = PAUSE; SIGUSR2 = RESUME.
-func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger, notify *notifier, embedded bool, stop func()) {
+// shutdown; SIGUSR1 = PAUSE; SIGUSR2 = RESUME. ctx is the process's: a
+// graceful shutdown waits until it ends (stop, on a second signal).
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger, notify *notifier, embedded bool, stop func()) {
 	shuttingDown := false
 	for sig := range sigs {
 		switch sig {
@@ -216,19 +216,19 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 			notify.send(reloadingMessage())
 			// PgBouncer's phrase, logged once the new config is in force
 			// (a failure is logged by Reload as "RELOAD failed: …").
-			if svc.Reload() == nil {
+			if svc.Console().Reload() == nil {
 				log.Info("got SIGHUP, re-reading config")
 			}
 			notify.send("READY=1")
 		case sigPause:
 			log.Info("got SIGUSR1, pausing all activity")
-			go svc.Pause("")
+			go svc.Console().Pause("")
 		case sigResume:
 			if shuttingDown {
 				continue
 			}
 			log.Info("got SIGUSR2, resuming all activity")
-			svc.Resume("")
+			svc.Console().Resume("")
 		case syscall.SIGQUIT:
 			log.Info("got SIGQUIT, fast exit")
 			notify.send("STOPPING=1")
@@ -243,10 +243,10 @@ func handleSignals(sigs <-chan os.Signal, svc *pooler.Service, log *slog.Logger,
 			notify.send("STOPPING=1")
 			if sig == syscall.SIGINT {
 				log.Info("got SIGINT, shutting down, waiting for servers")
-				svc.Shutdown(admin.ShutdownWaitForServers)
+				svc.Shutdown(ctx, admin.ShutdownWaitForServers)
 			} else {
 				log.Info("got SIGTERM, shutting down, waiting for clients")
-				svc.Shutdown(admin.ShutdownWaitForClients)
+				svc.Shutdown(ctx, admin.ShutdownWaitForClients)
 			}
 		}
 	}

@@ -1,0 +1,235 @@
+package pooler
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+)
+
+// Applying a configuration (start, RELOAD, SIGHUP, SET, SET USER, SET
+// POOL) in two steps: derive reads every file the configuration names and
+// computes the state to install, changing nothing; swap installs it. A bad
+// file fails derive, so the running state is never half replaced.
+
+// securityState is derived from the auth and TLS settings at (re)load.
+type securityState struct {
+	clientTLS *tls.Config // nil: SSLRequest is answered 'N'
+	serverTLS auth.TLSSettings
+	hba       *auth.HBA // auth_type=hba
+}
+
+// derivedState is what derive computes from a configuration and swap
+// installs.
+type derivedState struct {
+	cfg   *config.Config // with the runtime overrides laid over
+	users *auth.Store
+	sec   *securityState
+	adm   *admissionPolicy
+	// dropUsers and dropPools are the SET USER / SET POOL overrides that
+	// lines of the file just read replace (fromFile); swap forgets them
+	// unless they were set again meanwhile.
+	dropUsers map[string]*config.User
+	dropPools map[string]*config.Pool
+}
+
+// Apply swaps in a new configuration and re-reads auth_file, the HBA file
+// and the TLS files. Nothing changes unless all of them load: a bad file
+// leaves the running configuration as it was. Existing pools keep their
+// servers; their limits follow the new configuration (servers over a
+// lowered limit are closed: idle ones at once, busy ones when released).
+//
+// Runtime overrides (SET USER, SET POOL) are laid over cfg. fromFile says
+// cfg was just read from the file (start, RELOAD, SIGHUP): then, as in
+// Cloudflare's fork, an override is dropped when the file has a line for
+// the same user or pool, and kept otherwise.
+func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
+	next, warnings, err := s.derive(cfg, fromFile)
+	// The TLS files' warnings are logged whether or not the rest loads.
+	for _, w := range warnings {
+		s.log.Warn(w)
+	}
+	if err != nil {
+		return err
+	}
+	s.swap(next)
+	return nil
+}
+
+// derive reads the files cfg names and computes the state Apply installs;
+// it changes nothing. warnings are the TLS settings' (about files that
+// loaded), returned with an error too.
+func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState, warnings []string, err error) {
+	next = &derivedState{}
+	cfg, next.dropUsers, next.dropPools = s.withOverrides(cfg, fromFile)
+	next.cfg = cfg
+	st := &cfg.Settings
+	users := map[string]auth.Secret{}
+	if f := st.AuthFile; f != "" {
+		raw, err := config.LoadUserlist(f)
+		if err != nil {
+			return nil, warnings, err
+		}
+		for name, secret := range raw {
+			sec, err := auth.ParseSecret(secret)
+			if err != nil {
+				return nil, warnings, fmt.Errorf("%s: user %q: %v", f, name, err)
+			}
+			users[name] = sec
+		}
+	}
+	sec := &securityState{serverTLS: auth.TLSSettings{
+		Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,
+		CAFile: st.ServerTLSCAFile, Protocols: st.ServerTLSProtocols, Ciphers: st.ServerTLSCiphers,
+	}}
+	var warn string
+	sec.clientTLS, warn, err = auth.ClientTLSConfig(auth.TLSSettings{
+		Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
+		CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
+	})
+	if err != nil {
+		return nil, warnings, err
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	// Check the server side once now (files, protocols), so a bad file is
+	// refused at load rather than at the first server login.
+	if _, warn, err := auth.ServerTLSConfig(sec.serverTLS, "localhost"); err != nil {
+		return nil, warnings, err
+	} else if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	// A SET of another key keeps the admission policy (and every pool's
+	// gate); the file is read again at start, RELOAD, SIGHUP, or when SET
+	// admission_file names another one.
+	adm := s.adm.Load()
+	if fromFile || adm == nil && st.AdmissionFile != "" || adm != nil && adm.file != st.AdmissionFile {
+		if adm, err = loadAdmission(st); err != nil {
+			return nil, warnings, err
+		}
+	}
+	next.adm = adm
+	if st.AuthType == "hba" {
+		if st.AuthHBAFile == "" {
+			return nil, warnings, errors.New("auth_type=hba needs auth_hba_file")
+		}
+		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
+			return nil, warnings, err
+		}
+	}
+	next.sec = sec
+	configured := make([]string, 0, len(cfg.Users))
+	for name := range cfg.Users {
+		configured = append(configured, name)
+	}
+	// The new store only reads the running one (for the users auth_query
+	// and the console added).
+	next.users = auth.NewStore(users, configured, s.users.Load())
+	return next, warnings, nil
+}
+
+// swap installs what derive computed: the configuration, users, TLS and
+// HBA, the admission policy; the pools' limits follow (shrinking pools
+// over a lowered one), and the pools [pools] names are created.
+func (s *Service) swap(next *derivedState) {
+	cfg := next.cfg
+	st := &cfg.Settings
+	s.mu.Lock()
+	for name, u := range next.dropUsers {
+		if s.userOverrides[name] == u {
+			delete(s.userOverrides, name)
+		}
+	}
+	for key, p := range next.dropPools {
+		if s.poolOverrides[key] == p {
+			delete(s.poolOverrides, key)
+		}
+	}
+	s.mu.Unlock()
+	s.users.Store(next.users)
+	s.sec.Store(next.sec)
+	s.cfg.Store(cfg)
+	s.adm.Store(next.adm)
+	s.held.SetLimit(int64(st.HeldMessageBudget))
+	s.mu.Lock()
+	pools := make([]*Pool, 0, len(s.pools))
+	for _, p := range s.pools {
+		pools = append(pools, p)
+	}
+	s.mu.Unlock()
+	for _, p := range pools {
+		p.mu.Lock()
+		p.eff = cfg.Resolve(p.db, p.key.user)
+		p.closed = poolClosed(cfg, p.db, p.key.user)
+		p.syncGateLocked()
+		p.mu.Unlock()
+		p.dbLimit.setMax(p.eff.MaxDBConnections)
+		p.userLimit.setMax(p.eff.MaxUserConnections)
+	}
+	for _, p := range pools {
+		p.shrink()
+		p.kick()
+	}
+	// Pools named in [pools] (or by SET POOL) exist from the start, as in
+	// the fork, so SHOW POOLS lists them before their first client.
+	for _, po := range cfg.Pools {
+		if db, ok := cfg.LookupDatabase(po.Database); ok && db.User == "" {
+			s.poolFor(db, po.User)
+		}
+	}
+	for _, w := range cfg.Warnings {
+		s.log.Warn(w)
+	}
+}
+
+// poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.
+func poolClosed(cfg *config.Config, db *config.Database, user string) bool {
+	po := cfg.Pools[config.PoolKey(user, db.Name)]
+	return po != nil && po.PoolSize == 0
+}
+
+// withOverrides lays the SET USER / SET POOL overrides over a copy of cfg
+// (cfg itself when there are none). With fromFile, the overrides the file
+// has a line for are left out and returned, for swap to forget.
+func (s *Service) withOverrides(cfg *config.Config, fromFile bool) (_ *config.Config, dropUsers map[string]*config.User, dropPools map[string]*config.Pool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	users := make(map[string]*config.User, len(s.userOverrides))
+	pools := make(map[string]*config.Pool, len(s.poolOverrides))
+	for name, u := range s.userOverrides {
+		if _, inFile := cfg.Users[name]; fromFile && inFile {
+			if dropUsers == nil {
+				dropUsers = map[string]*config.User{}
+			}
+			dropUsers[name] = u
+			continue
+		}
+		users[name] = u
+	}
+	for key, p := range s.poolOverrides {
+		if _, inFile := cfg.Pools[key]; fromFile && inFile {
+			if dropPools == nil {
+				dropPools = map[string]*config.Pool{}
+			}
+			dropPools[key] = p
+			continue
+		}
+		pools[key] = p
+	}
+	if len(users) == 0 && len(pools) == 0 {
+		return cfg, dropUsers, dropPools
+	}
+	cfg = cfg.Clone()
+	for name, u := range users {
+		cp := *u
+		cfg.Users[name] = &cp
+	}
+	for key, p := range pools {
+		cp := *p
+		cfg.Pools[key] = &cp
+	}
+	return cfg, dropUsers, dropPools
+}
