@@ -573,9 +573,10 @@ func (v consoleView) SetUser(name, settings string) error {
 	if err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
-	u := &config.User{Name: name, PoolMode: us.PoolMode, PoolSize: us.PoolSize, ReservePoolSize: us.ReservePoolSize,
-		MaxUserConnections: us.MaxUserConnections, MaxUserClientConnections: us.MaxUserClientConnections,
-		QueryTimeout: -1, IdleTransactionTimeout: -1, TransactionTimeout: -1, ClientIdleTimeout: -1, QueryWaitTimeout: -1}
+	// The timeouts SET USER cannot set stay unset (config.NewUser).
+	u := config.NewUser(name)
+	u.PoolMode, u.PoolSize, u.ReservePoolSize = us.PoolMode, us.PoolSize, us.ReservePoolSize
+	u.MaxUserConnections, u.MaxUserClientConnections = us.MaxUserConnections, us.MaxUserClientConnections
 	s.mu.Lock()
 	s.userOverrides[name] = u
 	s.mu.Unlock()
