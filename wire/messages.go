@@ -42,6 +42,7 @@ const (
 	MsgCloseComplete      byte = '3'
 	MsgNoData             byte = 'n'
 	MsgRowDescription     byte = 'T'
+	MsgDataRow            byte = 'D'
 	MsgPortalSuspended    byte = 's'
 )
 
