@@ -302,7 +302,7 @@ func (c *client) drainLocked(s *server) bool {
 		// A COPY FROM STDIN waits for data that will never come.
 		d.copyFailed = true
 		c.ls.fromClient(wire.MsgCopyFail)
-		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
+		s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 	case step == drainWait:
 		c.mu.Unlock()
 		s.conn.SetReadDeadline(d.deadline)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // FuzzSession drives one whole client session per input through a Service
@@ -195,7 +196,7 @@ func (x *sentIndex) add(typ byte, body []byte) {
 		x.put(now, sentQuery, body)
 	case 'P':
 		x.put(now, sentParse, body)
-		if _, q, types, ok := parseParse(body); ok {
+		if _, q, types, ok := wire.DecodeParse(body); ok {
 			x.put(now, sentStmt, q, types)
 		}
 	case 'B':
@@ -870,7 +871,7 @@ var (
 // checkFake checks invariant 8 on what the fake received during this input.
 func (h *sessionHarness) checkFake(t *testing.T) {
 	now := time.Now()
-	noopParse := string(appendParse(nil, noopStmt, "", nil)[5:])
+	noopParse := string(wire.AppendParse(nil, noopStmt, "", nil)[5:])
 	msgs := h.fake.take()
 	defer func() {
 		if t.Failed() {
@@ -898,7 +899,8 @@ func (h *sessionHarness) checkFake(t *testing.T) {
 			if h.sent.has(now, sentParse, m.body) || body == noopParse {
 				continue
 			}
-			name, q, types, ok := parseParse(m.body)
+			nameBytes, q, types, ok := wire.DecodeParse(m.body)
+			name := string(nameBytes)
 			key := sentKey(sentStmt, q, types)
 			if !ok || !pgtsName.MatchString(name) || !h.sent.has(now, sentStmt, q, types) {
 				t.Fatalf("the server got a Parse the client never sent: %s", quoteShort(m.body))
