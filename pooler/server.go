@@ -320,7 +320,7 @@ func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
 		}
 		return conn, err
 	}
-	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
 		conn.Close()
 		return nil, err
 	}
