@@ -126,5 +126,9 @@
 // forwarded as they arrived. The length each writes counts the part the
 // caller supplies.
 //
+// Message types are bytes (the Msg… constants); FrontendType and
+// BackendType name them for logs, one type per direction because the
+// protocol gives some letters a different message in each (msgtype.go).
+//
 // Protocol reference: https://www.postgresql.org/docs/current/protocol-message-formats.html
 package wire
