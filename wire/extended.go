@@ -92,7 +92,11 @@ func DecodeParse(body []byte) (name, query, types []byte, ok bool) {
 
 // AppendBind encodes a Bind of statement stmt to portal with params as
 // text-format values (none NULL) and every result column in text format.
+// The protocol counts parameters in an Int16: more than 65535 is a bug.
 func AppendBind(dst []byte, portal, stmt string, params []string) []byte {
+	if len(params) > 0xffff {
+		panic("BUG: wire: a Bind of more than 65535 parameters")
+	}
 	n := len(portal) + 1 + len(stmt) + 1 + 2 + 2 + 2
 	for _, p := range params {
 		n += 4 + len(p)

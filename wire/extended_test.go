@@ -236,3 +236,12 @@ func TestExtendedDecodersAllocateNothing(t *testing.T) {
 		t.Fatalf("%v allocs per decode, want 0", n)
 	}
 }
+
+func TestAppendBindTooManyParameters(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("a Bind of 65536 parameters was encoded")
+		}
+	}()
+	AppendBind(nil, "", "", make([]string, 0x10000))
+}
