@@ -237,23 +237,15 @@ func (c *client) classify(pol *classify.Policy, typ byte, n int) admission.Class
 // boundStatementText returns the SQL of the statement a Bind body names, as
 // the client parsed it, or nil when the pooler did not record it.
 func (c *client) boundStatementText(body []byte) []byte {
-	i := bytes.IndexByte(body, 0) // end of the portal name
-	if i < 0 {
+	_, name, _, ok := wire.DecodeBindHead(body)
+	if !ok {
 		return nil
 	}
-	rest := body[i+1:]
-	j := bytes.IndexByte(rest, 0)
-	if j < 0 {
-		return nil
-	}
-	name := rest[:j]
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(name) == 0 {
-		if k := bytes.IndexByte(c.unnamedParse, 0); k >= 0 {
-			return c.unnamedParse[k+1:]
-		}
-		return nil
+		_, query, _, _ := wire.DecodeParse(c.unnamedParse)
+		return query
 	}
 	if def := c.stmts[string(name)]; def != nil {
 		return []byte(def.query)

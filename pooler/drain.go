@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 	"time"
 
@@ -255,15 +254,4 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			return true
 		}
 	}
-}
-
-// appendCopyFail encodes CopyFail, which ends a COPY FROM STDIN whose
-// client left (Postgres ignores it outside COPY).
-func appendCopyFail(dst []byte, msg string) []byte {
-	dst = append(dst, wire.MsgCopyFail, 0, 0, 0, 0)
-	start := len(dst) - 4
-	dst = append(dst, msg...)
-	dst = append(dst, 0)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start))
-	return dst
 }

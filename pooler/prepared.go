@@ -3,12 +3,9 @@ package pooler
 import (
 	"bytes"
 	"container/list"
-	"encoding/binary"
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // Protocol-level named prepared statements in transaction and statement
@@ -321,73 +318,4 @@ func (q *opQueue) reset() {
 		q.pop()
 	}
 	q.head = 0
-}
-
-// Message builders for the few messages the pooler writes to servers.
-
-func appendParse(dst []byte, name, query string, types []byte) []byte {
-	start := len(dst)
-	dst = append(dst, wire.MsgParse, 0, 0, 0, 0)
-	dst = append(dst, name...)
-	dst = append(dst, 0)
-	dst = append(dst, query...)
-	dst = append(dst, 0)
-	if len(types) == 0 {
-		dst = append(dst, 0, 0)
-	} else {
-		dst = append(dst, types...)
-	}
-	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
-	return dst
-}
-
-func appendCloseStmt(dst []byte, name string) []byte {
-	start := len(dst)
-	dst = append(dst, wire.MsgClose, 0, 0, 0, 0, 'S')
-	dst = append(dst, name...)
-	dst = append(dst, 0)
-	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
-	return dst
-}
-
-// parseParse splits a Parse body into name, query and the raw type section.
-func parseParse(body []byte) (name string, query, types []byte, ok bool) {
-	i := bytes.IndexByte(body, 0)
-	if i < 0 {
-		return "", nil, nil, false
-	}
-	j := bytes.IndexByte(body[i+1:], 0)
-	if j < 0 {
-		return "", nil, nil, false
-	}
-	types = body[i+1+j+1:]
-	if len(types) < 2 {
-		return "", nil, nil, false
-	}
-	n := int(binary.BigEndian.Uint16(types))
-	if len(types) != 2+4*n {
-		return "", nil, nil, false
-	}
-	if n == 0 {
-		types = nil
-	}
-	// The query stays bytes: an unnamed statement (every transaction of
-	// an extended-protocol client) passes through without a copy.
-	return string(body[:i]), body[i+1 : i+1+j], types, true
-}
-
-// cbytes returns the NUL-terminated string at the start of b, without a
-// copy, and the offset after its NUL.
-func cbytes(b []byte) ([]byte, int, bool) {
-	i := bytes.IndexByte(b, 0)
-	if i < 0 {
-		return nil, 0, false
-	}
-	return b[:i], i + 1, true
-}
-
-// cstr is cbytes with the string copied out.
-func cstr(b []byte) (string, int, bool) {
-	s, n, ok := cbytes(b)
-	return string(s), n, ok
 }

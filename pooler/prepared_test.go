@@ -1,9 +1,10 @@
 package pooler
 
 import (
-	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 func TestDeallocateTarget(t *testing.T) {
@@ -31,23 +32,6 @@ func TestDeallocateTarget(t *testing.T) {
 		name, ok := deallocateTarget([]byte(c.in))
 		if name != c.name || ok != c.ok {
 			t.Errorf("%q: got (%q, %v) want (%q, %v)", c.in, name, ok, c.name, c.ok)
-		}
-	}
-}
-
-func TestParseParse(t *testing.T) {
-	body := appendParse(nil, "s1", "SELECT $1", []byte{0, 1, 0, 0, 0, 23})[5:]
-	name, query, types, ok := parseParse(body)
-	if !ok || name != "s1" || string(query) != "SELECT $1" || len(types) != 6 || binary.BigEndian.Uint32(types[2:]) != 23 {
-		t.Fatalf("got %q %q %v %v", name, query, types, ok)
-	}
-	body = appendParse(nil, "", "SELECT 1", nil)[5:]
-	if name, _, types, ok := parseParse(body); !ok || name != "" || types != nil {
-		t.Fatalf("unnamed: %q %v %v", name, types, ok)
-	}
-	for _, bad := range [][]byte{nil, []byte("s1"), []byte("s1\x00SELECT"), []byte("s1\x00q\x00\x00\x02\x00\x00\x00\x17")} {
-		if _, _, _, ok := parseParse(bad); ok {
-			t.Errorf("accepted malformed %q", bad)
 		}
 	}
 }
@@ -132,17 +116,18 @@ func TestOpQueueWraps(t *testing.T) {
 // The Parse of an unnamed statement and the names of a Bind, parsed once
 // per transaction, are read without a copy.
 func TestParseNamesAllocateNothing(t *testing.T) {
-	parse := appendParse(nil, "", "SELECT abalance FROM pgbench_accounts WHERE aid = $1", []byte{0, 1, 0, 0, 0, 23})[5:]
+	parse := wire.AppendParse(nil, "", "SELECT abalance FROM pgbench_accounts WHERE aid = $1", []byte{0, 1, 0, 0, 0, 23})[5:]
 	bind := []byte("\x00PGTS_1\x00\x00\x00")
 	stmts := map[string]*stmtDef{"PGTS_1": {}}
 	n := testing.AllocsPerRun(100, func() {
-		if name, query, _, ok := parseParse(parse); !ok || name != "" || len(query) == 0 {
-			t.Fatal("parseParse failed")
+		// As relayParse reads an unnamed Parse.
+		if name, query, _, ok := wire.DecodeParse(parse); !ok || string(name) != "" || len(query) == 0 {
+			t.Fatal("DecodeParse failed")
 		}
-		portal, n1, _ := cbytes(bind)
-		stmt, _, _ := cbytes(bind[n1:])
-		if len(portal) != 0 || stmts[string(stmt)] == nil {
-			t.Fatal("cbytes failed")
+		// As relayBind finds a Bind's statement.
+		portal, stmt, _, ok := wire.DecodeBindHead(bind)
+		if !ok || len(portal) != 0 || stmts[string(stmt)] == nil {
+			t.Fatal("DecodeBindHead failed")
 		}
 	})
 	if n != 0 {

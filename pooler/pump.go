@@ -52,11 +52,14 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		case wire.MsgReadyForQuery:
 			c.replies = 0
 			msg, err := s.r.Message()
+			var status byte
+			if err == nil {
+				status, err = wire.ReadyForQueryStatus(msg[5:])
+			}
 			if err != nil {
 				c.serverLost(s, err)
 				return pumpLinkOver
 			}
-			status := msg[5]
 			c.sentBytes += int64(len(msg))
 			if c.tracking {
 				c.mu.Lock()
@@ -162,7 +165,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 					c.serverLost(s, err)
 					return pumpLinkOver
 				}
-				if pre[0] == 'D' {
+				if len(pre) > 0 && pre[0] == 'D' {
 					c.mu.Lock()
 					tag := wire.CommandTag(pre)
 					standIn := c.deallocateDoneLocked(tag)
@@ -302,7 +305,7 @@ func (c *client) drainLocked(s *server) bool {
 		// A COPY FROM STDIN waits for data that will never come.
 		d.copyFailed = true
 		c.ls.fromClient(wire.MsgCopyFail)
-		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
+		s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 	case step == drainWait:
 		c.mu.Unlock()
 		s.conn.SetReadDeadline(d.deadline)

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"unsafe"
 
@@ -54,7 +53,8 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	if err != nil {
 		return err
 	}
-	name, query, types, ok := parseParse(body)
+	nameBytes, query, types, ok := wire.DecodeParse(body)
+	name := string(nameBytes)
 	c.mu.Lock()
 	if !ok || name == "" {
 		// Unnamed statements (and malformed messages, which Postgres
@@ -108,8 +108,8 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	if s.stmts.has(def) {
 		c.ops.push(op{kind: opParse})
 		c.ops.push(op{kind: opCloseInjected})
-		out = appendParse(out, noopStmt, "", nil)
-		out = appendCloseStmt(out, noopStmt)
+		out = wire.AppendParse(out, noopStmt, "", nil)
+		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
 		c.ls.injected(wire.MsgClose)
 	} else {
 		out = c.prepareLocked(out, s, def, opParse, name)
@@ -206,27 +206,14 @@ func (c *client) appendText(out, text []byte) []byte {
 	return out
 }
 
-// appendParseLocked is appendParse for a rewrite, with the query spliced
-// when long (appendText). Called with c.mu held.
+// appendParseLocked is wire.AppendParse for a rewrite, with the query
+// spliced when long (appendText). Called with c.mu held.
 func (c *client) appendParseLocked(out []byte, name, query string, types []byte) []byte {
-	if len(query) <= inlineText {
-		return appendParse(out, name, query, types)
-	}
-	start := len(out)
-	out = append(out, wire.MsgParse, 0, 0, 0, 0)
-	out = append(out, name...)
-	out = append(out, 0)
+	out = wire.AppendParseHead(out, name, len(query), types)
 	// The definition's text is immutable and outlives the write: a view
 	// of it, not a copy.
 	out = c.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
-	out = append(out, 0)
-	if len(types) == 0 {
-		out = append(out, 0, 0)
-	} else {
-		out = append(out, types...)
-	}
-	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1+len(query)))
-	return out
+	return wire.AppendParseTail(out, types)
 }
 
 // writeRewrite writes a rewrite buffer with its splices to w.
@@ -273,7 +260,7 @@ const keptScratch = 64 << 10
 func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 && s.stmts.len() >= limit {
 		if old := s.stmts.oldest(); old != nil {
-			out = appendCloseStmt(out, old.name)
+			out = wire.AppendClose(out, wire.TargetStatement, old.name)
 			c.svc.stmts.ref(old) // held by the op until its reply
 			c.ops.push(op{kind: opCloseInjected, def: old})
 			c.ls.injected(wire.MsgClose)
@@ -298,14 +285,8 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	// Names as bytes, and map lookups by string(bytes), which Go does
 	// without a copy: a Bind of a named statement is every transaction of
 	// a client using prepared statements.
-	portal, n1, ok1 := cbytes(pre)
-	var stmt []byte
-	var n2 int
-	ok2 := false
-	if ok1 {
-		stmt, n2, ok2 = cbytes(pre[n1:])
-	}
-	if !ok1 || !ok2 {
+	portal, stmt, names, ok := wire.DecodeBindHead(pre)
+	if !ok {
 		return c.r.Forward(s.w)
 	}
 	if len(stmt) == 0 {
@@ -330,19 +311,12 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	c.mu.Unlock()
-	rest := bodyLen - n1 - n2
-	start := len(out)
-	out = append(out, wire.MsgBind, 0, 0, 0, 0)
-	out = append(out, portal...)
-	out = append(out, 0)
-	out = append(out, def.name...)
-	out = append(out, 0)
-	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1+rest))
+	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
 	c.out = shrunk(out)
 	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
 	}
-	return c.r.ForwardBodyFrom(s.w, n1+n2)
+	return c.r.ForwardBodyFrom(s.w, names)
 }
 
 func (c *client) relayDescribe(s *server) error {
@@ -350,12 +324,12 @@ func (c *client) relayDescribe(s *server) error {
 	if err != nil {
 		return err
 	}
-	if len(body) < 2 || body[0] != 'S' {
+	target, name, ok := wire.DecodeTarget(body)
+	if !ok || target != wire.TargetStatement {
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	name, _, ok := cbytes(body[1:])
 	c.mu.Lock()
-	if ok && len(name) == 0 {
+	if len(name) == 0 {
 		out := c.unnamedLocked(c.out[:0], s)
 		c.mu.Unlock()
 		c.out = shrunk(out)
@@ -365,7 +339,7 @@ func (c *client) relayDescribe(s *server) error {
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
 	def := c.stmts[string(name)]
-	if !ok || def == nil {
+	if def == nil {
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
@@ -374,11 +348,7 @@ func (c *client) relayDescribe(s *server) error {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	c.mu.Unlock()
-	start := len(out)
-	out = append(out, wire.MsgDescribe, 0, 0, 0, 0, 'S')
-	out = append(out, def.name...)
-	out = append(out, 0)
-	binary.BigEndian.PutUint32(out[start+1:], uint32(len(out)-start-1))
+	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
 	c.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }
@@ -390,18 +360,16 @@ func (c *client) relayClose(s *server) error {
 	}
 	c.mu.Lock()
 	c.ops.push(op{kind: opClose})
-	if len(body) >= 2 && body[0] == 'S' {
-		if name, _, ok := cstr(body[1:]); ok && name != "" {
-			if def := c.stmts[name]; def != nil {
-				// The client's name goes; the server's statement stays
-				// for other clients. Closing a name that does not exist
-				// gives the client its CloseComplete, in order.
-				delete(c.stmts, name)
-				c.svc.stmts.release(def)
-				c.mu.Unlock()
-				c.out = appendCloseStmt(c.out[:0], noopStmt)
-				return s.w.Write(c.out)
-			}
+	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
+		if def := c.stmts[string(name)]; def != nil {
+			// The client's name goes; the server's statement stays
+			// for other clients. Closing a name that does not exist
+			// gives the client its CloseComplete, in order.
+			delete(c.stmts, string(name))
+			c.svc.stmts.release(def)
+			c.mu.Unlock()
+			c.out = wire.AppendClose(c.out[:0], wire.TargetStatement, noopStmt)
+			return s.w.Write(c.out)
 		}
 	}
 	c.mu.Unlock()
@@ -682,15 +650,13 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		if err != nil {
 			return true, err
 		}
-		if len(body) >= 2 && body[0] == 'S' {
-			if name, _, ok := cstr(body[1:]); ok {
-				c.mu.Lock()
-				if def := c.stmts[name]; def != nil {
-					delete(c.stmts, name)
-					c.svc.stmts.release(def)
-				}
-				c.mu.Unlock()
+		if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement {
+			c.mu.Lock()
+			if def := c.stmts[string(name)]; def != nil {
+				delete(c.stmts, string(name))
+				c.svc.stmts.release(def)
 			}
+			c.mu.Unlock()
 		}
 		if err := c.w.Write(closeComplete); err != nil {
 			return true, err
@@ -704,10 +670,11 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		if err != nil {
 			return true, err
 		}
-		name, query, types, ok := parseParse(body)
-		if !ok || name == "" {
+		nameBytes, query, types, ok := wire.DecodeParse(body)
+		if !ok || len(nameBytes) == 0 {
 			return false, nil
 		}
+		name := string(nameBytes)
 		c.mu.Lock()
 		if _, held := c.stmts[name]; held {
 			c.refuseInBatchLocked(errStmtExists(name))
@@ -759,8 +726,7 @@ func (c *client) unnamedLocked(out []byte, s *server) []byte {
 	if c.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.unnamedGen) {
 		return out
 	}
-	out = append(out, wire.MsgParse, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(out[len(out)-4:], uint32(4+len(c.unnamedParse)))
+	out = wire.AppendHeader(out, wire.MsgParse, len(c.unnamedParse))
 	out = c.appendText(out, c.unnamedParse)
 	c.ops.push(op{kind: opParseInjected, unnamed: true})
 	c.ls.injected(wire.MsgParse)

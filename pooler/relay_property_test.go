@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // TestRelayProperty sends random, valid extended- and simple-protocol
@@ -530,7 +531,7 @@ func relayPropCompareServer(t *testing.T, clients []*relayPropClient, msgs []fak
 		}
 		executes += c.executes
 	}
-	noop := string(appendParse(nil, noopStmt, "", nil)[5:])
+	noop := string(wire.AppendParse(nil, noopStmt, "", nil)[5:])
 	for _, m := range msgs {
 		switch m.typ {
 		case 'Q':
@@ -543,7 +544,7 @@ func relayPropCompareServer(t *testing.T, clients []*relayPropClient, msgs []fak
 			if string(m.body) == noop {
 				continue
 			}
-			name, q, types, ok := parseParse(m.body)
+			name, q, types, ok := wire.DecodeParse(m.body)
 			var oids []uint32
 			for i := 2; ok && i+4 <= len(types); i += 4 {
 				oids = append(oids, uint32(types[i])<<24|uint32(types[i+1])<<16|uint32(types[i+2])<<8|uint32(types[i+3]))

@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"encoding/binary"
 	"io"
 	"log/slog"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
-	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // Every time below is explicit: the buckets are driven through
@@ -296,16 +294,6 @@ func TestLifetimeJitterOnClose(t *testing.T) {
 		if got := p.closeReasonLocked(tc.s, st, t0.Add(tc.at), true, 0); got != tc.want {
 			t.Errorf("draw %v at %v: reason %q, want %q", tc.s.lifeDraw, tc.at, got, tc.want)
 		}
-	}
-}
-
-func TestAppendCopyFail(t *testing.T) {
-	b := appendCopyFail(nil, "client disconnected")
-	if b[0] != wire.MsgCopyFail || int(binary.BigEndian.Uint32(b[1:5])) != len(b)-1 {
-		t.Fatalf("bad CopyFail framing: % x", b)
-	}
-	if body := string(b[5:]); body != "client disconnected\x00" {
-		t.Fatalf("CopyFail body %q", body)
 	}
 }
 

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -321,7 +320,7 @@ func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
 		}
 		return conn, err
 	}
-	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -365,22 +364,14 @@ func (s *server) queryRow(prelude, sql string, timeout time.Duration, args ...st
 	if prelude != "" {
 		// Parse after the prelude's Execute: names in sql are resolved
 		// at Parse, under what the prelude set.
-		b = appendParse(b, "", prelude, nil)
-		b = append(b, wire.MsgBind, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 0) // "", "", no formats, no parameters, no result formats
-		b = append(b, wire.MsgExecute, 0, 0, 0, 9, 0, 0, 0, 0, 0)
+		b = wire.AppendParse(b, "", prelude, nil)
+		b = wire.AppendBind(b, "", "", nil)
+		b = wire.AppendExecute(b, "", 0)
 	}
 	inPrelude := prelude != ""
-	b = appendParse(b, "", sql, nil)
-	start := len(b)
-	b = append(b, wire.MsgBind, 0, 0, 0, 0, 0, 0, 0, 0) // portal "", statement "", no formats
-	b = binary.BigEndian.AppendUint16(b, uint16(len(args)))
-	for _, a := range args {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(a)))
-		b = append(b, a...)
-	}
-	b = append(b, 0, 0) // result formats: all text
-	binary.BigEndian.PutUint32(b[start+1:], uint32(len(b)-start-1))
-	b = append(b, wire.MsgExecute, 0, 0, 0, 9, 0, 0, 0, 0, 0)
+	b = wire.AppendParse(b, "", sql, nil)
+	b = wire.AppendBind(b, "", "", args)
+	b = wire.AppendExecute(b, "", 0)
 	b = wire.AppendSync(b)
 	s.scratch = b
 	if err := s.w.Write(b); err != nil {
@@ -400,30 +391,27 @@ func (s *server) queryRow(prelude, sql string, timeout time.Duration, args ...st
 			return nil, false, err
 		}
 		switch typ {
-		case 'C':
+		case wire.MsgCommandComplete:
 			inPrelude = false
-		case 'D':
-			if ok || inPrelude || len(body) < 2 {
+		case wire.MsgDataRow:
+			if ok || inPrelude {
 				continue
 			}
-			n := int(binary.BigEndian.Uint16(body))
-			p := body[2:]
-			for i := 0; i < n; i++ {
-				if len(p) < 4 {
+			row, rowOK := wire.DecodeDataRow(body)
+			if !rowOK {
+				continue // no column count: not a row
+			}
+			for row.Len() > 0 {
+				v, null, colOK := row.Next()
+				if !colOK {
 					return nil, false, errors.New("malformed DataRow")
 				}
-				l := int(int32(binary.BigEndian.Uint32(p)))
-				p = p[4:]
-				if l < 0 {
+				if null {
 					cols = append(cols, nil)
 					continue
 				}
-				if l > len(p) {
-					return nil, false, errors.New("malformed DataRow")
-				}
-				v := string(p[:l])
-				cols = append(cols, &v)
-				p = p[l:]
+				str := string(v)
+				cols = append(cols, &str)
 			}
 			ok = true
 		case wire.MsgErrorResponse:

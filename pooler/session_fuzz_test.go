@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // FuzzSession drives one whole client session per input through a Service
@@ -196,7 +197,7 @@ func (x *sentIndex) add(typ byte, body []byte) {
 		x.put(now, sentQuery, body)
 	case 'P':
 		x.put(now, sentParse, body)
-		if _, q, types, ok := parseParse(body); ok {
+		if _, q, types, ok := wire.DecodeParse(body); ok {
 			x.put(now, sentStmt, q, types)
 		}
 	case 'B':
@@ -971,7 +972,7 @@ var (
 // checkFake checks invariant 8 on what the fake received during this input.
 func (h *sessionHarness) checkFake(t *testing.T) {
 	now := time.Now()
-	noopParse := string(appendParse(nil, noopStmt, "", nil)[5:])
+	noopParse := string(wire.AppendParse(nil, noopStmt, "", nil)[5:])
 	msgs := h.fake.take()
 	defer func() {
 		if t.Failed() {
@@ -1034,7 +1035,8 @@ func (h *sessionHarness) checkReceived(t *testing.T, now time.Time, noopParse st
 // keeps its text for the fake's whole life.
 func (h *sessionHarness) checkServerParse(t *testing.T, now time.Time, body []byte) {
 	t.Helper()
-	name, q, types, ok := parseParse(body)
+	nameBytes, q, types, ok := wire.DecodeParse(body)
+	name := string(nameBytes)
 	key := sentKey(sentStmt, q, types)
 	if !ok || !pgtsName.MatchString(name) || !h.sent.has(now, sentStmt, q, types) {
 		t.Fatalf("the server got a Parse the client never sent: %s", quoteShort(body))

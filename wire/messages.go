@@ -23,26 +23,31 @@ const (
 	MsgPassword     byte = 'p'
 )
 
-// Backend (server → pooler) message types the pooler looks at.
+// Backend (server → pooler) message types: all of protocol 3.0's, so that
+// BackendType can name any of them; the pooler looks at some.
 const (
-	MsgReadyForQuery      byte = 'Z'
-	MsgErrorResponse      byte = 'E'
-	MsgNoticeResponse     byte = 'N'
-	MsgParameterStatus    byte = 'S'
-	MsgBackendKeyData     byte = 'K'
-	MsgCommandComplete    byte = 'C'
-	MsgCopyInResponse     byte = 'G'
-	MsgCopyOutResponse    byte = 'H'
-	MsgCopyBothResponse   byte = 'W'
-	MsgAuthentication     byte = 'R'
-	MsgNegotiateProtocol  byte = 'v'
-	MsgEmptyQueryResponse byte = 'I'
-	MsgParseComplete      byte = '1'
-	MsgBindComplete       byte = '2'
-	MsgCloseComplete      byte = '3'
-	MsgNoData             byte = 'n'
-	MsgRowDescription     byte = 'T'
-	MsgPortalSuspended    byte = 's'
+	MsgReadyForQuery        byte = 'Z'
+	MsgErrorResponse        byte = 'E'
+	MsgNoticeResponse       byte = 'N'
+	MsgParameterStatus      byte = 'S'
+	MsgBackendKeyData       byte = 'K'
+	MsgCommandComplete      byte = 'C'
+	MsgCopyInResponse       byte = 'G'
+	MsgCopyOutResponse      byte = 'H'
+	MsgCopyBothResponse     byte = 'W'
+	MsgAuthentication       byte = 'R'
+	MsgNegotiateProtocol    byte = 'v'
+	MsgEmptyQueryResponse   byte = 'I'
+	MsgParseComplete        byte = '1'
+	MsgBindComplete         byte = '2'
+	MsgCloseComplete        byte = '3'
+	MsgNoData               byte = 'n'
+	MsgRowDescription       byte = 'T'
+	MsgDataRow              byte = 'D'
+	MsgParameterDescription byte = 't'
+	MsgFunctionCallResponse byte = 'V'
+	MsgNotificationResponse byte = 'A'
+	MsgPortalSuspended      byte = 's'
 )
 
 // Transaction status bytes of ReadyForQuery.

@@ -159,5 +159,12 @@ func AppendCancelRequest(dst []byte, key []byte) []byte {
 	return append(dst, key...)
 }
 
+// AppendSSLRequest encodes an SSLRequest packet, which asks a server to
+// start TLS before the StartupMessage.
+func AppendSSLRequest(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	return binary.BigEndian.AppendUint32(dst, sslRequestCode)
+}
+
 // errShort is returned by decoders for truncated bodies.
 var errShort = errors.New("wire: truncated message body")

@@ -223,3 +223,14 @@ func TestAppendStartupRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendSSLRequest(t *testing.T) {
+	want, _ := (&pgproto3.SSLRequest{}).Encode(nil)
+	got := AppendSSLRequest(nil)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("SSLRequest % x, want % x", got, want)
+	}
+	if s, err := ReadStartup(bytes.NewReader(got)); err != nil || s.Kind != SSLRequest {
+		t.Fatalf("ReadStartup: %+v %v", s, err)
+	}
+}
