@@ -51,7 +51,7 @@ func (s *Service) allClients() []*client {
 }
 
 func (s *Service) Pools() []admin.Pool {
-	now := time.Now()
+	now := s.clock.Now()
 	// The console's own pool, as PgBouncer lists it.
 	consoles := 0
 	for _, c := range s.allClients() {
@@ -102,7 +102,7 @@ func splitAddr(a net.Addr) (string, int) {
 
 func (s *Service) Clients() []admin.Conn {
 	var out []admin.Conn
-	now := time.Now()
+	now := s.clock.Now()
 	for _, c := range s.allClients() {
 		row := admin.Conn{
 			Type: "C", User: c.user, Database: c.dbName, Replication: "none",
@@ -337,7 +337,7 @@ func (s *Service) Pause(db string) error {
 			p.mu.Lock()
 			busy += p.total
 			p.mu.Unlock()
-			p.maintain(time.Now()) // closes the idle ones now
+			p.maintain(s.clock.Now()) // closes the idle ones now
 		}
 		if busy == 0 {
 			return nil
@@ -436,7 +436,7 @@ func (s *Service) Reconnect(db string) error {
 		// Closes the idle servers as close tokens allow (the others at
 		// release or later passes) and warms the pool back to
 		// min_pool_size through its create bucket.
-		p.maintain(time.Now())
+		p.maintain(s.clock.Now())
 	}
 	return nil
 }
@@ -459,7 +459,7 @@ func (s *Service) Kill(db string) error {
 			srv.conn.Close()
 		}
 		p.mu.Unlock()
-		p.maintain(time.Now())
+		p.maintain(s.clock.Now())
 	}
 	return nil
 }
