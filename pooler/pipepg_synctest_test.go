@@ -179,6 +179,18 @@ type reply struct {
 	status byte
 }
 
+// String shows the error's fields rather than pointers, for failures.
+func (r reply) String() string {
+	s := fmt.Sprintf("{ready %v status %q at %s", r.ready, r.status, r.at.Format("15:04:05.000000000"))
+	if r.err != nil {
+		s += fmt.Sprintf(" error %s %s %q", r.err.Severity, r.err.Code, r.err.Message)
+	}
+	if r.ioErr != nil {
+		s += " read error: " + r.ioErr.Error()
+	}
+	return s + "}"
+}
+
 // readReply reads up to ReadyForQuery or the end of the connection.
 func (pc *pipeClient) readReply() reply {
 	var r reply

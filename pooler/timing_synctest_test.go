@@ -203,7 +203,7 @@ func TestTimingQueryWaitTimeout(t *testing.T) {
 		r := startTimingRig(t, "pool_mode = session\ndefault_pool_size = 1\nreserve_pool_size = 0\nquery_wait_timeout = 2\n")
 		holder := r.connect("u", nil)
 		if rep := holder.query("SELECT 1"); !rep.ready || rep.err != nil {
-			t.Fatalf("holder's query: %+v", rep)
+			t.Fatalf("holder's query: %v", rep)
 		}
 		waiter := r.connect("u", nil)
 		r.sleepUntil(350 * time.Millisecond) // off the janitor's beat
@@ -226,14 +226,14 @@ func TestTimingQueryWaitTimeout(t *testing.T) {
 			t.Errorf("error after %v; want query_wait_timeout (2s) to the next janitor tick", waited)
 		}
 		if rep2 := waiter.readReply(); rep2.ioErr == nil {
-			t.Errorf("the waiter's connection stayed open after FATAL: %+v", rep2)
+			t.Errorf("the waiter's connection stayed open after FATAL: %v", rep2)
 		}
 		synctest.Wait()
 		if p := r.pool("u"); p.ClWaiting != 0 || p.SvActive != 1 || r.pg.logins() != 1 {
 			t.Errorf("after the timeout: pool %+v, %d logins; want no waiter, the holder's one server", p, r.pg.logins())
 		}
 		if rep := holder.query("SELECT 3"); !rep.ready || rep.err != nil {
-			t.Errorf("the holder's next query: %+v", rep)
+			t.Errorf("the holder's next query: %v", rep)
 		}
 	})
 }
@@ -247,7 +247,7 @@ func TestTimingClientIdleTimeout(t *testing.T) {
 		c := r.connect("u", nil)
 		r.sleepUntil(2 * time.Second)
 		if rep := c.query("SELECT 1"); !rep.ready || rep.err != nil {
-			t.Fatalf("query at 2s: %+v", rep)
+			t.Fatalf("query at 2s: %v", rep)
 		}
 		got := make(chan reply, 1)
 		go func() { got <- c.readReply() }()
@@ -255,7 +255,7 @@ func TestTimingClientIdleTimeout(t *testing.T) {
 		r.sleepUntil(5*time.Second - time.Nanosecond)
 		select {
 		case rep := <-got:
-			t.Fatalf("client closed at %v, before 3s of idleness: %+v", r.elapsed(rep.at), rep)
+			t.Fatalf("client closed at %v, before 3s of idleness: %v", r.elapsed(rep.at), rep)
 		default:
 		}
 		if n := len(r.svc.Clients()); n != 1 {
@@ -267,7 +267,7 @@ func TestTimingClientIdleTimeout(t *testing.T) {
 			t.Errorf("closed at %v; want 5s (idle since 2s, client_idle_timeout 3s)", at)
 		}
 		if rep2 := c.readReply(); rep2.ioErr == nil {
-			t.Errorf("the connection stayed open after FATAL: %+v", rep2)
+			t.Errorf("the connection stayed open after FATAL: %v", rep2)
 		}
 		synctest.Wait()
 		if n := len(r.svc.Clients()); n != 0 {
@@ -294,7 +294,7 @@ func TestTimingServerLifetimeJitter(t *testing.T) {
 		// Two transactions at once need two servers.
 		for _, c := range []*pipeClient{a, b} {
 			if rep := c.query("BEGIN"); !rep.ready || rep.status != 'T' {
-				t.Fatalf("BEGIN: %+v", rep)
+				t.Fatalf("BEGIN: %v", rep)
 			}
 		}
 		pids := r.serverPIDs()
@@ -310,7 +310,7 @@ func TestTimingServerLifetimeJitter(t *testing.T) {
 		p.mu.Unlock()
 		for _, c := range []*pipeClient{a, b} {
 			if rep := c.query("COMMIT"); !rep.ready || rep.status != 'I' {
-				t.Fatalf("COMMIT: %+v", rep)
+				t.Fatalf("COMMIT: %v", rep)
 			}
 		}
 		long, short := pids[0], pids[1]
@@ -350,7 +350,7 @@ func TestTimingReservePool(t *testing.T) {
 		r := startTimingRig(t, "pool_mode = session\ndefault_pool_size = 1\nreserve_pool_size = 1\nreserve_pool_timeout = 1\nquery_wait_timeout = 0\n")
 		holder := r.connect("u", nil)
 		if rep := holder.query("SELECT 1"); !rep.ready {
-			t.Fatalf("holder: %+v", rep)
+			t.Fatalf("holder: %v", rep)
 		}
 		waiter := r.connect("u", nil)
 		third := r.connect("u", nil)
@@ -369,7 +369,7 @@ func TestTimingReservePool(t *testing.T) {
 		}
 		rep := <-got
 		if !rep.ready || rep.err != nil {
-			t.Fatalf("waiter's reply: %+v", rep)
+			t.Fatalf("waiter's reply: %v", rep)
 		}
 		if waited := rep.at.Sub(asked); waited < time.Second || waited > time.Second+janitorPeriod {
 			t.Errorf("served after %v; want reserve_pool_timeout (1s) to the next janitor tick", waited)
@@ -383,7 +383,7 @@ func TestTimingReservePool(t *testing.T) {
 		synctest.Wait()
 		select {
 		case rep := <-got3:
-			t.Fatalf("third client served past the reserve: %+v", rep)
+			t.Fatalf("third client served past the reserve: %v", rep)
 		default:
 		}
 		if p := r.pool("u"); p.ClWaiting != 1 || r.pg.logins() != 2 {
@@ -392,7 +392,7 @@ func TestTimingReservePool(t *testing.T) {
 		// The holder leaves: its server goes to the third client.
 		holder.close()
 		if rep := <-got3; !rep.ready || rep.err != nil {
-			t.Errorf("third client after the holder left: %+v", rep)
+			t.Errorf("third client after the holder left: %v", rep)
 		}
 	})
 }
@@ -408,7 +408,7 @@ func TestTimingShrinkAfterLoweredLimit(t *testing.T) {
 			cs := []*pipeClient{r.connect("u", nil), r.connect("u", nil), r.connect("u", nil)}
 			for _, c := range cs {
 				if rep := c.query("BEGIN"); rep.status != 'T' {
-					t.Fatalf("BEGIN: %+v", rep)
+					t.Fatalf("BEGIN: %v", rep)
 				}
 			}
 			pids := r.serverPIDs()
@@ -416,7 +416,7 @@ func TestTimingShrinkAfterLoweredLimit(t *testing.T) {
 			for i, c := range cs {
 				r.sleepUntil(time.Duration(i+1) * time.Second)
 				if rep := c.query("COMMIT"); rep.status != 'I' {
-					t.Fatalf("COMMIT: %+v", rep)
+					t.Fatalf("COMMIT: %v", rep)
 				}
 			}
 			synctest.Wait() // the last server is released after its ReadyForQuery
@@ -450,7 +450,7 @@ func TestTimingShrinkAfterLoweredLimit(t *testing.T) {
 			a, b := r.connect("u", nil), r.connect("u", nil)
 			for _, c := range []*pipeClient{a, b} {
 				if rep := c.query("BEGIN"); rep.status != 'T' {
-					t.Fatalf("BEGIN: %+v", rep)
+					t.Fatalf("BEGIN: %v", rep)
 				}
 			}
 			gotA := make(chan reply, 1)
@@ -558,7 +558,7 @@ func TestTimingIdleParking(t *testing.T) {
 			t.Fatalf("by 0.5s: early park deadline armed at %v, janitor requests at %v; want one at login (0s), none", afterLogin, janitor)
 		}
 		if rep := c.query("SELECT 1"); !rep.ready || rep.err != nil {
-			t.Fatalf("query at 0.5s: %+v", rep)
+			t.Fatalf("query at 0.5s: %v", rep)
 		}
 		// The scan at 1s finds the client's last query 0.5s old: no
 		// request. The scan at 2s finds it idle for parkAfter.
@@ -577,7 +577,7 @@ func TestTimingIdleParking(t *testing.T) {
 			t.Errorf("after the failed park: parkWanted %v, inLoop %v; want false, true", c.parkWanted.Load(), c.inLoop.Load())
 		}
 		if rep := c.query("SELECT 2"); !rep.ready || rep.err != nil {
-			t.Fatalf("query after the park attempt: %+v", rep)
+			t.Fatalf("query after the park attempt: %v", rep)
 		}
 		// Idle again from 2s: the next request is at the scan at 3s.
 		r.sleepUntil(3 * time.Second)
