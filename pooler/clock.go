@@ -34,7 +34,8 @@ type timer interface {
 	Reset(d time.Duration) bool
 }
 
-// ticker delivers the time on C every period until stopped.
+// ticker sends on C every period until stopped. The pooler reads the time
+// of a tick from the clock's Now, so a fake ticker's values do not matter.
 type ticker interface {
 	C() <-chan time.Time
 	Stop()

@@ -15,7 +15,8 @@ func (s *Service) janitor(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C():
+		case <-t.C():
+			now := s.clock.Now() // the clock's time, whatever the tick carries
 			s.mu.Lock()
 			pools := make([]*Pool, 0, len(s.pools))
 			for _, p := range s.pools {

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
@@ -23,6 +24,8 @@ import (
 //     CancelRequest is recorded.
 //   - Query: CommandComplete with the statement's first word as its tag,
 //     then ReadyForQuery ('T' after BEGIN until COMMIT or ROLLBACK).
+//     SLEEP takes 10 s, or ends with ERROR 57014 when a CancelRequest for
+//     its backend arrives.
 //   - Terminate, or the pooler closing its end, ends the backend; how it
 //     ended is recorded by pid, so a test can tell which server was closed.
 type pipePG struct {
@@ -31,11 +34,12 @@ type pipePG struct {
 	conns   map[int]net.Conn // open backends by pid
 	ended   map[int]string   // pid -> "terminate" or "eof"
 	cancels []int            // pids named by CancelRequests
-	closing bool             // closeAll ran: logins are refused
+	cancel  map[int]chan struct{}
+	closing bool // closeAll ran: logins are refused
 }
 
 func newPipePG() *pipePG {
-	return &pipePG{conns: map[int]net.Conn{}, ended: map[int]string{}}
+	return &pipePG{conns: map[int]net.Conn{}, ended: map[int]string{}, cancel: map[int]chan struct{}{}}
 }
 
 // dial is the Service's dial hook.
@@ -68,6 +72,12 @@ func (pg *pipePG) serve(conn net.Conn) {
 	case *pgproto3.CancelRequest:
 		pg.mu.Lock()
 		pg.cancels = append(pg.cancels, int(m.ProcessID))
+		if ch := pg.cancel[int(m.ProcessID)]; ch != nil {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 		pg.mu.Unlock()
 		return
 	case *pgproto3.StartupMessage:
@@ -78,6 +88,8 @@ func (pg *pipePG) serve(conn net.Conn) {
 	pg.nextPID++
 	pid := pg.nextPID
 	pg.conns[pid] = conn
+	cancelled := make(chan struct{}, 1)
+	pg.cancel[pid] = cancelled
 	pg.mu.Unlock()
 	end := func(how string) {
 		pg.mu.Lock()
@@ -115,7 +127,16 @@ func (pg *pipePG) serve(conn net.Conn) {
 			case "COMMIT", "ROLLBACK":
 				tx = 'I'
 			}
-			be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+			if tag == "SLEEP" {
+				select {
+				case <-cancelled:
+					be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request"})
+				case <-time.After(10 * time.Second):
+					be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+				}
+			} else {
+				be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+			}
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})
 			if be.Flush() != nil {
 				end("eof")
@@ -166,6 +187,7 @@ func (pg *pipePG) closeAll() {
 type pipeClient struct {
 	conn net.Conn
 	fe   *pgproto3.Frontend
+	key  []byte // the BackendKeyData the pooler gave it
 }
 
 // reply is what a client got for one request: the first ErrorResponse (nil
@@ -206,6 +228,9 @@ func (pc *pipeClient) readReply() reply {
 				e := *m // Receive reuses its message structs
 				r.err = &e
 			}
+		case *pgproto3.BackendKeyData:
+			pc.key = binary.BigEndian.AppendUint32(nil, m.ProcessID)
+			pc.key = append(pc.key, m.SecretKey...)
 		case *pgproto3.ReadyForQuery:
 			r.ready, r.status, r.at = true, m.TxStatus, time.Now()
 			return r

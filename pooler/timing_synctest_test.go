@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // The pooler's timing behaviours, proven without Postgres: each test runs
@@ -76,7 +78,7 @@ func parseTimingConfig(t *testing.T, settings string) *config.Config {
 // t.Cleanup, which runs inside the bubble) closes the clients, the fake's
 // backends and the Service; synctest.Test then fails if any goroutine of
 // the bubble is left blocked.
-func startTimingRig(t *testing.T, settings string) *timingRig {
+func startTimingRig(t *testing.T, settings string, setup ...func(*Service)) *timingRig {
 	t.Helper()
 	lg := &syncBuffer{}
 	svc, err := New(parseTimingConfig(t, settings), slog.New(slog.NewTextHandler(lg, nil)))
@@ -85,6 +87,9 @@ func startTimingRig(t *testing.T, settings string) *timingRig {
 	}
 	r := &timingRig{t: t, svc: svc, pg: newPipePG(), log: lg, served: make(chan error, 1), start: time.Now()}
 	svc.dial = r.pg.dial
+	for _, f := range setup {
+		f(svc)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go func() { r.served <- svc.Serve(ctx) }()
@@ -583,6 +588,89 @@ func TestTimingIdleParking(t *testing.T) {
 		r.sleepUntil(3 * time.Second)
 		if janitor, _ = dl.parkRequests(r.start); len(janitor) != 2 || janitor[1] != 3*time.Second {
 			t.Errorf("park requests at %v; want 2s and 3s", janitor)
+		}
+	})
+}
+
+// The cancel path dials Postgres through the same hook as logins: a
+// CancelRequest with the client's key reaches the backend running its
+// query, which then ends at once with 57014 rather than after its 10 s.
+func TestTimingCancelRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startTimingRig(t, "pool_mode = transaction\n")
+		c := r.connect("u", nil)
+		got := c.queryAsync("SLEEP")
+		r.sleepUntil(time.Second)
+		pids := r.serverPIDs()
+		if len(pids) != 1 || len(c.key) != 8 {
+			t.Fatalf("servers %v, client key %x", pids, c.key)
+		}
+		mine, theirs := net.Pipe()
+		r.svc.serveConn(theirs)
+		mine.SetDeadline(time.Now().Add(time.Second))
+		if _, err := mine.Write(wire.AppendCancelRequest(nil, c.key)); err != nil {
+			t.Fatalf("sending CancelRequest: %v", err)
+		}
+		var b [1]byte
+		if n, err := mine.Read(b[:]); n != 0 || err == nil {
+			t.Errorf("the cancel connection answered %d bytes, %v; want it closed without a reply", n, err)
+		}
+		mine.Close()
+		rep := <-got
+		if rep.err == nil || rep.err.Code != "57014" || !rep.ready || r.elapsed(rep.at) != time.Second {
+			t.Errorf("cancelled query: %v at %v; want ERROR 57014 at 1s", rep, r.elapsed(rep.at))
+		}
+		r.pg.mu.Lock()
+		cancels := append([]int(nil), r.pg.cancels...)
+		r.pg.mu.Unlock()
+		if len(cancels) != 1 || cancels[0] != pids[0] {
+			t.Errorf("the fake got cancels for %v; want [%d]", cancels, pids[0])
+		}
+	})
+}
+
+// skewClock is the system clock an hour ahead, counting the tickers made.
+type skewClock struct {
+	systemClock
+	tickers atomic.Int32
+}
+
+func (c *skewClock) Now() time.Time                  { return time.Now().Add(time.Hour) }
+func (c *skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *skewClock) NewTicker(d time.Duration) ticker {
+	c.tickers.Add(1)
+	return c.systemClock.NewTicker(d)
+}
+
+// The pooler takes its time from Service.clock: the janitor's ticker, the
+// timestamps SHOW CLIENTS/SERVERS report, and the lifetime the janitor
+// measures against them (a mix with time.Now would be an hour off).
+func TestTimingClockIsInjected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &skewClock{}
+		r := startTimingRig(t, "pool_mode = transaction\nserver_lifetime = 10\nserver_lifetime_jitter = 0\n",
+			func(s *Service) { s.clock = clk })
+		if n := clk.tickers.Load(); n != 1 {
+			t.Errorf("%d tickers from the clock; want the janitor's", n)
+		}
+		c := r.connect("u", nil)
+		if rep := c.query("SELECT 1"); !rep.ready || rep.err != nil {
+			t.Fatalf("query: %v", rep)
+		}
+		want := r.start.Add(time.Hour)
+		if cl := r.svc.Clients(); len(cl) != 1 || !cl[0].ConnectTime.Equal(want) {
+			t.Errorf("SHOW CLIENTS connect_time %v; want the clock's %v", cl, want)
+		}
+		if sv := r.svc.Servers(); len(sv) != 1 || !sv[0].ConnectTime.Equal(want) || !sv[0].RequestTime.Equal(want) {
+			t.Errorf("SHOW SERVERS times %v; want the clock's %v", sv, want)
+		}
+		r.sleepUntil(10 * time.Second)
+		if n := len(r.serverPIDs()); n != 1 {
+			t.Errorf("%d servers at 10s; want 1 (server_lifetime 10s is not over)", n)
+		}
+		r.sleepUntil(10*time.Second + janitorPeriod)
+		if n := len(r.serverPIDs()); n != 0 {
+			t.Errorf("%d servers at 10.1s; want 0 (server_lifetime over)", n)
 		}
 	})
 }
