@@ -84,6 +84,7 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 	cfg := ap.policy.GateConfig()
 	cfg.PoolSize = max(size, 1)
 	cfg.MaxWait = st.QueryWaitTimeout
+	cfg.Clock = gateClock{p.svc.clock}
 	// A gate rebuilt for a pool that had one, or for a closed pool, does
 	// not treat zero capacity as a start-up.
 	cfg.Started = p.gate != nil || p.closed
@@ -136,7 +137,7 @@ func (p *Pool) gateWaitingLocked() int {
 // noteDemand opens servers for clients that just queued at the gate.
 func (p *Pool) noteDemand() {
 	p.mu.Lock()
-	p.growLocked(time.Now(), false)
+	p.growLocked(p.svc.clock.Now(), false)
 	p.mu.Unlock()
 }
 
@@ -169,7 +170,7 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 		a.onAdmit = func(t admission.Ticket, err error) { ch <- admitResult{t, err} }
 	}
 	ch := a.admitCh
-	start := time.Now()
+	start := c.svc.clock.Now()
 	r := g.Submit(class, a.onAdmit)
 	if r != nil {
 		c.pool.noteDemand()
@@ -179,14 +180,14 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	case res = <-ch:
 	case <-c.cancelWait:
 		if g.Cancel(r) {
-			c.countAdmission(ap, class, "cancelled", time.Since(start))
+			c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 			return admission.Ticket{}, errWaitCanceled
 		}
 		res = <-ch
 		if res.err == nil {
 			g.Release(res.t)
 		}
-		c.countAdmission(ap, class, "cancelled", time.Since(start))
+		c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 		return admission.Ticket{}, errWaitCanceled
 	}
 	outcome := "admitted"
@@ -201,7 +202,7 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	case r != nil:
 		outcome = "admitted_after_wait"
 	}
-	c.countAdmission(ap, class, outcome, time.Since(start))
+	c.countAdmission(ap, class, outcome, c.svc.clock.Since(start))
 	return res.t, res.err
 }
 

@@ -6,7 +6,6 @@ import (
 	"net"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -66,7 +65,7 @@ func (s *Service) allClients() []*client {
 
 func (v consoleView) Pools() []admin.Pool {
 	s := v.s
-	now := time.Now()
+	now := s.clock.Now()
 	// The console's own pool, as PgBouncer lists it.
 	consoles := 0
 	for _, c := range s.allClients() {
@@ -118,7 +117,7 @@ func splitAddr(a net.Addr) (string, int) {
 func (v consoleView) Clients() []admin.Conn {
 	s := v.s
 	var out []admin.Conn
-	now := time.Now()
+	now := s.clock.Now()
 	for _, c := range s.allClients() {
 		row := admin.Conn{
 			Type: "C", User: c.user, Database: c.dbName, Replication: "none",
@@ -367,7 +366,7 @@ func (s *Service) waitPaused(ctx context.Context, db string) error {
 	return s.changes.wait(ctx, func() bool {
 		busy := 0
 		for _, p := range s.poolsOf(db) {
-			p.maintain(time.Now()) // closes the idle ones now
+			p.maintain(s.clock.Now()) // closes the idle ones now
 			p.mu.Lock()
 			busy += p.total
 			p.mu.Unlock()
@@ -470,7 +469,7 @@ func (v consoleView) Reconnect(db string) error {
 		// Closes the idle servers as close tokens allow (the others at
 		// release or later passes) and warms the pool back to
 		// min_pool_size through its create bucket.
-		p.maintain(time.Now())
+		p.maintain(s.clock.Now())
 	}
 	return nil
 }
@@ -494,7 +493,7 @@ func (v consoleView) Kill(db string) error {
 			srv.conn.Close()
 		}
 		p.mu.Unlock()
-		p.maintain(time.Now())
+		p.maintain(s.clock.Now())
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ type drainState struct {
 	// its value at the last quiet check.
 	bytes atomic.Int64
 	seen  int64
-	timer *time.Timer // the quiet check, armed while a query runs
+	timer timer // the quiet check, armed while a query runs
 	// cancel is closed when the drain's one cancel request is done (nil:
 	// none sent); cancelOK says Postgres took it.
 	cancel     chan struct{}
@@ -70,7 +70,7 @@ func (c *client) startDrainLocked(s *server, now time.Time) {
 		return
 	}
 	d.seen = d.bytes.Load()
-	d.timer = time.AfterFunc(drainQuietAfter, func() { c.drainQuietCheck(s) })
+	d.timer = c.svc.clock.AfterFunc(drainQuietAfter, func() { c.drainQuietCheck(s) })
 }
 
 // drainQuietCheck cancels the running query of a drained server when it
@@ -83,7 +83,7 @@ func (c *client) drainQuietCheck(s *server) {
 		return
 	}
 	b := d.bytes.Load()
-	if b == d.seen || time.Since(d.started) >= drainCancelAfter {
+	if b == d.seen || c.svc.clock.Since(d.started) >= drainCancelAfter {
 		c.startCancelLocked(s)
 		return
 	}
@@ -138,11 +138,11 @@ func (c *client) awaitCancelLocked() bool {
 	default:
 	}
 	c.mu.Unlock()
-	t := time.NewTimer(time.Until(c.drain.deadline))
+	t := c.svc.clock.NewTimer(c.drain.deadline.Sub(c.svc.clock.Now()))
 	ok := true
 	select {
 	case <-done:
-	case <-t.C:
+	case <-t.C():
 		ok = false
 	}
 	t.Stop()
@@ -199,7 +199,7 @@ func (c *client) drainFailedLocked(s *server, reason string) bool {
 // False when the server was closed.
 func (c *client) drainTick(s *server) bool {
 	c.mu.Lock()
-	now := time.Now()
+	now := c.svc.clock.Now()
 	if c.drain.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}

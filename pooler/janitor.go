@@ -7,15 +7,16 @@ import (
 
 // janitor runs periodic pool maintenance.
 func (s *Service) janitor(ctx context.Context) {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := s.clock.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	lastRoll := time.Now()
-	lastParkScan := time.Now()
+	lastRoll := s.clock.Now()
+	lastParkScan := s.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C():
+			now := s.clock.Now() // the clock's time, whatever the tick carries
 			s.mu.Lock()
 			pools := make([]*Pool, 0, len(s.pools))
 			for _, p := range s.pools {
@@ -162,7 +163,7 @@ func (p *Pool) shrink() {
 		return
 	}
 	var doomed []*server
-	now := time.Now()
+	now := p.svc.clock.Now()
 	p.mu.Lock()
 	// Logins in flight first: their backends would appear over the limit.
 	for conn, aborted := range p.dials {
@@ -202,7 +203,7 @@ func (p *Pool) shrink() {
 		if s.state == serverActive && !s.closeNeeded {
 			s.closeNeeded = true
 			s.doomReason = "limit lowered"
-			s.evictAt = time.Now().Add(p.svc.settings().LimitEvictGrace)
+			s.evictAt = p.svc.clock.Now().Add(p.svc.settings().LimitEvictGrace)
 			excess--
 		}
 	}

@@ -85,7 +85,7 @@ type Pool struct {
 	// means it is not armed. tokenWaitSince is when growth started to wait
 	// for a token (zero: not waiting), for the wait counter.
 	creates, closes bucket
-	growTimer       *time.Timer
+	growTimer       timer
 	growAt          time.Time
 	tokenWaitSince  time.Time
 	drainCancelPath chan struct{} // drainCancelSlots: cancels of drains in flight
@@ -124,7 +124,7 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 		cred:     cred,
 		log:      svc.log.With("pool", key.db+"/"+key.user),
 		queue:    admission.NewFIFO(),
-		lastUsed: time.Now(),
+		lastUsed: svc.clock.Now(),
 
 		drainCancelPath: make(chan struct{}, drainCancelSlots),
 	}
@@ -180,7 +180,7 @@ func (p *Pool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 
 func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	st := p.svc.settings()
-	now := time.Now()
+	now := p.svc.clock.Now()
 	p.mu.Lock()
 	p.lastUsed = now
 	if s := p.popIdleLocked(); s != nil && !p.paused {
@@ -352,7 +352,7 @@ func (p *Pool) connect() {
 	if errors.Is(err, errDialAborted) {
 		// Not a failure: nobody waits for this login any more.
 		p.total--
-		p.regrowLocked(time.Now())
+		p.regrowLocked(p.svc.clock.Now())
 		p.mu.Unlock()
 		p.svc.changes.notify() // PAUSE waits for p.total to fall
 		p.dbLimit.give()
@@ -364,7 +364,7 @@ func (p *Pool) connect() {
 		p.total--
 		p.syncGateLocked()
 		p.lastLoginErr = err
-		p.lastLoginErrAt = time.Now()
+		p.lastLoginErrAt = p.svc.clock.Now()
 		// Every waiter gets the server's own error now (as PgBouncer
 		// forwards it), except for a server still starting up.
 		var waiters []*poolWaiter
@@ -395,7 +395,7 @@ func (p *Pool) connect() {
 	if p.paused || p.overLimitLocked() {
 		p.total--
 		s.state = serverClosed
-		p.regrowLocked(time.Now())
+		p.regrowLocked(p.svc.clock.Now())
 		p.mu.Unlock()
 		reason := "pause"
 		if !p.paused {
@@ -415,7 +415,7 @@ func (p *Pool) connect() {
 		p.log.Info(s.String() + ": new connection to server")
 	}
 	p.handOffLocked(s)
-	p.regrowLocked(time.Now())
+	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
 }
 
@@ -444,7 +444,7 @@ func (p *Pool) handOffLocked(s *server) {
 		return
 	}
 	s.state = serverIdle
-	s.lastUsed = time.Now()
+	s.lastUsed = p.svc.clock.Now()
 	p.idle = append(p.idle, s)
 }
 
@@ -458,7 +458,7 @@ func (p *Pool) release(s *server) {
 	// Taken now: once handed off, the server carries its next holder's.
 	defer releaseTicket(s.takeTicket())
 	st := p.svc.settings()
-	now := time.Now()
+	now := p.svc.clock.Now()
 	p.mu.Lock()
 	if s.state != serverActive {
 		p.mu.Unlock()
@@ -513,7 +513,7 @@ func (p *Pool) discard(s *server, reason string) {
 	}
 	p.total--
 	s.state = serverClosed
-	p.growLocked(time.Now(), false)
+	p.growLocked(p.svc.clock.Now(), false)
 	p.mu.Unlock()
 	p.closeServer(s, reason)
 }
@@ -531,7 +531,7 @@ func (p *Pool) closeServer(s *server, reason string) {
 	p.userLimit.give()
 	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
-		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(time.Since(s.created)) + ")")
+		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
 	}
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }
@@ -540,7 +540,7 @@ func (p *Pool) closeServer(s *server, reason string) {
 // server_check_delay; false means it is dead.
 func (p *Pool) checkServer(s *server) bool {
 	st := p.svc.settings()
-	idle := time.Since(s.lastUsed)
+	idle := p.svc.clock.Since(s.lastUsed)
 	// A server that sat idle may have been closed by Postgres (restart,
 	// pg_terminate_backend, idle_session_timeout): PgBouncer's event loop
 	// sees that at once; we look before handing it out. Servers reused
@@ -573,7 +573,7 @@ const deadPeekAfter = time.Millisecond
 func (p *Pool) kick() {
 	p.mu.Lock()
 	if p.queue.Len() > 0 {
-		now := time.Now()
+		now := p.svc.clock.Now()
 		p.growLocked(now, p.reserveDueLocked(now))
 	}
 	p.mu.Unlock()

@@ -292,7 +292,7 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 // idle (drain.go). Called with mu held; releases it. False when the link is
 // over.
 func (c *client) drainLocked(s *server) bool {
-	now := time.Now()
+	now := c.svc.clock.Now()
 	d := c.drain
 	if d.deadline.IsZero() {
 		c.startDrainLocked(s, now)
@@ -423,7 +423,7 @@ func (c *client) serverLost(s *server, err error) {
 // pool's stats. c.mu orders it after serve's writes of the start times.
 func (c *client) countReadyLocked(status byte) {
 	ps := &c.pool.stats
-	now := time.Now()
+	now := c.svc.clock.Now()
 	ps.queries.Add(1)
 	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
 	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())

@@ -140,7 +140,7 @@ func (p *Pool) armGrowLocked(now time.Time, d time.Duration) {
 	}
 	p.growAt = at
 	if p.growTimer == nil {
-		p.growTimer = time.AfterFunc(d, p.growTick)
+		p.growTimer = p.svc.clock.AfterFunc(d, p.growTick)
 	} else {
 		p.growTimer.Reset(d)
 	}
@@ -148,7 +148,7 @@ func (p *Pool) armGrowLocked(now time.Time, d time.Duration) {
 
 // growTick is the grow timer: a create token is due.
 func (p *Pool) growTick() {
-	now := time.Now()
+	now := p.svc.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.growAt = time.Time{}
@@ -254,7 +254,7 @@ func (l *limiter) deferred() int {
 func (p *Pool) warm() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fillMinLocked(time.Now())
+	p.fillMinLocked(p.svc.clock.Now())
 	want := p.eff.MinPoolSize
 	if p.eff.PoolSize > 0 {
 		want = min(want, p.eff.PoolSize)
@@ -283,7 +283,7 @@ func (s *Service) Warm(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	start := time.Now()
+	start := s.clock.Now()
 	type warming struct {
 		p    *Pool
 		want int
@@ -303,7 +303,7 @@ func (s *Service) Warm(ctx context.Context) {
 		}
 	}
 	report := func(w warming, live int, why string) {
-		msg := "pool warming: " + strconv.Itoa(live) + "/" + strconv.Itoa(w.want) + " servers in " + time.Since(start).Round(time.Millisecond).String()
+		msg := "pool warming: " + strconv.Itoa(live) + "/" + strconv.Itoa(w.want) + " servers in " + s.clock.Since(start).Round(time.Millisecond).String()
 		if why != "" {
 			w.p.log.Warn(msg + ": " + why)
 		} else {
@@ -311,7 +311,7 @@ func (s *Service) Warm(ctx context.Context) {
 		}
 	}
 	// Polling is enough here: it runs once, before clients are admitted.
-	t := time.NewTicker(10 * time.Millisecond)
+	t := s.clock.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for len(pending) > 0 {
 		next := pending[:0]
@@ -337,7 +337,7 @@ func (s *Service) Warm(ctx context.Context) {
 				report(w, live, "gave up waiting (the janitor keeps filling the pool)")
 			}
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -355,11 +355,11 @@ const drainCancelTimeout = 2 * time.Second
 // pool's bounded cancel path. True when Postgres took the request (it
 // closes the connection after signalling the backend).
 func (p *Pool) drainCancel(s *server) bool {
-	t := time.NewTimer(drainCancelTimeout)
+	t := p.svc.clock.NewTimer(drainCancelTimeout)
 	defer t.Stop()
 	select {
 	case p.drainCancelPath <- struct{}{}:
-	case <-t.C:
+	case <-t.C():
 		p.svc.countEvents("pgturnstile_server_drain_cancels_total", "database", p.key.db, "result", "no_slot")
 		return false
 	}

@@ -157,7 +157,7 @@ func safeguardPool(t *testing.T, settings map[string]string) (*Pool, *int) {
 	}
 	launched := new(int)
 	p.launch = func() { *launched++ }
-	p.growTimer = time.AfterFunc(time.Hour, func() {})
+	p.growTimer = svc.clock.AfterFunc(time.Hour, func() {})
 	p.growTimer.Stop()
 	return p, launched
 }

@@ -313,7 +313,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 		if c.ls.idle() {
 			// The first request after an idle point starts a query (and
 			// a transaction when none is open).
-			c.queryStart = time.Now()
+			c.queryStart = c.svc.clock.Now()
 			if c.ls.txStatus == wire.TxIdle {
 				c.xactStart = c.queryStart
 			}
@@ -466,7 +466,7 @@ func (c *client) closeBadInput(e *Error, detail string) {
 		c.logger().Warn(c.String() + ": " + detail)
 	}
 	if c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(time.Since(c.connected)) + ")")
+		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	var done chan struct{}
 	if c.pumpStarted {
@@ -586,7 +586,7 @@ func (c *client) unlinkAndClose(reason string) {
 // link checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
 func (c *client) link(typ byte, n int) (*server, error) {
-	start := time.Now()
+	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.waiting = true
 	c.waitStart = start
@@ -628,7 +628,7 @@ func (c *client) link(typ byte, n int) (*server, error) {
 		return nil, err
 	}
 	s.ticket = ticket
-	waited := time.Since(start)
+	waited := c.svc.clock.Since(start)
 	c.pool.stats.serverAssignments.Add(1)
 	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
 	c.pool.metrics.waitDuration.Update(waited.Seconds())
@@ -767,9 +767,9 @@ func sameMap(a, b map[string]string) bool {
 // closed; the pump is woken by an expired read deadline.
 func (c *client) leave(err error) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(time.Since(c.connected)) + ")")
+		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	} else if c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(time.Since(c.connected)) + ")")
+		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	c.abandonLink()
 }

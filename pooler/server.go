@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -120,8 +121,7 @@ func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 // dialServer opens and logs in a new server connection; connect and login
 // together are bounded by timeout (server_connect_timeout).
 func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.Dial(p.network, p.address)
+	conn, err := p.svc.dialTimeout(p.network, p.address, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
-	now := time.Now()
+	now := p.svc.clock.Now()
 	return &server{
 		id:        serverIDs.Add(1),
 		pool:      p,
@@ -174,6 +174,19 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 		created:   now,
 		lastUsed:  now,
 	}, nil
+}
+
+// dialTimeout opens a connection to Postgres through the service's dial
+// hook, bounded by timeout (0: none), as net.DialTimeout would: a timeout
+// reads "i/o timeout" either way.
+func (s *Service) dialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return s.dial(ctx, network, address)
 }
 
 // errDialAborted ends a server login that a lowered limit made unwanted.
@@ -259,7 +272,7 @@ func (s *server) noteParameter(body []byte) (name, value string) {
 // connection, as the protocol requires.
 func (s *server) sendCancel(timeout time.Duration) error {
 	network, addr := s.pool.cancelTarget()
-	c, err := net.DialTimeout(network, addr, timeout)
+	c, err := s.pool.svc.dialTimeout(network, addr, timeout)
 	if err != nil {
 		return err
 	}

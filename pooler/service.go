@@ -87,6 +87,13 @@ type Service struct {
 	markStopped context.CancelFunc
 
 	wg sync.WaitGroup
+
+	// clock is the pooler's time (clock.go); dial opens a connection to
+	// Postgres, for logins and cancel requests (net.Dialer's DialContext;
+	// tests hand back one end of a net.Pipe). Both are set by New and may
+	// be replaced by tests before Serve.
+	clock clock
+	dial  func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // clientReadBuffer is the read buffer of a client connection: client
@@ -125,6 +132,8 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		userOverrides: map[string]*config.User{},
 		poolOverrides: map[string]*config.Pool{},
 		metrics:       metrics.NewSet(),
+		clock:         systemClock{},
+		dial:          (&net.Dialer{}).DialContext,
 	}
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -306,23 +315,29 @@ func (s *Service) accept(ln net.Listener) error {
 			tc.SetNoDelay(true)
 			tc.SetKeepAlive(true)
 		}
-		s.clientCount.Add(1)
-		sio := wire.SocketIO(conn)
-		c := &client{
-			svc:       s,
-			id:        clientIDs.Add(1),
-			conn:      conn,
-			r:         wire.NewReader(sio, clientReadBuffer),
-			w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
-			connected: time.Now(),
-		}
-		c.r.SetBudget(s.held)
-		_, c.local = conn.(*net.UnixConn)
-		c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
-		c.clientLink = newClientLink(&c.mu)
-		s.wg.Add(1)
-		go c.serve()
+		s.serveConn(conn)
 	}
+}
+
+// serveConn starts serving one accepted client connection on a goroutine
+// of its own. Tests hand it one end of a net.Pipe, without a listener.
+func (s *Service) serveConn(conn net.Conn) {
+	s.clientCount.Add(1)
+	sio := wire.SocketIO(conn)
+	c := &client{
+		svc:       s,
+		id:        clientIDs.Add(1),
+		conn:      conn,
+		r:         wire.NewReader(sio, clientReadBuffer),
+		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
+		connected: s.clock.Now(),
+	}
+	c.r.SetBudget(s.held)
+	_, c.local = conn.(*net.UnixConn)
+	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
+	c.clientLink = newClientLink(&c.mu)
+	s.wg.Add(1)
+	go c.serve()
 }
 
 // clientClosed forgets a client when its goroutine ends.
@@ -509,7 +524,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 		wait = 15 * time.Second
 	}
 	cancel := make(chan struct{})
-	t := time.AfterFunc(wait, func() { close(cancel) })
+	t := s.clock.AfterFunc(wait, func() { close(cancel) })
 	srv, err := p.acquire(cancel, nil)
 	t.Stop()
 	if errors.Is(err, errWaitCanceled) {
