@@ -1,7 +1,10 @@
 package pooler
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -237,5 +240,70 @@ func TestCancelDoneWhileHeld(t *testing.T) {
 	p.mu.Unlock()
 	if s.state != serverIdle || got != (poolCounts{idle: 1, total: 1}) {
 		t.Fatalf("after release: state %s, counts %+v; want idle", s.state, got)
+	}
+}
+
+// Service.cancel sends the request with no lock held: while Postgres has
+// not answered, the client can take its lock (its pump records a
+// ReadyForQuery and lets the server go), and the server then waits in
+// being_canceled until the cancel is done, handed to nobody; then it is
+// idle.
+func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
+	p := benchPool(t, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p.network, p.address = "tcp", ln.Addr().String() // the cancel target
+	s, err := p.acquire(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pid, s.cancelKey = 42, []byte{1, 2, 3, 4}
+	c := &client{svc: p.svc, id: 7, pool: p, key: [8]byte{9, 9}}
+	c.clientLink = newClientLink(&c.mu)
+	c.srv = s
+	c.ls.outstanding = 1
+	p.svc.registerCancel(c)
+
+	cancelled := make(chan struct{})
+	go func() {
+		p.svc.cancel(c.key)
+		close(cancelled)
+	}()
+	pg, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	req := make([]byte, 16)
+	if _, err := io.ReadFull(pg, req); err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e, 0, 0, 0, 42, 1, 2, 3, 4}; !bytes.Equal(req, want) {
+		t.Fatalf("cancel request % x, want % x", req, want)
+	}
+	// The cancel waits for Postgres to close the connection: it is in
+	// flight, and the client's lock is free.
+	if !c.mu.TryLock() {
+		t.Fatal("the client's lock is held while the cancel request is on the network")
+	}
+	c.srv, c.ls.outstanding = nil, 0
+	c.mu.Unlock()
+	p.release(s)
+	p.mu.Lock()
+	state, got := s.state, countsOf(p)
+	p.mu.Unlock()
+	if state != serverBeingCanceled || got != (poolCounts{beingCanceled: 1, total: 1}) {
+		t.Fatalf("released during the cancel: state %s, counts %+v; want being_canceled", state, got)
+	}
+	pg.Close() // Postgres is done with the cancel
+	<-cancelled
+	p.mu.Lock()
+	state, got = s.state, countsOf(p)
+	p.mu.Unlock()
+	if state != serverIdle || got != (poolCounts{idle: 1, total: 1}) {
+		t.Fatalf("after the cancel: state %s, counts %+v; want idle", state, got)
 	}
 }
