@@ -190,6 +190,23 @@ func (p *Pool) handOffLocked(s *server) {
 	p.setServerStateLocked(s, serverIdle)
 }
 
+// closeServer closes the socket and returns the cap slots; called without
+// p.mu after the server left every list.
+func (p *Pool) closeServer(s *server, reason string) {
+	s.close()
+	s.stmts.clear(p.svc.stmts)
+	p.mu.Lock()
+	delete(p.servers, s)
+	p.mu.Unlock()
+	p.dbLimit.give()
+	p.userLimit.give()
+	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
+	if p.svc.logDisconnections() {
+		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(time.Since(s.created)) + ")")
+	}
+	p.svc.wakeLimited(p.dbLimit, p.userLimit)
+}
+
 // cancelStarted marks s as the target of a cancel request about to be
 // sent. The caller holds the mu of the client s is linked to: that client
 // clears its link under the same lock before it lets s go, so release

@@ -502,23 +502,6 @@ func (p *Pool) discard(s *server, reason string) {
 	p.closeServer(s, reason)
 }
 
-// closeServer closes the socket and returns the cap slots; called without
-// p.mu after the server left every list.
-func (p *Pool) closeServer(s *server, reason string) {
-	s.close()
-	s.stmts.clear(p.svc.stmts)
-	p.mu.Lock()
-	delete(p.servers, s)
-	p.mu.Unlock()
-	p.dbLimit.give()
-	p.userLimit.give()
-	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
-	if p.svc.logDisconnections() {
-		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(time.Since(s.created)) + ")")
-	}
-	p.svc.wakeLimited(p.dbLimit, p.userLimit)
-}
-
 // checkServer runs server_check_query on a server that sat idle longer than
 // server_check_delay; false means it is dead.
 func (p *Pool) checkServer(s *server) bool {
