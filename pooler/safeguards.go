@@ -266,7 +266,7 @@ func (p *Pool) warm() int {
 func (p *Pool) warmState() (live int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.idle) + p.active, p.lastLoginErr
+	return p.total - p.connecting, p.lastLoginErr
 }
 
 // Warm opens min_pool_size servers for the pools that exist before any
