@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/admin"
 )
 
 // pathTo is a sequence of legal moves that brings a free server to state.
@@ -305,5 +309,77 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	p.mu.Unlock()
 	if state != serverIdle || got != (poolCounts{idle: 1, total: 1}) {
 		t.Fatalf("after the cancel: state %s, counts %+v; want idle", state, got)
+	}
+}
+
+// SHOW POOLS, SHOW SERVERS and the pool gauges read the servers' states:
+// one server in each state that has a count, and the columns, rows and
+// gauges agree with them.
+func TestShowReadsServerStates(t *testing.T) {
+	p := benchPool(t, 0)
+	p.mu.Lock()
+	in := func(path ...serverState) *server {
+		s := p.newLoginLocked()
+		for _, st := range path[1:] {
+			p.setServerStateLocked(s, st)
+		}
+		if s.state != serverLogin {
+			// Logged in: a socket for SHOW SERVERS' addresses, and a
+			// place in the pool's server set, as connect gives it.
+			a, b := net.Pipe()
+			t.Cleanup(func() { a.Close(); b.Close() })
+			s.id, s.conn, s.params = serverIDs.Add(1), a, map[string]string{}
+			if p.servers == nil {
+				p.servers = map[*server]struct{}{}
+			}
+			p.servers[s] = struct{}{}
+		}
+		return s
+	}
+	in(serverLogin)
+	idle := in(serverLogin, serverIdle)
+	active := in(serverLogin, serverActive)
+	active.linkedTo.Store(5)
+	canceling := in(serverLogin, serverActive, serverBeingCanceled)
+	canceling.linkedTo.Store(6) // its last client: no longer linked
+	closed := in(serverLogin, serverIdle, serverClosed)
+	delete(p.servers, closed) // closeServer's part
+	p.mu.Unlock()
+
+	var row *admin.Pool
+	pools := p.svc.Pools()
+	for i := range pools {
+		if pools[i].Database == "bench" {
+			row = &pools[i]
+		}
+	}
+	if row == nil {
+		t.Fatalf("no SHOW POOLS row for the pool: %+v", pools)
+	}
+	if row.SvLogin != 1 || row.SvIdle != 1 || row.SvActive != 1 || row.SvBeingCanceled != 1 || row.SvActiveCancel != 0 {
+		t.Errorf("SHOW POOLS sv_login %d sv_idle %d sv_active %d sv_being_canceled %d sv_active_cancel %d, want 1 1 1 1 0",
+			row.SvLogin, row.SvIdle, row.SvActive, row.SvBeingCanceled, row.SvActiveCancel)
+	}
+
+	got := map[string]string{}
+	for _, r := range p.svc.Servers() {
+		got[r.Ptr] = r.State + " " + r.Link
+	}
+	want := map[string]string{
+		idle.String():      "idle ",
+		active.String():    "active C-5",
+		canceling.String(): "being_canceled ",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("SHOW SERVERS state and link %v, want %v", got, want)
+	}
+
+	var out strings.Builder
+	p.svc.WriteMetrics(&out)
+	for name, v := range map[string]int{"login": 1, "idle": 1, "active": 1, "being_canceled": 1} {
+		line := "pgturnstile_pool_servers_" + name + `{database="bench",user="bench"} ` + strconv.Itoa(v) + "\n"
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("metrics lack %q", line)
+		}
 	}
 }
