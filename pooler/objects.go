@@ -18,11 +18,18 @@ import (
 //	login          -> idle, active, closed   (connect: ready, handed to a waiter, failed)
 //	idle           -> active, closed         (checkout; idle timeout, lifetime, eviction)
 //	active         -> idle, closed           (release; discard)
-//	(active stays active when release hands it straight to a waiter)
 //	active         -> being_canceled         (release while a cancel is in flight)
 //	being_canceled -> idle, active, closed   (its cancels done: release's rule)
 //
-// closed is the end: the socket is closed outside the lock (closeServer).
+// A server that release hands straight to a waiter stays active. closed
+// is the end: the socket is closed outside the lock (closeServer).
+//
+// Cancellation follows PgBouncer too: a server whose client has a cancel
+// request in flight stays active, linked to that client (server.cancels
+// marks it); only when the client lets it go before the cancel is done
+// does it become being_canceled. PgBouncer's active_cancel is the
+// connection that carries a cancel request; here that is a bare socket in
+// sendCancel, not a pool server, so SHOW POOLS' sv_active_cancel stays 0.
 
 // serverState is a server connection's place in its pool.
 type serverState int
