@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -150,17 +151,13 @@ func (p *Pool) newLoginLocked() *server {
 // so those two places are looked at first.
 func (p *Pool) removeIdleLocked(s *server) {
 	n := len(p.idle)
-	i := -1
 	if n > 0 && p.idle[n-1] == s {
-		i = n - 1
-	} else {
-		for j, x := range p.idle {
-			if x == s {
-				i = j
-				break
-			}
-		}
+		// The top: every checkout without server_round_robin.
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		return
 	}
+	i := slices.Index(p.idle, s)
 	if i < 0 {
 		panic(fmt.Sprintf("BUG: server %s: idle but not in the idle list", s))
 	}
