@@ -76,15 +76,19 @@ func (v consoleView) Pools() []admin.Pool {
 	out := []admin.Pool{{Database: adminDB, User: adminDB, ClActive: consoles, PoolMode: "statement"}}
 	for _, p := range s.allPools() {
 		p.mu.Lock()
+		// The server columns are the pool's per-state counts
+		// (objects.go); sv_used and sv_tested have no state here:
+		// checkout checks a server itself (checkServer).
 		row := admin.Pool{
-			Database:  p.key.db,
-			User:      p.key.user,
-			ClWaiting: p.queue.Len(),
-			SvActive:  p.active,
-			SvIdle:    len(p.idle),
-			SvLogin:   p.connecting,
-			PoolMode:  p.eff.PoolMode.String(),
-			PoolSize:  p.eff.PoolSize,
+			Database:        p.key.db,
+			User:            p.key.user,
+			ClWaiting:       p.queue.Len(),
+			SvActive:        p.active,
+			SvBeingCanceled: p.beingCanceled,
+			SvIdle:          len(p.idle),
+			SvLogin:         p.connecting,
+			PoolMode:        p.eff.PoolMode.String(),
+			PoolSize:        p.eff.PoolSize,
 		}
 		row.ClActive = p.clients - row.ClWaiting
 		if row.ClActive < 0 {
@@ -158,7 +162,7 @@ func (v consoleView) Servers() []admin.Conn {
 		for srv := range p.servers {
 			row := admin.Conn{
 				Type: "S", User: p.key.user, Database: p.key.db, Replication: "none",
-				State: srv.state.String(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
+				State: srv.state.show(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
 				CloseNeeded: srv.closeNeeded, Ptr: srv.String(), RemotePID: int(srv.pid), ID: srv.id,
 				PreparedStatements: srv.stmts.len(),
 			}

@@ -193,6 +193,8 @@
 //
 // Each client gets its own random BackendKeyData. A CancelRequest with that
 // key is sent, on a new connection, to the Postgres backend linked to the
-// client at that moment, with the client's link locked so the server cannot
-// move to another client while the cancel is in flight.
+// client at that moment. The server is marked under the client's lock and
+// the request sent with no lock held; a server released while a cancel is
+// in flight waits in being_canceled (objects.go) so it cannot move to
+// another client before the cancel is done.
 package pooler

@@ -51,11 +51,7 @@ func (p *Pool) closeIdleOne() bool {
 		return false
 	}
 	s := p.idle[0]
-	copy(p.idle, p.idle[1:])
-	p.idle[len(p.idle)-1] = nil
-	p.idle = p.idle[:len(p.idle)-1]
-	p.total--
-	s.state = serverClosed
+	p.setServerStateLocked(s, serverClosed)
 	p.mu.Unlock()
 	p.closeServer(s, "evicted")
 	return true
@@ -94,7 +90,6 @@ func (p *Pool) maintain(now time.Time) {
 			s.conn.Close()
 		}
 	}()
-	keep := p.idle[:0]
 	for _, s := range p.idle {
 		reason := p.closeReasonLocked(s, st, now, true, len(doomed))
 		if reason == "" && p.deadWhileIdleLocked(s, now) {
@@ -104,18 +99,15 @@ func (p *Pool) maintain(now time.Time) {
 			reason = "server conn crashed?"
 		}
 		if reason != "" && p.mayCloseLocked(reason, now) {
-			s.state = serverClosed
 			doomed = append(doomed, s)
 			reasons = append(reasons, reason)
-			continue
 		}
-		keep = append(keep, s)
 	}
-	for i := len(keep); i < len(p.idle); i++ {
-		p.idle[i] = nil
+	// Closed after the pass, which must not see the idle list change
+	// under it; the pass counts the doomed itself (closing).
+	for _, s := range doomed {
+		p.setServerStateLocked(s, serverClosed)
 	}
-	p.idle = keep
-	p.total -= len(doomed)
 	expired := p.expireWaitersLocked(now, st.QueryWaitTimeout)
 	p.regrowLocked(now)
 	p.fillMinLocked(now)
@@ -177,30 +169,27 @@ func (p *Pool) shrink() {
 		}
 	}
 	// Longest idle first (the front of the stack).
-	keep := p.idle[:0]
 	for _, s := range p.idle {
 		if excess > 0 && !s.closeNeeded {
 			excess--
 			if p.mayCloseLocked("limit lowered", now) {
-				p.total--
-				s.state = serverClosed
 				doomed = append(doomed, s)
 				continue
 			}
 			s.closeNeeded = true
 			s.doomReason = "limit lowered"
 		}
-		keep = append(keep, s)
 	}
-	for i := len(keep); i < len(p.idle); i++ {
-		p.idle[i] = nil
+	for _, s := range doomed {
+		p.setServerStateLocked(s, serverClosed)
 	}
-	p.idle = keep
+	// Busy ones next; a server waiting for its cancels to be done is
+	// busy too: release's rule closes it when they are.
 	for s := range p.servers {
 		if excess == 0 {
 			break
 		}
-		if s.state == serverActive && !s.closeNeeded {
+		if (s.state == serverActive || s.state == serverBeingCanceled) && !s.closeNeeded {
 			s.closeNeeded = true
 			s.doomReason = "limit lowered"
 			s.evictAt = p.svc.clock.Now().Add(p.svc.settings().LimitEvictGrace)

@@ -71,6 +71,8 @@ func init() {
 // one series per pool or database get their metadata once, then the
 // samples.
 func (s *Service) WriteMetrics(w io.Writer) {
+	// The pool gauges are SHOW POOLS' columns, read from the pools'
+	// per-state counts (objects.go), so the two never disagree.
 	pools := s.Console().Pools()
 	for _, g := range []struct {
 		name string
@@ -81,6 +83,7 @@ func (s *Service) WriteMetrics(w io.Writer) {
 		{"pgturnstile_pool_servers_active", func(p *admin.Pool) int { return p.SvActive }},
 		{"pgturnstile_pool_servers_idle", func(p *admin.Pool) int { return p.SvIdle }},
 		{"pgturnstile_pool_servers_login", func(p *admin.Pool) int { return p.SvLogin }},
+		{"pgturnstile_pool_servers_being_canceled", func(p *admin.Pool) int { return p.SvBeingCanceled }},
 		{"pgturnstile_pool_size", func(p *admin.Pool) int { return p.PoolSize }},
 	} {
 		metrics.WriteMetadataIfNeeded(w, g.name, "gauge")

@@ -43,13 +43,18 @@ type Pool struct {
 	mu sync.Mutex
 	// cred logs new servers in; auth_query and SCRAM pass-through update
 	// it at client logins.
-	cred       auth.ServerCredentials
-	eff        config.Effective
-	idle       []*server // LIFO stack (or FIFO with server_round_robin)
-	active     int
-	connecting int
-	total      int // idle + active + connecting, what pool_size caps
-	queue      admission.Queue
+	cred auth.ServerCredentials
+	eff  config.Effective
+	// The server lists and counts, one per state (objects.go); only
+	// setServerStateLocked writes them.
+	idle          []*server // LIFO stack (or FIFO with server_round_robin)
+	active        int
+	connecting    int // servers logging in (serverLogin)
+	beingCanceled int
+	total         int // connecting + idle + active + beingCanceled, what pool_size caps
+
+	// queue holds the clients waiting for a server, oldest first.
+	queue admission.Queue
 	// queued is queue.Len() for readers without mu (hasWaiters); set
 	// under mu after every change to queue.
 	queued  atomic.Int32
@@ -89,9 +94,10 @@ type Pool struct {
 	growAt          time.Time
 	tokenWaitSince  time.Time
 	drainCancelPath chan struct{} // drainCancelSlots: cancels of drains in flight
-	// launch starts a login the caller accounted for (go p.connect() when
-	// nil); unit tests replace it to watch pacing without a network.
-	launch func()
+	// launch starts the login of s, which the caller accounted for (go
+	// p.connect(s) when nil); unit tests replace it to watch pacing
+	// without a network.
+	launch func(s *server)
 }
 
 func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
@@ -183,13 +189,10 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, erro
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	p.lastUsed = now
-	if s := p.popIdleLocked(); s != nil && !p.paused {
-		s.state = serverActive
-		p.active++
+	if s := p.nextIdleLocked(); s != nil && !p.paused {
+		p.setServerStateLocked(s, serverActive)
 		p.mu.Unlock()
 		return s, nil
-	} else if s != nil {
-		p.idle = append(p.idle, s)
 	}
 	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
 		err := p.lastLoginErr
@@ -278,24 +281,6 @@ func loginFailing(err error) error {
 	return newError(CodeServerLoginFailing, loginReason(err))
 }
 
-func (p *Pool) popIdleLocked() *server {
-	n := len(p.idle)
-	if n == 0 {
-		return nil
-	}
-	var s *server
-	if p.svc.settings().ServerRoundRobin {
-		s = p.idle[0]
-		copy(p.idle, p.idle[1:])
-		p.idle[n-1] = nil
-	} else {
-		s = p.idle[n-1]
-		p.idle[n-1] = nil
-	}
-	p.idle = p.idle[:n-1]
-	return s
-}
-
 // growLocked starts server logins for waiters that no login in flight will
 // serve, within pool_size (plus reserve_pool_size when useReserve), the
 // database and user caps, server_max_parallel_connects (a finishing login
@@ -335,23 +320,23 @@ func (p *Pool) growLocked(now time.Time, useReserve bool) {
 	}
 }
 
-// connect logs in one new server and hands it to the first waiter.
-func (p *Pool) connect() {
+// connect logs in s, a new server in state login, and hands it to the
+// first waiter.
+func (p *Pool) connect(s *server) {
 	st := p.svc.settings()
-	s, err := dialServer(p, st.ServerConnectTimeout)
+	err := dialServer(p, s, st.ServerConnectTimeout)
 	if err == nil && p.db.ConnectQuery != "" {
 		if res, qerr := s.exec(p.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
 			s.conn.Close()
-			s, err = nil, qerr
+			err = qerr
 		} else if res.err != nil {
 			p.log.Warn("connect_query failed: " + res.err.Message)
 		}
 	}
 	p.mu.Lock()
-	p.connecting--
 	if errors.Is(err, errDialAborted) {
 		// Not a failure: nobody waits for this login any more.
-		p.total--
+		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())
 		p.mu.Unlock()
 		p.svc.changes.notify() // PAUSE waits for p.total to fall
@@ -361,7 +346,7 @@ func (p *Pool) connect() {
 		return
 	}
 	if err != nil {
-		p.total--
+		p.setServerStateLocked(s, serverClosed)
 		p.syncGateLocked()
 		p.lastLoginErr = err
 		p.lastLoginErrAt = p.svc.clock.Now()
@@ -393,8 +378,7 @@ func (p *Pool) connect() {
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
 	if p.paused || p.overLimitLocked() {
-		p.total--
-		s.state = serverClosed
+		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())
 		p.mu.Unlock()
 		reason := "pause"
@@ -434,26 +418,15 @@ func isStartingUp(err error) bool {
 	return errors.As(err, &se) && se.Fields.Code == "57P03"
 }
 
-// handOffLocked gives a ready server to the next waiter or puts it idle.
-func (p *Pool) handOffLocked(s *server) {
-	if w := p.queue.Pop(); w != nil {
-		p.queued.Store(int32(p.queue.Len()))
-		s.state = serverActive
-		p.active++
-		w.Data.(*poolWaiter).grant <- grant{s: s}
-		return
-	}
-	s.state = serverIdle
-	s.lastUsed = p.svc.clock.Now()
-	p.idle = append(p.idle, s)
-}
-
 // hasWaiters reports whether clients are queued for this pool's servers,
 // without taking the pool's lock: a hint, stale as soon as it is read.
 func (p *Pool) hasWaiters() bool { return p.queued.Load() > 0 }
 
 // release returns a clean, idle server (ReadyForQuery 'I', nothing
-// outstanding) from a client to the pool.
+// outstanding) from a client to the pool. A server that a cancel request
+// is still on its way to waits in being_canceled until cancelDone, as
+// PgBouncer's release_server does: handed out now, it could have the next
+// client's query cancelled.
 func (p *Pool) release(s *server) {
 	// Taken now: once handed off, the server carries its next holder's.
 	defer releaseTicket(s.takeTicket())
@@ -462,20 +435,35 @@ func (p *Pool) release(s *server) {
 	p.mu.Lock()
 	if s.state != serverActive {
 		p.mu.Unlock()
-		panic("BUG: release of a server that is not active: " + s.state.String())
+		panic("BUG: server " + s.String() + ": release of a server that is not active: " + s.state.String())
 	}
-	p.active--
-	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" && p.mayCloseLocked(reason, now) {
-		p.total--
-		s.state = serverClosed
-		p.growLocked(now, false)
+	if s.cancels.Load() > 0 {
+		s.lastUsed = now
+		p.setServerStateLocked(s, serverBeingCanceled)
 		p.mu.Unlock()
-		p.closeServer(s, reason)
 		return
+	}
+	reason := p.reuseOrCloseLocked(s, st, now)
+	p.mu.Unlock()
+	if reason != "" {
+		p.closeServer(s, reason)
+	}
+}
+
+// reuseOrCloseLocked applies release's rule to a server no client holds
+// any more (active, or being_canceled with its cancels done): it is
+// closed when closeReasonLocked says so and a close token allows, and the
+// reason is returned for closeServer, to be called once p.mu is released;
+// otherwise it goes to the next waiter or idle, and "" is returned.
+func (p *Pool) reuseOrCloseLocked(s *server, st *config.Settings, now time.Time) string {
+	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" && p.mayCloseLocked(reason, now) {
+		p.setServerStateLocked(s, serverClosed)
+		p.growLocked(now, false)
+		return reason
 	}
 	s.lastUsed = now
 	p.handOffLocked(s)
-	p.mu.Unlock()
+	return ""
 }
 
 // closeReasonLocked says why a server coming back from a client (idle
@@ -508,32 +496,12 @@ func (p *Pool) closeReasonLocked(s *server, st *config.Settings, now time.Time, 
 func (p *Pool) discard(s *server, reason string) {
 	p.mu.Lock()
 	if s.state == serverActive {
-		p.active--
 		defer releaseTicket(s.takeTicket())
 	}
-	p.total--
-	s.state = serverClosed
+	p.setServerStateLocked(s, serverClosed)
 	p.growLocked(p.svc.clock.Now(), false)
 	p.mu.Unlock()
 	p.closeServer(s, reason)
-}
-
-// closeServer closes the socket and returns the cap slots; called without
-// p.mu after the server left every list.
-func (p *Pool) closeServer(s *server, reason string) {
-	s.close()
-	s.stmts.clear(p.svc.stmts)
-	p.mu.Lock()
-	delete(p.servers, s)
-	p.mu.Unlock()
-	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
-	p.dbLimit.give()
-	p.userLimit.give()
-	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
-	if p.svc.logDisconnections() {
-		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
-	}
-	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }
 
 // checkServer runs server_check_query on a server that sat idle longer than

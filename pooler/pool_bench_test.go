@@ -27,9 +27,9 @@ func benchPool(tb testing.TB, n int) *Pool {
 	p.mu.Lock()
 	p.eff.PoolSize = n
 	for i := 0; i < n; i++ {
-		s := &server{id: uint64(i + 1), pool: p, created: time.Now(), lastUsed: time.Now(), state: serverIdle}
-		p.idle = append(p.idle, s)
-		p.total++
+		s := p.newLoginLocked()
+		s.id, s.created, s.lastUsed = uint64(i+1), time.Now(), time.Now()
+		p.setServerStateLocked(s, serverIdle)
 	}
 	p.mu.Unlock()
 	return p

@@ -110,14 +110,13 @@ func (p *Pool) mayConnectLocked(now time.Time) bool {
 func (p *Pool) startConnectLocked(now time.Time) {
 	p.creates.take(now)
 	p.endTokenWaitLocked(now)
-	p.connecting++
-	p.total++
+	s := p.newLoginLocked()
 	p.svc.countEvent("pgturnstile_server_connect_attempts_total", "database", p.key.db)
 	if p.launch != nil {
-		p.launch()
+		p.launch(s)
 		return
 	}
-	go p.connect()
+	go p.connect(s)
 }
 
 // endTokenWaitLocked adds the time growth waited for a create token to the
@@ -267,7 +266,7 @@ func (p *Pool) warm() int {
 func (p *Pool) warmState() (live int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.idle) + p.active, p.lastLoginErr
+	return p.total - p.connecting, p.lastLoginErr
 }
 
 // Warm opens min_pool_size servers for the pools that exist before any

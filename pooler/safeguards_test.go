@@ -156,7 +156,7 @@ func safeguardPool(t *testing.T, settings map[string]string) (*Pool, *int) {
 		t.Fatal(err)
 	}
 	launched := new(int)
-	p.launch = func() { *launched++ }
+	p.launch = func(*server) { *launched++ }
 	p.growTimer = svc.clock.AfterFunc(time.Hour, func() {})
 	p.growTimer.Stop()
 	return p, launched
@@ -172,10 +172,12 @@ func TestMinPoolFillIsPaced(t *testing.T) {
 	const login = 5 * time.Millisecond
 	var at time.Duration
 	var starts, inflight []time.Duration
-	p.launch = func() {
+	var logins []*server
+	p.launch = func(s *server) {
 		*launched++
 		starts = append(starts, at)
 		inflight = append(inflight, at)
+		logins = append(logins, s)
 	}
 	maxParallel := 0
 	p.mu.Lock()
@@ -184,7 +186,8 @@ func TestMinPoolFillIsPaced(t *testing.T) {
 		now := t0.Add(at)
 		for len(inflight) > 0 && at-inflight[0] >= login {
 			inflight = inflight[1:]
-			p.connecting--
+			p.setServerStateLocked(logins[0], serverIdle)
+			logins = logins[1:]
 			p.regrowLocked(now)
 		}
 		p.fillMinLocked(now)
@@ -276,11 +279,11 @@ func TestCloseBucket(t *testing.T) {
 func TestLifetimeJitterOnClose(t *testing.T) {
 	p, _ := safeguardPool(t, map[string]string{"server_lifetime": "100", "server_lifetime_jitter": "0.1", "server_idle_timeout": "0"})
 	st := p.svc.settings()
-	early := &server{created: t0, lastUsed: t0, lifeDraw: -1}
-	late := &server{created: t0, lastUsed: t0, lifeDraw: 0.5}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.total = 2
+	early, late := p.newLoginLocked(), p.newLoginLocked() // total 2
+	early.created, early.lastUsed, early.lifeDraw = t0, t0, -1
+	late.created, late.lastUsed, late.lifeDraw = t0, t0, 0.5
 	for _, tc := range []struct {
 		s    *server
 		at   time.Duration

@@ -18,31 +18,6 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// serverState is a server connection's place in its pool, with PgBouncer's
-// names: SHOW POOLS counts are the sizes of these sets.
-type serverState int
-
-const (
-	serverLogin  serverState = iota + 1 // connecting and logging in
-	serverIdle                          // in the pool, ready
-	serverActive                        // linked to a client
-	serverClosed
-)
-
-func (s serverState) String() string {
-	switch s {
-	case serverLogin:
-		return "login"
-	case serverIdle:
-		return "idle"
-	case serverActive:
-		return "active"
-	case serverClosed:
-		return "closed"
-	}
-	return "unknown"
-}
-
 var serverIDs atomic.Uint64
 
 // server is one connection to Postgres.
@@ -81,7 +56,8 @@ type server struct {
 	created  time.Time
 	lastUsed time.Time
 
-	// Guarded by pool.mu.
+	// Guarded by pool.mu; written only by pool.setServerStateLocked
+	// (objects.go).
 	state       serverState
 	closeNeeded bool
 	// doomReason is why closeNeeded was set, for the log ("" = RECONNECT).
@@ -104,6 +80,10 @@ type server struct {
 
 	// linkedTo is the id of the client the server was last linked to.
 	linkedTo atomic.Uint64
+	// cancels counts the cancel requests for this server on their way to
+	// Postgres: raised under the linked client's mu (cancelStarted),
+	// lowered and read under pool.mu (cancelDone, release).
+	cancels atomic.Int32
 
 	// stmts are the mapped prepared statements this server has; owned by
 	// whoever holds the server, like w.
@@ -118,18 +98,19 @@ type server struct {
 
 func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 
-// dialServer opens and logs in a new server connection; connect and login
-// together are bounded by timeout (server_connect_timeout).
-func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
+// dialServer opens and logs in the connection of s, a server in state
+// login that only this goroutine touches until it is logged in; connect
+// and login together are bounded by timeout (server_connect_timeout).
+func dialServer(p *Pool, s *server, timeout time.Duration) (err error) {
 	conn, err := p.svc.dialTimeout(p.network, p.address, timeout)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// A limit lowered while this login is in flight closes conn (shrink)
 	// rather than let a backend Postgres would see over the new limit.
 	if !p.startDial(conn) {
 		conn.Close()
-		return nil, errDialAborted
+		return errDialAborted
 	}
 	raw := conn // registered by startDial; conn may become a TLS conn
 	defer func() {
@@ -149,7 +130,7 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 	if p.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer.
 		if conn, err = startServerTLS(conn, p); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	sio := wire.SocketIO(conn)
@@ -158,22 +139,15 @@ func dialServer(p *Pool, timeout time.Duration) (_ *server, err error) {
 	login, err := auth.LoginToServer(r, w, p.params, p.credentials())
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return err
 	}
 	conn.SetDeadline(time.Time{})
 	now := p.svc.clock.Now()
-	return &server{
-		id:        serverIDs.Add(1),
-		pool:      p,
-		conn:      conn,
-		r:         r,
-		w:         w,
-		pid:       login.PID,
-		cancelKey: login.CancelKey,
-		params:    login.Params,
-		created:   now,
-		lastUsed:  now,
-	}, nil
+	s.id = serverIDs.Add(1)
+	s.conn, s.r, s.w = conn, r, w
+	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
+	s.created, s.lastUsed = now, now
+	return nil
 }
 
 // dialTimeout opens a connection to Postgres through the service's dial

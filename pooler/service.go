@@ -370,10 +370,12 @@ func (s *Service) registerCancel(c *client) {
 }
 
 // cancel forwards a CancelRequest to the server running that client's
-// query. The client's lock is held while the cancel is delivered, so the
-// server cannot be released to another client meanwhile and the cancel
-// cannot hit someone else's query. Unknown keys and idle clients are
-// ignored, as Postgres does.
+// query. The server is marked under the client's lock (cancelStarted) and
+// the request is sent with no lock held: the client goes on meanwhile, and
+// a server its client lets go before the cancel is done waits in
+// being_canceled instead of going to another client, whose query the
+// cancel could hit (release, cancelDone). Unknown keys and idle clients
+// are ignored, as Postgres does.
 func (s *Service) cancel(key [8]byte) {
 	s.cancelMu.Lock()
 	c := s.cancels[key]
@@ -400,13 +402,17 @@ func (s *Service) cancel(key [8]byte) {
 		p.cancelWaiter(w, seq)
 		return
 	}
-	defer c.mu.Unlock()
-	if c.srv == nil || c.ls.outstanding == 0 {
+	srv := c.srv
+	if srv == nil || c.ls.outstanding == 0 {
+		c.mu.Unlock()
 		return
 	}
-	if err := c.srv.sendCancel(2 * time.Second); err != nil {
+	srv.cancelStarted()
+	c.mu.Unlock()
+	if err := srv.sendCancel(2 * time.Second); err != nil {
 		c.logger().Warn("cancel request failed: " + err.Error())
 	}
+	srv.pool.cancelDone(srv)
 }
 
 // poolFor returns the pool of (db, user), creating it on first use. A
