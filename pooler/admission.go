@@ -71,15 +71,24 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 	}
 	st := p.svc.settings()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	g, warning := p.gateForLocked(ap, st)
+	p.mu.Unlock()
+	if warning != "" {
+		p.log.Warn(warning) // not under p.mu: no I/O under a pool's lock
+	}
+	return g
+}
+
+// gateForLocked is gateFor under p.mu; a warning to log comes back.
+func (p *Pool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ *admission.Gate, warning string) {
 	if p.paused {
 		// PAUSE holds clients until RESUME, as in PgBouncer, rather than
 		// letting CoDel shed them.
-		return nil
+		return nil, ""
 	}
 	size := p.eff.PoolSize
 	if g := p.gate; g != nil && g.policy == ap && g.poolSize == size && g.maxWait == st.QueryWaitTimeout {
-		return g.gate
+		return g.gate, ""
 	}
 	cfg := ap.policy.GateConfig()
 	cfg.PoolSize = max(size, 1)
@@ -93,10 +102,10 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 	if !g.Fair() && cfg.Tree != nil && cfg.Tree.Leaves() > 1 {
 		// PGKeeper's caveat: a pool too small to slice makes fair shares
 		// rounding noise; the gate then serves each tier in FIFO order.
-		p.log.Warn(fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves()))
+		warning = fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves())
 	}
 	p.gate = &poolGate{gate: g, policy: ap, poolSize: size, maxWait: st.QueryWaitTimeout}
-	return g
+	return g, warning
 }
 
 // gateCapacityLocked is what the gate may hand out: servers that exist or

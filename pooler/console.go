@@ -164,14 +164,14 @@ func (v consoleView) Servers() []admin.Conn {
 				Type: "S", User: p.key.user, Database: p.key.db, Replication: "none",
 				State: srv.state.show(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
 				CloseNeeded: srv.closeNeeded, Ptr: srv.String(), RemotePID: int(srv.pid), ID: srv.id,
-				PreparedStatements: srv.stmts.len(),
+				PreparedStatements: srv.stmts.shown(),
 			}
 			if id := srv.linkedTo.Load(); id != 0 && srv.state == serverActive {
 				row.Link = "C-" + strconv.FormatUint(id, 10)
 			}
 			row.Addr, row.Port = splitAddr(srv.conn.RemoteAddr())
 			row.LocalAddr, row.LocalPort = splitAddr(srv.conn.LocalAddr())
-			row.ApplicationName = srv.params["application_name"]
+			row.ApplicationName = srv.shownAppName()
 			out = append(out, row)
 		}
 		p.mu.Unlock()
@@ -224,11 +224,10 @@ func (v consoleView) Databases() []admin.Database {
 			row.CurrentConnections = l.n
 			l.mu.Unlock()
 		}
-		ds := s.dbStates[name]
-		s.mu.Unlock()
-		if ds != nil {
+		if ds := s.dbStates[name]; ds != nil {
 			row.Paused, row.Disabled = ds.paused, ds.disabled
 		}
+		s.mu.Unlock()
 		out = append(out, row)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -493,10 +492,16 @@ func (v consoleView) Kill(db string) error {
 	}
 	for _, p := range s.poolsOf(db) {
 		p.mu.Lock()
+		conns := make([]net.Conn, 0, len(p.servers))
 		for srv := range p.servers {
-			srv.conn.Close()
+			conns = append(conns, srv.conn)
 		}
 		p.mu.Unlock()
+		// Closed after p.mu is released: closing a TLS connection writes
+		// its close_notify. Each holder then sees its server fail.
+		for _, conn := range conns {
+			conn.Close()
+		}
 		p.maintain(s.clock.Now())
 	}
 	return nil

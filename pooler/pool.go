@@ -395,12 +395,13 @@ func (p *Pool) connect(s *server) {
 		}
 	}
 	p.svc.countEvent("pgturnstile_server_connects_total", "database", p.key.db)
-	if p.svc.logConnections() {
-		p.log.Info(s.String() + ": new connection to server")
-	}
+	name := s.String() // s may be another client's once p.mu is released
 	p.handOffLocked(s)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
+	if p.svc.logConnections() {
+		p.log.Info(name + ": new connection to server")
+	}
 }
 
 // regrowLocked continues growth after a login ended: it freed a slot of

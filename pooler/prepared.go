@@ -167,6 +167,9 @@ func (r *stmtRegistry) size() int {
 type serverStmts struct {
 	lru *list.List // of *stmtDef, front = most recently used
 	m   map[*stmtDef]*list.Element
+	// n is len(m) for SHOW SERVERS, which reads it without the holder's
+	// lock (shown).
+	n atomic.Int32
 }
 
 func (c *serverStmts) init() {
@@ -192,6 +195,7 @@ func (c *serverStmts) add(reg *stmtRegistry, d *stmtDef) {
 	}
 	reg.ref(d)
 	c.m[d] = c.lru.PushFront(d)
+	c.n.Add(1)
 }
 
 func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
@@ -199,6 +203,7 @@ func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
 	if e, ok := c.m[d]; ok {
 		c.lru.Remove(e)
 		delete(c.m, d)
+		c.n.Add(-1)
 		reg.release(d)
 	}
 }
@@ -224,7 +229,11 @@ func (c *serverStmts) clear(reg *stmtRegistry) {
 		reg.release(d)
 	}
 	c.lru, c.m = nil, nil
+	c.n.Store(0)
 }
+
+// shown is the number of statements, for SHOW SERVERS; any goroutine.
+func (c *serverStmts) shown() int { return int(c.n.Load()) }
 
 // opKind is an entry of the link's queue of replies owed by the server.
 type opKind uint8

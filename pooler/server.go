@@ -80,6 +80,10 @@ type server struct {
 
 	// linkedTo is the id of the client the server was last linked to.
 	linkedTo atomic.Uint64
+	// appName mirrors params["application_name"] for SHOW SERVERS, which
+	// reads it under Pool.mu while the holder may be writing params (a map
+	// read during a write can crash the process).
+	appName atomic.Pointer[string]
 	// cancels counts the cancel requests for this server on their way to
 	// Postgres: raised under the linked client's mu (cancelStarted),
 	// lowered and read under pool.mu (cancelDone, release).
@@ -146,6 +150,7 @@ func dialServer(p *Pool, s *server, timeout time.Duration) (err error) {
 	s.id = serverIDs.Add(1)
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
+	s.noteAppName(login.Params["application_name"])
 	s.created, s.lastUsed = now, now
 	return nil
 }
@@ -239,7 +244,21 @@ func (s *server) noteParameter(body []byte) (name, value string) {
 	value = string(v)
 	s.params[name] = value
 	s.paramsGen++
+	if name == "application_name" {
+		s.noteAppName(value)
+	}
 	return name, value
+}
+
+// noteAppName publishes the server's application_name to SHOW SERVERS.
+func (s *server) noteAppName(v string) { s.appName.Store(&v) }
+
+// shownAppName is the application_name SHOW SERVERS lists; any goroutine.
+func (s *server) shownAppName() string {
+	if p := s.appName.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // sendCancel asks Postgres to cancel whatever s is running, on a new
