@@ -77,26 +77,38 @@ type client struct {
 	// ends when it resumes.
 	killed bool
 
-	// The link state and buffers, which a parked client does without:
-	// park.go drops them (under mu) and resume makes them anew. Other
-	// goroutines reach these fields only under mu and only after checking
-	// clientLink is not nil.
-	*clientLink
+	// scratch is serve's buffer for the messages it writes to the client
+	// itself (login, errors). It goes with r and w when the client parks:
+	// it belongs to the connection, not to a link (login uses it before
+	// any link exists).
+	scratch []byte
+
+	// link is what serving the client needs beyond its session: the
+	// linked server and the protocol position on it, the pump, the waits,
+	// the drain. nil while the client is parked: park.go drops it (under
+	// mu) and resume makes it anew. Goroutines other than serve reach it
+	// only under mu and only after checking it is not nil.
+	link *link
 }
 
-// newClientLink returns an empty link part whose condition uses the
-// client's mu.
-func newClientLink(mu *sync.Mutex) *clientLink {
-	l := &clientLink{}
+// newLink returns an empty link whose condition uses the client's mu.
+func newLink(mu *sync.Mutex) *link {
+	l := &link{}
 	l.writerDone.L = mu
 	return l
 }
 
-// clientLink is the part of a client that serves its requests: buffers,
-// the linked server and the protocol position on it, waits. Its fields
-// are promoted into client; c.mu guards what the comments say it does.
-type clientLink struct {
-	scratch []byte
+// link is the part of a client that serves its requests: the linked
+// server and the protocol position on it, the pump's lifetime, the writer
+// hand-over, the wait for a server and the drain after the client left.
+// It is not embedded: its fields are reached as c.link.f, so that code
+// reading them says it depends on a client that is not parked. c.mu guards
+// what the comments say it does.
+//
+// The buffers for messages between a client and its servers (pumpOut,
+// out, splices) are here too: they serve only the relaying, and go with
+// the link when the client parks, as the reader's buffer does.
+type link struct {
 	pumpOut []byte // the pump's own messages to the client
 	out     []byte // rewritten messages on their way to a server
 	// splices are the long texts a rewrite in out carries by reference

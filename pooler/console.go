@@ -115,14 +115,14 @@ func (s *Service) Clients() []admin.Conn {
 		}
 		c.mu.Lock()
 		switch {
-		case c.clientLink == nil:
+		case c.link == nil:
 			row.State = "idle" // parked
-		case c.waiting:
+		case c.link.waiting:
 			row.State = "waiting"
-			row.Wait = now.Sub(c.waitStart)
-		case c.srv != nil:
+			row.Wait = now.Sub(c.link.waitStart)
+		case c.link.srv != nil:
 			row.State = "active"
-			row.Link = c.srv.String()
+			row.Link = c.link.srv.String()
 		default:
 			row.State = "idle"
 		}

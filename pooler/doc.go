@@ -24,7 +24,7 @@
 // its goroutine ends, and it keeps only its session (user, database,
 // parameters, prepared statements, cancel key) and its socket as a bare
 // descriptor in one epoll set per service. The net.Conn, reader, writer
-// and link state (clientLink) are dropped; a new goroutine rebuilds them
+// and link state (client.link) are dropped; a new goroutine rebuilds them
 // when the client sends or hangs up. The epoll set, like the other
 // OS-specific socket code (raw reads and writes, the idle-server peek,
 // SO_PEERCRED), is internal/netpoll's; on systems other than Linux it has

@@ -118,7 +118,7 @@ func (s *Service) requestParks(now time.Time) {
 			continue
 		}
 		c.mu.Lock()
-		idle := c.clientLink != nil && c.srv == nil && !c.waiting && !c.skipToSync &&
+		idle := c.link != nil && c.link.srv == nil && !c.link.waiting && !c.link.skipToSync &&
 			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter)
 		if idle {
 			c.parkWanted.Store(true)
@@ -154,8 +154,8 @@ func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.srv == nil && !c.waiting && !c.skipToSync && !c.killed
-	pumpDone := c.pumpDone
+	idle := c.link.srv == nil && !c.link.waiting && !c.link.skipToSync && !c.killed
+	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
 		// The last link's pump may still be finishing its writes.
@@ -189,11 +189,12 @@ func (c *client) tryPark() bool {
 	// From here on the client lives on fd alone.
 	c.inLoop.Store(false)
 	c.conn.Close() // the socket stays open through fd
-	// The reader and writer go too (both are empty); resume makes new ones.
-	c.r, c.w = nil, nil
+	// The reader, writer and scratch buffer go too (the first two are
+	// empty); resume makes new ones.
+	c.r, c.w, c.scratch = nil, nil, nil
 	c.mu.Lock()
 	c.conn = parkedConn{} // drops net's conn, addresses and poll descriptor
-	c.clientLink = nil    // and the link state and buffers
+	c.link = nil          // and the link state and its buffers
 	c.mu.Unlock()
 
 	pk.mu.Lock()
@@ -239,7 +240,7 @@ func (c *client) resume(fd int) {
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn
-	c.clientLink = newClientLink(&c.mu)
+	c.link = newLink(&c.mu)
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {

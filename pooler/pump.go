@@ -41,7 +41,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			return pumpLinkOver
 		}
 		if completesExtended(typ) {
-			c.replies++
+			c.link.replies++
 		}
 		gone := c.gone.Load()
 		var out *wire.Writer
@@ -50,19 +50,19 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		}
 		switch typ {
 		case wire.MsgReadyForQuery:
-			c.replies = 0
+			c.link.replies = 0
 			msg, err := s.r.Message()
 			if err != nil {
 				c.serverLost(s, err)
 				return pumpLinkOver
 			}
 			status := msg[5]
-			c.sentBytes += int64(len(msg))
+			c.link.sentBytes += int64(len(msg))
 			if c.tracking {
 				c.mu.Lock()
-				owed := c.readyLocked(c.pumpOut[:0])
+				owed := c.readyLocked(c.link.pumpOut[:0])
 				c.mu.Unlock()
-				c.pumpOut = owed
+				c.link.pumpOut = owed
 				if out != nil && len(owed) > 0 {
 					out.Write(owed)
 				}
@@ -75,7 +75,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			}
 			if inline {
 				c.mu.Lock()
-				answered := c.ls.outstanding == 0
+				answered := c.link.ls.outstanding == 0
 				c.mu.Unlock()
 				if answered && !s.r.Pending() {
 					// The link stays (a transaction block): a pump
@@ -105,8 +105,8 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			continue
 		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
 			c.mu.Lock()
-			if dropped, consumed := c.ls.copyStarted(c.replies); c.tracking {
-				c.ops.killSyncs(dropped)
+			if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
+				c.link.ops.killSyncs(dropped)
 				if consumed == wire.MsgParse || consumed == wire.MsgClose {
 					c.consumedByCopyLocked(s)
 				}
@@ -138,16 +138,16 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			}
 		case wire.MsgErrorResponse:
 			c.mu.Lock()
-			skip, synced := c.ls.serverError(c.replies)
+			skip, synced := c.link.ls.serverError(c.link.replies)
 			if skip {
-				c.replies = 0
+				c.link.replies = 0
 				if !synced {
 					// The server skips the client's messages up to its
 					// next Sync: so does serve, so that none is counted
 					// as owing a reply. The server says nothing more
 					// until that Sync, which serve must read: an inline
 					// relay hands over.
-					c.skipToSync = true
+					c.link.skipToSync = true
 					handOff = inline
 				}
 			}
@@ -177,7 +177,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 							c.serverLost(s, err)
 							return pumpLinkOver
 						}
-						c.sentBytes += int64(len(deallocateComplete))
+						c.link.sentBytes += int64(len(deallocateComplete))
 						if out != nil {
 							out.Write(deallocateComplete)
 							if !s.r.Pending() {
@@ -190,7 +190,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			}
 		}
 		n := int64(s.r.BodyLen()) + 5
-		c.sentBytes += n
+		c.link.sentBytes += n
 		if gone {
 			c.drainDiscarded(s, n)
 		}
@@ -211,19 +211,19 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
 	c.countReadyLocked(status)
-	c.ls.readyForQuery(status)
-	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
+	c.link.ls.readyForQuery(status)
+	if c.link.ls.outstanding == 0 && st.QueryTimeout > 0 {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
-	act := afterReadyForQuery(c.mode, &c.ls)
-	for act == releaseServer && c.writing {
+	act := afterReadyForQuery(c.mode, &c.link.ls)
+	for act == releaseServer && c.link.writing {
 		// serve is finishing a flush to this server; wait for it, then
 		// look again: it may have sent more.
-		c.writerDone.Wait()
-		act = afterReadyForQuery(c.mode, &c.ls)
+		c.link.writerDone.Wait()
+		act = afterReadyForQuery(c.mode, &c.link.ls)
 	}
 	if c.gone.Load() {
 		return c.drainLocked(s)
@@ -233,8 +233,8 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		// Flush under mu: after c.srv is cleared, serve may link another
 		// server whose pump writes to the client.
 		c.w.Flush()
-		c.srv = nil
-		unsure := c.ls.unsure
+		c.link.srv = nil
+		unsure := c.link.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
@@ -249,7 +249,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
-		c.srv = nil
+		c.link.srv = nil
 		c.mu.Unlock()
 		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
 		c.w.Flush()
@@ -257,7 +257,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
-	idleInTx := c.ls.idle() && status != wire.TxIdle
+	idleInTx := c.link.ls.idle() && status != wire.TxIdle
 	c.mu.Unlock()
 	if !s.r.Pending() {
 		c.w.Flush()
@@ -290,18 +290,18 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 // over.
 func (c *client) drainLocked(s *server) bool {
 	now := time.Now()
-	d := c.drain
+	d := c.link.drain
 	if d.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	step := nextDrainStep(&c.ls, c.resetDue)
+	step := nextDrainStep(&c.link.ls, c.link.resetDue)
 	switch {
 	case step == drainWait && now.After(d.deadline):
 		return c.drainFailedLocked(s, "client disconnect while server was not ready")
-	case step == drainWait && c.ls.copyIn && !d.copyFailed:
+	case step == drainWait && c.link.ls.copyIn && !d.copyFailed:
 		// A COPY FROM STDIN waits for data that will never come.
 		d.copyFailed = true
-		c.ls.fromClient(wire.MsgCopyFail)
+		c.link.ls.fromClient(wire.MsgCopyFail)
 		s.scratch = appendCopyFail(s.scratch[:0], "client disconnected")
 	case step == drainWait:
 		c.mu.Unlock()
@@ -310,21 +310,21 @@ func (c *client) drainLocked(s *server) bool {
 	case !c.awaitCancelLocked():
 		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
 	case step == drainSync:
-		c.ls.fromClient(wire.MsgSync)
+		c.link.ls.fromClient(wire.MsgSync)
 		c.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case step == drainRollback:
 		// Auto rollback: the client's transaction dies with it.
-		c.ls.fromClient(wire.MsgQuery)
+		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
 		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.resetDue = false
+		c.link.resetDue = false
 		return c.drainReleaseLocked(s)
 	case step == drainReset:
-		c.resetDue = false
-		c.ls.fromClient(wire.MsgQuery)
+		c.link.resetDue = false
+		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
 	default: // drainRelease
@@ -342,7 +342,7 @@ func (c *client) drainLocked(s *server) bool {
 // pushSyncLocked records a Sync-like message the pooler itself sends.
 func (c *client) pushSyncLocked(typ byte) {
 	if c.tracking {
-		c.ops.push(op{kind: opSync, msg: typ})
+		c.link.ops.push(op{kind: opSync, msg: typ})
 	}
 }
 
@@ -378,7 +378,7 @@ func (c *client) pumpTimeout(s *server) bool {
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
-	c.srv = nil
+	c.link.srv = nil
 	c.mu.Unlock()
 	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
 	c.w.Flush()
@@ -390,15 +390,15 @@ func (c *client) pumpTimeout(s *server) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
-	linked := c.srv == s
+	linked := c.link.srv == s
 	if linked {
-		c.srv = nil
+		c.link.srv = nil
 	}
-	quiet := c.gone.Load() || c.detach
+	quiet := c.gone.Load() || c.link.detach
 	reason := "server conn crashed?"
 	code := CodeServerCrashed
-	if c.detach {
-		reason = c.detachReason
+	if c.link.detach {
+		reason = c.link.detachReason
 	}
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
@@ -426,8 +426,8 @@ func (c *client) countReadyLocked(status byte) {
 	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
-		ps.xactTime.Add(int64(now.Sub(c.xactStart) / time.Microsecond))
+		ps.xactTime.Add(int64(now.Sub(c.link.xactStart) / time.Microsecond))
 	}
-	ps.sent.Add(c.sentBytes)
-	c.sentBytes = 0
+	ps.sent.Add(c.link.sentBytes)
+	c.link.sentBytes = 0
 }

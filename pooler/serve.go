@@ -44,7 +44,7 @@ func (c *client) refuse(typ byte, out []byte) error {
 		out = wire.AppendReadyForQuery(out, wire.TxIdle)
 	default:
 		c.mu.Lock()
-		c.skipToSync = true
+		c.link.skipToSync = true
 		c.mu.Unlock()
 	}
 	c.scratch = out
@@ -244,8 +244,8 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			}
 		}
 		c.mu.Lock()
-		s := c.srv
-		if s == nil && (c.tracking || c.skipToSync) {
+		s := c.link.srv
+		if s == nil && (c.tracking || c.link.skipToSync) {
 			c.mu.Unlock()
 			handled, err := c.answerUnlinked(typ, n)
 			if errors.Is(err, wire.ErrBudgetExceeded) {
@@ -260,11 +260,11 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 				continue
 			}
 			c.mu.Lock()
-			s = c.srv
+			s = c.link.srv
 		}
 		if s == nil {
 			c.mu.Unlock()
-			s, err = c.link(typ, n)
+			s, err = c.linkServer(typ, n)
 			if errors.Is(err, errWaitCanceled) {
 				if err := c.queryCanceled(typ); err != nil {
 					c.leave(err)
@@ -286,7 +286,7 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			}
 			c.mu.Lock()
 		}
-		if c.skipToSync && typ != wire.MsgSync {
+		if c.link.skipToSync && typ != wire.MsgSync {
 			// After an error the pooler raised, like Postgres: drop
 			// everything up to the client's Sync.
 			c.mu.Unlock()
@@ -300,8 +300,8 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			}
 			continue
 		}
-		c.skipToSync = false
-		if c.ls.feeding && !isCopyInput(typ) {
+		c.link.skipToSync = false
+		if c.link.ls.feeding && !isCopyInput(typ) {
 			// Postgres would end the COPY with an error over it and
 			// consume it; what the client's later messages then get
 			// depends on how far the server had read.
@@ -309,17 +309,17 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
 			return false
 		}
-		ignored := c.ls.feeding // a Sync or Flush the server ignores in COPY IN
-		if c.ls.idle() {
+		ignored := c.link.ls.feeding // a Sync or Flush the server ignores in COPY IN
+		if c.link.ls.idle() {
 			// The first request after an idle point starts a query (and
 			// a transaction when none is open).
 			c.queryStart = time.Now()
-			if c.ls.txStatus == wire.TxIdle {
-				c.xactStart = c.queryStart
+			if c.link.ls.txStatus == wire.TxIdle {
+				c.link.xactStart = c.queryStart
 			}
 		}
-		c.ls.fromClient(typ)
-		c.recvBytes += int64(n) + 5
+		c.link.ls.fromClient(typ)
+		c.link.recvBytes += int64(n) + 5
 		switch typ {
 		case wire.MsgParse:
 			c.pool.stats.clientParses.Add(1)
@@ -333,11 +333,11 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 				mapped = true
 			case wire.MsgSync, wire.MsgFunctionCall:
 				if !ignored {
-					c.ops.push(op{kind: opSync, msg: typ})
+					c.link.ops.push(op{kind: opSync, msg: typ})
 				}
 			}
 		}
-		c.writing = true
+		c.link.writing = true
 		c.mu.Unlock()
 		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
 			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
@@ -469,11 +469,11 @@ func (c *client) closeBadInput(e *Error, detail string) {
 		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(time.Since(c.connected)) + ")")
 	}
 	var done chan struct{}
-	if c.pumpStarted {
+	if c.link.pumpStarted {
 		// The link's pump may write to the client until it has seen the
 		// client go (or, after a link that ended, until it has exited).
 		c.mu.Lock()
-		done = c.pumpDone
+		done = c.link.pumpDone
 		c.mu.Unlock()
 	}
 	if done == nil {
@@ -494,9 +494,9 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 	if c.r.Pending() {
 		return
 	}
-	if c.recvBytes > 0 {
-		c.pool.stats.received.Add(c.recvBytes)
-		c.recvBytes = 0
+	if c.link.recvBytes > 0 {
+		c.pool.stats.received.Add(c.link.recvBytes)
+		c.link.recvBytes = 0
 	}
 	var err error
 	if awaitReply {
@@ -515,15 +515,15 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 // (the server answers it), no pump reads the server, and nothing of an
 // earlier reply is left unread in the server's buffer.
 func (c *client) willRelayInline(s *server, typ byte) bool {
-	return !c.r.Pending() && !c.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+	return !c.r.Pending() && !c.link.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
 // may release the server.
 func (c *client) doneWriting() {
 	c.mu.Lock()
-	c.writing = false
-	c.writerDone.Broadcast()
+	c.link.writing = false
+	c.link.writerDone.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -531,8 +531,8 @@ func (c *client) doneWriting() {
 // idle_transaction_timeout from the current link state.
 func (c *client) armClientDeadline(st *config.Settings) {
 	c.mu.Lock()
-	linked := c.srv != nil
-	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	linked := c.link.srv != nil
+	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
 	c.mu.Unlock()
 	var d time.Duration
 	switch {
@@ -552,8 +552,8 @@ func (c *client) armClientDeadline(st *config.Settings) {
 // closed.
 func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Lock()
-	linked := c.srv != nil
-	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	linked := c.link.srv != nil
+	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
 	c.mu.Unlock()
 	switch {
 	case !linked && st.ClientIdleTimeout > 0:
@@ -571,36 +571,36 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 // to stop, after which serve owns the client socket again.
 func (c *client) unlinkAndClose(reason string) {
 	c.mu.Lock()
-	s := c.srv
-	c.detach = true
-	c.detachReason = reason
+	s := c.link.srv
+	c.link.detach = true
+	c.link.detachReason = reason
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.conn.Close()
 	c.startPump(s) // the pump reports the closed server and ends the link
-	<-c.pumpDone
+	<-c.link.pumpDone
 }
 
-// link checks a server out for this client, brings its tracked parameters
+// linkServer checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
-func (c *client) link(typ byte, n int) (*server, error) {
+func (c *client) linkServer(typ byte, n int) (*server, error) {
 	start := time.Now()
 	c.mu.Lock()
-	c.waiting = true
-	c.waitStart = start
-	if c.cancelWait == nil {
-		c.cancelWait = make(chan struct{}, 1)
+	c.link.waiting = true
+	c.link.waitStart = start
+	if c.link.cancelWait == nil {
+		c.link.cancelWait = make(chan struct{}, 1)
 	}
 	select {
-	case <-c.cancelWait: // a stale cancel for an earlier wait
+	case <-c.link.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
-	if c.poolWait == nil {
-		c.poolWait = &poolWaiter{}
+	if c.link.poolWait == nil {
+		c.link.poolWait = &poolWaiter{}
 	}
-	c.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	c.mu.Unlock()
 	// Under an admission policy the transaction first needs a ticket; the
 	// pool's own queue then only covers servers still logging in.
@@ -619,7 +619,7 @@ func (c *client) link(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.pool.acquire(nil, c.poolWait)
+	s, err := c.pool.acquire(nil, c.link.poolWait)
 	if err != nil {
 		c.endWait()
 		if ticket.Valid() {
@@ -649,15 +649,15 @@ func (c *client) link(typ byte, n int) (*server, error) {
 	// The wait ends where the link begins, under one lock: a cancel
 	// request in between finds no query to cancel either way.
 	c.mu.Lock()
-	c.waiting = false
-	c.srv = s
-	c.ls.reset()
-	c.replies = 0
-	c.ops.reset()
-	c.skipToSync = false
-	c.pumpDone = nil
-	c.pumpStarted = false
-	c.detach = false
+	c.link.waiting = false
+	c.link.srv = s
+	c.link.ls.reset()
+	c.link.replies = 0
+	c.link.ops.reset()
+	c.link.skipToSync = false
+	c.link.pumpDone = nil
+	c.link.pumpStarted = false
+	c.link.detach = false
 	c.mu.Unlock()
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
@@ -667,7 +667,7 @@ func (c *client) link(typ byte, n int) (*server, error) {
 // endWait marks a wait for a server that ended without a link.
 func (c *client) endWait() {
 	c.mu.Lock()
-	c.waiting = false
+	c.link.waiting = false
 	c.mu.Unlock()
 }
 
@@ -685,7 +685,7 @@ func (c *client) endWait() {
 //
 // relayed reports that the reply was relayed inline and the link is over.
 func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
-	if c.r.Pending() || c.pumpStarted {
+	if c.r.Pending() || c.link.pumpStarted {
 		return false
 	}
 	if typ != wire.MsgSync && typ != wire.MsgQuery {
@@ -702,15 +702,15 @@ func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
 // startPump starts the link's pump goroutine unless it runs already.
 // Called by serve only.
 func (c *client) startPump(s *server) {
-	if c.pumpStarted {
+	if c.link.pumpStarted {
 		return
 	}
-	c.pumpStarted = true
+	c.link.pumpStarted = true
 	// Made here, not at link: most links end with the inline relay and
 	// never have a pump to wait for.
 	done := make(chan struct{})
 	c.mu.Lock()
-	c.pumpDone = done
+	c.link.pumpDone = done
 	c.mu.Unlock()
 	go c.pump(s, done)
 }
@@ -778,27 +778,27 @@ func (c *client) leave(err error) {
 // clean once the client is gone: see leave.
 func (c *client) abandonLink() {
 	c.mu.Lock()
-	if c.writing && c.srv != nil {
+	if c.link.writing && c.link.srv != nil {
 		// serve still holds the server's writer with part of a batch it
 		// recorded as sent (a refused frame read in the same batch kept
 		// flushBatch from running): it goes out now, so the replies the
 		// drain waits for are owed by the server, not by a buffer.
-		s := c.srv
+		s := c.link.srv
 		c.mu.Unlock()
 		if err := s.w.Flush(); err != nil {
 			s.conn.Close()
 		}
 		c.mu.Lock()
 	}
-	c.writing = false
-	c.writerDone.Broadcast()
-	s := c.srv
+	c.link.writing = false
+	c.link.writerDone.Broadcast()
+	s := c.link.srv
 	if s != nil {
-		if c.drain == nil {
-			c.drain = &drainState{} // before gone: the pump reads it once gone
+		if c.link.drain == nil {
+			c.link.drain = &drainState{} // before gone: the pump reads it once gone
 		}
 		c.gone.Store(true)
-		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
 		// reads it, and this deadline must not reach that one.
 		s.conn.SetReadDeadline(time.Now())

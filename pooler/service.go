@@ -405,7 +405,7 @@ func (s *Service) accept(ln net.Listener) error {
 		c.r.SetBudget(s.held)
 		_, c.local = conn.(*net.UnixConn)
 		c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
-		c.clientLink = newClientLink(&c.mu)
+		c.link = newLink(&c.mu)
 		s.wg.Add(1)
 		go c.serve()
 	}
@@ -452,29 +452,29 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	c.mu.Lock()
-	if c.clientLink == nil {
+	if c.link == nil {
 		c.mu.Unlock()
 		return // parked: nothing runs
 	}
-	if c.waiting {
+	if c.link.waiting {
 		// The wait is at the admission gate, which hears cancelWait, or in
 		// the pool's queue, which cancelWaiter ends. The pool's lock is
 		// taken after the client's is released: the pool never nests them.
 		select {
-		case c.cancelWait <- struct{}{}:
+		case c.link.cancelWait <- struct{}{}:
 		default:
 		}
-		p, w := c.pool, c.poolWait
+		p, w := c.pool, c.link.poolWait
 		seq := w.seq.Load() // this wait's number: link set it under mu
 		c.mu.Unlock()
 		p.cancelWaiter(w, seq)
 		return
 	}
 	defer c.mu.Unlock()
-	if c.srv == nil || c.ls.outstanding == 0 {
+	if c.link.srv == nil || c.link.ls.outstanding == 0 {
 		return
 	}
-	if err := c.srv.sendCancel(2 * time.Second); err != nil {
+	if err := c.link.srv.sendCancel(2 * time.Second); err != nil {
 		c.logger().Warn("cancel request failed: " + err.Error())
 	}
 }

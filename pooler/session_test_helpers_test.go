@@ -125,7 +125,7 @@ func (tp *testPooler) clientByKey(key []byte) *client {
 func (c *client) linkedForTest() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.clientLink != nil && c.srv != nil
+	return c.link != nil && c.link.srv != nil
 }
 
 // captureLog keeps what the pooler logged: every line mentioning a panic,
