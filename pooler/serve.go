@@ -144,246 +144,351 @@ func (c *client) fail(err error) {
 	c.w.Flush()
 }
 
+// loopStep says what loop does after one of its stages.
+type loopStep uint8
+
+const (
+	stepOn     loopStep = iota // go on with this message
+	stepNext                   // the message was dealt with: read the next
+	stepEnd                    // the client is gone (closed or left)
+	stepParked                 // the client parked: another goroutine owns c now
+)
+
+// loopVars is what loop carries from one message to the next.
+type loopVars struct {
+	st *config.Settings
+	// timeouts: client_idle_timeout or idle_transaction_timeout own the
+	// read deadline.
+	timeouts bool
+	// loginGrace: the early-park deadline is armed until the first read.
+	loginGrace bool
+	// msgArmed: awaitMessage set the read deadline for the message just
+	// read (client_message_timeout, or none); it is taken off before the
+	// next message.
+	msgArmed bool
+}
+
 // loop relays client messages to linked servers until the client leaves.
 // afterLogin: the client has just logged in; if it sends nothing within
-// parkAfterLogin it parks (park.go).
+// parkAfterLogin it parks (park.go). Each message goes through three
+// stages: readNext (its header judged, its body awaited), route (answered
+// without a server, or a server linked for it) and forward (recorded on
+// the link and written to the server).
 func (c *client) loop(afterLogin bool) (parked bool) {
+	lv := c.startLoop(afterLogin)
+	for {
+		typ, n, step := c.readNext(&lv)
+		if step == stepOn {
+			var s *server
+			s, step = c.route(&lv, typ, n)
+			if step == stepOn {
+				step = c.forward(&lv, s, typ, n)
+			}
+		}
+		switch step {
+		case stepEnd:
+			return false
+		case stepParked:
+			return true
+		}
+	}
+}
+
+// startLoop marks the client as relaying and arms the early-park deadline
+// after a login.
+func (c *client) startLoop(afterLogin bool) loopVars {
 	st := c.svc.settings()
-	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
+	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0}
 	c.inLoop.Store(true)
 	// The early-park deadline is armed only where the janitor would park
 	// the client later anyway (a system with parking, no idle timeouts,
 	// which own the deadline, and no TLS); it is cleared by the first
 	// message.
-	loginGrace := netpoll.CanPark && afterLogin && !timeouts && !c.tls
-	if loginGrace {
+	lv.loginGrace = netpoll.CanPark && afterLogin && !lv.timeouts && !c.tls
+	if lv.loginGrace {
 		c.parkWanted.Store(true)
 		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))
 	}
-	// msgArmed: awaitMessage set the read deadline for the message just
-	// read (client_message_timeout, or none); it is taken off before the
-	// next message.
-	msgArmed := false
-	for {
-		if timeouts {
-			c.armClientDeadline(st)
-		} else if msgArmed {
+	return lv
+}
+
+// readNext reads the next message's header, judges it, and waits until the
+// message is in whole (awaitMessage). stepOn with the message ready to be
+// routed; anything else when there is none.
+func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
+	if lv.timeouts {
+		c.armClientDeadline(lv.st)
+	} else if lv.msgArmed {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+	lv.msgArmed = false
+	typ, n, err := c.r.Next()
+	if lv.loginGrace {
+		lv.loginGrace = false
+		if err == nil {
+			c.parkWanted.Store(false)
 			c.conn.SetReadDeadline(time.Time{})
 		}
-		msgArmed = false
-		typ, n, err := c.r.Next()
-		if loginGrace {
-			loginGrace = false
-			if err == nil {
-				c.parkWanted.Store(false)
-				c.conn.SetReadDeadline(time.Time{})
-			}
-		}
-		if err != nil {
-			if isTimeout(err) && c.parkWanted.Load() {
-				if c.tryPark() {
-					return true // another goroutine owns c now
-				}
-				continue
-			}
-			if isTimeout(err) && c.clientTimedOut(st) {
-				return false
-			}
+	}
+	if err != nil {
+		return 0, 0, c.readFailed(lv.st, err)
+	}
+	if step := c.judgeHeader(lv.st, typ, n); step != stepOn {
+		return 0, 0, step
+	}
+	if !c.r.Pending() {
+		// The message has not all arrived: wait for it before a server
+		// is taken or written to.
+		lv.msgArmed = true
+		if err := c.awaitMessage(lv.st, n); err != nil {
 			if isTimeout(err) {
-				continue
+				c.closeBadInput(newError(CodeClientMessageTimeout), "")
+			} else {
+				c.leave(err)
 			}
-			if errors.Is(err, wire.ErrMessageTooLarge) {
-				// Refused on its header: nothing of it reached the
-				// server, which stays clean.
-				c.closeBadInput(newError(CodePacketTooLarge), "")
-				return false
-			}
-			if errors.Is(err, wire.ErrBadLength) {
-				c.closeBadInput(newError(CodeBadPacket), "")
-				return false
-			}
-			c.leave(err)
-			return false
-		}
-		if !isFrontendType(typ) {
-			// Checked on the header alone: the body is not read (a
-			// startup packet sent again reads as type 0 with a length
-			// of its own). Never forwarded: Postgres would end its
-			// backend over it.
-			c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
-			return false
-		}
-		if n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ) {
-			// Postgres ends its backend over such a message; refused
-			// from the header, as Postgres does, before any is read.
-			c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
-			return false
-		}
-		if typ == wire.MsgQuery && st.DisablePQExec {
-			// disable_pqexec: a simple Query may carry several
-			// statements, which some SQL injections rely on.
-			c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
-			return false
-		}
-		if typ == wire.MsgTerminate {
-			c.r.Skip()
-			c.leave(nil)
-			return false
-		}
-		if !c.r.Pending() {
-			// The message has not all arrived: wait for it before a
-			// server is taken or written to.
-			msgArmed = true
-			if err := c.awaitMessage(st, n); err != nil {
-				if isTimeout(err) {
-					c.closeBadInput(newError(CodeClientMessageTimeout), "")
-				} else {
-					c.leave(err)
-				}
-				return false
-			}
-		}
-		c.mu.Lock()
-		s := c.link.srv
-		if s == nil && (c.tracking || c.link.skipToSync) {
-			c.mu.Unlock()
-			handled, err := c.answerUnlinked(typ, n)
-			if errors.Is(err, wire.ErrBudgetExceeded) {
-				c.closeBadInput(newError(CodeHeldMessageBudget), "")
-				return false
-			}
-			if err != nil {
-				c.leaveOrTimeout(err, msgArmed, st)
-				return false
-			}
-			if handled {
-				continue
-			}
-			c.mu.Lock()
-			s = c.link.srv
-		}
-		if s == nil {
-			c.mu.Unlock()
-			s, err = c.linkServer(typ, n)
-			if errors.Is(err, errWaitCanceled) {
-				if err := c.queryCanceled(typ); err != nil {
-					c.leave(err)
-					return false
-				}
-				continue
-			}
-			if shed, ok := err.(*shedError); ok {
-				if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
-					c.leave(err)
-					return false
-				}
-				continue
-			}
-			if err != nil {
-				c.r.Skip()
-				c.fail(err)
-				return false
-			}
-			c.mu.Lock()
-		}
-		if c.link.skipToSync && typ != wire.MsgSync {
-			// After an error the pooler raised, like Postgres: drop
-			// everything up to the client's Sync.
-			c.mu.Unlock()
-			if err := c.r.Skip(); err != nil {
-				c.leaveOrTimeout(err, msgArmed, st)
-				return false
-			}
-			c.flushBatch(s, false)
-			if !c.r.Pending() {
-				c.startPump(s)
-			}
-			continue
-		}
-		c.link.skipToSync = false
-		if c.link.ls.feeding && !isCopyInput(typ) {
-			// Postgres would end the COPY with an error over it and
-			// consume it; what the client's later messages then get
-			// depends on how far the server had read.
-			c.mu.Unlock()
-			c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
-			return false
-		}
-		ignored := c.link.ls.feeding // a Sync or Flush the server ignores in COPY IN
-		if c.link.ls.idle() {
-			// The first request after an idle point starts a query (and
-			// a transaction when none is open).
-			c.queryStart = time.Now()
-			if c.link.ls.txStatus == wire.TxIdle {
-				c.link.xactStart = c.queryStart
-			}
-		}
-		c.link.ls.fromClient(typ)
-		c.link.recvBytes += int64(n) + 5
-		switch typ {
-		case wire.MsgParse:
-			c.pool.stats.clientParses.Add(1)
-		case wire.MsgBind:
-			c.pool.stats.binds.Add(1)
-		}
-		mapped := false
-		if c.tracking {
-			switch typ {
-			case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
-				mapped = true
-			case wire.MsgSync, wire.MsgFunctionCall:
-				if !ignored {
-					c.link.ops.push(op{kind: opSync, msg: typ})
-				}
-			}
-		}
-		c.link.writing = true
-		c.mu.Unlock()
-		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
-			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
-		}
-		if mapped {
-			err = c.relayMapped(typ, n, s)
-		} else {
-			err = c.r.Forward(s.w)
-		}
-		if err != nil {
-			if s.w.Err() != nil {
-				// The server is gone; its pump reports it to the client.
-				s.conn.Close()
-				c.doneWriting()
-				c.startPump(s)
-				continue
-			}
-			c.doneWriting()
-			if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
-				// A message larger than the read buffer stalled
-				// midway: the server has part of it and cannot be
-				// brought back clean.
-				c.unlinkAndClose("client_message_timeout")
-				c.fail(newError(CodeClientMessageTimeout))
-				return false
-			}
-			if errors.Is(err, wire.ErrBudgetExceeded) {
-				// Nothing of the message was passed on: the server
-				// goes back clean.
-				c.closeBadInput(newError(CodeHeldMessageBudget), "")
-				return false
-			}
-			c.leave(err)
-			return false
-		}
-		c.flushBatch(s, c.willRelayInline(s, typ))
-		if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
-			// The reply is out and the server is back in the pool, which
-			// has clients queued: the pooler is busy. Let the runnable
-			// goroutines go first; by the time this one reads its client
-			// again the next request has usually arrived, which saves a
-			// read that finds nothing and the park and wake-up after it.
-			// (A client's request waits for a server anyway.)
-			runtime.Gosched()
+			return 0, 0, stepEnd
 		}
 	}
+	return typ, n, stepOn
+}
+
+// readFailed handles an error reading a message header: a park request or
+// an idle deadline (timeouts), a header refused by the reader, or the
+// client leaving.
+func (c *client) readFailed(st *config.Settings, err error) loopStep {
+	switch {
+	case isTimeout(err) && c.parkWanted.Load():
+		if c.tryPark() {
+			return stepParked
+		}
+		return stepNext
+	case isTimeout(err) && c.clientTimedOut(st):
+		return stepEnd
+	case isTimeout(err):
+		return stepNext
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		// Refused on its header: nothing of it reached the server, which
+		// stays clean.
+		c.closeBadInput(newError(CodePacketTooLarge), "")
+	case errors.Is(err, wire.ErrBadLength):
+		c.closeBadInput(newError(CodeBadPacket), "")
+	default:
+		c.leave(err)
+	}
+	return stepEnd
+}
+
+// judgeHeader refuses, on its 5-byte header alone, a message the client
+// may not send, and ends the client on Terminate. stepOn for a message to
+// route.
+func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
+	switch {
+	case !isFrontendType(typ):
+		// Checked on the header alone: the body is not read (a startup
+		// packet sent again reads as type 0 with a length of its own).
+		// Never forwarded: Postgres would end its backend over it.
+		c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+	case n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ):
+		// Postgres ends its backend over such a message; refused from
+		// the header, as Postgres does, before any is read.
+		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
+	case typ == wire.MsgQuery && st.DisablePQExec:
+		// disable_pqexec: a simple Query may carry several statements,
+		// which some SQL injections rely on.
+		c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
+	case typ == wire.MsgTerminate:
+		c.r.Skip()
+		c.leave(nil)
+	default:
+		return stepOn
+	}
+	return stepEnd
+}
+
+// route finds where a message goes: answered by the pooler without a
+// server (answerUnlinked), dropped up to the next Sync after an error the
+// pooler raised, refused during COPY IN, or to the linked server, which
+// is linked for it first when there is none (linkFor).
+//
+// With stepOn it returns the server with c.mu held: the message is
+// recorded on the link (forward) under the same lock that found the link
+// linked, so the pump cannot release the server in between.
+func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
+	c.mu.Lock()
+	s := c.link.srv
+	if s == nil && (c.tracking || c.link.skipToSync) {
+		c.mu.Unlock()
+		handled, err := c.answerUnlinked(typ, n)
+		if errors.Is(err, wire.ErrBudgetExceeded) {
+			c.closeBadInput(newError(CodeHeldMessageBudget), "")
+			return nil, stepEnd
+		}
+		if err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return nil, stepEnd
+		}
+		if handled {
+			return nil, stepNext
+		}
+		c.mu.Lock()
+		s = c.link.srv
+	}
+	if s == nil {
+		c.mu.Unlock()
+		var step loopStep
+		if s, step = c.linkFor(typ, n); step != stepOn {
+			return nil, step
+		}
+		c.mu.Lock()
+	}
+	if c.link.skipToSync && typ != wire.MsgSync {
+		// After an error the pooler raised, like Postgres: drop
+		// everything up to the client's Sync.
+		c.mu.Unlock()
+		if err := c.r.Skip(); err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return nil, stepEnd
+		}
+		c.flushBatch(s, false)
+		if !c.r.Pending() {
+			c.startPump(s)
+		}
+		return nil, stepNext
+	}
+	c.link.skipToSync = false
+	if c.link.ls.feeding && !isCopyInput(typ) {
+		// Postgres would end the COPY with an error over it and consume
+		// it; what the client's later messages then get depends on how
+		// far the server had read.
+		c.mu.Unlock()
+		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+		return nil, stepEnd
+	}
+	return s, stepOn
+}
+
+// linkFor links a server for the message typ of n bytes (linkServer) and
+// answers a wait that ended without one: cancelled, shed by admission, or
+// failed.
+func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
+	s, err := c.linkServer(typ, n)
+	if err == nil {
+		return s, stepOn
+	}
+	if errors.Is(err, errWaitCanceled) {
+		if err := c.queryCanceled(typ); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	if shed, ok := err.(*shedError); ok {
+		if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	c.r.Skip()
+	c.fail(err)
+	return nil, stepEnd
+}
+
+// forward records the message on the link and writes it to the linked
+// server s, flushes once the client's batch is consumed, and relays the
+// reply inline or leaves it to the pump (relayOrPump). Called with c.mu
+// held (see route); releases it.
+func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
+	mapped := c.recordLocked(typ, n)
+	c.mu.Unlock()
+	if lv.st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
+		s.conn.SetReadDeadline(time.Now().Add(lv.st.QueryTimeout))
+	}
+	var err error
+	if mapped {
+		err = c.relayMapped(typ, n, s)
+	} else {
+		err = c.r.Forward(s.w)
+	}
+	if err != nil {
+		return c.forwardFailed(lv, s, err)
+	}
+	c.flushBatch(s, c.willRelayInline(s, typ))
+	if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
+		// The reply is out and the server is back in the pool, which has
+		// clients queued: the pooler is busy. Let the runnable goroutines
+		// go first; by the time this one reads its client again the next
+		// request has usually arrived, which saves a read that finds
+		// nothing and the park and wake-up after it. (A client's request
+		// waits for a server anyway.)
+		runtime.Gosched()
+	}
+	return stepNext
+}
+
+// recordLocked records the message typ of n bytes on the link before it
+// goes to the server, and marks serve as writing to the server. It
+// reports whether the message is mapped (relayMapped) rather than passed
+// on as it is.
+func (c *client) recordLocked(typ byte, n int) (mapped bool) {
+	l := c.link
+	ignored := l.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	if l.ls.idle() {
+		// The first request after an idle point starts a query (and a
+		// transaction when none is open).
+		c.queryStart = time.Now()
+		if l.ls.txStatus == wire.TxIdle {
+			l.xactStart = c.queryStart
+		}
+	}
+	l.ls.fromClient(typ)
+	l.recvBytes += int64(n) + 5
+	switch typ {
+	case wire.MsgParse:
+		c.pool.stats.clientParses.Add(1)
+	case wire.MsgBind:
+		c.pool.stats.binds.Add(1)
+	}
+	if c.tracking {
+		switch typ {
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+			mapped = true
+		case wire.MsgSync, wire.MsgFunctionCall:
+			if !ignored {
+				l.ops.push(op{kind: opSync, msg: typ})
+			}
+		}
+	}
+	l.writing = true
+	return mapped
+}
+
+// forwardFailed handles a failed write of a message to the server, or
+// read of it from the client.
+func (c *client) forwardFailed(lv *loopVars, s *server, err error) loopStep {
+	if s.w.Err() != nil {
+		// The server is gone; its pump reports it to the client.
+		s.conn.Close()
+		c.doneWriting()
+		c.startPump(s)
+		return stepNext
+	}
+	c.doneWriting()
+	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
+		// A message larger than the read buffer stalled midway: the
+		// server has part of it and cannot be brought back clean.
+		c.unlinkAndClose("client_message_timeout")
+		c.fail(newError(CodeClientMessageTimeout))
+		return stepEnd
+	}
+	if errors.Is(err, wire.ErrBudgetExceeded) {
+		// Nothing of the message was passed on: the server goes back
+		// clean.
+		c.closeBadInput(newError(CodeHeldMessageBudget), "")
+		return stepEnd
+	}
+	c.leave(err)
+	return stepEnd
 }
 
 // isFrontendType reports whether typ is a message a logged-in client may
