@@ -21,6 +21,18 @@ func (c *client) pump(s *server, done chan struct{}) {
 	c.pumpRun(s, false)
 }
 
+// replyAct says what pumpRun does with a server message after looking at
+// it (pumpLook).
+type replyAct uint8
+
+const (
+	replyForward        replyAct = iota // pass it on to the client as bytes
+	replyForwardHandOff                 // pass it on, flush, and (inline) hand over
+	replyDone                           // dealt with: read the next
+	replyLinkOver                       // the link ended: stop with pumpLinkOver
+	replyHandOff                        // stop with pumpHandOff
+)
+
 // pumpRun relays the server's replies to the client until the link ends.
 // Inline (run by serve, see relayOrPump) it also stops, with pumpHandOff,
 // once everything sent is answered while the link stays, or when COPY IN
@@ -28,16 +40,15 @@ func (c *client) pump(s *server, done chan struct{}) {
 func (c *client) pumpRun(s *server, inline bool) pumpStop {
 	st := c.svc.settings()
 	for {
-		handOff := false
 		typ, _, err := s.r.Next()
 		if err != nil {
-			if isTimeout(err) {
-				if c.pumpTimeout(s) {
-					continue
-				}
+			if !isTimeout(err) {
+				c.serverLost(s, err)
 				return pumpLinkOver
 			}
-			c.serverLost(s, err)
+			if c.pumpTimeout(s) {
+				continue
+			}
 			return pumpLinkOver
 		}
 		if completesExtended(typ) {
@@ -48,162 +59,243 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		if !gone {
 			out = c.w
 		}
-		switch typ {
-		case wire.MsgReadyForQuery:
-			c.link.replies = 0
-			msg, err := s.r.Message()
-			if err != nil {
-				c.serverLost(s, err)
-				return pumpLinkOver
-			}
-			status := msg[5]
-			c.link.sentBytes += int64(len(msg))
-			if c.tracking {
-				c.mu.Lock()
-				owed := c.readyLocked(c.link.pumpOut[:0])
-				c.mu.Unlock()
-				c.link.pumpOut = owed
-				if out != nil && len(owed) > 0 {
-					out.Write(owed)
-				}
-			}
-			if out != nil {
-				out.Write(msg)
-			}
-			if !c.afterReady(s, status, st) {
-				return pumpLinkOver
-			}
-			if inline {
-				c.mu.Lock()
-				answered := c.link.ls.outstanding == 0
-				c.mu.Unlock()
-				if answered && !s.r.Pending() {
-					// The link stays (a transaction block): a pump
-					// goroutine watches the server from here on.
-					return pumpHandOff
-				}
-			}
+		act := c.pumpLook(s, typ, out, inline, st)
+		switch act {
+		case replyDone:
 			continue
-		case wire.MsgParameterStatus:
-			if !s.r.Fits() {
-				break
-			}
-			msg, err := s.r.Message()
-			if err != nil {
-				c.serverLost(s, err)
-				return pumpLinkOver
-			}
-			name, value := s.noteParameter(msg[5:])
-			if canon := c.svc.trackedName(name); canon != "" && !gone {
-				c.mu.Lock()
-				c.setParamLocked(canon, value)
-				c.mu.Unlock()
-			}
-			if out != nil {
-				out.Write(msg)
-			}
-			continue
-		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
-			c.mu.Lock()
-			if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
-				c.link.ops.killSyncs(dropped)
-				if consumed == wire.MsgParse || consumed == wire.MsgClose {
-					c.consumedByCopyLocked(s)
-				}
-			}
-			c.mu.Unlock()
-			if gone {
-				// The drain's next step (CopyFail) is due now, not
-				// when the server, waiting for data, times out.
-				s.conn.SetReadDeadline(time.Now())
-			}
-			// The client sends COPY data next while the server stays
-			// silent: serve must go back to reading the client.
-			handOff = inline
-		case wire.MsgParseComplete, wire.MsgCloseComplete:
-			if c.tracking {
-				c.mu.Lock()
-				swallow := c.replyLocked(s)
-				c.mu.Unlock()
-				if swallow {
-					if err := s.r.Skip(); err != nil {
-						c.serverLost(s, err)
-						return pumpLinkOver
-					}
-					if out != nil && !s.r.Pending() {
-						out.Flush()
-					}
-					continue
-				}
-			}
-		case wire.MsgErrorResponse:
-			c.mu.Lock()
-			skip, synced := c.link.ls.serverError(c.link.replies)
-			if skip {
-				c.link.replies = 0
-				if !synced {
-					// The server skips the client's messages up to its
-					// next Sync: so does serve, so that none is counted
-					// as owing a reply. The server says nothing more
-					// until that Sync, which serve must read: an inline
-					// relay hands over.
-					c.link.skipToSync = true
-					handOff = inline
-				}
-			}
-			if c.tracking {
-				c.errorLocked(s, skip)
-			}
-			c.mu.Unlock()
-		case wire.MsgCommandComplete:
-			if c.tracking {
-				pre, err := s.r.Peek(32)
-				if err != nil {
-					c.serverLost(s, err)
-					return pumpLinkOver
-				}
-				if pre[0] == 'D' {
-					c.mu.Lock()
-					tag := wire.CommandTag(pre)
-					standIn := c.deallocateDoneLocked(tag)
-					if !standIn {
-						c.commandCompleteLocked(s, tag)
-					}
-					c.mu.Unlock()
-					if standIn {
-						// The client's DEALLOCATE succeeded: it gets
-						// DEALLOCATE's tag for the stand-in's DO.
-						if err := s.r.Skip(); err != nil {
-							c.serverLost(s, err)
-							return pumpLinkOver
-						}
-						c.link.sentBytes += int64(len(deallocateComplete))
-						if out != nil {
-							out.Write(deallocateComplete)
-							if !s.r.Pending() {
-								out.Flush()
-							}
-						}
-						continue
-					}
-				}
-			}
-		}
-		n := int64(s.r.BodyLen()) + 5
-		c.link.sentBytes += n
-		if gone {
-			c.drainDiscarded(s, n)
-		}
-		if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+		case replyLinkOver:
 			return pumpLinkOver
+		case replyHandOff:
+			return pumpHandOff
 		}
-		if out != nil && (handOff || !s.r.Pending()) {
-			out.Flush()
+		handOff := act == replyForwardHandOff
+		if !c.pumpForward(s, out, gone, handOff) {
+			return pumpLinkOver
 		}
 		if handOff {
 			return pumpHandOff
 		}
 	}
+}
+
+// pumpLook looks inside the server messages the pooler must see
+// (ReadyForQuery, ParameterStatus, CopyIn/CopyBoth responses and, when
+// prepared statements are mapped, ParseComplete, CloseComplete,
+// ErrorResponse and CommandComplete) and says what becomes of the
+// message. out is the client's writer, nil once the client is gone.
+func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	switch typ {
+	case wire.MsgReadyForQuery:
+		return c.pumpReady(s, out, inline, st)
+	case wire.MsgParameterStatus:
+		return c.pumpParameter(s, out)
+	case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
+		return c.pumpCopyStarted(s, out == nil, inline)
+	case wire.MsgParseComplete, wire.MsgCloseComplete:
+		if c.tracking {
+			return c.pumpStmtReply(s, out)
+		}
+	case wire.MsgErrorResponse:
+		return c.pumpError(s, inline)
+	case wire.MsgCommandComplete:
+		if c.tracking {
+			return c.pumpCommandComplete(s, out)
+		}
+	}
+	return replyForward
+}
+
+// pumpForward passes the current server message on to out (discarding it,
+// and counting it for the drain, once the client is gone) and flushes at
+// the end of what the server sent, or before a hand-over. False when the
+// link is over.
+func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bool {
+	n := int64(s.r.BodyLen()) + 5
+	c.link.sentBytes += n
+	if gone {
+		c.drainDiscarded(s, n)
+	}
+	if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+		return false
+	}
+	if out != nil && (handOff || !s.r.Pending()) {
+		out.Flush()
+	}
+	return true
+}
+
+// pumpReady relays a ReadyForQuery, preceded by the replies the pooler
+// owes the client for what it answered itself (readyLocked), and applies
+// the release rule (afterReady). Inline, a link that stays once
+// everything sent is answered is handed over to a pump goroutine.
+func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	c.link.replies = 0
+	msg, err := s.r.Message()
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	status := msg[5]
+	c.link.sentBytes += int64(len(msg))
+	if c.tracking {
+		c.mu.Lock()
+		owed := c.readyLocked(c.link.pumpOut[:0])
+		c.mu.Unlock()
+		c.link.pumpOut = owed
+		if out != nil && len(owed) > 0 {
+			out.Write(owed)
+		}
+	}
+	if out != nil {
+		out.Write(msg)
+	}
+	if !c.afterReady(s, status, st) {
+		return replyLinkOver
+	}
+	if inline {
+		c.mu.Lock()
+		answered := c.link.ls.outstanding == 0
+		c.mu.Unlock()
+		if answered && !s.r.Pending() {
+			// The link stays (a transaction block): a pump goroutine
+			// watches the server from here on.
+			return replyHandOff
+		}
+	}
+	return replyDone
+}
+
+// pumpParameter notes a ParameterStatus on the server and, for a tracked
+// parameter, as the client's value; one too long to hold is passed on
+// unread.
+func (c *client) pumpParameter(s *server, out *wire.Writer) replyAct {
+	if !s.r.Fits() {
+		return replyForward
+	}
+	msg, err := s.r.Message()
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	name, value := s.noteParameter(msg[5:])
+	// out is nil once the client is gone: its parameters no longer matter.
+	if canon := c.svc.trackedName(name); canon != "" && out != nil {
+		c.mu.Lock()
+		c.setParamLocked(canon, value)
+		c.mu.Unlock()
+	}
+	if out != nil {
+		out.Write(msg)
+	}
+	return replyDone
+}
+
+// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the
+// link (linkState.copyStarted) and the mapping queue. gone: the client had
+// left when the message was read.
+func (c *client) pumpCopyStarted(s *server, gone, inline bool) replyAct {
+	c.mu.Lock()
+	if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
+		c.link.ops.killSyncs(dropped)
+		if consumed == wire.MsgParse || consumed == wire.MsgClose {
+			c.consumedByCopyLocked(s)
+		}
+	}
+	c.mu.Unlock()
+	if gone {
+		// The drain's next step (CopyFail) is due now, not when the
+		// server, waiting for data, times out.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	if inline {
+		// The client sends COPY data next while the server stays silent:
+		// serve must go back to reading the client.
+		return replyForwardHandOff
+	}
+	return replyForward
+}
+
+// pumpStmtReply swallows the ParseComplete or CloseComplete of a message
+// the pooler sent for its mapping (replyLocked); the client's own are
+// passed on.
+func (c *client) pumpStmtReply(s *server, out *wire.Writer) replyAct {
+	c.mu.Lock()
+	swallow := c.replyLocked(s)
+	c.mu.Unlock()
+	if !swallow {
+		return replyForward
+	}
+	if err := s.r.Skip(); err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	if out != nil && !s.r.Pending() {
+		out.Flush()
+	}
+	return replyDone
+}
+
+// pumpError attributes an ErrorResponse to the message that failed
+// (linkState.serverError) and, when the server now skips to a Sync not yet
+// sent, makes serve skip the client's messages up to it too.
+func (c *client) pumpError(s *server, inline bool) replyAct {
+	act := replyForward
+	c.mu.Lock()
+	skip, synced := c.link.ls.serverError(c.link.replies)
+	if skip {
+		c.link.replies = 0
+		if !synced {
+			// The server skips the client's messages up to its next
+			// Sync: so does serve, so that none is counted as owing a
+			// reply. The server says nothing more until that Sync, which
+			// serve must read: an inline relay hands over.
+			c.link.skipToSync = true
+			if inline {
+				act = replyForwardHandOff
+			}
+		}
+	}
+	if c.tracking {
+		c.errorLocked(s, skip)
+	}
+	c.mu.Unlock()
+	return act
+}
+
+// pumpCommandComplete applies a DEALLOCATE's CommandComplete to the
+// mapping: the client's DEALLOCATE of a mapped statement gets DEALLOCATE's
+// tag for the stand-in's DO.
+func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
+	pre, err := s.r.Peek(32)
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	if pre[0] != 'D' {
+		return replyForward
+	}
+	c.mu.Lock()
+	tag := wire.CommandTag(pre)
+	standIn := c.deallocateDoneLocked(tag)
+	if !standIn {
+		c.commandCompleteLocked(s, tag)
+	}
+	c.mu.Unlock()
+	if !standIn {
+		return replyForward
+	}
+	if err := s.r.Skip(); err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	c.link.sentBytes += int64(len(deallocateComplete))
+	if out != nil {
+		out.Write(deallocateComplete)
+		if !s.r.Pending() {
+			out.Flush()
+		}
+	}
+	return replyDone
 }
 
 // afterReady applies the release rule after a ReadyForQuery; false when the
