@@ -60,12 +60,18 @@ type client struct {
 	unnamedGen   uint64
 	adm          *clientAdmission // admission state (admission_file); nil until needed
 
-	// gone: the client left while linked; the pump drains.
+	// state is where the client is in its life (clientstate.go); only
+	// setStateLocked writes it.
+	state clientState
+	// gone: the client reached clientDraining (it left while linked) and
+	// the pump drains its link. It mirrors the state for the pump, which
+	// reads it on every server message without c.mu, and stays set once
+	// the client is closed, as the drain may outlive it. Written only by
+	// setStateLocked.
 	gone atomic.Bool
-	// inLoop: logged in and relaying (park.go may park it); parkWanted:
-	// the janitor asked serve to park; parkFD: its socket while parked
-	// (guarded by the service's parker.mu).
-	inLoop     atomic.Bool
+	// parkWanted: the janitor (or the login grace) asked serve to park:
+	// a request, not a state. parkFD: the socket while parked (guarded by
+	// the service's parker.mu).
 	parkWanted atomic.Bool
 	parkFD     int32
 	tls        bool // the connection switched to TLS
@@ -74,7 +80,9 @@ type client struct {
 	// (transaction/statement mode, max_prepared_statements > 0).
 	tracking bool
 	// killed: KILL_CLIENT dropped the client (under mu); a parked client
-	// ends when it resumes.
+	// ends when it resumes. A fact apart from the state: a killed client
+	// goes on through its states until its goroutine sees the closed
+	// socket.
 	killed bool
 
 	// scratch is serve's buffer for the messages it writes to the client

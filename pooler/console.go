@@ -114,17 +114,14 @@ func (s *Service) Clients() []admin.Conn {
 			row.TLS = c.tlsVersion()
 		}
 		c.mu.Lock()
+		linked := c.link != nil && c.link.srv != nil
+		row.State = c.state.show(linked)
 		switch {
-		case c.link == nil:
-			row.State = "idle" // parked
-		case c.link.waiting:
-			row.State = "waiting"
+		case c.state == clientWaiting:
 			row.Wait = now.Sub(c.link.waitStart)
-		case c.link.srv != nil:
-			row.State = "active"
+		case linked:
+			// active, or draining after the client left
 			row.Link = c.link.srv.String()
-		default:
-			row.State = "idle"
 		}
 		row.RequestTime = c.queryStart
 		row.ApplicationName = c.params["application_name"]

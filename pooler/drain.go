@@ -172,7 +172,7 @@ func (c *client) drainReleaseLocked(s *server) bool {
 		outcome = "cancelled"
 	}
 	c.finishDrainLocked(outcome)
-	c.link.srv = nil
+	c.unlinkServerLocked()
 	unsure := c.link.ls.unsure
 	c.mu.Unlock()
 	s.conn.SetReadDeadline(time.Time{})
@@ -188,7 +188,7 @@ func (c *client) drainReleaseLocked(s *server) bool {
 // is closed. Releases mu.
 func (c *client) drainFailedLocked(s *server, reason string) bool {
 	c.finishDrainLocked("closed")
-	c.link.srv = nil
+	c.unlinkServerLocked()
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
 	return false
@@ -232,7 +232,7 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 				if c.link.drain == nil {
 					c.link.drain = &drainState{} // before gone: the pump reads it once gone
 				}
-				c.gone.Store(true)
+				c.setStateLocked(clientDraining)
 				c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 			}
 			c.mu.Unlock()

@@ -80,11 +80,10 @@ type link struct {
 	xactStart time.Time
 	// sentBytes is the pump's count since the last ReadyForQuery.
 	sentBytes int64
-	// waiting is set while serve waits for a server, at the admission
-	// gate or in the pool's queue; a cancel request then signals
-	// cancelWait, which the gate hears, and ends the pool wait through
-	// Pool.cancelWaiter.
-	waiting    bool
+	// While serve waits for a server (clientWaiting), at the admission
+	// gate or in the pool's queue, a cancel request signals cancelWait,
+	// which the gate hears, and ends the pool wait through
+	// Pool.cancelWaiter. waitStart is when the wait began.
 	waitStart  time.Time
 	cancelWait chan struct{}
 	// poolWait is serve's waiter in the pool's queue, made at the first
@@ -113,7 +112,7 @@ func (c *client) unlinkAndClose(reason string) {
 func (c *client) linkServer(typ byte, n int) (*server, error) {
 	start := time.Now()
 	c.mu.Lock()
-	c.link.waiting = true
+	c.setStateLocked(clientWaiting)
 	c.link.waitStart = start
 	if c.link.cancelWait == nil {
 		c.link.cancelWait = make(chan struct{}, 1)
@@ -174,7 +173,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	// The wait ends where the link begins, under one lock: a cancel
 	// request in between finds no query to cancel either way.
 	c.mu.Lock()
-	c.link.waiting = false
+	c.setStateLocked(clientActive)
 	c.link.srv = s
 	c.link.ls.reset()
 	c.link.replies = 0
@@ -192,7 +191,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 // endWait marks a wait for a server that ended without a link.
 func (c *client) endWait() {
 	c.mu.Lock()
-	c.link.waiting = false
+	c.setStateLocked(clientIdle)
 	c.mu.Unlock()
 }
 
@@ -322,7 +321,9 @@ func (c *client) abandonLink() {
 		if c.link.drain == nil {
 			c.link.drain = &drainState{} // before gone: the pump reads it once gone
 		}
-		c.gone.Store(true)
+		if c.state != clientDraining { // the pump may have seen the client go first (relayFailed)
+			c.setStateLocked(clientDraining)
+		}
 		c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
 		// reads it, and this deadline must not reach that one.

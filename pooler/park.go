@@ -114,11 +114,11 @@ func (s *Service) requestParks(now time.Time) {
 	for _, c := range s.allClients() {
 		// A request whose deadline serve cleared before reading is
 		// simply made again.
-		if !c.inLoop.Load() || c.tls {
+		if c.tls {
 			continue
 		}
 		c.mu.Lock()
-		idle := c.link != nil && c.link.srv == nil && !c.link.waiting && !c.link.skipToSync &&
+		idle := c.state == clientIdle && !c.link.skipToSync &&
 			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter)
 		if idle {
 			c.parkWanted.Store(true)
@@ -154,7 +154,7 @@ func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.link.srv == nil && !c.link.waiting && !c.link.skipToSync && !c.killed
+	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed
 	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
@@ -186,8 +186,11 @@ func (c *client) tryPark() bool {
 	if cerr != nil || derr != nil {
 		return false
 	}
-	// From here on the client lives on fd alone.
-	c.inLoop.Store(false)
+	// From here on the client lives on fd alone. Parked before its conn
+	// closes: the janitor's park scan no longer touches it.
+	c.mu.Lock()
+	c.setStateLocked(clientParked)
+	c.mu.Unlock()
 	c.conn.Close() // the socket stays open through fd
 	// The reader, writer and scratch buffer go too (the first two are
 	// empty); resume makes new ones.
@@ -241,6 +244,7 @@ func (c *client) resume(fd int) {
 	c.mu.Lock()
 	c.conn = conn
 	c.link = newLink(&c.mu)
+	c.setStateLocked(clientIdle)
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {

@@ -325,7 +325,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		// Flush under mu: after c.srv is cleared, serve may link another
 		// server whose pump writes to the client.
 		c.w.Flush()
-		c.link.srv = nil
+		c.unlinkServerLocked()
 		unsure := c.link.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
@@ -341,7 +341,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
-		c.link.srv = nil
+		c.unlinkServerLocked()
 		c.mu.Unlock()
 		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
 		c.w.Flush()
@@ -470,7 +470,7 @@ func (c *client) pumpTimeout(s *server) bool {
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
-	c.link.srv = nil
+	c.unlinkServerLocked()
 	c.mu.Unlock()
 	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
 	c.w.Flush()
@@ -484,7 +484,7 @@ func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
 	linked := c.link.srv == s
 	if linked {
-		c.link.srv = nil
+		c.unlinkServerLocked()
 	}
 	quiet := c.gone.Load() || c.link.detach
 	reason := "server conn crashed?"

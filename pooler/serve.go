@@ -196,7 +196,11 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 func (c *client) startLoop(afterLogin bool) loopVars {
 	st := c.svc.settings()
 	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0}
-	c.inLoop.Store(true)
+	if afterLogin {
+		c.mu.Lock()
+		c.setStateLocked(clientIdle)
+		c.mu.Unlock()
+	}
 	// The early-park deadline is armed only where the janitor would park
 	// the client later anyway (a system with parking, no idle timeouts,
 	// which own the deadline, and no TLS); it is cleared by the first
@@ -312,6 +316,15 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 // linked, so the pump cannot release the server in between.
 func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 	c.mu.Lock()
+	if c.state == clientDraining {
+		// The pump found the client's socket failing (relayFailed) and
+		// closed it: the client left, and what is left of its messages in
+		// the read buffer is not run (nor a server linked for it). It ends
+		// as the next read of the closed socket would have.
+		c.mu.Unlock()
+		c.leave(net.ErrClosed)
+		return nil, stepEnd
+	}
 	s := c.link.srv
 	if s == nil && (c.tracking || c.link.skipToSync) {
 		c.mu.Unlock()

@@ -423,6 +423,7 @@ func (s *Service) clientClosed(c *client) {
 		c.pool.addClient(-1)
 	}
 	c.mu.Lock()
+	c.setStateLocked(clientClosed)
 	c.clearStmtsLocked()
 	c.forgetUnnamedLocked()
 	c.mu.Unlock()
@@ -456,7 +457,7 @@ func (s *Service) cancel(key [8]byte) {
 		c.mu.Unlock()
 		return // parked: nothing runs
 	}
-	if c.link.waiting {
+	if c.state == clientWaiting {
 		// The wait is at the admission gate, which hears cancelWait, or in
 		// the pool's queue, which cancelWaiter ends. The pool's lock is
 		// taken after the client's is released: the pool never nests them.
