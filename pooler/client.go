@@ -60,8 +60,8 @@ type client struct {
 	unnamedGen   uint64
 	adm          *clientAdmission // admission state (admission_file); nil until needed
 
-	// state is where the client is in its life (clientstate.go); only
-	// setStateLocked writes it.
+	// state is where the client is in its life (clientstate.go), under
+	// mu; only setStateLocked writes it.
 	state clientState
 	// gone: the client reached clientDraining (it left while linked) and
 	// the pump drains its link. It mirrors the state for the pump, which

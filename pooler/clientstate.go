@@ -101,8 +101,11 @@ var clientTransitions = [...]uint8{
 // once. The one reader that must not lock, the pump on every server
 // message, reads gone, which this method keeps.
 //
-// An impossible transition is a bug in the pooler: it panics, and serve's
-// recover logs it and ends the client.
+// An impossible transition is a bug in the pooler: it panics, with c.mu
+// still held. On the pump's goroutine that ends the process, as any panic
+// there does; on serve's, its recover logs the panic and the goroutine
+// then blocks on c.mu in clientClosed, leaving the client and a goroutine
+// dump that shows where, rather than a client in a state nobody knows.
 func (c *client) setStateLocked(to clientState) {
 	from := c.state
 	if int(from) >= len(clientTransitions) || clientTransitions[from]&(1<<to) == 0 {
