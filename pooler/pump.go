@@ -341,11 +341,9 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
+		c.closeClientLocked(CodeStatementModeTxBlock)
 		c.unlinkServerLocked()
 		c.mu.Unlock()
-		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
-		c.w.Flush()
-		c.conn.Close()
 		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
@@ -470,11 +468,9 @@ func (c *client) pumpTimeout(s *server) bool {
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
+	c.closeClientLocked(CodeQueryTimeout)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
-	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
-	c.w.Flush()
-	c.conn.Close()
 	c.pool.discard(s, "query timeout")
 	return false
 }
@@ -483,9 +479,6 @@ func (c *client) pumpTimeout(s *server) bool {
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
 	linked := c.link.srv == s
-	if linked {
-		c.unlinkServerLocked()
-	}
 	quiet := c.gone.Load() || c.link.detach
 	reason := "server conn crashed?"
 	code := CodeServerCrashed
@@ -498,13 +491,26 @@ func (c *client) serverLost(s *server, err error) {
 	if c.gone.Load() {
 		c.finishDrainLocked("closed")
 	}
+	if linked {
+		if !quiet {
+			c.closeClientLocked(code)
+		}
+		c.unlinkServerLocked()
+	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
-	if linked && !quiet {
-		c.w.Write(appendError(nil, newError(code)))
-		c.w.Flush()
-		c.conn.Close()
-	}
+}
+
+// closeClientLocked tells the client of a pooler error that ends it and
+// closes its socket. It runs with c.mu held while the link still holds its
+// server: once c.link.srv is nil, serve owns the client writer again and
+// may link another server and relay its replies to that writer (the race
+// detector caught the pump's error and serve's relay writing it together
+// when this ran after the link ended).
+func (c *client) closeClientLocked(code Code) {
+	c.w.Write(appendError(nil, newError(code)))
+	c.w.Flush()
+	c.conn.Close()
 }
 
 // countReadyLocked adds a finished query (and, at status 'I', a finished
