@@ -10,7 +10,7 @@ import "fmt"
 //	waiting  -> active | idle           linked, or the wait ended without (endWait)
 //	active   -> idle                    server released, lost or closed (unlinkServerLocked)
 //	active   -> draining                the client left while linked (abandonLink, relayFailed)
-//	idle     -> parked -> idle          park.go: tryPark, resume
+//	idle     -> parked -> idle          park.go: tryPark; startLoop after resume
 //	any      -> closed                  the client's goroutine ended (Service.clientClosed)
 //
 // SHOW CLIENTS shows login, idle and parked as PgBouncer's "idle", waiting
@@ -31,7 +31,8 @@ const (
 	// clientActive: a server is linked (c.link.srv).
 	clientActive
 	// clientParked: the client's goroutine ended and its socket waits in
-	// the service's epoll set (park.go); c.link is nil.
+	// the service's epoll set (park.go); c.link is nil, until resume makes
+	// a new one for the goroutine that takes the client up again.
 	clientParked
 	// clientDraining: the client left while its server was linked; the
 	// pump brings the server back to clean (drain.go). The server may
@@ -85,7 +86,7 @@ var clientTransitions = [...]uint8{
 	// client stays; active -> closed only when serve's goroutine ended
 	// with a server linked (a panic it recovered).
 	clientActive: 1<<clientIdle | 1<<clientDraining | 1<<clientClosed,
-	// parked -> idle: resume made a new link.
+	// parked -> idle: the loop of a resumed client starts.
 	clientParked:   1<<clientIdle | 1<<clientClosed,
 	clientDraining: 1 << clientClosed,
 	clientClosed:   0,

@@ -28,7 +28,7 @@ var legalClientTransitions = []struct {
 	{clientActive, clientIdle, "unlinkServerLocked: released, lost, closed"},
 	{clientActive, clientDraining, "abandonLink, relayFailed"},
 	{clientActive, clientClosed, "goroutine ended linked (recovered panic)"},
-	{clientParked, clientIdle, "resume"},
+	{clientParked, clientIdle, "startLoop after resume"},
 	{clientParked, clientClosed, "resume failed or killed"},
 	{clientDraining, clientClosed, "clientClosed after leave"},
 }

@@ -243,8 +243,7 @@ func (c *client) resume(fd int) {
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn
-	c.link = newLink(&c.mu)
-	c.setStateLocked(clientIdle)
+	c.link = newLink(&c.mu) // still parked until its loop starts (startLoop)
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {

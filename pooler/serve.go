@@ -196,11 +196,11 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 func (c *client) startLoop(afterLogin bool) loopVars {
 	st := c.svc.settings()
 	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0}
-	if afterLogin {
-		c.mu.Lock()
-		c.setStateLocked(clientIdle)
-		c.mu.Unlock()
-	}
+	// Idle from login, or from parked on a resumed client: only now may
+	// the janitor ask it to park (again).
+	c.mu.Lock()
+	c.setStateLocked(clientIdle)
+	c.mu.Unlock()
 	// The early-park deadline is armed only where the janitor would park
 	// the client later anyway (a system with parking, no idle timeouts,
 	// which own the deadline, and no TLS); it is cleared by the first
