@@ -63,7 +63,7 @@
 //
 // # Hostile input
 //
-// serve judges every message on its 5-byte header first (loop): a type
+// serve judges every message on its 5-byte header first (readNext): a type
 // that is not a frontend message of protocol 3.0, or a length past
 // max_packet_size, ends the client with a FATAL (closeBadInput) without
 // its body being read or anything passed on, and a linked server is

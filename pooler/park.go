@@ -25,7 +25,7 @@ import (
 // where it was. Busy clients never park, so the hot path pays nothing: the
 // janitor asks an idle client to park by expiring its read deadline. A
 // client that has just logged in gets that deadline at once, set
-// parkAfterLogin ahead (client.loop).
+// parkAfterLogin ahead (client.startLoop).
 //
 // The epoll set and the descriptor duplication are internal/netpoll's.
 // Where it has none (netpoll.CanPark is false: systems other than Linux)
