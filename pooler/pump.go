@@ -506,8 +506,11 @@ func (c *client) serverLost(s *server, err error) {
 // server: once c.link.srv is nil, serve owns the client writer again and
 // may link another server and relay its replies to that writer (the race
 // detector caught the pump's error and serve's relay writing it together
-// when this ran after the link ended).
+// when this ran after the link ended). The write is bounded, as fail's is:
+// a client that reads nothing must not hold c.mu, which SHOW CLIENTS and
+// cancel requests take, for longer than that.
 func (c *client) closeClientLocked(code Code) {
+	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(nil, newError(code)))
 	c.w.Flush()
 	c.conn.Close()
