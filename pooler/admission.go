@@ -187,7 +187,7 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	var res admitResult
 	select {
 	case res = <-ch:
-	case <-c.cancelWait:
+	case <-c.link.cancelWait:
 		if g.Cancel(r) {
 			c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 			return admission.Ticket{}, errWaitCanceled

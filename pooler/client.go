@@ -60,12 +60,18 @@ type client struct {
 	unnamedGen   uint64
 	adm          *clientAdmission // admission state (admission_file); nil until needed
 
-	// gone: the client left while linked; the pump drains.
+	// state is where the client is in its life (clientstate.go), under
+	// mu; only setStateLocked writes it.
+	state clientState
+	// gone: the client reached clientDraining (it left while linked) and
+	// the pump drains its link. It mirrors the state for the pump, which
+	// reads it on every server message without c.mu, and stays set once
+	// the client is closed, as the drain may outlive it. Written only by
+	// setStateLocked.
 	gone atomic.Bool
-	// inLoop: logged in and relaying (park.go may park it); parkWanted:
-	// the janitor asked serve to park; parkFD: its socket while parked
-	// (guarded by the service's parker.mu).
-	inLoop     atomic.Bool
+	// parkWanted: the janitor (or the login grace) asked serve to park:
+	// a request, not a state. parkFD: the socket while parked (guarded by
+	// the service's parker.mu).
 	parkWanted atomic.Bool
 	parkFD     int32
 	tls        bool // the connection switched to TLS
@@ -74,81 +80,23 @@ type client struct {
 	// (transaction/statement mode, max_prepared_statements > 0).
 	tracking bool
 	// killed: KILL_CLIENT dropped the client (under mu); a parked client
-	// ends when it resumes.
+	// ends when it resumes. A fact apart from the state: a killed client
+	// goes on through its states until its goroutine sees the closed
+	// socket.
 	killed bool
 
-	// The link state and buffers, which a parked client does without:
-	// park.go drops them (under mu) and resume makes them anew. Other
-	// goroutines reach these fields only under mu and only after checking
-	// clientLink is not nil.
-	*clientLink
-}
-
-// newClientLink returns an empty link part whose condition uses the
-// client's mu.
-func newClientLink(mu *sync.Mutex) *clientLink {
-	l := &clientLink{}
-	l.writerDone.L = mu
-	return l
-}
-
-// clientLink is the part of a client that serves its requests: buffers,
-// the linked server and the protocol position on it, waits. Its fields
-// are promoted into client; c.mu guards what the comments say it does.
-type clientLink struct {
+	// scratch is serve's buffer for the messages it writes to the client
+	// itself (login, errors). It goes with r and w when the client parks:
+	// it belongs to the connection, not to a link (login uses it before
+	// any link exists).
 	scratch []byte
-	pumpOut []byte // the pump's own messages to the client
-	out     []byte // rewritten messages on their way to a server
-	// splices are the long texts a rewrite in out carries by reference
-	// (relay_prepared.go, writeRewrite).
-	splices []splice
-	// replies counts, for linkState.failing, the server's replies that
-	// complete an extended-protocol message since its last ReadyForQuery.
-	// Only the link's pump touches it.
-	replies int
-	// ops are the replies the linked server owes, for mapping (prepared.go).
-	ops opQueue
-	// skipToSync drops client messages up to the next Sync after an error
-	// the pooler raised itself, as Postgres does after its own errors.
-	skipToSync bool
-	// writerDone is signalled when serve stops writing to the linked
-	// server (writing goes false).
-	writerDone sync.Cond
-	srv        *server // linked server, nil when none
-	// writing is set while serve may still touch the linked server's writer
-	// (between recording a message and flushing the batch). The pump never
-	// releases the server while it is set: the server's next holder would
-	// share the writer.
-	writing  bool
-	ls       linkState     // protocol position on the link
-	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
-	// pumpStarted: the link has a pump goroutine (serve's own; see
-	// relayOrPump).
-	pumpStarted bool
-	detach      bool // serve is closing the link on purpose
-	// detachReason is logged when serve closes the linked server.
-	detachReason string
-	resetDue     bool // server_reset_query still to run before release
-	// drain is the progress of bringing the server back after the client
-	// left (drain.go).
-	drain *drainState // nil until the client leaves mid-link
-	// Statistics: serve's batch byte count and the start of the current
-	// transaction (queryStart is the client's) (written by serve before the request goes out,
-	// read by the pump after its reply: ordered by the link).
-	recvBytes int64
-	xactStart time.Time
-	// sentBytes is the pump's count since the last ReadyForQuery.
-	sentBytes int64
-	// waiting is set while serve waits for a server, at the admission
-	// gate or in the pool's queue; a cancel request then signals
-	// cancelWait, which the gate hears, and ends the pool wait through
-	// Pool.cancelWaiter.
-	waiting    bool
-	waitStart  time.Time
-	cancelWait chan struct{}
-	// poolWait is serve's waiter in the pool's queue, made at the first
-	// wait and reused; link numbers each wait in it under mu.
-	poolWait *poolWaiter
+
+	// link is what serving the client needs beyond its session: the
+	// linked server and the protocol position on it, the pump, the waits,
+	// the drain. nil while the client is parked: park.go drops it (under
+	// mu) and resume makes it anew. Goroutines other than serve reach it
+	// only under mu and only after checking it is not nil.
+	link *link
 }
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }

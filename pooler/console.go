@@ -133,17 +133,14 @@ func (v consoleView) Clients() []admin.Conn {
 			row.TLS = c.tlsVersion()
 		}
 		c.mu.Lock()
+		linked := c.link != nil && c.link.srv != nil
+		row.State = c.state.show(linked)
 		switch {
-		case c.clientLink == nil:
-			row.State = "idle" // parked
-		case c.waiting:
-			row.State = "waiting"
-			row.Wait = now.Sub(c.waitStart)
-		case c.srv != nil:
-			row.State = "active"
-			row.Link = c.srv.String()
-		default:
-			row.State = "idle"
+		case c.state == clientWaiting:
+			row.Wait = now.Sub(c.link.waitStart)
+		case linked:
+			// active, or draining after the client left
+			row.Link = c.link.srv.String()
 		}
 		row.RequestTime = c.queryStart
 		row.ApplicationName = c.params["application_name"]

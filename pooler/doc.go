@@ -24,7 +24,7 @@
 // its goroutine ends, and it keeps only its session (user, database,
 // parameters, prepared statements, cancel key) and its socket as a bare
 // descriptor in one epoll set per service. The net.Conn, reader, writer
-// and link state (clientLink) are dropped; a new goroutine rebuilds them
+// and link state (client.link) are dropped; a new goroutine rebuilds them
 // when the client sends or hangs up. The epoll set, like the other
 // OS-specific socket code (raw reads and writes, the idle-server peek,
 // SO_PEERCRED), is internal/netpoll's; on systems other than Linux it has
@@ -63,7 +63,7 @@
 //
 // # Hostile input
 //
-// serve judges every message on its 5-byte header first (loop): a type
+// serve judges every message on its 5-byte header first (readNext): a type
 // that is not a frontend message of protocol 3.0, or a length past
 // max_packet_size, ends the client with a FATAL (closeBadInput) without
 // its body being read or anything passed on, and a linked server is

@@ -59,10 +59,10 @@ type drainState struct {
 // startDrainLocked starts the clock of a drain and, when a query is still
 // running, the quiet check that cancels it.
 func (c *client) startDrainLocked(s *server, now time.Time) {
-	d := c.drain
+	d := c.link.drain
 	d.deadline = now.Add(drainTimeout)
 	d.started = now
-	if c.ls.outstanding == 0 {
+	if c.link.ls.outstanding == 0 {
 		return
 	}
 	if c.svc.settings().ClientDrainMaxBytes == 0 {
@@ -78,8 +78,8 @@ func (c *client) startDrainLocked(s *server, now time.Time) {
 func (c *client) drainQuietCheck(s *server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := c.drain
-	if c.srv != s || d.finished || d.cancel != nil || c.ls.outstanding == 0 {
+	d := c.link.drain
+	if c.link.srv != s || d.finished || d.cancel != nil || c.link.ls.outstanding == 0 {
 		return
 	}
 	b := d.bytes.Load()
@@ -94,12 +94,12 @@ func (c *client) drainQuietCheck(s *server) {
 // drainDiscarded counts n bytes of server output thrown away for a client
 // that left, and cancels the query once client_drain_max_bytes is passed.
 func (c *client) drainDiscarded(s *server, n int64) {
-	d := c.drain
+	d := c.link.drain
 	if d.bytes.Add(n) <= int64(c.svc.settings().ClientDrainMaxBytes) || d.cancelling.Load() {
 		return
 	}
 	c.mu.Lock()
-	if c.srv == s && c.ls.outstanding > 0 {
+	if c.link.srv == s && c.link.ls.outstanding > 0 {
 		c.startCancelLocked(s)
 	}
 	c.mu.Unlock()
@@ -109,7 +109,7 @@ func (c *client) drainDiscarded(s *server, n int64) {
 // background: the pump keeps discarding meanwhile (a backend blocked on a
 // full socket only sees the cancel once it can write again).
 func (c *client) startCancelLocked(s *server) {
-	d := c.drain
+	d := c.link.drain
 	if d.cancel != nil {
 		return
 	}
@@ -128,7 +128,7 @@ func (c *client) startCancelLocked(s *server) {
 // before the drain deadline: the server cannot be trusted with another
 // message.
 func (c *client) awaitCancelLocked() bool {
-	done := c.drain.cancel
+	done := c.link.drain.cancel
 	if done == nil {
 		return true
 	}
@@ -138,7 +138,7 @@ func (c *client) awaitCancelLocked() bool {
 	default:
 	}
 	c.mu.Unlock()
-	t := c.svc.clock.NewTimer(c.drain.deadline.Sub(c.svc.clock.Now()))
+	t := c.svc.clock.NewTimer(c.link.drain.deadline.Sub(c.svc.clock.Now()))
 	ok := true
 	select {
 	case <-done:
@@ -152,7 +152,7 @@ func (c *client) awaitCancelLocked() bool {
 
 // finishDrainLocked counts the drain's outcome, once.
 func (c *client) finishDrainLocked(outcome string) {
-	d := c.drain
+	d := c.link.drain
 	if d.finished {
 		return
 	}
@@ -167,12 +167,12 @@ func (c *client) finishDrainLocked(outcome string) {
 // it goes back to the pool. Releases mu.
 func (c *client) drainReleaseLocked(s *server) bool {
 	outcome := "drained"
-	if c.drain.cancelOK {
+	if c.link.drain.cancelOK {
 		outcome = "cancelled"
 	}
 	c.finishDrainLocked(outcome)
-	c.srv = nil
-	unsure := c.ls.unsure
+	c.unlinkServerLocked()
+	unsure := c.link.ls.unsure
 	c.mu.Unlock()
 	s.conn.SetReadDeadline(time.Time{})
 	if unsure {
@@ -187,7 +187,7 @@ func (c *client) drainReleaseLocked(s *server) bool {
 // is closed. Releases mu.
 func (c *client) drainFailedLocked(s *server, reason string) bool {
 	c.finishDrainLocked("closed")
-	c.srv = nil
+	c.unlinkServerLocked()
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
 	return false
@@ -200,13 +200,13 @@ func (c *client) drainFailedLocked(s *server, reason string) bool {
 func (c *client) drainTick(s *server) bool {
 	c.mu.Lock()
 	now := c.svc.clock.Now()
-	if c.drain.deadline.IsZero() {
+	if c.link.drain.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	if now.After(c.drain.deadline) {
+	if now.After(c.link.drain.deadline) {
 		return c.drainFailedLocked(s, "client disconnect while server was not ready")
 	}
-	deadline := c.drain.deadline
+	deadline := c.link.drain.deadline
 	c.mu.Unlock()
 	s.conn.SetReadDeadline(deadline)
 	return true
@@ -227,12 +227,12 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			// notice the departure itself).
 			c.conn.Close()
 			c.mu.Lock()
-			if c.srv == s && !c.gone.Load() {
-				if c.drain == nil {
-					c.drain = &drainState{} // before gone: the pump reads it once gone
+			if c.link.srv == s && !c.gone.Load() {
+				if c.link.drain == nil {
+					c.link.drain = &drainState{} // before gone: the pump reads it once gone
 				}
-				c.gone.Store(true)
-				c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+				c.setStateLocked(clientDraining)
+				c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 			}
 			c.mu.Unlock()
 			out = nil

@@ -25,7 +25,7 @@ import (
 // where it was. Busy clients never park, so the hot path pays nothing: the
 // janitor asks an idle client to park by expiring its read deadline. A
 // client that has just logged in gets that deadline at once, set
-// parkAfterLogin ahead (client.loop).
+// parkAfterLogin ahead (client.startLoop).
 //
 // The epoll set and the descriptor duplication are internal/netpoll's.
 // Where it has none (netpoll.CanPark is false: systems other than Linux)
@@ -114,11 +114,11 @@ func (s *Service) requestParks(now time.Time) {
 	for _, c := range s.allClients() {
 		// A request whose deadline serve cleared before reading is
 		// simply made again.
-		if !c.inLoop.Load() || c.tls {
+		if c.tls {
 			continue
 		}
 		c.mu.Lock()
-		idle := c.clientLink != nil && c.srv == nil && !c.waiting && !c.skipToSync &&
+		idle := c.state == clientIdle && !c.link.skipToSync &&
 			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter)
 		if idle {
 			c.parkWanted.Store(true)
@@ -154,8 +154,8 @@ func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.srv == nil && !c.waiting && !c.skipToSync && !c.killed
-	pumpDone := c.pumpDone
+	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed
+	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
 		// The last link's pump may still be finishing its writes.
@@ -186,14 +186,18 @@ func (c *client) tryPark() bool {
 	if cerr != nil || derr != nil {
 		return false
 	}
-	// From here on the client lives on fd alone.
-	c.inLoop.Store(false)
+	// From here on the client lives on fd alone. Parked before its conn
+	// closes: the janitor's park scan no longer touches it.
+	c.mu.Lock()
+	c.setStateLocked(clientParked)
+	c.mu.Unlock()
 	c.conn.Close() // the socket stays open through fd
-	// The reader and writer go too (both are empty); resume makes new ones.
-	c.r, c.w = nil, nil
+	// The reader, writer and scratch buffer go too (the first two are
+	// empty); resume makes new ones.
+	c.r, c.w, c.scratch = nil, nil, nil
 	c.mu.Lock()
 	c.conn = parkedConn{} // drops net's conn, addresses and poll descriptor
-	c.clientLink = nil    // and the link state and buffers
+	c.link = nil          // and the link state and its buffers
 	c.mu.Unlock()
 
 	pk.mu.Lock()
@@ -239,7 +243,7 @@ func (c *client) resume(fd int) {
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn
-	c.clientLink = newClientLink(&c.mu)
+	c.link = newLink(&c.mu) // still parked until its loop starts (startLoop)
 	killed := c.killed
 	c.mu.Unlock()
 	if killed {

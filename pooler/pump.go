@@ -21,6 +21,18 @@ func (c *client) pump(s *server, done chan struct{}) {
 	c.pumpRun(s, false)
 }
 
+// replyAct says what pumpRun does with a server message after looking at
+// it (pumpLook).
+type replyAct uint8
+
+const (
+	replyForward        replyAct = iota // pass it on to the client as bytes
+	replyForwardHandOff                 // pass it on, flush, and (inline) hand over
+	replyDone                           // dealt with: read the next
+	replyLinkOver                       // the link ended: stop with pumpLinkOver
+	replyHandOff                        // stop with pumpHandOff
+)
+
 // pumpRun relays the server's replies to the client until the link ends.
 // Inline (run by serve, see relayOrPump) it also stops, with pumpHandOff,
 // once everything sent is answered while the link stays, or when COPY IN
@@ -28,180 +40,37 @@ func (c *client) pump(s *server, done chan struct{}) {
 func (c *client) pumpRun(s *server, inline bool) pumpStop {
 	st := c.svc.settings()
 	for {
-		handOff := false
 		typ, _, err := s.r.Next()
 		if err != nil {
-			if isTimeout(err) {
-				if c.pumpTimeout(s) {
-					continue
-				}
+			if !isTimeout(err) {
+				c.serverLost(s, err)
 				return pumpLinkOver
 			}
-			c.serverLost(s, err)
+			if c.pumpTimeout(s) {
+				continue
+			}
 			return pumpLinkOver
 		}
 		if completesExtended(typ) {
-			c.replies++
+			c.link.replies++
 		}
 		gone := c.gone.Load()
 		var out *wire.Writer
 		if !gone {
 			out = c.w
 		}
-		switch typ {
-		case wire.MsgReadyForQuery:
-			c.replies = 0
-			msg, err := s.r.Message()
-			var status byte
-			if err == nil {
-				status, err = wire.ReadyForQueryStatus(msg[5:])
-			}
-			if err != nil {
-				c.serverLost(s, err)
-				return pumpLinkOver
-			}
-			c.sentBytes += int64(len(msg))
-			if c.tracking {
-				c.mu.Lock()
-				owed := c.readyLocked(c.pumpOut[:0])
-				c.mu.Unlock()
-				c.pumpOut = owed
-				if out != nil && len(owed) > 0 {
-					out.Write(owed)
-				}
-			}
-			if out != nil {
-				out.Write(msg)
-			}
-			if !c.afterReady(s, status, st) {
-				return pumpLinkOver
-			}
-			if inline {
-				c.mu.Lock()
-				answered := c.ls.outstanding == 0
-				c.mu.Unlock()
-				if answered && !s.r.Pending() {
-					// The link stays (a transaction block): a pump
-					// goroutine watches the server from here on.
-					return pumpHandOff
-				}
-			}
+		act := c.pumpLook(s, typ, out, inline, st)
+		switch act {
+		case replyDone:
 			continue
-		case wire.MsgParameterStatus:
-			if !s.r.Fits() {
-				break
-			}
-			msg, err := s.r.Message()
-			if err != nil {
-				c.serverLost(s, err)
-				return pumpLinkOver
-			}
-			name, value := s.noteParameter(msg[5:])
-			if canon := c.svc.trackedName(name); canon != "" && !gone {
-				c.mu.Lock()
-				c.setParamLocked(canon, value)
-				c.mu.Unlock()
-			}
-			if out != nil {
-				out.Write(msg)
-			}
-			continue
-		case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
-			c.mu.Lock()
-			if dropped, consumed := c.ls.copyStarted(c.replies); c.tracking {
-				c.ops.killSyncs(dropped)
-				if consumed == wire.MsgParse || consumed == wire.MsgClose {
-					c.consumedByCopyLocked(s)
-				}
-			}
-			c.mu.Unlock()
-			if gone {
-				// The drain's next step (CopyFail) is due now, not
-				// when the server, waiting for data, times out.
-				s.conn.SetReadDeadline(time.Now())
-			}
-			// The client sends COPY data next while the server stays
-			// silent: serve must go back to reading the client.
-			handOff = inline
-		case wire.MsgParseComplete, wire.MsgCloseComplete:
-			if c.tracking {
-				c.mu.Lock()
-				swallow := c.replyLocked(s)
-				c.mu.Unlock()
-				if swallow {
-					if err := s.r.Skip(); err != nil {
-						c.serverLost(s, err)
-						return pumpLinkOver
-					}
-					if out != nil && !s.r.Pending() {
-						out.Flush()
-					}
-					continue
-				}
-			}
-		case wire.MsgErrorResponse:
-			c.mu.Lock()
-			skip, synced := c.ls.serverError(c.replies)
-			if skip {
-				c.replies = 0
-				if !synced {
-					// The server skips the client's messages up to its
-					// next Sync: so does serve, so that none is counted
-					// as owing a reply. The server says nothing more
-					// until that Sync, which serve must read: an inline
-					// relay hands over.
-					c.skipToSync = true
-					handOff = inline
-				}
-			}
-			if c.tracking {
-				c.errorLocked(s, skip)
-			}
-			c.mu.Unlock()
-		case wire.MsgCommandComplete:
-			if c.tracking {
-				pre, err := s.r.Peek(32)
-				if err != nil {
-					c.serverLost(s, err)
-					return pumpLinkOver
-				}
-				if len(pre) > 0 && pre[0] == 'D' {
-					c.mu.Lock()
-					tag := wire.CommandTag(pre)
-					standIn := c.deallocateDoneLocked(tag)
-					if !standIn {
-						c.commandCompleteLocked(s, tag)
-					}
-					c.mu.Unlock()
-					if standIn {
-						// The client's DEALLOCATE succeeded: it gets
-						// DEALLOCATE's tag for the stand-in's DO.
-						if err := s.r.Skip(); err != nil {
-							c.serverLost(s, err)
-							return pumpLinkOver
-						}
-						c.sentBytes += int64(len(deallocateComplete))
-						if out != nil {
-							out.Write(deallocateComplete)
-							if !s.r.Pending() {
-								out.Flush()
-							}
-						}
-						continue
-					}
-				}
-			}
-		}
-		n := int64(s.r.BodyLen()) + 5
-		c.sentBytes += n
-		if gone {
-			c.drainDiscarded(s, n)
-		}
-		if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+		case replyLinkOver:
 			return pumpLinkOver
+		case replyHandOff:
+			return pumpHandOff
 		}
-		if out != nil && (handOff || !s.r.Pending()) {
-			out.Flush()
+		handOff := act == replyForwardHandOff
+		if !c.pumpForward(s, out, gone, handOff) {
+			return pumpLinkOver
 		}
 		if handOff {
 			return pumpHandOff
@@ -209,24 +78,247 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 	}
 }
 
+// pumpLook looks inside the server messages the pooler must see
+// (ReadyForQuery, ParameterStatus, CopyIn/CopyBoth responses and, when
+// prepared statements are mapped, ParseComplete, CloseComplete,
+// ErrorResponse and CommandComplete) and says what becomes of the
+// message. out is the client's writer, nil once the client is gone.
+func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	switch typ {
+	case wire.MsgReadyForQuery:
+		return c.pumpReady(s, out, inline, st)
+	case wire.MsgParameterStatus:
+		return c.pumpParameter(s, out)
+	case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
+		return c.pumpCopyStarted(s, out == nil, inline)
+	case wire.MsgParseComplete, wire.MsgCloseComplete:
+		if c.tracking {
+			return c.pumpStmtReply(s, out)
+		}
+	case wire.MsgErrorResponse:
+		return c.pumpError(s, inline)
+	case wire.MsgCommandComplete:
+		if c.tracking {
+			return c.pumpCommandComplete(s, out)
+		}
+	}
+	return replyForward
+}
+
+// pumpForward passes the current server message on to out (discarding it,
+// and counting it for the drain, once the client is gone) and flushes at
+// the end of what the server sent, or before a hand-over. False when the
+// link is over.
+func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bool {
+	n := int64(s.r.BodyLen()) + 5
+	c.link.sentBytes += n
+	if gone {
+		c.drainDiscarded(s, n)
+	}
+	if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+		return false
+	}
+	if out != nil && (handOff || !s.r.Pending()) {
+		out.Flush()
+	}
+	return true
+}
+
+// pumpReady relays a ReadyForQuery, preceded by the replies the pooler
+// owes the client for what it answered itself (readyLocked), and applies
+// the release rule (afterReady). Inline, a link that stays once
+// everything sent is answered is handed over to a pump goroutine.
+func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	c.link.replies = 0
+	msg, err := s.r.Message()
+	var status byte
+	if err == nil {
+		status, err = wire.ReadyForQueryStatus(msg[5:])
+	}
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	c.link.sentBytes += int64(len(msg))
+	if c.tracking {
+		c.mu.Lock()
+		owed := c.readyLocked(c.link.pumpOut[:0])
+		c.mu.Unlock()
+		c.link.pumpOut = owed
+		if out != nil && len(owed) > 0 {
+			out.Write(owed)
+		}
+	}
+	if out != nil {
+		out.Write(msg)
+	}
+	if !c.afterReady(s, status, st) {
+		return replyLinkOver
+	}
+	if inline {
+		c.mu.Lock()
+		answered := c.link.ls.outstanding == 0
+		c.mu.Unlock()
+		if answered && !s.r.Pending() {
+			// The link stays (a transaction block): a pump goroutine
+			// watches the server from here on.
+			return replyHandOff
+		}
+	}
+	return replyDone
+}
+
+// pumpParameter notes a ParameterStatus on the server and, for a tracked
+// parameter, as the client's value; one too long to hold is passed on
+// unread.
+func (c *client) pumpParameter(s *server, out *wire.Writer) replyAct {
+	if !s.r.Fits() {
+		return replyForward
+	}
+	msg, err := s.r.Message()
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	name, value := s.noteParameter(msg[5:])
+	// out is nil once the client is gone: its parameters no longer matter.
+	if canon := c.svc.trackedName(name); canon != "" && out != nil {
+		c.mu.Lock()
+		c.setParamLocked(canon, value)
+		c.mu.Unlock()
+	}
+	if out != nil {
+		out.Write(msg)
+	}
+	return replyDone
+}
+
+// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the
+// link (linkState.copyStarted) and the mapping queue. gone: the client had
+// left when the message was read.
+func (c *client) pumpCopyStarted(s *server, gone, inline bool) replyAct {
+	c.mu.Lock()
+	if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
+		c.link.ops.killSyncs(dropped)
+		if consumed == wire.MsgParse || consumed == wire.MsgClose {
+			c.consumedByCopyLocked(s)
+		}
+	}
+	c.mu.Unlock()
+	if gone {
+		// The drain's next step (CopyFail) is due now, not when the
+		// server, waiting for data, times out.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	if inline {
+		// The client sends COPY data next while the server stays silent:
+		// serve must go back to reading the client.
+		return replyForwardHandOff
+	}
+	return replyForward
+}
+
+// pumpStmtReply swallows the ParseComplete or CloseComplete of a message
+// the pooler sent for its mapping (replyLocked); the client's own are
+// passed on.
+func (c *client) pumpStmtReply(s *server, out *wire.Writer) replyAct {
+	c.mu.Lock()
+	swallow := c.replyLocked(s)
+	c.mu.Unlock()
+	if !swallow {
+		return replyForward
+	}
+	if err := s.r.Skip(); err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	if out != nil && !s.r.Pending() {
+		out.Flush()
+	}
+	return replyDone
+}
+
+// pumpError attributes an ErrorResponse to the message that failed
+// (linkState.serverError) and, when the server now skips to a Sync not yet
+// sent, makes serve skip the client's messages up to it too.
+func (c *client) pumpError(s *server, inline bool) replyAct {
+	act := replyForward
+	c.mu.Lock()
+	skip, synced := c.link.ls.serverError(c.link.replies)
+	if skip {
+		c.link.replies = 0
+		if !synced {
+			// The server skips the client's messages up to its next
+			// Sync: so does serve, so that none is counted as owing a
+			// reply. The server says nothing more until that Sync, which
+			// serve must read: an inline relay hands over.
+			c.link.skipToSync = true
+			if inline {
+				act = replyForwardHandOff
+			}
+		}
+	}
+	if c.tracking {
+		c.errorLocked(s, skip)
+	}
+	c.mu.Unlock()
+	return act
+}
+
+// pumpCommandComplete applies a DEALLOCATE's CommandComplete to the
+// mapping: the client's DEALLOCATE of a mapped statement gets DEALLOCATE's
+// tag for the stand-in's DO.
+func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
+	pre, err := s.r.Peek(32)
+	if err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	if len(pre) == 0 || pre[0] != 'D' {
+		return replyForward
+	}
+	c.mu.Lock()
+	tag := wire.CommandTag(pre)
+	standIn := c.deallocateDoneLocked(tag)
+	if !standIn {
+		c.commandCompleteLocked(s, tag)
+	}
+	c.mu.Unlock()
+	if !standIn {
+		return replyForward
+	}
+	if err := s.r.Skip(); err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	c.link.sentBytes += int64(len(deallocateComplete))
+	if out != nil {
+		out.Write(deallocateComplete)
+		if !s.r.Pending() {
+			out.Flush()
+		}
+	}
+	return replyDone
+}
+
 // afterReady applies the release rule after a ReadyForQuery; false when the
 // link ended and the pump must stop.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
 	c.countReadyLocked(status)
-	c.ls.readyForQuery(status)
-	if c.ls.outstanding == 0 && st.QueryTimeout > 0 {
+	c.link.ls.readyForQuery(status)
+	if c.link.ls.outstanding == 0 && st.QueryTimeout > 0 {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
-	act := afterReadyForQuery(c.mode, &c.ls)
-	for act == releaseServer && c.writing {
+	act := afterReadyForQuery(c.mode, &c.link.ls)
+	for act == releaseServer && c.link.writing {
 		// serve is finishing a flush to this server; wait for it, then
 		// look again: it may have sent more.
-		c.writerDone.Wait()
-		act = afterReadyForQuery(c.mode, &c.ls)
+		c.link.writerDone.Wait()
+		act = afterReadyForQuery(c.mode, &c.link.ls)
 	}
 	if c.gone.Load() {
 		return c.drainLocked(s)
@@ -236,8 +328,8 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		// Flush under mu: after c.srv is cleared, serve may link another
 		// server whose pump writes to the client.
 		c.w.Flush()
-		c.srv = nil
-		unsure := c.ls.unsure
+		c.unlinkServerLocked()
+		unsure := c.link.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
@@ -252,15 +344,13 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
-		c.srv = nil
+		c.closeClientLocked(CodeStatementModeTxBlock)
+		c.unlinkServerLocked()
 		c.mu.Unlock()
-		c.w.Write(appendError(nil, newError(CodeStatementModeTxBlock)))
-		c.w.Flush()
-		c.conn.Close()
 		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
-	idleInTx := c.ls.idle() && status != wire.TxIdle
+	idleInTx := c.link.ls.idle() && status != wire.TxIdle
 	c.mu.Unlock()
 	if !s.r.Pending() {
 		c.w.Flush()
@@ -293,18 +383,18 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 // over.
 func (c *client) drainLocked(s *server) bool {
 	now := c.svc.clock.Now()
-	d := c.drain
+	d := c.link.drain
 	if d.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	step := nextDrainStep(&c.ls, c.resetDue)
+	step := nextDrainStep(&c.link.ls, c.link.resetDue)
 	switch {
 	case step == drainWait && now.After(d.deadline):
 		return c.drainFailedLocked(s, "client disconnect while server was not ready")
-	case step == drainWait && c.ls.copyIn && !d.copyFailed:
+	case step == drainWait && c.link.ls.copyIn && !d.copyFailed:
 		// A COPY FROM STDIN waits for data that will never come.
 		d.copyFailed = true
-		c.ls.fromClient(wire.MsgCopyFail)
+		c.link.ls.fromClient(wire.MsgCopyFail)
 		s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 	case step == drainWait:
 		c.mu.Unlock()
@@ -313,21 +403,21 @@ func (c *client) drainLocked(s *server) bool {
 	case !c.awaitCancelLocked():
 		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
 	case step == drainSync:
-		c.ls.fromClient(wire.MsgSync)
+		c.link.ls.fromClient(wire.MsgSync)
 		c.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case step == drainRollback:
 		// Auto rollback: the client's transaction dies with it.
-		c.ls.fromClient(wire.MsgQuery)
+		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
 		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.resetDue = false
+		c.link.resetDue = false
 		return c.drainReleaseLocked(s)
 	case step == drainReset:
-		c.resetDue = false
-		c.ls.fromClient(wire.MsgQuery)
+		c.link.resetDue = false
+		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
 	default: // drainRelease
@@ -345,7 +435,7 @@ func (c *client) drainLocked(s *server) bool {
 // pushSyncLocked records a Sync-like message the pooler itself sends.
 func (c *client) pushSyncLocked(typ byte) {
 	if c.tracking {
-		c.ops.push(op{kind: opSync, msg: typ})
+		c.link.ops.push(op{kind: opSync, msg: typ})
 	}
 }
 
@@ -381,11 +471,9 @@ func (c *client) pumpTimeout(s *server) bool {
 	if c.gone.Load() {
 		return c.drainLocked(s)
 	}
-	c.srv = nil
+	c.closeClientLocked(CodeQueryTimeout)
+	c.unlinkServerLocked()
 	c.mu.Unlock()
-	c.w.Write(appendError(nil, newError(CodeQueryTimeout)))
-	c.w.Flush()
-	c.conn.Close()
 	c.pool.discard(s, "query timeout")
 	return false
 }
@@ -393,15 +481,12 @@ func (c *client) pumpTimeout(s *server) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
-	linked := c.srv == s
-	if linked {
-		c.srv = nil
-	}
-	quiet := c.gone.Load() || c.detach
+	linked := c.link.srv == s
+	quiet := c.gone.Load() || c.link.detach
 	reason := "server conn crashed?"
 	code := CodeServerCrashed
-	if c.detach {
-		reason = c.detachReason
+	if c.link.detach {
+		reason = c.link.detachReason
 	}
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
@@ -409,13 +494,29 @@ func (c *client) serverLost(s *server, err error) {
 	if c.gone.Load() {
 		c.finishDrainLocked("closed")
 	}
+	if linked {
+		if !quiet {
+			c.closeClientLocked(code)
+		}
+		c.unlinkServerLocked()
+	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
-	if linked && !quiet {
-		c.w.Write(appendError(nil, newError(code)))
-		c.w.Flush()
-		c.conn.Close()
-	}
+}
+
+// closeClientLocked tells the client of a pooler error that ends it and
+// closes its socket. It runs with c.mu held while the link still holds its
+// server: once c.link.srv is nil, serve owns the client writer again and
+// may link another server and relay its replies to that writer (the race
+// detector caught the pump's error and serve's relay writing it together
+// when this ran after the link ended). The write is bounded, as fail's is:
+// a client that reads nothing must not hold c.mu, which SHOW CLIENTS and
+// cancel requests take, for longer than that.
+func (c *client) closeClientLocked(code Code) {
+	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.w.Write(appendError(nil, newError(code)))
+	c.w.Flush()
+	c.conn.Close()
 }
 
 // countReadyLocked adds a finished query (and, at status 'I', a finished
@@ -429,8 +530,8 @@ func (c *client) countReadyLocked(status byte) {
 	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
-		ps.xactTime.Add(int64(now.Sub(c.xactStart) / time.Microsecond))
+		ps.xactTime.Add(int64(now.Sub(c.link.xactStart) / time.Microsecond))
 	}
-	ps.sent.Add(c.sentBytes)
-	c.sentBytes = 0
+	ps.sent.Add(c.link.sentBytes)
+	c.link.sentBytes = 0
 }

@@ -62,7 +62,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		// that a Bind in a later Sync cycle can recreate it on whichever
 		// server that cycle gets (lib/pq, pgx's describe-exec mode).
 		remembered := ok && c.rememberUnnamedLocked(body, own, st.PreparedStatementBudget)
-		c.ops.push(op{kind: opParse, unnamed: ok})
+		c.link.ops.push(op{kind: opParse, unnamed: ok})
 		if remembered {
 			c.unnamedGen++
 			s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
@@ -73,13 +73,13 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		return s.w.WriteMessage(wire.MsgParse, body)
 	}
 	if len(name) > maxNameMessage-2 {
-		c.ls.unrecord() // answered here, not sent
+		c.link.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if _, held := c.stmts[name]; held {
-		c.ls.unrecord() // answered here, not sent
+		c.link.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStmtExists(name))
 		c.mu.Unlock()
 		return nil
@@ -95,7 +95,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
-		c.ls.unrecord() // answered here, not sent
+		c.link.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
@@ -104,18 +104,18 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.stmts = map[string]*stmtDef{}
 	}
 	c.stmts[name] = def
-	out := c.out[:0]
+	out := c.link.out[:0]
 	if s.stmts.has(def) {
-		c.ops.push(op{kind: opParse})
-		c.ops.push(op{kind: opCloseInjected})
+		c.link.ops.push(op{kind: opParse})
+		c.link.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
-		c.ls.injected(wire.MsgClose)
+		c.link.ls.injected(wire.MsgClose)
 	} else {
 		out = c.prepareLocked(out, s, def, opParse, name)
 	}
 	c.mu.Unlock()
-	c.out = shrunk(out)
+	c.link.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }
 
@@ -132,11 +132,11 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	if len(pre) > 0 && pre[0] == 0 {
 		c.forgetUnnamedLocked()
 		s.unnamedOwner = 0
-		c.ops.push(op{kind: opParse})
+		c.link.ops.push(op{kind: opParse})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	c.ls.unrecord() // answered here, not sent
+	c.link.ls.unrecord() // answered here, not sent
 	c.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
@@ -147,8 +147,8 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // client's messages up to that Sync, as Postgres does after its own
 // errors. Called with c.mu held.
 func (c *client) refuseInBatchLocked(e *Error) {
-	c.ops.push(op{kind: opError, err: e})
-	c.skipToSync = true
+	c.link.ops.push(op{kind: opError, err: e})
+	c.link.skipToSync = true
 }
 
 // rememberUnnamedLocked keeps body as the client's last unnamed Parse,
@@ -202,7 +202,7 @@ func (c *client) appendText(out, text []byte) []byte {
 	if len(text) <= inlineText {
 		return append(out, text...)
 	}
-	c.splices = append(c.splices, splice{at: len(out), text: text})
+	c.link.splices = append(c.link.splices, splice{at: len(out), text: text})
 	return out
 }
 
@@ -218,12 +218,12 @@ func (c *client) appendParseLocked(out []byte, name, query string, types []byte)
 
 // writeRewrite writes a rewrite buffer with its splices to w.
 func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
-	if len(c.splices) == 0 {
+	if len(c.link.splices) == 0 {
 		return w.Write(out)
 	}
 	prev := 0
 	var err error
-	for _, sp := range c.splices {
+	for _, sp := range c.link.splices {
 		if err = w.Write(out[prev:sp.at]); err != nil {
 			break
 		}
@@ -232,8 +232,8 @@ func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
 		}
 		prev = sp.at
 	}
-	clear(c.splices)
-	c.splices = c.splices[:0]
+	clear(c.link.splices)
+	c.link.splices = c.link.splices[:0]
 	if err != nil {
 		return err
 	}
@@ -262,16 +262,16 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 		if old := s.stmts.oldest(); old != nil {
 			out = wire.AppendClose(out, wire.TargetStatement, old.name)
 			c.svc.stmts.ref(old) // held by the op until its reply
-			c.ops.push(op{kind: opCloseInjected, def: old})
-			c.ls.injected(wire.MsgClose)
+			c.link.ops.push(op{kind: opCloseInjected, def: old})
+			c.link.ls.injected(wire.MsgClose)
 			s.stmts.remove(c.svc.stmts, old)
 		}
 	}
 	out = c.appendParseLocked(out, def.name, def.query, def.types)
 	c.pool.stats.serverParses.Add(1)
-	c.ops.push(op{kind: kind, def: def, clientName: clientName})
+	c.link.ops.push(op{kind: kind, def: def, clientName: clientName})
 	if kind == opParseInjected {
-		c.ls.injected(wire.MsgParse)
+		c.link.ls.injected(wire.MsgParse)
 	}
 	s.stmts.add(c.svc.stmts, def)
 	return out
@@ -291,9 +291,9 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
-		out := c.unnamedLocked(c.out[:0], s)
+		out := c.unnamedLocked(c.link.out[:0], s)
 		c.mu.Unlock()
-		c.out = shrunk(out)
+		c.link.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
@@ -306,13 +306,13 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	out := c.out[:0]
+	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	c.mu.Unlock()
 	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
-	c.out = shrunk(out)
+	c.link.out = shrunk(out)
 	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
 	}
@@ -330,9 +330,9 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	c.mu.Lock()
 	if len(name) == 0 {
-		out := c.unnamedLocked(c.out[:0], s)
+		out := c.unnamedLocked(c.link.out[:0], s)
 		c.mu.Unlock()
-		c.out = shrunk(out)
+		c.link.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
@@ -343,13 +343,13 @@ func (c *client) relayDescribe(s *server) error {
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	out := c.out[:0]
+	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	c.mu.Unlock()
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
-	c.out = shrunk(out)
+	c.link.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }
 
@@ -359,7 +359,7 @@ func (c *client) relayClose(s *server) error {
 		return err
 	}
 	c.mu.Lock()
-	c.ops.push(op{kind: opClose})
+	c.link.ops.push(op{kind: opClose})
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
 		if def := c.stmts[string(name)]; def != nil {
 			// The client's name goes; the server's statement stays
@@ -368,8 +368,8 @@ func (c *client) relayClose(s *server) error {
 			delete(c.stmts, string(name))
 			c.svc.stmts.release(def)
 			c.mu.Unlock()
-			c.out = wire.AppendClose(c.out[:0], wire.TargetStatement, noopStmt)
-			return s.w.Write(c.out)
+			c.link.out = wire.AppendClose(c.link.out[:0], wire.TargetStatement, noopStmt)
+			return s.w.Write(c.link.out)
 		}
 	}
 	c.mu.Unlock()
@@ -397,7 +397,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// A simple query replaces the server's unnamed statement.
 	s.unnamedOwner = 0
 	if def == nil {
-		c.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
@@ -405,14 +405,14 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// query is accepted as Postgres would; an error gives it back
 	// (errorLocked). The definition's reference is held by the op.
 	delete(c.stmts, name)
-	c.ops.push(op{kind: opDeallocate, def: def, clientName: name})
-	c.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+	c.link.ops.push(op{kind: opDeallocate, def: def, clientName: name})
+	c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
-	c.out = append(c.out[:0], deallocateStandIn...)
-	return s.w.Write(c.out)
+	c.link.out = append(c.link.out[:0], deallocateStandIn...)
+	return s.w.Write(c.link.out)
 }
 
 // deallocateStandIn is what the server gets for a client's DEALLOCATE of a
@@ -428,11 +428,11 @@ var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', '
 // client's DEALLOCATE succeeded. It reports whether the op at the head was
 // a DEALLOCATE, in which case the caller sends "DEALLOCATE" as the tag.
 func (c *client) deallocateDoneLocked(tag []byte) bool {
-	o := c.ops.peek()
+	o := c.link.ops.peek()
 	if o == nil || o.kind != opDeallocate || string(tag) != "DO" {
 		return false
 	}
-	d := c.ops.pop()
+	d := c.link.ops.pop()
 	c.svc.stmts.release(d.def)
 	return true
 }
@@ -476,13 +476,13 @@ func deallocateTarget(body []byte) (string, bool) {
 // replyLocked pops the op a ParseComplete or CloseComplete answers and
 // reports whether the pooler injected it (the reply is swallowed).
 func (c *client) replyLocked(s *server) (swallow bool) {
-	o := c.ops.peek()
+	o := c.link.ops.peek()
 	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
 	}
-	popped := c.ops.pop()
+	popped := c.link.ops.pop()
 	if popped.kind == opCloseInjected && popped.def != nil {
 		c.svc.stmts.release(popped.def)
 	}
@@ -499,11 +499,11 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // Queries and FunctionCalls included; otherwise up to the Query,
 // FunctionCall or Sync that failed.
 func (c *client) errorLocked(s *server, skip bool) {
-	for o := c.ops.peek(); o != nil; o = c.ops.peek() {
+	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.ops.pop())
+		c.undoLocked(s, c.link.ops.pop())
 	}
 }
 
@@ -513,8 +513,8 @@ func (c *client) errorLocked(s *server, skip bool) {
 // first Parse or Close op in the queue: the messages between the COPY's
 // start and it are COPY data and Syncs, whose ops are gone.
 func (c *client) consumedByCopyLocked(s *server) {
-	for i := 0; i < c.ops.size; i++ {
-		o := &c.ops.buf[(c.ops.head+i)%len(c.ops.buf)]
+	for i := 0; i < c.link.ops.size; i++ {
+		o := &c.link.ops.buf[(c.link.ops.head+i)%len(c.link.ops.buf)]
 		switch o.kind {
 		case opParse, opParseInjected, opClose, opCloseInjected:
 			d := *o
@@ -565,8 +565,8 @@ func (c *client) undoLocked(s *server, d op) {
 // readyLocked appends the errors the pooler owes before this ReadyForQuery
 // and pops the Sync it answers.
 func (c *client) readyLocked(out []byte) []byte {
-	for o := c.ops.peek(); o != nil && o.kind != opSync; o = c.ops.peek() {
-		d := c.ops.pop()
+	for o := c.link.ops.peek(); o != nil && o.kind != opSync; o = c.link.ops.peek() {
+		d := c.link.ops.pop()
 		if d.kind == opError && d.err != nil {
 			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
 		}
@@ -576,8 +576,8 @@ func (c *client) readyLocked(out []byte) []byte {
 			c.svc.stmts.release(d.def)
 		}
 	}
-	if o := c.ops.peek(); o != nil {
-		c.ops.pop()
+	if o := c.link.ops.peek(); o != nil {
+		c.link.ops.pop()
 	}
 	return out
 }
@@ -614,10 +614,10 @@ func (c *client) clearStmtsLocked() {
 // prepare synchronously while other sessions of the same thread hold every
 // server (pgbench -M prepared) from waiting on themselves.
 func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
-	if c.skipToSync && typ != wire.MsgSync {
+	if c.link.skipToSync && typ != wire.MsgSync {
 		return true, c.r.Skip()
 	}
-	if !c.tracking && !c.skipToSync {
+	if !c.tracking && !c.link.skipToSync {
 		return false, nil
 	}
 	switch typ {
@@ -626,11 +626,11 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 			return true, err
 		}
 		c.mu.Lock()
-		c.skipToSync = false
-		c.pumpOut = c.readyLocked(c.pumpOut[:0])
+		c.link.skipToSync = false
+		c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])
 		c.mu.Unlock()
-		out := wire.AppendReadyForQuery(c.pumpOut, wire.TxIdle)
-		c.pumpOut = out
+		out := wire.AppendReadyForQuery(c.link.pumpOut, wire.TxIdle)
+		c.link.pumpOut = out
 		if err := c.w.Write(out); err != nil {
 			return true, err
 		}
@@ -728,8 +728,8 @@ func (c *client) unnamedLocked(out []byte, s *server) []byte {
 	}
 	out = wire.AppendHeader(out, wire.MsgParse, len(c.unnamedParse))
 	out = c.appendText(out, c.unnamedParse)
-	c.ops.push(op{kind: opParseInjected, unnamed: true})
-	c.ls.injected(wire.MsgParse)
+	c.link.ops.push(op{kind: opParseInjected, unnamed: true})
+	c.link.ls.injected(wire.MsgParse)
 	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
 	return out
 }

@@ -73,7 +73,7 @@ func (ls *linkState) fromClient(typ byte) {
 				ls.unsure = true
 			}
 		default:
-			// Refused by serve before it gets here (loop); the
+			// Refused by serve before it gets here (route); the
 			// server would consume it as the error ending the COPY.
 			ls.feeding, ls.unsure = false, true
 		}

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"reflect"
 	"runtime"
-	"strings"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
@@ -44,7 +41,7 @@ func (c *client) refuse(typ byte, out []byte) error {
 		out = wire.AppendReadyForQuery(out, wire.TxIdle)
 	default:
 		c.mu.Lock()
-		c.skipToSync = true
+		c.link.skipToSync = true
 		c.mu.Unlock()
 	}
 	c.scratch = out
@@ -144,246 +141,364 @@ func (c *client) fail(err error) {
 	c.w.Flush()
 }
 
+// loopStep says what loop does after one of its stages.
+type loopStep uint8
+
+const (
+	stepOn     loopStep = iota // go on with this message
+	stepNext                   // the message was dealt with: read the next
+	stepEnd                    // the client is gone (closed or left)
+	stepParked                 // the client parked: another goroutine owns c now
+)
+
+// loopVars is what loop carries from one message to the next.
+type loopVars struct {
+	st *config.Settings
+	// timeouts: client_idle_timeout or idle_transaction_timeout own the
+	// read deadline.
+	timeouts bool
+	// loginGrace: the early-park deadline is armed until the first read.
+	loginGrace bool
+	// msgArmed: awaitMessage set the read deadline for the message just
+	// read (client_message_timeout, or none); it is taken off before the
+	// next message.
+	msgArmed bool
+}
+
 // loop relays client messages to linked servers until the client leaves.
 // afterLogin: the client has just logged in; if it sends nothing within
-// parkAfterLogin it parks (park.go).
+// parkAfterLogin it parks (park.go). Each message goes through three
+// stages: readNext (its header judged, its body awaited), route (answered
+// without a server, or a server linked for it) and forward (recorded on
+// the link and written to the server).
 func (c *client) loop(afterLogin bool) (parked bool) {
+	lv := c.startLoop(afterLogin)
+	for {
+		typ, n, step := c.readNext(&lv)
+		if step == stepOn {
+			var s *server
+			s, step = c.route(&lv, typ, n)
+			if step == stepOn {
+				step = c.forward(&lv, s, typ, n)
+			}
+		}
+		switch step {
+		case stepEnd:
+			return false
+		case stepParked:
+			return true
+		}
+	}
+}
+
+// startLoop marks the client as relaying and arms the early-park deadline
+// after a login.
+func (c *client) startLoop(afterLogin bool) loopVars {
 	st := c.svc.settings()
-	timeouts := st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0
-	c.inLoop.Store(true)
+	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0}
+	// Idle from login, or from parked on a resumed client: only now may
+	// the janitor ask it to park (again).
+	c.mu.Lock()
+	c.setStateLocked(clientIdle)
+	c.mu.Unlock()
 	// The early-park deadline is armed only where the janitor would park
 	// the client later anyway (a system with parking, no idle timeouts,
 	// which own the deadline, and no TLS); it is cleared by the first
 	// message.
-	loginGrace := netpoll.CanPark && afterLogin && !timeouts && !c.tls
-	if loginGrace {
+	lv.loginGrace = netpoll.CanPark && afterLogin && !lv.timeouts && !c.tls
+	if lv.loginGrace {
 		c.parkWanted.Store(true)
 		c.conn.SetReadDeadline(time.Now().Add(parkAfterLogin))
 	}
-	// msgArmed: awaitMessage set the read deadline for the message just
-	// read (client_message_timeout, or none); it is taken off before the
-	// next message.
-	msgArmed := false
-	for {
-		if timeouts {
-			c.armClientDeadline(st)
-		} else if msgArmed {
+	return lv
+}
+
+// readNext reads the next message's header, judges it, and waits until the
+// message is in whole (awaitMessage). stepOn with the message ready to be
+// routed; anything else when there is none.
+func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
+	if lv.timeouts {
+		c.armClientDeadline(lv.st)
+	} else if lv.msgArmed {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+	lv.msgArmed = false
+	typ, n, err := c.r.Next()
+	if lv.loginGrace {
+		lv.loginGrace = false
+		if err == nil {
+			c.parkWanted.Store(false)
 			c.conn.SetReadDeadline(time.Time{})
 		}
-		msgArmed = false
-		typ, n, err := c.r.Next()
-		if loginGrace {
-			loginGrace = false
-			if err == nil {
-				c.parkWanted.Store(false)
-				c.conn.SetReadDeadline(time.Time{})
-			}
-		}
-		if err != nil {
-			if isTimeout(err) && c.parkWanted.Load() {
-				if c.tryPark() {
-					return true // another goroutine owns c now
-				}
-				continue
-			}
-			if isTimeout(err) && c.clientTimedOut(st) {
-				return false
-			}
+	}
+	if err != nil {
+		return 0, 0, c.readFailed(lv.st, err)
+	}
+	if step := c.judgeHeader(lv.st, typ, n); step != stepOn {
+		return 0, 0, step
+	}
+	if !c.r.Pending() {
+		// The message has not all arrived: wait for it before a server
+		// is taken or written to.
+		lv.msgArmed = true
+		if err := c.awaitMessage(lv.st, n); err != nil {
 			if isTimeout(err) {
-				continue
+				c.closeBadInput(newError(CodeClientMessageTimeout), "")
+			} else {
+				c.leave(err)
 			}
-			if errors.Is(err, wire.ErrMessageTooLarge) {
-				// Refused on its header: nothing of it reached the
-				// server, which stays clean.
-				c.closeBadInput(newError(CodePacketTooLarge), "")
-				return false
-			}
-			if errors.Is(err, wire.ErrBadLength) {
-				c.closeBadInput(newError(CodeBadPacket), "")
-				return false
-			}
-			c.leave(err)
-			return false
-		}
-		if !isFrontendType(typ) {
-			// Checked on the header alone: the body is not read (a
-			// startup packet sent again reads as type 0 with a length
-			// of its own). Never forwarded: Postgres would end its
-			// backend over it.
-			c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
-			return false
-		}
-		if n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ) {
-			// Postgres ends its backend over such a message; refused
-			// from the header, as Postgres does, before any is read.
-			c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
-			return false
-		}
-		if typ == wire.MsgQuery && st.DisablePQExec {
-			// disable_pqexec: a simple Query may carry several
-			// statements, which some SQL injections rely on.
-			c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
-			return false
-		}
-		if typ == wire.MsgTerminate {
-			c.r.Skip()
-			c.leave(nil)
-			return false
-		}
-		if !c.r.Pending() {
-			// The message has not all arrived: wait for it before a
-			// server is taken or written to.
-			msgArmed = true
-			if err := c.awaitMessage(st, n); err != nil {
-				if isTimeout(err) {
-					c.closeBadInput(newError(CodeClientMessageTimeout), "")
-				} else {
-					c.leave(err)
-				}
-				return false
-			}
-		}
-		c.mu.Lock()
-		s := c.srv
-		if s == nil && (c.tracking || c.skipToSync) {
-			c.mu.Unlock()
-			handled, err := c.answerUnlinked(typ, n)
-			if errors.Is(err, wire.ErrBudgetExceeded) {
-				c.closeBadInput(newError(CodeHeldMessageBudget), "")
-				return false
-			}
-			if err != nil {
-				c.leaveOrTimeout(err, msgArmed, st)
-				return false
-			}
-			if handled {
-				continue
-			}
-			c.mu.Lock()
-			s = c.srv
-		}
-		if s == nil {
-			c.mu.Unlock()
-			s, err = c.link(typ, n)
-			if errors.Is(err, errWaitCanceled) {
-				if err := c.queryCanceled(typ); err != nil {
-					c.leave(err)
-					return false
-				}
-				continue
-			}
-			if shed, ok := err.(*shedError); ok {
-				if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
-					c.leave(err)
-					return false
-				}
-				continue
-			}
-			if err != nil {
-				c.r.Skip()
-				c.fail(err)
-				return false
-			}
-			c.mu.Lock()
-		}
-		if c.skipToSync && typ != wire.MsgSync {
-			// After an error the pooler raised, like Postgres: drop
-			// everything up to the client's Sync.
-			c.mu.Unlock()
-			if err := c.r.Skip(); err != nil {
-				c.leaveOrTimeout(err, msgArmed, st)
-				return false
-			}
-			c.flushBatch(s, false)
-			if !c.r.Pending() {
-				c.startPump(s)
-			}
-			continue
-		}
-		c.skipToSync = false
-		if c.ls.feeding && !isCopyInput(typ) {
-			// Postgres would end the COPY with an error over it and
-			// consume it; what the client's later messages then get
-			// depends on how far the server had read.
-			c.mu.Unlock()
-			c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
-			return false
-		}
-		ignored := c.ls.feeding // a Sync or Flush the server ignores in COPY IN
-		if c.ls.idle() {
-			// The first request after an idle point starts a query (and
-			// a transaction when none is open).
-			c.queryStart = c.svc.clock.Now()
-			if c.ls.txStatus == wire.TxIdle {
-				c.xactStart = c.queryStart
-			}
-		}
-		c.ls.fromClient(typ)
-		c.recvBytes += int64(n) + 5
-		switch typ {
-		case wire.MsgParse:
-			c.pool.stats.clientParses.Add(1)
-		case wire.MsgBind:
-			c.pool.stats.binds.Add(1)
-		}
-		mapped := false
-		if c.tracking {
-			switch typ {
-			case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
-				mapped = true
-			case wire.MsgSync, wire.MsgFunctionCall:
-				if !ignored {
-					c.ops.push(op{kind: opSync, msg: typ})
-				}
-			}
-		}
-		c.writing = true
-		c.mu.Unlock()
-		if st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
-			s.conn.SetReadDeadline(time.Now().Add(st.QueryTimeout))
-		}
-		if mapped {
-			err = c.relayMapped(typ, n, s)
-		} else {
-			err = c.r.Forward(s.w)
-		}
-		if err != nil {
-			if s.w.Err() != nil {
-				// The server is gone; its pump reports it to the client.
-				s.conn.Close()
-				c.doneWriting()
-				c.startPump(s)
-				continue
-			}
-			c.doneWriting()
-			if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
-				// A message larger than the read buffer stalled
-				// midway: the server has part of it and cannot be
-				// brought back clean.
-				c.unlinkAndClose("client_message_timeout")
-				c.fail(newError(CodeClientMessageTimeout))
-				return false
-			}
-			if errors.Is(err, wire.ErrBudgetExceeded) {
-				// Nothing of the message was passed on: the server
-				// goes back clean.
-				c.closeBadInput(newError(CodeHeldMessageBudget), "")
-				return false
-			}
-			c.leave(err)
-			return false
-		}
-		c.flushBatch(s, c.willRelayInline(s, typ))
-		if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
-			// The reply is out and the server is back in the pool, which
-			// has clients queued: the pooler is busy. Let the runnable
-			// goroutines go first; by the time this one reads its client
-			// again the next request has usually arrived, which saves a
-			// read that finds nothing and the park and wake-up after it.
-			// (A client's request waits for a server anyway.)
-			runtime.Gosched()
+			return 0, 0, stepEnd
 		}
 	}
+	return typ, n, stepOn
+}
+
+// readFailed handles an error reading a message header: a park request or
+// an idle deadline (timeouts), a header refused by the reader, or the
+// client leaving.
+func (c *client) readFailed(st *config.Settings, err error) loopStep {
+	switch {
+	case isTimeout(err) && c.parkWanted.Load():
+		if c.tryPark() {
+			return stepParked
+		}
+		return stepNext
+	case isTimeout(err) && c.clientTimedOut(st):
+		return stepEnd
+	case isTimeout(err):
+		return stepNext
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		// Refused on its header: nothing of it reached the server, which
+		// stays clean.
+		c.closeBadInput(newError(CodePacketTooLarge), "")
+	case errors.Is(err, wire.ErrBadLength):
+		c.closeBadInput(newError(CodeBadPacket), "")
+	default:
+		c.leave(err)
+	}
+	return stepEnd
+}
+
+// judgeHeader refuses, on its 5-byte header alone, a message the client
+// may not send, and ends the client on Terminate. stepOn for a message to
+// route.
+func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
+	switch {
+	case !isFrontendType(typ):
+		// Checked on the header alone: the body is not read (a startup
+		// packet sent again reads as type 0 with a length of its own).
+		// Never forwarded: Postgres would end its backend over it.
+		c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+	case n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ):
+		// Postgres ends its backend over such a message; refused from
+		// the header, as Postgres does, before any is read.
+		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
+	case typ == wire.MsgQuery && st.DisablePQExec:
+		// disable_pqexec: a simple Query may carry several statements,
+		// which some SQL injections rely on.
+		c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
+	case typ == wire.MsgTerminate:
+		c.r.Skip()
+		c.leave(nil)
+	default:
+		return stepOn
+	}
+	return stepEnd
+}
+
+// route finds where a message goes: answered by the pooler without a
+// server (answerUnlinked), dropped up to the next Sync after an error the
+// pooler raised, refused during COPY IN, or to the linked server, which
+// is linked for it first when there is none (linkFor).
+//
+// With stepOn it returns the server with c.mu held: the message is
+// recorded on the link (forward) under the same lock that found the link
+// linked, so the pump cannot release the server in between.
+func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
+	c.mu.Lock()
+	if c.state == clientDraining {
+		// The pump found the client's socket failing (relayFailed) and
+		// closed it: the client left, and what is left of its messages in
+		// the read buffer is not run (nor a server linked for it). It ends
+		// as the next read of the closed socket would have.
+		c.mu.Unlock()
+		c.leave(net.ErrClosed)
+		return nil, stepEnd
+	}
+	s := c.link.srv
+	if s == nil && (c.tracking || c.link.skipToSync) {
+		c.mu.Unlock()
+		handled, err := c.answerUnlinked(typ, n)
+		if errors.Is(err, wire.ErrBudgetExceeded) {
+			c.closeBadInput(newError(CodeHeldMessageBudget), "")
+			return nil, stepEnd
+		}
+		if err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return nil, stepEnd
+		}
+		if handled {
+			return nil, stepNext
+		}
+		c.mu.Lock()
+		s = c.link.srv
+	}
+	if s == nil {
+		c.mu.Unlock()
+		var step loopStep
+		if s, step = c.linkFor(typ, n); step != stepOn {
+			return nil, step
+		}
+		c.mu.Lock()
+	}
+	if c.link.skipToSync && typ != wire.MsgSync {
+		// After an error the pooler raised, like Postgres: drop
+		// everything up to the client's Sync.
+		c.mu.Unlock()
+		if err := c.r.Skip(); err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return nil, stepEnd
+		}
+		c.flushBatch(s, false)
+		if !c.r.Pending() {
+			c.startPump(s)
+		}
+		return nil, stepNext
+	}
+	c.link.skipToSync = false
+	if c.link.ls.feeding && !isCopyInput(typ) {
+		// Postgres would end the COPY with an error over it and consume
+		// it; what the client's later messages then get depends on how
+		// far the server had read.
+		c.mu.Unlock()
+		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+		return nil, stepEnd
+	}
+	return s, stepOn
+}
+
+// linkFor links a server for the message typ of n bytes (linkServer) and
+// answers a wait that ended without one: cancelled, shed by admission, or
+// failed.
+func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
+	s, err := c.linkServer(typ, n)
+	if err == nil {
+		return s, stepOn
+	}
+	if errors.Is(err, errWaitCanceled) {
+		if err := c.queryCanceled(typ); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	if shed, ok := err.(*shedError); ok {
+		if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	c.r.Skip()
+	c.fail(err)
+	return nil, stepEnd
+}
+
+// forward records the message on the link and writes it to the linked
+// server s, flushes once the client's batch is consumed, and relays the
+// reply inline or leaves it to the pump (relayOrPump). Called with c.mu
+// held (see route); releases it.
+func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
+	mapped := c.recordLocked(typ, n)
+	c.mu.Unlock()
+	if lv.st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
+		s.conn.SetReadDeadline(time.Now().Add(lv.st.QueryTimeout))
+	}
+	var err error
+	if mapped {
+		err = c.relayMapped(typ, n, s)
+	} else {
+		err = c.r.Forward(s.w)
+	}
+	if err != nil {
+		return c.forwardFailed(lv, s, err)
+	}
+	c.flushBatch(s, c.willRelayInline(s, typ))
+	if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
+		// The reply is out and the server is back in the pool, which has
+		// clients queued: the pooler is busy. Let the runnable goroutines
+		// go first; by the time this one reads its client again the next
+		// request has usually arrived, which saves a read that finds
+		// nothing and the park and wake-up after it. (A client's request
+		// waits for a server anyway.)
+		runtime.Gosched()
+	}
+	return stepNext
+}
+
+// recordLocked records the message typ of n bytes on the link before it
+// goes to the server, and marks serve as writing to the server. It
+// reports whether the message is mapped (relayMapped) rather than passed
+// on as it is.
+func (c *client) recordLocked(typ byte, n int) (mapped bool) {
+	l := c.link
+	ignored := l.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	if l.ls.idle() {
+		// The first request after an idle point starts a query (and a
+		// transaction when none is open).
+		c.queryStart = c.svc.clock.Now()
+		if l.ls.txStatus == wire.TxIdle {
+			l.xactStart = c.queryStart
+		}
+	}
+	l.ls.fromClient(typ)
+	l.recvBytes += int64(n) + 5
+	switch typ {
+	case wire.MsgParse:
+		c.pool.stats.clientParses.Add(1)
+	case wire.MsgBind:
+		c.pool.stats.binds.Add(1)
+	}
+	if c.tracking {
+		switch typ {
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+			mapped = true
+		case wire.MsgSync, wire.MsgFunctionCall:
+			if !ignored {
+				l.ops.push(op{kind: opSync, msg: typ})
+			}
+		}
+	}
+	l.writing = true
+	return mapped
+}
+
+// forwardFailed handles a failed write of a message to the server, or
+// read of it from the client.
+func (c *client) forwardFailed(lv *loopVars, s *server, err error) loopStep {
+	if s.w.Err() != nil {
+		// The server is gone; its pump reports it to the client.
+		s.conn.Close()
+		c.doneWriting()
+		c.startPump(s)
+		return stepNext
+	}
+	c.doneWriting()
+	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
+		// A message larger than the read buffer stalled midway: the
+		// server has part of it and cannot be brought back clean.
+		c.unlinkAndClose("client_message_timeout")
+		c.fail(newError(CodeClientMessageTimeout))
+		return stepEnd
+	}
+	if errors.Is(err, wire.ErrBudgetExceeded) {
+		// Nothing of the message was passed on: the server goes back
+		// clean.
+		c.closeBadInput(newError(CodeHeldMessageBudget), "")
+		return stepEnd
+	}
+	c.leave(err)
+	return stepEnd
 }
 
 // isFrontendType reports whether typ is a message a logged-in client may
@@ -469,11 +584,11 @@ func (c *client) closeBadInput(e *Error, detail string) {
 		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	var done chan struct{}
-	if c.pumpStarted {
+	if c.link.pumpStarted {
 		// The link's pump may write to the client until it has seen the
 		// client go (or, after a link that ended, until it has exited).
 		c.mu.Lock()
-		done = c.pumpDone
+		done = c.link.pumpDone
 		c.mu.Unlock()
 	}
 	if done == nil {
@@ -494,9 +609,9 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 	if c.r.Pending() {
 		return
 	}
-	if c.recvBytes > 0 {
-		c.pool.stats.received.Add(c.recvBytes)
-		c.recvBytes = 0
+	if c.link.recvBytes > 0 {
+		c.pool.stats.received.Add(c.link.recvBytes)
+		c.link.recvBytes = 0
 	}
 	var err error
 	if awaitReply {
@@ -515,15 +630,15 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 // (the server answers it), no pump reads the server, and nothing of an
 // earlier reply is left unread in the server's buffer.
 func (c *client) willRelayInline(s *server, typ byte) bool {
-	return !c.r.Pending() && !c.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+	return !c.r.Pending() && !c.link.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
 // may release the server.
 func (c *client) doneWriting() {
 	c.mu.Lock()
-	c.writing = false
-	c.writerDone.Broadcast()
+	c.link.writing = false
+	c.link.writerDone.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -531,8 +646,8 @@ func (c *client) doneWriting() {
 // idle_transaction_timeout from the current link state.
 func (c *client) armClientDeadline(st *config.Settings) {
 	c.mu.Lock()
-	linked := c.srv != nil
-	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	linked := c.link.srv != nil
+	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
 	c.mu.Unlock()
 	var d time.Duration
 	switch {
@@ -552,8 +667,8 @@ func (c *client) armClientDeadline(st *config.Settings) {
 // closed.
 func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Lock()
-	linked := c.srv != nil
-	idleInTx := linked && c.ls.idle() && c.ls.txStatus != wire.TxIdle
+	linked := c.link.srv != nil
+	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
 	c.mu.Unlock()
 	switch {
 	case !linked && st.ClientIdleTimeout > 0:
@@ -565,248 +680,4 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 		return true
 	}
 	return false
-}
-
-// unlinkAndClose closes the linked server on purpose and waits for its pump
-// to stop, after which serve owns the client socket again.
-func (c *client) unlinkAndClose(reason string) {
-	c.mu.Lock()
-	s := c.srv
-	c.detach = true
-	c.detachReason = reason
-	c.mu.Unlock()
-	if s == nil {
-		return
-	}
-	s.conn.Close()
-	c.startPump(s) // the pump reports the closed server and ends the link
-	<-c.pumpDone
-}
-
-// link checks a server out for this client, brings its tracked parameters
-// in line with the client's, and starts the pump.
-func (c *client) link(typ byte, n int) (*server, error) {
-	start := c.svc.clock.Now()
-	c.mu.Lock()
-	c.waiting = true
-	c.waitStart = start
-	if c.cancelWait == nil {
-		c.cancelWait = make(chan struct{}, 1)
-	}
-	select {
-	case <-c.cancelWait: // a stale cancel for an earlier wait
-	default:
-	}
-	if c.poolWait == nil {
-		c.poolWait = &poolWaiter{}
-	}
-	c.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
-	c.mu.Unlock()
-	// Under an admission policy the transaction first needs a ticket; the
-	// pool's own queue then only covers servers still logging in.
-	var ticket admission.Ticket
-	if ap := c.svc.adm.Load(); ap != nil {
-		if g := c.pool.gateFor(ap); g != nil {
-			t, err := c.admit(g, ap, typ, n)
-			if err != nil {
-				c.endWait()
-				var se *admission.ShedError
-				if errors.As(err, &se) {
-					return nil, &shedError{se, ap}
-				}
-				return nil, err
-			}
-			ticket = t
-		}
-	}
-	s, err := c.pool.acquire(nil, c.poolWait)
-	if err != nil {
-		c.endWait()
-		if ticket.Valid() {
-			ticket.Release()
-		}
-		return nil, err
-	}
-	s.ticket = ticket
-	waited := c.svc.clock.Since(start)
-	c.pool.stats.serverAssignments.Add(1)
-	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
-	c.pool.metrics.waitDuration.Update(waited.Seconds())
-	if err := c.syncParams(s); err != nil {
-		c.endWait()
-		var pe *Error
-		if !errors.As(err, &pe) {
-			// The server failed under the SET: the detail is for the
-			// log, the client hears PgBouncer's word for it.
-			c.logger().Warn(c.String() + ": server failed while setting parameters: " + err.Error())
-			c.pool.discard(s, "var change failed")
-			return nil, newError(CodeServerCrashed)
-		}
-		c.pool.discard(s, "invalid server parameter")
-		return nil, err
-	}
-	s.linkedTo.Store(c.id)
-	// The wait ends where the link begins, under one lock: a cancel
-	// request in between finds no query to cancel either way.
-	c.mu.Lock()
-	c.waiting = false
-	c.srv = s
-	c.ls.reset()
-	c.replies = 0
-	c.ops.reset()
-	c.skipToSync = false
-	c.pumpDone = nil
-	c.pumpStarted = false
-	c.detach = false
-	c.mu.Unlock()
-	// No pump yet: serve relays the answer itself when the first batch
-	// ends with a Sync or Query (see relayOrPump).
-	return s, nil
-}
-
-// endWait marks a wait for a server that ended without a link.
-func (c *client) endWait() {
-	c.mu.Lock()
-	c.waiting = false
-	c.mu.Unlock()
-}
-
-// relayOrPump runs after serve flushed a complete batch to the linked
-// server. A batch that ends with Sync or Query, on a link without a pump,
-// is answered inline: serve reads the reply and relays it itself, which
-// saves a goroutine, its wake-ups and a hand-over per transaction; when the
-// reply ends the link (an autocommit statement in transaction mode, the
-// common case) serve goes straight back to reading the client. Anything
-// else — a link still held after the reply (a transaction block), COPY IN,
-// a batch ending in Flush — gets a pump of its own, as before, so a client
-// idle in a transaction still hears at once about its server going away.
-// While serve relays inline it reads nothing from the client; what the
-// client sends meanwhile waits in the socket, as it would with Postgres.
-//
-// relayed reports that the reply was relayed inline and the link is over.
-func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
-	if c.r.Pending() || c.pumpStarted {
-		return false
-	}
-	if typ != wire.MsgSync && typ != wire.MsgQuery {
-		c.startPump(s)
-		return false
-	}
-	if c.pumpRun(s, true) == pumpLinkOver {
-		return true
-	}
-	c.startPump(s)
-	return false
-}
-
-// startPump starts the link's pump goroutine unless it runs already.
-// Called by serve only.
-func (c *client) startPump(s *server) {
-	if c.pumpStarted {
-		return
-	}
-	c.pumpStarted = true
-	// Made here, not at link: most links end with the inline relay and
-	// never have a pump to wait for.
-	done := make(chan struct{})
-	c.mu.Lock()
-	c.pumpDone = done
-	c.mu.Unlock()
-	go c.pump(s, done)
-}
-
-// syncParams sends one SET for the tracked parameters whose server value
-// differs from the client's (PgBouncer compares case-insensitively).
-func (c *client) syncParams(s *server) error {
-	if s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
-		return nil
-	}
-	var sb strings.Builder
-	for name, want := range c.params {
-		have, ok := s.params[name]
-		if ok && strings.EqualFold(have, want) {
-			continue
-		}
-		sb.WriteString("SET ")
-		sb.WriteString(quoteIdent(name))
-		sb.WriteString(" = ")
-		sb.WriteString(quoteLiteral(want))
-		sb.WriteString(";")
-	}
-	if sb.Len() == 0 {
-		s.syncedWith, s.syncedGen = c.params, s.paramsGen
-		return nil
-	}
-	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
-	if err != nil {
-		return err
-	}
-	if res.err != nil {
-		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
-	}
-	// Parameters Postgres does not report (GUC_REPORT off) are remembered
-	// as set, so the next client compares against what we sent.
-	for name, want := range c.params {
-		if _, ok := s.params[name]; !ok {
-			s.params[name] = want
-		}
-	}
-	s.paramsGen++
-	return nil
-}
-
-// sameMap reports whether a and b are the same map (not equal contents).
-// Parameter maps are never changed once made, so the same map means the
-// same parameters; syncedWith holds the map, so its address is not reused.
-func sameMap(a, b map[string]string) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
-
-// leave handles the client going away. A linked server is drained back to a
-// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
-// closed; the pump is woken by an expired read deadline.
-func (c *client) leave(err error) {
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	} else if c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	}
-	c.abandonLink()
-}
-
-// abandonLink hands a linked server, if any, to its pump to drain back to
-// clean once the client is gone: see leave.
-func (c *client) abandonLink() {
-	c.mu.Lock()
-	if c.writing && c.srv != nil {
-		// serve still holds the server's writer with part of a batch it
-		// recorded as sent (a refused frame read in the same batch kept
-		// flushBatch from running): it goes out now, so the replies the
-		// drain waits for are owed by the server, not by a buffer.
-		s := c.srv
-		c.mu.Unlock()
-		if err := s.w.Flush(); err != nil {
-			s.conn.Close()
-		}
-		c.mu.Lock()
-	}
-	c.writing = false
-	c.writerDone.Broadcast()
-	s := c.srv
-	if s != nil {
-		if c.drain == nil {
-			c.drain = &drainState{} // before gone: the pump reads it once gone
-		}
-		c.gone.Store(true)
-		c.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
-		// Under mu: once the pump has released s, another client's pump
-		// reads it, and this deadline must not reach that one.
-		s.conn.SetReadDeadline(time.Now())
-	}
-	c.mu.Unlock()
-	if s != nil {
-		// A link left mid-batch has no pump yet: start the one that
-		// drains it.
-		c.startPump(s)
-	}
 }

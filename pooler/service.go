@@ -335,7 +335,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	c.r.SetBudget(s.held)
 	_, c.local = conn.(*net.UnixConn)
 	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
-	c.clientLink = newClientLink(&c.mu)
+	c.link = newLink(&c.mu)
 	s.wg.Add(1)
 	go c.serve()
 }
@@ -352,6 +352,7 @@ func (s *Service) clientClosed(c *client) {
 		c.pool.addClient(-1)
 	}
 	c.mu.Lock()
+	c.setStateLocked(clientClosed)
 	c.clearStmtsLocked()
 	c.forgetUnnamedLocked()
 	c.mu.Unlock()
@@ -384,26 +385,26 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	c.mu.Lock()
-	if c.clientLink == nil {
+	if c.link == nil {
 		c.mu.Unlock()
 		return // parked: nothing runs
 	}
-	if c.waiting {
+	if c.state == clientWaiting {
 		// The wait is at the admission gate, which hears cancelWait, or in
 		// the pool's queue, which cancelWaiter ends. The pool's lock is
 		// taken after the client's is released: the pool never nests them.
 		select {
-		case c.cancelWait <- struct{}{}:
+		case c.link.cancelWait <- struct{}{}:
 		default:
 		}
-		p, w := c.pool, c.poolWait
+		p, w := c.pool, c.link.poolWait
 		seq := w.seq.Load() // this wait's number: link set it under mu
 		c.mu.Unlock()
 		p.cancelWaiter(w, seq)
 		return
 	}
-	srv := c.srv
-	if srv == nil || c.ls.outstanding == 0 {
+	srv := c.link.srv
+	if srv == nil || c.link.ls.outstanding == 0 {
 		c.mu.Unlock()
 		return
 	}

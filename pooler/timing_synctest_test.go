@@ -403,8 +403,8 @@ func TestTimingIdleParking(t *testing.T) {
 		if n := r.svc.ParkedClients(); n != 0 {
 			t.Errorf("%d clients parked on a pipe; want 0 (no descriptor to watch)", n)
 		}
-		if c := r.svc.allClients()[0]; c.parkWanted.Load() || !c.inLoop.Load() {
-			t.Errorf("after the failed park: parkWanted %v, inLoop %v; want false, true", c.parkWanted.Load(), c.inLoop.Load())
+		if c := r.svc.allClients()[0]; c.parkWanted.Load() || c.stateForTest() != clientIdle {
+			t.Errorf("after the failed park: parkWanted %v, state %v; want false, idle", c.parkWanted.Load(), c.stateForTest())
 		}
 		if rep := c.query("SELECT 2"); !rep.ready || rep.err != nil {
 			t.Fatalf("query after the park attempt: %v", rep)

@@ -1,0 +1,129 @@
+package pooler
+
+import "fmt"
+
+// clientState is where a client is in its life. Every change goes through
+// client.setStateLocked, which checks it against clientTransitions:
+//
+//	login    -> idle                    logged in (startLoop)
+//	idle     -> waiting                 a message needs a server (linkServer)
+//	waiting  -> active | idle           linked, or the wait ended without (endWait)
+//	active   -> idle                    server released, lost or closed (unlinkServerLocked)
+//	active   -> draining                the client left while linked (abandonLink, relayFailed)
+//	idle     -> parked -> idle          park.go: tryPark; startLoop after resume
+//	any      -> closed                  the client's goroutine ended (Service.clientClosed)
+//
+// SHOW CLIENTS shows login, idle and parked as PgBouncer's "idle", waiting
+// as "waiting", active (and draining while the server is still linked) as
+// "active" (clientState.show).
+type clientState uint8
+
+const (
+	// clientLogin: the startup packet, authentication and welcome. An
+	// admin console client stays here: its session runs inside login
+	// (admin.Serve).
+	clientLogin clientState = iota
+	// clientIdle: logged in, no server linked, not waiting for one.
+	clientIdle
+	// clientWaiting: serve waits for a server, at the admission gate or
+	// in the pool's queue (linkServer); a cancel request ends the wait.
+	clientWaiting
+	// clientActive: a server is linked (c.link.srv).
+	clientActive
+	// clientParked: the client's goroutine ended and its socket waits in
+	// the service's epoll set (park.go); c.link is nil, until resume makes
+	// a new one for the goroutine that takes the client up again.
+	clientParked
+	// clientDraining: the client left while its server was linked; the
+	// pump brings the server back to clean (drain.go). The server may
+	// already be released: the client stays draining until its goroutine
+	// ends.
+	clientDraining
+	// clientClosed: the client's goroutine ended (Service.clientClosed);
+	// a drain may still run on its last link.
+	clientClosed
+)
+
+var clientStateNames = [...]string{
+	clientLogin:    "login",
+	clientIdle:     "idle",
+	clientWaiting:  "waiting",
+	clientActive:   "active",
+	clientParked:   "parked",
+	clientDraining: "draining",
+	clientClosed:   "closed",
+}
+
+func (s clientState) String() string {
+	if int(s) < len(clientStateNames) {
+		return clientStateNames[s]
+	}
+	return fmt.Sprintf("clientState(%d)", s)
+}
+
+// show is the state as SHOW CLIENTS names it, PgBouncer's words: a client
+// linked to a server is "active" (also while its server drains after it
+// left, which PgBouncer does not have: linked says whether the drain still
+// holds the server), one queued for a server "waiting", any other "idle".
+func (s clientState) show(linked bool) string {
+	switch {
+	case s == clientWaiting:
+		return "waiting"
+	case s == clientActive, s == clientDraining && linked:
+		return "active"
+	}
+	return "idle"
+}
+
+// clientTransitions are the legal changes of state: clientTransitions[from]
+// has bit 1<<to set when from -> to may happen.
+var clientTransitions = [...]uint8{
+	clientLogin: 1<<clientIdle | 1<<clientClosed,
+	// idle -> draining: never; a client leaves an idle link as closed.
+	clientIdle:    1<<clientWaiting | 1<<clientParked | 1<<clientClosed,
+	clientWaiting: 1<<clientIdle | 1<<clientActive | 1<<clientClosed,
+	// active -> idle: the server was released, lost or closed while the
+	// client stays; active -> closed only when serve's goroutine ended
+	// with a server linked (a panic it recovered).
+	clientActive: 1<<clientIdle | 1<<clientDraining | 1<<clientClosed,
+	// parked -> idle: the loop of a resumed client starts.
+	clientParked:   1<<clientIdle | 1<<clientClosed,
+	clientDraining: 1 << clientClosed,
+	clientClosed:   0,
+}
+
+// setStateLocked moves c to state to; the only writer of c.state and of
+// c.gone. c.mu must be held.
+//
+// The state is a plain field under c.mu rather than an atomic: its
+// readers (SHOW CLIENTS, the janitor's park scan, a cancel request) read
+// the link with it and hold c.mu anyway, and its changes go together with
+// changes of the link (a server linked or unlinked) that must be seen at
+// once. The one reader that must not lock, the pump on every server
+// message, reads gone, which this method keeps.
+//
+// An impossible transition is a bug in the pooler: it panics, with c.mu
+// still held. On the pump's goroutine that ends the process, as any panic
+// there does; on serve's, its recover logs the panic and the goroutine
+// then blocks on c.mu in clientClosed, leaving the client and a goroutine
+// dump that shows where, rather than a client in a state nobody knows.
+func (c *client) setStateLocked(to clientState) {
+	from := c.state
+	if int(from) >= len(clientTransitions) || clientTransitions[from]&(1<<to) == 0 {
+		panic(fmt.Sprintf("BUG: client %s: %s -> %s is not a legal transition", c, from, to))
+	}
+	c.state = to
+	if to == clientDraining {
+		c.gone.Store(true)
+	}
+}
+
+// unlinkServerLocked records that the linked server left the link
+// (released, closed or lost). An active client becomes idle; a draining or
+// closed one stays as it is. c.mu must be held.
+func (c *client) unlinkServerLocked() {
+	c.link.srv = nil
+	if c.state == clientActive {
+		c.setStateLocked(clientIdle)
+	}
+}

@@ -1,0 +1,338 @@
+package pooler
+
+import (
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// The link: what a client needs while it is served beyond its session
+// (client.go), and linking a server to it (linkServer), relaying its
+// first reply inline or starting the pump (relayOrPump, pump.go), and
+// ending the link on purpose (unlinkAndClose) or because the client left
+// (leave, abandonLink, drained by the pump in drain.go).
+
+// newLink returns an empty link whose condition uses the client's mu.
+func newLink(mu *sync.Mutex) *link {
+	l := &link{}
+	l.writerDone.L = mu
+	return l
+}
+
+// link is the part of a client that serves its requests: the linked
+// server and the protocol position on it, the pump's lifetime, the writer
+// hand-over, the wait for a server and the drain after the client left.
+// It is not embedded: its fields are reached as c.link.f, so that code
+// reading them says it depends on a client that is not parked. c.mu guards
+// what the comments say it does.
+//
+// The buffers for messages between a client and its servers (pumpOut,
+// out, splices) are here too: they serve only the relaying, and go with
+// the link when the client parks, as the reader's buffer does.
+type link struct {
+	pumpOut []byte // the pump's own messages to the client
+	out     []byte // rewritten messages on their way to a server
+	// splices are the long texts a rewrite in out carries by reference
+	// (relay_prepared.go, writeRewrite).
+	splices []splice
+	// replies counts, for linkState.failing, the server's replies that
+	// complete an extended-protocol message since its last ReadyForQuery.
+	// Only the link's pump touches it.
+	replies int
+	// ops are the replies the linked server owes, for mapping (prepared.go).
+	ops opQueue
+	// skipToSync drops client messages up to the next Sync after an error
+	// the pooler raised itself, as Postgres does after its own errors.
+	skipToSync bool
+	// writerDone is signalled when serve stops writing to the linked
+	// server (writing goes false).
+	writerDone sync.Cond
+	srv        *server // linked server, nil when none
+	// writing is set while serve may still touch the linked server's writer
+	// (between recording a message and flushing the batch). The pump never
+	// releases the server while it is set: the server's next holder would
+	// share the writer.
+	writing  bool
+	ls       linkState     // protocol position on the link
+	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
+	// pumpStarted: the link has a pump goroutine (serve's own; see
+	// relayOrPump).
+	pumpStarted bool
+	detach      bool // serve is closing the link on purpose
+	// detachReason is logged when serve closes the linked server.
+	detachReason string
+	resetDue     bool // server_reset_query still to run before release
+	// drain is the progress of bringing the server back after the client
+	// left (drain.go).
+	drain *drainState // nil until the client leaves mid-link
+	// Statistics: serve's batch byte count and the start of the current
+	// transaction (queryStart is the client's) (written by serve before the request goes out,
+	// read by the pump after its reply: ordered by the link).
+	recvBytes int64
+	xactStart time.Time
+	// sentBytes is the pump's count since the last ReadyForQuery.
+	sentBytes int64
+	// While serve waits for a server (clientWaiting), at the admission
+	// gate or in the pool's queue, a cancel request signals cancelWait,
+	// which the gate hears, and ends the pool wait through
+	// Pool.cancelWaiter. waitStart is when the wait began.
+	waitStart  time.Time
+	cancelWait chan struct{}
+	// poolWait is serve's waiter in the pool's queue, made at the first
+	// wait and reused; link numbers each wait in it under mu.
+	poolWait *poolWaiter
+}
+
+// unlinkAndClose closes the linked server on purpose and waits for its pump
+// to stop, after which serve owns the client socket again.
+func (c *client) unlinkAndClose(reason string) {
+	c.mu.Lock()
+	s := c.link.srv
+	c.link.detach = true
+	c.link.detachReason = reason
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.conn.Close()
+	c.startPump(s) // the pump reports the closed server and ends the link
+	<-c.link.pumpDone
+}
+
+// linkServer checks a server out for this client, brings its tracked parameters
+// in line with the client's, and starts the pump.
+func (c *client) linkServer(typ byte, n int) (*server, error) {
+	start := c.svc.clock.Now()
+	c.mu.Lock()
+	c.setStateLocked(clientWaiting)
+	c.link.waitStart = start
+	if c.link.cancelWait == nil {
+		c.link.cancelWait = make(chan struct{}, 1)
+	}
+	select {
+	case <-c.link.cancelWait: // a stale cancel for an earlier wait
+	default:
+	}
+	if c.link.poolWait == nil {
+		c.link.poolWait = &poolWaiter{}
+	}
+	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	c.mu.Unlock()
+	// Under an admission policy the transaction first needs a ticket; the
+	// pool's own queue then only covers servers still logging in.
+	var ticket admission.Ticket
+	if ap := c.svc.adm.Load(); ap != nil {
+		if g := c.pool.gateFor(ap); g != nil {
+			t, err := c.admit(g, ap, typ, n)
+			if err != nil {
+				c.endWait()
+				var se *admission.ShedError
+				if errors.As(err, &se) {
+					return nil, &shedError{se, ap}
+				}
+				return nil, err
+			}
+			ticket = t
+		}
+	}
+	s, err := c.pool.acquire(nil, c.link.poolWait)
+	if err != nil {
+		c.endWait()
+		if ticket.Valid() {
+			ticket.Release()
+		}
+		return nil, err
+	}
+	s.ticket = ticket
+	waited := c.svc.clock.Since(start)
+	c.pool.stats.serverAssignments.Add(1)
+	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
+	c.pool.metrics.waitDuration.Update(waited.Seconds())
+	if err := c.syncParams(s); err != nil {
+		c.endWait()
+		var pe *Error
+		if !errors.As(err, &pe) {
+			// The server failed under the SET: the detail is for the
+			// log, the client hears PgBouncer's word for it.
+			c.logger().Warn(c.String() + ": server failed while setting parameters: " + err.Error())
+			c.pool.discard(s, "var change failed")
+			return nil, newError(CodeServerCrashed)
+		}
+		c.pool.discard(s, "invalid server parameter")
+		return nil, err
+	}
+	s.linkedTo.Store(c.id)
+	// The wait ends where the link begins, under one lock: a cancel
+	// request in between finds no query to cancel either way.
+	c.mu.Lock()
+	c.setStateLocked(clientActive)
+	c.link.srv = s
+	c.link.ls.reset()
+	c.link.replies = 0
+	c.link.ops.reset()
+	c.link.skipToSync = false
+	c.link.pumpDone = nil
+	c.link.pumpStarted = false
+	c.link.detach = false
+	c.mu.Unlock()
+	// No pump yet: serve relays the answer itself when the first batch
+	// ends with a Sync or Query (see relayOrPump).
+	return s, nil
+}
+
+// endWait marks a wait for a server that ended without a link.
+func (c *client) endWait() {
+	c.mu.Lock()
+	c.setStateLocked(clientIdle)
+	c.mu.Unlock()
+}
+
+// relayOrPump runs after serve flushed a complete batch to the linked
+// server. A batch that ends with Sync or Query, on a link without a pump,
+// is answered inline: serve reads the reply and relays it itself, which
+// saves a goroutine, its wake-ups and a hand-over per transaction; when the
+// reply ends the link (an autocommit statement in transaction mode, the
+// common case) serve goes straight back to reading the client. Anything
+// else — a link still held after the reply (a transaction block), COPY IN,
+// a batch ending in Flush — gets a pump of its own, as before, so a client
+// idle in a transaction still hears at once about its server going away.
+// While serve relays inline it reads nothing from the client; what the
+// client sends meanwhile waits in the socket, as it would with Postgres.
+//
+// relayed reports that the reply was relayed inline and the link is over.
+func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
+	if c.r.Pending() || c.link.pumpStarted {
+		return false
+	}
+	if typ != wire.MsgSync && typ != wire.MsgQuery {
+		c.startPump(s)
+		return false
+	}
+	if c.pumpRun(s, true) == pumpLinkOver {
+		return true
+	}
+	c.startPump(s)
+	return false
+}
+
+// startPump starts the link's pump goroutine unless it runs already.
+// Called by serve only.
+func (c *client) startPump(s *server) {
+	if c.link.pumpStarted {
+		return
+	}
+	c.link.pumpStarted = true
+	// Made here, not at link: most links end with the inline relay and
+	// never have a pump to wait for.
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.link.pumpDone = done
+	c.mu.Unlock()
+	go c.pump(s, done)
+}
+
+// syncParams sends one SET for the tracked parameters whose server value
+// differs from the client's (PgBouncer compares case-insensitively).
+func (c *client) syncParams(s *server) error {
+	if s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
+		return nil
+	}
+	var sb strings.Builder
+	for name, want := range c.params {
+		have, ok := s.params[name]
+		if ok && strings.EqualFold(have, want) {
+			continue
+		}
+		sb.WriteString("SET ")
+		sb.WriteString(quoteIdent(name))
+		sb.WriteString(" = ")
+		sb.WriteString(quoteLiteral(want))
+		sb.WriteString(";")
+	}
+	if sb.Len() == 0 {
+		s.syncedWith, s.syncedGen = c.params, s.paramsGen
+		return nil
+	}
+	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
+	if err != nil {
+		return err
+	}
+	if res.err != nil {
+		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
+	}
+	// Parameters Postgres does not report (GUC_REPORT off) are remembered
+	// as set, so the next client compares against what we sent.
+	for name, want := range c.params {
+		if _, ok := s.params[name]; !ok {
+			s.params[name] = want
+		}
+	}
+	s.paramsGen++
+	return nil
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+// Parameter maps are never changed once made, so the same map means the
+// same parameters; syncedWith holds the map, so its address is not reused.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// leave handles the client going away. A linked server is drained back to a
+// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
+// closed; the pump is woken by an expired read deadline.
+func (c *client) leave(err error) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	} else if c.svc.logDisconnections() {
+		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	}
+	c.abandonLink()
+}
+
+// abandonLink hands a linked server, if any, to its pump to drain back to
+// clean once the client is gone: see leave.
+func (c *client) abandonLink() {
+	c.mu.Lock()
+	if c.link.writing && c.link.srv != nil {
+		// serve still holds the server's writer with part of a batch it
+		// recorded as sent (a refused frame read in the same batch kept
+		// flushBatch from running): it goes out now, so the replies the
+		// drain waits for are owed by the server, not by a buffer.
+		s := c.link.srv
+		c.mu.Unlock()
+		if err := s.w.Flush(); err != nil {
+			s.conn.Close()
+		}
+		c.mu.Lock()
+	}
+	c.link.writing = false
+	c.link.writerDone.Broadcast()
+	s := c.link.srv
+	if s != nil {
+		if c.link.drain == nil {
+			c.link.drain = &drainState{} // before gone: the pump reads it once gone
+		}
+		if c.state != clientDraining { // the pump may have seen the client go first (relayFailed)
+			c.setStateLocked(clientDraining)
+		}
+		c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		// Under mu: once the pump has released s, another client's pump
+		// reads it, and this deadline must not reach that one.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	if s != nil {
+		// A link left mid-batch has no pump yet: start the one that
+		// drains it.
+		c.startPump(s)
+	}
+}
