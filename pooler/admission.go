@@ -65,7 +65,7 @@ type poolGate struct {
 // gateFor returns the pool's gate for the current policy, rebuilding it when
 // the policy, pool_size or query_wait_timeout changed. A reload swaps the
 // gate atomically for new arrivals; tickets of the old one go back to it.
-func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
+func (p *serverPool) gateFor(ap *admissionPolicy) *admission.Gate {
 	if ap == nil {
 		return nil
 	}
@@ -80,7 +80,7 @@ func (p *Pool) gateFor(ap *admissionPolicy) *admission.Gate {
 }
 
 // gateForLocked is gateFor under p.mu; a warning to log comes back.
-func (p *Pool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ *admission.Gate, warning string) {
+func (p *serverPool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ *admission.Gate, warning string) {
 	if p.paused {
 		// PAUSE holds clients until RESUME, as in PgBouncer, rather than
 		// letting CoDel shed them.
@@ -113,7 +113,7 @@ func (p *Pool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ *admis
 // to no servers (server_idle_timeout) admits the transaction that reopens
 // one instead of shedding everyone at zero capacity. Only a closed pool
 // (pool_size=0 in [pools] or SET POOL) has none: its clients are shed.
-func (p *Pool) gateCapacityLocked() int {
+func (p *serverPool) gateCapacityLocked() int {
 	if p.closed {
 		return 0
 	}
@@ -128,7 +128,7 @@ func (p *Pool) gateCapacityLocked() int {
 // after the pool's server count changed. While servers log in (warm-up,
 // RECONNECT, churn) the gate lets the top tier wait for them up to
 // query_wait_timeout instead of shedding it by CoDel (admission/doc.go).
-func (p *Pool) syncGateLocked() {
+func (p *serverPool) syncGateLocked() {
 	if p.gate != nil {
 		p.gate.gate.SetPool(p.gateCapacityLocked(), p.connecting)
 	}
@@ -136,7 +136,7 @@ func (p *Pool) syncGateLocked() {
 
 // gateWaitingLocked is the demand queued at the gate, which the pool opens
 // servers for.
-func (p *Pool) gateWaitingLocked() int {
+func (p *serverPool) gateWaitingLocked() int {
 	if p.gate == nil {
 		return 0
 	}
@@ -144,7 +144,7 @@ func (p *Pool) gateWaitingLocked() int {
 }
 
 // noteDemand opens servers for clients that just queued at the gate.
-func (p *Pool) noteDemand() {
+func (p *serverPool) noteDemand() {
 	p.mu.Lock()
 	p.growLocked(p.svc.clock.Now(), false)
 	p.mu.Unlock()

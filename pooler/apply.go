@@ -155,7 +155,7 @@ func (s *Service) swap(next *derivedState) {
 	s.adm.Store(next.adm)
 	s.held.SetLimit(int64(st.HeldMessageBudget))
 	s.mu.Lock()
-	pools := make([]*Pool, 0, len(s.pools))
+	pools := make([]*serverPool, 0, len(s.pools))
 	for _, p := range s.pools {
 		pools = append(pools, p)
 	}

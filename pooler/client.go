@@ -41,7 +41,7 @@ type client struct {
 
 	user   string // login user
 	dbName string // database name the client asked for
-	pool   *Pool
+	pool   *serverPool
 	mode   config.PoolMode
 	key    [8]byte
 	// params are the client's values of tracked parameters, keyed by the
@@ -141,7 +141,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 
 // setParamLocked records the client's new value of a tracked parameter.
 // Parameter maps are never changed in place: clients with the same
-// parameters share one map (Pool.initialParams), so a change copies it.
+// parameters share one map (serverPool.initialParams), so a change copies it.
 func (c *client) setParamLocked(canon, value string) {
 	if v, ok := c.params[canon]; ok && v == value {
 		return

@@ -36,10 +36,10 @@ func (v consoleView) Shutdown(mode admin.ShutdownMode) {
 	v.s.Shutdown(context.Background(), mode)
 }
 
-func (s *Service) allPools() []*Pool {
+func (s *Service) allPools() []*serverPool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*Pool, 0, len(s.pools))
+	out := make([]*serverPool, 0, len(s.pools))
 	for _, p := range s.pools {
 		out = append(out, p)
 	}
@@ -320,8 +320,8 @@ func (s *Service) dbStateLocked(db string) *dbState {
 }
 
 // poolsOf returns the pools of db, or every pool for "".
-func (s *Service) poolsOf(db string) []*Pool {
-	var out []*Pool
+func (s *Service) poolsOf(db string) []*serverPool {
+	var out []*serverPool
 	for _, p := range s.allPools() {
 		if db == "" || p.key.db == db {
 			out = append(out, p)

@@ -161,7 +161,7 @@
 //
 // # Pools and caps
 //
-// A Pool is keyed by (database entry, login user). pool_size (from [pools],
+// A serverPool is keyed by (database entry, login user). pool_size (from [pools],
 // [users], [databases] or default_pool_size, resolved by config.Resolve),
 // reserve_pool_size after reserve_pool_timeout, and the shared caps
 // max_db_connections and max_user_connections (limiter) bound the servers.

@@ -18,7 +18,7 @@ func (s *Service) janitor(ctx context.Context) {
 		case <-t.C():
 			now := s.clock.Now() // the clock's time, whatever the tick carries
 			s.mu.Lock()
-			pools := make([]*Pool, 0, len(s.pools))
+			pools := make([]*serverPool, 0, len(s.pools))
 			for _, p := range s.pools {
 				pools = append(pools, p)
 			}
@@ -44,7 +44,7 @@ func (s *Service) janitor(ctx context.Context) {
 
 // closeIdleOne closes the longest-idle server, for eviction under a shared
 // cap; false if the pool had none.
-func (p *Pool) closeIdleOne() bool {
+func (p *serverPool) closeIdleOne() bool {
 	p.mu.Lock()
 	if len(p.idle) == 0 {
 		p.mu.Unlock()
@@ -57,7 +57,7 @@ func (p *Pool) closeIdleOne() bool {
 	return true
 }
 
-func (p *Pool) reserveDueLocked(now time.Time) bool {
+func (p *serverPool) reserveDueLocked(now time.Time) bool {
 	st := p.svc.settings()
 	if p.eff.ReservePoolSize <= 0 || st.ReservePoolTimeout <= 0 {
 		return false
@@ -68,7 +68,7 @@ func (p *Pool) reserveDueLocked(now time.Time) bool {
 
 // maintain is the janitor's periodic pass over one pool: idle and lifetime
 // limits, query_wait_timeout, reserve pool, min_pool_size.
-func (p *Pool) maintain(now time.Time) {
+func (p *serverPool) maintain(now time.Time) {
 	st := p.svc.settings()
 	var doomed []*server
 	var reasons []string
@@ -122,7 +122,7 @@ func (p *Pool) maintain(now time.Time) {
 
 // overLimitLocked reports whether the pool holds more servers than its
 // size or a shared cap now allows.
-func (p *Pool) overLimitLocked() bool {
+func (p *serverPool) overLimitLocked() bool {
 	if p.closed {
 		return true
 	}
@@ -139,7 +139,7 @@ func (p *Pool) overLimitLocked() bool {
 // too). Idle servers take a close token each (server_close_rate);
 // those that find none are marked close_needed and closed by later janitor
 // passes as tokens come; a later shrink does not count those twice.
-func (p *Pool) shrink() {
+func (p *serverPool) shrink() {
 	excess := 0
 	p.mu.Lock()
 	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {

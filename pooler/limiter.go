@@ -10,10 +10,10 @@ type limiter struct {
 	mu    sync.Mutex
 	max   int
 	n     int
-	pools map[*Pool]struct{}
+	pools map[*serverPool]struct{}
 }
 
-func newLimiter(max int) *limiter { return &limiter{max: max, pools: map[*Pool]struct{}{}} }
+func newLimiter(max int) *limiter { return &limiter{max: max, pools: map[*serverPool]struct{}{}} }
 
 func (l *limiter) tryTake() bool {
 	l.mu.Lock()
@@ -47,16 +47,16 @@ func (l *limiter) give() {
 	l.mu.Unlock()
 }
 
-func (l *limiter) add(p *Pool) {
+func (l *limiter) add(p *serverPool) {
 	l.mu.Lock()
 	l.pools[p] = struct{}{}
 	l.mu.Unlock()
 }
 
-func (l *limiter) members() []*Pool {
+func (l *limiter) members() []*serverPool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]*Pool, 0, len(l.pools))
+	out := make([]*serverPool, 0, len(l.pools))
 	for p := range l.pools {
 		out = append(out, p)
 	}

@@ -83,7 +83,7 @@ type link struct {
 	// While serve waits for a server (clientWaiting), at the admission
 	// gate or in the pool's queue, a cancel request signals cancelWait,
 	// which the gate hears, and ends the pool wait through
-	// Pool.cancelWaiter. waitStart is when the wait began.
+	// serverPool.cancelWaiter. waitStart is when the wait began.
 	waitStart  time.Time
 	cancelWait chan struct{}
 	// poolWait is serve's waiter in the pool's queue, made at the first

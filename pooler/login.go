@@ -158,7 +158,7 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 // whether its database exists (PgBouncer's "fake database"): an unknown
 // database gets the same exchange as a known one, and only a client that
 // proved its password learns that it does not exist.
-func (c *client) authenticateForPool(st *config.Settings) (*Pool, error) {
+func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	cfg := c.svc.config()
 	db, dbKnown := cfg.LookupDatabase(c.dbName)
 	if !dbKnown {
@@ -193,7 +193,7 @@ func (c *client) authenticateForPool(st *config.Settings) (*Pool, error) {
 // joinPool makes the client one of pool's, in the pool's mode. The client
 // is counted in the pool from here on, also when the login fails after
 // (clientClosed uncounts it).
-func (c *client) joinPool(st *config.Settings, pool *Pool) error {
+func (c *client) joinPool(st *config.Settings, pool *serverPool) error {
 	c.pool = pool
 	eff := pool.effective()
 	c.mode = eff.PoolMode
@@ -214,7 +214,7 @@ func (c *client) joinPool(st *config.Settings, pool *Pool) error {
 // welcome settles the client's session (parameters, cancel key), sends
 // AuthenticationOk, the parameters, BackendKeyData and ReadyForQuery, and
 // ends the login: no deadline, and the logged-in message size limit.
-func (c *client) welcome(st *config.Settings, pool *Pool, startupParams map[string]string) error {
+func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams map[string]string) error {
 	if st.ApplicationNameAddHost {
 		// PgBouncer's format: "<name> - <host>:<port>".
 		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
@@ -244,7 +244,7 @@ func (c *client) welcome(st *config.Settings, pool *Pool, startupParams map[stri
 // appendWelcome appends the welcome to out: AuthenticationOk, the pool's
 // welcome parameters with the client's own values where it has them, the
 // client's parameters the welcome lacks, BackendKeyData, ReadyForQuery.
-func (c *client) appendWelcome(out []byte, pool *Pool) []byte {
+func (c *client) appendWelcome(out []byte, pool *serverPool) []byte {
 	out = wire.AppendAuthenticationOk(out)
 	for name, value := range pool.welcomeParams() {
 		if v, ok := c.params[name]; ok {

@@ -100,7 +100,7 @@ var serverTransitions = [numServerStates][numServerStates]bool{
 // leaving idle takes it out wherever it is. total counts every state but
 // free and closed, which is what pool_size caps. An impossible move is a
 // bug in the pooler, not a condition to survive: it panics. p.mu is held.
-func (p *Pool) setServerStateLocked(s *server, to serverState) {
+func (p *serverPool) setServerStateLocked(s *server, to serverState) {
 	from := s.state
 	if s.pool != p {
 		panic(fmt.Sprintf("BUG: server %s: %s -> %s in a pool it does not belong to", s, from, to))
@@ -139,7 +139,7 @@ func (p *Pool) setServerStateLocked(s *server, to serverState) {
 // moment the pool counts it (in login, and in total). Its id (S-n) comes
 // with a successful login (dialServer), so the numbers in the logs stay
 // those of servers that existed. p.mu is held.
-func (p *Pool) newLoginLocked() *server {
+func (p *serverPool) newLoginLocked() *server {
 	s := &server{pool: p}
 	p.setServerStateLocked(s, serverLogin)
 	return s
@@ -148,7 +148,7 @@ func (p *Pool) newLoginLocked() *server {
 // removeIdleLocked takes s out of the idle stack, keeping the order of the
 // others. Checkout takes the top (or, with server_round_robin, the bottom),
 // so those two places are looked at first.
-func (p *Pool) removeIdleLocked(s *server) {
+func (p *serverPool) removeIdleLocked(s *server) {
 	n := len(p.idle)
 	if n > 0 && p.idle[n-1] == s {
 		// The top: every checkout without server_round_robin.
@@ -167,7 +167,7 @@ func (p *Pool) removeIdleLocked(s *server) {
 
 // nextIdleLocked is the idle server checkout would take: the most recently
 // used (LIFO), or the longest idle with server_round_robin; nil if none.
-func (p *Pool) nextIdleLocked() *server {
+func (p *serverPool) nextIdleLocked() *server {
 	n := len(p.idle)
 	if n == 0 {
 		return nil
@@ -180,7 +180,7 @@ func (p *Pool) nextIdleLocked() *server {
 
 // handOffLocked gives a ready server (new, released, or done being
 // cancelled) to the next waiter, or puts it idle.
-func (p *Pool) handOffLocked(s *server) {
+func (p *serverPool) handOffLocked(s *server) {
 	if w := p.queue.Pop(); w != nil {
 		p.queued.Store(int32(p.queue.Len()))
 		if s.state != serverActive {
@@ -195,7 +195,7 @@ func (p *Pool) handOffLocked(s *server) {
 
 // closeServer closes the socket and returns the cap slots; called without
 // p.mu after the server left every list.
-func (p *Pool) closeServer(s *server, reason string) {
+func (p *serverPool) closeServer(s *server, reason string) {
 	s.close()
 	s.stmts.clear(p.svc.stmts)
 	p.mu.Lock()
@@ -221,7 +221,7 @@ func (s *server) cancelStarted() { s.cancels.Add(1) }
 // cancelDone ends a cancel request that cancelStarted marked. A server its
 // client let go meanwhile (being_canceled) goes on by release's rule once
 // its last cancel is done; one still held stays with its holder.
-func (p *Pool) cancelDone(s *server) {
+func (p *serverPool) cancelDone(s *server) {
 	st := p.svc.settings()
 	now := p.svc.clock.Now()
 	p.mu.Lock()

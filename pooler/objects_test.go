@@ -44,7 +44,7 @@ var legalMoves = map[[2]serverState]bool{
 // poolCounts is what SHOW POOLS and the caps read from a pool.
 type poolCounts struct{ login, idle, active, beingCanceled, total int }
 
-func countsOf(p *Pool) poolCounts {
+func countsOf(p *serverPool) poolCounts {
 	return poolCounts{p.connecting, len(p.idle), p.active, p.beingCanceled, p.total}
 }
 
@@ -70,7 +70,7 @@ func wantCounts(servers []*server) poolCounts {
 
 // objectsPool is a pool with two idle servers, a and b, around s: the idle
 // list is [a, s, b] when s is idle, so s leaves it from the middle.
-func objectsPool(t *testing.T, from serverState) (p *Pool, s *server, all []*server) {
+func objectsPool(t *testing.T, from serverState) (p *serverPool, s *server, all []*server) {
 	t.Helper()
 	p = benchPool(t, 0)
 	p.mu.Lock()

@@ -22,10 +22,10 @@ import (
 // user the servers log in as.
 type poolKey struct{ db, user string }
 
-// Pool is the set of server connections for one (database, user) and the
+// serverPool is the set of server connections for one (database, user) and the
 // clients waiting for them. All fields below mu are guarded by it; no I/O
 // happens while it is held.
-type Pool struct {
+type serverPool struct {
 	svc *Service
 	key poolKey
 	db  *config.Database
@@ -100,7 +100,7 @@ type Pool struct {
 	launch func(s *server)
 }
 
-func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*Pool, error) {
+func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*serverPool, error) {
 	host := db.Host
 	if host == "" {
 		host = "/tmp"
@@ -121,7 +121,7 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 			params = append(params, kv)
 		}
 	}
-	p := &Pool{
+	p := &serverPool{
 		svc:      svc,
 		key:      key,
 		db:       db,
@@ -143,7 +143,7 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 }
 
 // cancelTarget is where cancel requests for this pool's servers go.
-func (p *Pool) cancelTarget() (network, addr string) { return p.network, p.address }
+func (p *serverPool) cancelTarget() (network, addr string) { return p.network, p.address }
 
 // poolWaiter is a client waiting in the queue for a server. The waiter,
 // its channel and its wait count are reused from one wait to the next: a
@@ -171,7 +171,7 @@ type grant struct {
 // The returned server is active and owned by the caller until release. w
 // is the caller's waiter, reused from one wait to the next (nil: a fresh
 // one); it is free again when acquire returns.
-func (p *Pool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
+func (p *serverPool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	for {
 		s, err := p.acquireOnce(cancel, w)
 		if err != nil {
@@ -184,7 +184,7 @@ func (p *Pool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	}
 }
 
-func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
+func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	st := p.svc.settings()
 	now := p.svc.clock.Now()
 	p.mu.Lock()
@@ -226,7 +226,7 @@ func (p *Pool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server, erro
 // cancelWaiter ends w's wait number seq with errWaitCanceled, if that wait
 // is still queued; a wait that has been granted, or a later one, is left
 // alone.
-func (p *Pool) cancelWaiter(w *poolWaiter, seq uint64) {
+func (p *serverPool) cancelWaiter(w *poolWaiter, seq uint64) {
 	p.mu.Lock()
 	if w.seq.Load() != seq || !p.queue.Remove(&w.Waiter) {
 		p.mu.Unlock()
@@ -241,7 +241,7 @@ func (p *Pool) cancelWaiter(w *poolWaiter, seq uint64) {
 // out of the queue and returns them, to be told after mu is released. The
 // janitor calls it every 100 ms, which is the timeout's resolution (PgBouncer
 // checks it once a second).
-func (p *Pool) expireWaitersLocked(now time.Time, timeout time.Duration) []*poolWaiter {
+func (p *serverPool) expireWaitersLocked(now time.Time, timeout time.Duration) []*poolWaiter {
 	if timeout <= 0 {
 		return nil
 	}
@@ -260,7 +260,7 @@ func (p *Pool) expireWaitersLocked(now time.Time, timeout time.Duration) []*pool
 // that raced the cancel is handed back to the pool at once, so no server is
 // lost; an error grant that raced it (the janitor's query_wait_timeout) is
 // dropped, since the wait ends with reason anyway.
-func (p *Pool) abandon(w *poolWaiter, reason error) (*server, error) {
+func (p *serverPool) abandon(w *poolWaiter, reason error) (*server, error) {
 	p.mu.Lock()
 	removed := p.queue.Remove(&w.Waiter)
 	p.queued.Store(int32(p.queue.Len()))
@@ -286,7 +286,7 @@ func loginFailing(err error) error {
 // database and user caps, server_max_parallel_connects (a finishing login
 // grows again) and the create bucket (the grow timer retries when the next
 // token is due).
-func (p *Pool) growLocked(now time.Time, useReserve bool) {
+func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 	if p.paused || p.closed {
 		return
 	}
@@ -322,7 +322,7 @@ func (p *Pool) growLocked(now time.Time, useReserve bool) {
 
 // connect logs in s, a new server in state login, and hands it to the
 // first waiter.
-func (p *Pool) connect(s *server) {
+func (p *serverPool) connect(s *server) {
 	st := p.svc.settings()
 	err := dialServer(p, s, st.ServerConnectTimeout)
 	if err == nil && p.db.ConnectQuery != "" {
@@ -406,7 +406,7 @@ func (p *Pool) connect(s *server) {
 
 // regrowLocked continues growth after a login ended: it freed a slot of
 // server_max_parallel_connects that waiters or min_pool_size may need.
-func (p *Pool) regrowLocked(now time.Time) {
+func (p *serverPool) regrowLocked(now time.Time) {
 	if p.queue.Len() > 0 || p.gateWaitingLocked() > 0 {
 		p.growLocked(now, p.reserveDueLocked(now))
 	}
@@ -421,14 +421,14 @@ func isStartingUp(err error) bool {
 
 // hasWaiters reports whether clients are queued for this pool's servers,
 // without taking the pool's lock: a hint, stale as soon as it is read.
-func (p *Pool) hasWaiters() bool { return p.queued.Load() > 0 }
+func (p *serverPool) hasWaiters() bool { return p.queued.Load() > 0 }
 
 // release returns a clean, idle server (ReadyForQuery 'I', nothing
 // outstanding) from a client to the pool. A server that a cancel request
 // is still on its way to waits in being_canceled until cancelDone, as
 // PgBouncer's release_server does: handed out now, it could have the next
 // client's query cancelled.
-func (p *Pool) release(s *server) {
+func (p *serverPool) release(s *server) {
 	// Taken now: once handed off, the server carries its next holder's.
 	defer releaseTicket(s.takeTicket())
 	st := p.svc.settings()
@@ -456,7 +456,7 @@ func (p *Pool) release(s *server) {
 // closed when closeReasonLocked says so and a close token allows, and the
 // reason is returned for closeServer, to be called once p.mu is released;
 // otherwise it goes to the next waiter or idle, and "" is returned.
-func (p *Pool) reuseOrCloseLocked(s *server, st *config.Settings, now time.Time) string {
+func (p *serverPool) reuseOrCloseLocked(s *server, st *config.Settings, now time.Time) string {
 	if reason := p.closeReasonLocked(s, st, now, false, 0); reason != "" && p.mayCloseLocked(reason, now) {
 		p.setServerStateLocked(s, serverClosed)
 		p.growLocked(now, false)
@@ -471,7 +471,7 @@ func (p *Pool) reuseOrCloseLocked(s *server, st *config.Settings, now time.Time)
 // false) or sitting in the pool (idle true) must be closed, or "" to keep
 // it. closing is how many of the pool's servers are already being closed,
 // so min_pool_size is kept.
-func (p *Pool) closeReasonLocked(s *server, st *config.Settings, now time.Time, idle bool, closing int) string {
+func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.Time, idle bool, closing int) string {
 	aboveMin := p.total-closing > p.eff.MinPoolSize
 	switch {
 	case p.paused:
@@ -494,7 +494,7 @@ func (p *Pool) closeReasonLocked(s *server, st *config.Settings, now time.Time, 
 
 // discard closes a server that its holder found unusable. Such closes are
 // emergencies: they take no close token.
-func (p *Pool) discard(s *server, reason string) {
+func (p *serverPool) discard(s *server, reason string) {
 	p.mu.Lock()
 	if s.state == serverActive {
 		defer releaseTicket(s.takeTicket())
@@ -507,7 +507,7 @@ func (p *Pool) discard(s *server, reason string) {
 
 // checkServer runs server_check_query on a server that sat idle longer than
 // server_check_delay; false means it is dead.
-func (p *Pool) checkServer(s *server) bool {
+func (p *serverPool) checkServer(s *server) bool {
 	st := p.svc.settings()
 	idle := p.svc.clock.Since(s.lastUsed)
 	// A server that sat idle may have been closed by Postgres (restart,
@@ -539,7 +539,7 @@ func (p *Pool) checkServer(s *server) bool {
 const deadPeekAfter = time.Millisecond
 
 // kick retries growth for waiters, after a cap freed a slot.
-func (p *Pool) kick() {
+func (p *serverPool) kick() {
 	p.mu.Lock()
 	if p.queue.Len() > 0 {
 		now := p.svc.clock.Now()
@@ -552,19 +552,19 @@ func formatAge(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + "s"
 }
 
-func (p *Pool) effective() config.Effective {
+func (p *serverPool) effective() config.Effective {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.eff
 }
 
-func (p *Pool) addClient(n int) {
+func (p *serverPool) addClient(n int) {
 	p.mu.Lock()
 	p.clients += n
 	p.mu.Unlock()
 }
 
-func (p *Pool) hasWelcome() bool {
+func (p *serverPool) hasWelcome() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.welcome != nil
@@ -572,7 +572,7 @@ func (p *Pool) hasWelcome() bool {
 
 // welcomeParams returns the parameters of the pool's first server login,
 // sent to every client at login. The map is never modified after it is set.
-func (p *Pool) welcomeParams() map[string]string {
+func (p *serverPool) welcomeParams() map[string]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.welcome
@@ -582,7 +582,7 @@ func (p *Pool) welcomeParams() map[string]string {
 // overridden by what the client's startup packet asked for. The map is
 // shared with other clients that have the same parameters and must not be
 // changed (client.setParamLocked copies it).
-func (p *Pool) initialParams(startup map[string]string) map[string]string {
+func (p *serverPool) initialParams(startup map[string]string) map[string]string {
 	out := map[string]string{}
 	welcome := p.welcomeParams()
 	for canon := range p.svc.tracked {
@@ -635,7 +635,7 @@ func paramSetKey(m map[string]string) string {
 
 // setCredentials updates the secret new servers log in with, and the SCRAM
 // ClientKey a client proved against it (kept until a new secret comes).
-func (p *Pool) setCredentials(secret *auth.Secret, clientKey []byte) {
+func (p *serverPool) setCredentials(secret *auth.Secret, clientKey []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cred.Secret == nil || !sameSecret(p.cred.Secret, secret) {
@@ -653,7 +653,7 @@ func sameSecret(a, b *auth.Secret) bool {
 		string(a.StoredKey) == string(b.StoredKey) && string(a.ServerKey) == string(b.ServerKey)
 }
 
-func (p *Pool) credentials() auth.ServerCredentials {
+func (p *serverPool) credentials() auth.ServerCredentials {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cred
@@ -661,7 +661,7 @@ func (p *Pool) credentials() auth.ServerCredentials {
 
 // startDial registers a login in flight; false if the pool is over its
 // limit already (the login is not worth starting).
-func (p *Pool) startDial(conn net.Conn) bool {
+func (p *serverPool) startDial(conn net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -675,7 +675,7 @@ func (p *Pool) startDial(conn net.Conn) bool {
 }
 
 // endDial forgets a login and reports whether shrink aborted it.
-func (p *Pool) endDial(conn net.Conn) bool {
+func (p *serverPool) endDial(conn net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	aborted := p.dials[conn]

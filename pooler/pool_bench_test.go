@@ -11,7 +11,7 @@ import (
 
 // benchPool is a pool of n idle servers without sockets: enough for
 // checkout and release, which never touch the connection.
-func benchPool(tb testing.TB, n int) *Pool {
+func benchPool(tb testing.TB, n int) *serverPool {
 	tb.Helper()
 	cfg := config.Default()
 	cfg.Settings.AuthType = "any"

@@ -7,7 +7,7 @@ import (
 )
 
 // waitQueued waits until p's queue holds n waiters.
-func waitQueued(t *testing.T, p *Pool, n int) {
+func waitQueued(t *testing.T, p *serverPool, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		p.mu.Lock()
@@ -24,7 +24,7 @@ func waitQueued(t *testing.T, p *Pool, n int) {
 
 // startWait begins wait number w.seq+1 of a reused waiter, as link does,
 // and returns where its outcome will arrive.
-func startWait(p *Pool, w *poolWaiter) (seq uint64, done chan error) {
+func startWait(p *serverPool, w *poolWaiter) (seq uint64, done chan error) {
 	seq = w.seq.Add(1)
 	done = make(chan error, 1)
 	go func() {

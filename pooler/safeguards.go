@@ -89,7 +89,7 @@ const (
 // server_max_parallel_connects has room (else the next login to finish
 // grows again) and the create bucket has a token (else the grow timer is
 // armed for when it will).
-func (p *Pool) mayConnectLocked(now time.Time) bool {
+func (p *serverPool) mayConnectLocked(now time.Time) bool {
 	st := p.svc.settings()
 	if m := st.ServerMaxParallelConnects; m > 0 && p.connecting >= m {
 		return false
@@ -107,7 +107,7 @@ func (p *Pool) mayConnectLocked(now time.Time) bool {
 
 // startConnectLocked takes a create token and starts one login; the caller
 // checked mayConnectLocked and took the shared cap slots.
-func (p *Pool) startConnectLocked(now time.Time) {
+func (p *serverPool) startConnectLocked(now time.Time) {
 	p.creates.take(now)
 	p.endTokenWaitLocked(now)
 	s := p.newLoginLocked()
@@ -121,7 +121,7 @@ func (p *Pool) startConnectLocked(now time.Time) {
 
 // endTokenWaitLocked adds the time growth waited for a create token to the
 // pool's wait counter.
-func (p *Pool) endTokenWaitLocked(now time.Time) {
+func (p *serverPool) endTokenWaitLocked(now time.Time) {
 	if p.tokenWaitSince.IsZero() {
 		return
 	}
@@ -132,7 +132,7 @@ func (p *Pool) endTokenWaitLocked(now time.Time) {
 // armGrowLocked makes the pool's one grow timer fire after d (unless it is
 // already due sooner): growth that found no create token resumes then,
 // without a goroutine per waiting login.
-func (p *Pool) armGrowLocked(now time.Time, d time.Duration) {
+func (p *serverPool) armGrowLocked(now time.Time, d time.Duration) {
 	at := now.Add(d)
 	if !p.growAt.IsZero() && !at.Before(p.growAt) {
 		return
@@ -146,7 +146,7 @@ func (p *Pool) armGrowLocked(now time.Time, d time.Duration) {
 }
 
 // growTick is the grow timer: a create token is due.
-func (p *Pool) growTick() {
+func (p *serverPool) growTick() {
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,7 +165,7 @@ func (p *Pool) growTick() {
 // clients or a forced user, through the same in-flight cap and create
 // bucket as growth for waiters. After a failed login it waits
 // server_login_retry, as growth for clients does.
-func (p *Pool) fillMinLocked(now time.Time) {
+func (p *serverPool) fillMinLocked(now time.Time) {
 	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clients == 0 && p.db.User == "") {
 		return
 	}
@@ -194,7 +194,7 @@ func (p *Pool) fillMinLocked(now time.Time) {
 // Emergencies and PAUSE close at once; a healthy server (idle timeout,
 // lifetime, lowered limit, RECONNECT) needs a close token, else it stays
 // in the pool until a later janitor pass finds one.
-func (p *Pool) mayCloseLocked(reason string, now time.Time) bool {
+func (p *serverPool) mayCloseLocked(reason string, now time.Time) bool {
 	if reason == reasonPause || reason == reasonCrashed {
 		return true
 	}
@@ -211,7 +211,7 @@ func (p *Pool) mayCloseLocked(reason string, now time.Time) bool {
 
 // deadWhileIdleLocked looks, at most every idlePeekEvery, whether Postgres
 // closed an idle server (a non-blocking peek; nothing is consumed).
-func (p *Pool) deadWhileIdleLocked(s *server, now time.Time) bool {
+func (p *serverPool) deadWhileIdleLocked(s *server, now time.Time) bool {
 	if now.Sub(s.lastUsed) < deadPeekAfter || now.Sub(s.peekedAt) < idlePeekEvery {
 		return false
 	}
@@ -223,7 +223,7 @@ func (p *Pool) deadWhileIdleLocked(s *server, now time.Time) bool {
 // could not close for lack of a close token: they are on their way out, so
 // a later shrink does not count them as excess again. (Busy servers marked
 // close_needed are counted as before: a shrink closes idle servers first.)
-func (p *Pool) deferredLocked() int {
+func (p *serverPool) deferredLocked() int {
 	n := 0
 	for _, s := range p.idle {
 		if s.closeNeeded {
@@ -250,7 +250,7 @@ func (l *limiter) deferred() int {
 
 // warm starts logins up to min_pool_size now (RESUME, start-up) instead of
 // at the next janitor pass, and returns the number of servers it aims for.
-func (p *Pool) warm() int {
+func (p *serverPool) warm() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fillMinLocked(p.svc.clock.Now())
@@ -263,7 +263,7 @@ func (p *Pool) warm() int {
 
 // warmState reports how many servers are logged in and the last login
 // error, if any.
-func (p *Pool) warmState() (live int, err error) {
+func (p *serverPool) warmState() (live int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.total - p.connecting, p.lastLoginErr
@@ -284,7 +284,7 @@ func (s *Service) Warm(ctx context.Context) {
 	defer cancel()
 	start := s.clock.Now()
 	type warming struct {
-		p    *Pool
+		p    *serverPool
 		want int
 	}
 	var pending []warming
@@ -353,7 +353,7 @@ const drainCancelTimeout = 2 * time.Second
 // drainCancel cancels the query of a server whose client left, on the
 // pool's bounded cancel path. True when Postgres took the request (it
 // closes the connection after signalling the backend).
-func (p *Pool) drainCancel(s *server) bool {
+func (p *serverPool) drainCancel(s *server) bool {
 	t := p.svc.clock.NewTimer(drainCancelTimeout)
 	defer t.Stop()
 	select {

@@ -137,7 +137,7 @@ func TestJitteredLifetime(t *testing.T) {
 // safeguardPool is a pool with a forced user and no sockets whose logins
 // are recorded instead of started, and whose grow timer is inert (the test
 // plays its ticks with explicit times).
-func safeguardPool(t *testing.T, settings map[string]string) (*Pool, *int) {
+func safeguardPool(t *testing.T, settings map[string]string) (*serverPool, *int) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Settings.AuthType = "any"

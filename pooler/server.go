@@ -23,7 +23,7 @@ var serverIDs atomic.Uint64
 // server is one connection to Postgres.
 type server struct {
 	id   uint64
-	pool *Pool
+	pool *serverPool
 	conn net.Conn
 	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
 	// owner only).
@@ -81,7 +81,7 @@ type server struct {
 	// linkedTo is the id of the client the server was last linked to.
 	linkedTo atomic.Uint64
 	// appName mirrors params["application_name"] for SHOW SERVERS, which
-	// reads it under Pool.mu while the holder may be writing params (a map
+	// reads it under serverPool.mu while the holder may be writing params (a map
 	// read during a write can crash the process).
 	appName atomic.Pointer[string]
 	// cancels counts the cancel requests for this server on their way to
@@ -105,7 +105,7 @@ func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 // dialServer opens and logs in the connection of s, a server in state
 // login that only this goroutine touches until it is logged in; connect
 // and login together are bounded by timeout (server_connect_timeout).
-func dialServer(p *Pool, s *server, timeout time.Duration) (err error) {
+func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	conn, err := p.svc.dialTimeout(p.network, p.address, timeout)
 	if err != nil {
 		return err
@@ -317,7 +317,7 @@ func quoteIdent(n string) string {
 // startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
 // falls back to plaintext when the server answers 'N', require and
 // verify-* fail instead.
-func startServerTLS(conn net.Conn, p *Pool) (net.Conn, error) {
+func startServerTLS(conn net.Conn, p *serverPool) (net.Conn, error) {
 	ts := p.svc.sec.Load().serverTLS
 	cfg, _, err := auth.ServerTLSConfig(ts, p.host)
 	if err != nil || cfg == nil {

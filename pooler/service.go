@@ -40,7 +40,7 @@ type Service struct {
 	shuttingDown atomic.Bool
 
 	mu         sync.Mutex
-	pools      map[poolKey]*Pool
+	pools      map[poolKey]*serverPool
 	dbLimits   map[string]*limiter
 	userLimits map[string]*limiter
 	listeners  []net.Listener
@@ -121,7 +121,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		log:        log,
 		version:    "pgturnstile",
 		tracked:    map[string]string{},
-		pools:      map[poolKey]*Pool{},
+		pools:      map[poolKey]*serverPool{},
 		dbLimits:   map[string]*limiter{},
 		userLimits: map[string]*limiter{},
 		cancels:    map[[8]byte]*client{},
@@ -418,7 +418,7 @@ func (s *Service) cancel(key [8]byte) {
 
 // poolFor returns the pool of (db, user), creating it on first use. A
 // forced user in the [databases] entry replaces the client's user.
-func (s *Service) poolFor(db *config.Database, user string) (*Pool, error) {
+func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error) {
 	serverUser := user
 	cred := auth.ServerCredentials{User: user}
 	if db.User != "" {
@@ -467,7 +467,7 @@ func (s *Service) limiterLocked(m map[string]*limiter, name string, max int) *li
 
 // evictFor closes an idle server of a sibling pool sharing a cap with p, so
 // that p's waiters can get a server ("closing because: evicted").
-func (s *Service) evictFor(p *Pool, l *limiter) {
+func (s *Service) evictFor(p *serverPool, l *limiter) {
 	for _, sib := range l.members() {
 		if sib != p && sib.closeIdleOne() {
 			return
