@@ -292,7 +292,7 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 	case n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ):
 		// Postgres ends its backend over such a message; refused from
 		// the header, as Postgres does, before any is read.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("message %q of %d bytes", typ, n))
+		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
 	case typ == wire.MsgQuery && st.DisablePQExec:
 		// disable_pqexec: a simple Query may carry several statements,
 		// which some SQL injections rely on.
