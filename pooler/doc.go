@@ -1,39 +1,208 @@
 // Package pooler is the connection pooler: listeners, client sessions,
 // server connections and the pools that share them.
 //
+// # Files
+//
+//	service.go     Service: listeners, accept, the client registry (cancel
+//	               keys), pools by (database, user), auth_query
+//	apply.go       Service.Apply: a new configuration derived, then swapped in
+//	console.go     the admin console's view of the service (consoleView)
+//	objects.go     server states and the pool's server lists, one writer
+//	clientstate.go client states, one writer
+//	client.go      client: one client connection's session
+//	login.go       the startup packet, TLS, authentication, the welcome
+//	serve.go       serving a logged-in client: read, route, forward
+//	link.go        link: a client's time with a server; linking and unlinking
+//	pump.go        relaying a linked server's replies; release
+//	release.go     linkState and the release rule
+//	drain.go       bringing a server back after its client left
+//	relay_*.go     prepared statements mapped across servers, and what
+//	prepared.go    serve answers with no server linked
+//	park.go        idle clients parked as bare descriptors (epoll)
+//	pool.go        serverPool: checkout, waiting, logins, release
+//	safeguards.go  connect/close pacing, min_pool_size, lifetimes, Warm
+//	janitor.go     the periodic pass: timeouts, idle closes, shrinking
+//	limiter.go     max_db_connections and max_user_connections
+//	server.go      server: one connection to Postgres
+//	admission.go   the admission gate per pool (admission_file)
+//	errors.go      every error a client can see, with SQLSTATE
+//	clock.go       the injected clock
+//	signal.go      changeSignal: waiting on a condition without polling
+//	stats.go, metrics.go  SHOW STATS and /metrics
+//
+// # Objects and their states
+//
+// The model is PgBouncer's objects.c: an object's state says which list it
+// is on, and changing the state is moving it between lists, in one
+// function per kind of object that is the only writer of the state and of
+// the counts that go with it, and that panics ("BUG: …") on a transition
+// its table does not allow.
+//
+// A server (server.go) belongs to one serverPool for life. Its state,
+// written only by serverPool.setServerStateLocked under the pool's mu,
+// keeps the pool's idle stack and its counts (connecting, idle, active,
+// being_canceled, total), which SHOW POOLS, SHOW SERVERS, the gauges and
+// pool_size all read:
+//
+//	free           -> login                   a login starts (startConnectLocked)
+//	login          -> idle | active | closed  logged in (to the idle stack, or
+//	                                          straight to a waiter); failed
+//	idle           -> active | closed         checkout; idle timeout, lifetime,
+//	                                          eviction, PAUSE
+//	active         -> idle | closed           release; discard
+//	active         -> being_canceled          released with a cancel in flight
+//	being_canceled -> idle | active | closed  its cancels done: release's rule
+//
+// login is a connection being dialled and logged in (the object exists
+// from the moment the pool counts it); active is held by a client, a
+// drain or the pooler's own query; being_canceled is released by its
+// client while a cancel request for it was still on its way to Postgres,
+// and handed to nobody until that cancel is done.
+//
+// A client (client.go) is one client connection: its identity, session
+// parameters, prepared-statement names and cancel key. Its state, written
+// only by client.setStateLocked under the client's mu:
+//
+//	login    -> idle               logged in
+//	idle     -> waiting            a message needs a server
+//	waiting  -> active | idle      linked; the wait ended without a server
+//	active   -> idle               the server was released, lost or closed
+//	active   -> draining           the client left while linked
+//	idle     -> parked -> idle     parked; taken up again
+//	any      -> closed             the client's goroutine ended
+//
+// waiting is waiting for a server (at the admission gate or in the pool's
+// queue); parked has no goroutine (park.go); draining left while a server
+// was linked, which the pump brings back to clean. SHOW CLIENTS shows
+// these in PgBouncer's words (clientState.show).
+//
+// A link (link.go) is everything a client has only while it is being
+// served: the linked server, the protocol position on it (linkState,
+// release.go), the replies owed for prepared-statement mapping, the pump's
+// lifetime, the hand-over of the server's writer, the drain, the relay
+// buffers. A parked client has none (c.link is nil); other goroutines
+// reach it only under the client's mu.
+//
 // # Goroutines and ownership
 //
 // Every client connection has one goroutine (client.serve). It owns the
 // client's reader and, while no server is linked, the client's writer. It
-// reads a message header; when no server is linked it takes an admission
-// ticket if admission_file is set (admission.go), checks a server out of the
-// pool (waiting in its FIFO queue up to query_wait_timeout), and brings the
-// server's tracked parameters in line with the client's with one SET. It
-// then forwards the client's bytes to the server, flushing when the
-// client's batch is consumed (no whole next message is buffered), not per
-// message.
+// reads a message header (readNext); decides where the message goes
+// (route): answered without a server, or to the linked server, checking
+// one out first — an admission ticket if admission_file is set
+// (admission.go), then the pool (waiting in its FIFO queue up to
+// query_wait_timeout), then one SET to bring the server's tracked
+// parameters in line with the client's; and forwards it (forward), flushing
+// when the client's batch is consumed (no whole next message is
+// buffered), not per message.
 //
-// When that batch ends with Sync or Query, serve relays the answer itself
-// (client.relayOrPump): an autocommit transaction costs no extra goroutine
-// or hand-over. A link that outlives the answer (a transaction block), COPY
-// IN, a batch ending in Flush, or a link left mid-batch gets a pump
-// goroutine, which runs for the rest of the link.
+// The pump (client.pumpRun) is the only reader of the server while linked
+// and the only writer to the client while linked. It forwards the server's
+// messages as bytes and looks only inside ReadyForQuery, ParameterStatus,
+// CopyIn/CopyBoth responses, and, when prepared statements are mapped,
+// ParseComplete, CloseComplete, ErrorResponse and CommandComplete
+// (pumpLook). It runs on serve's goroutine when a batch ends with Sync or
+// Query, or as its own goroutine (client.pump) for a link that outlives
+// the answer (a transaction block), COPY IN, a batch ending in Flush, or
+// a link left mid-batch.
 //
-// A client idle for a second with no server linked, or silent for 100 ms
-// right after its login, is parked (park.go):
-// its goroutine ends, and it keeps only its session (user, database,
-// parameters, prepared statements, cancel key) and its socket as a bare
-// descriptor in one epoll set per service. The net.Conn, reader, writer
-// and link state (client.link) are dropped; a new goroutine rebuilds them
-// when the client sends or hangs up. The epoll set, like the other
-// OS-specific socket code (raw reads and writes, the idle-server peek,
-// SO_PEERCRED), is internal/netpoll's; on systems other than Linux it has
-// none, and clients are never parked.
+// The two share the link (client.mu): serve records each message before
+// it writes it to the server (linkState.fromClient); the pump records each
+// ReadyForQuery. serve marks itself as writing to the server until its
+// batch is flushed; the pump does not let a server go while that is set
+// (the next holder would share its writer).
 //
-// Socket reads and writes go through wire.SocketIO: on Linux, raw system calls on
-// the non-blocking descriptor, waiting in the netpoller when it is not
-// ready, so the goroutine's P never enters the runtime's syscall state.
-// A batch whose reply serve relays inline is written with
+// While no server is linked, serve answers what needs none itself: Sync
+// (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
+// parsed, and the rest of a batch after an error the pooler raised.
+//
+// Servers are logged in by a goroutine each (serverPool.connect), started
+// by the pool's growth under its connect pacing (safeguards.go); the
+// janitor (janitor.go) makes one pass every 100 ms over every pool:
+// query_wait_timeout, idle and lifetime closes, shrinking after a lowered
+// limit, min_pool_size, the stats period, asking idle clients to park.
+//
+// # Locks
+//
+// Five locks are outer locks, and no two of them are ever held at once:
+// Service.mu, Service.cancelMu, client.mu, serverPool.mu and parker.mu.
+// Code that needs two copies what it needs under the first, releases it,
+// then takes the second: Service.cancel takes client.mu, then the pool's;
+// Apply and the janitor copy the pool list under Service.mu, then lock
+// each pool; limiter.deferred locks one pool at a time. Should two ever
+// have to nest, the order is Service.mu, cancelMu, client.mu,
+// serverPool.mu, parker.mu.
+//
+// Under an outer lock only leaves are taken, and nothing is taken under a
+// leaf:
+//
+//	Service.mu    -> limiter.mu         poolFor, SHOW DATABASES / USERS
+//	serverPool.mu -> limiter.mu         growLocked, fillMinLocked, overLimitLocked
+//	serverPool.mu -> admission.Gate.mu  syncGateLocked, gateWaitingLocked, gateFor
+//	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
+//	any lock      -> the metrics' own locks
+//
+// poolStats.mu, changeSignal.mu and liveHeapMu are leaves taken under
+// nothing. The gate calls its decisions' callbacks after releasing
+// Gate.mu, but still under the pool's mu when SetPool made the decision,
+// so a callback only sends on its own buffered channel.
+//
+// Each lock's fields follow it in its struct; fields outside a mu group
+// belong to one goroutine, are immutable once published, or are atomic.
+// serverPool.mu also guards each of its servers' state, closeNeeded,
+// doomReason, evictAt, peekedAt and lastUsed; a linked server's statement
+// cache and unnamed-statement owner belong to the holder's client.mu, and
+// the rest of a server to its holder (SHOW SERVERS reads the little it
+// needs of that from atomic mirrors). parker.mu guards each client's
+// parkFD.
+//
+// No lock is held across network I/O, a dial, a log write, a wait on
+// another goroutine or a channel send that can block. A send under a lock
+// goes to a buffered channel whose one slot the sender owns (a pool
+// waiter's grant, a client's admitCh, cancelWait). Three exceptions
+// remain, none of which can block: the janitor's MSG_PEEK of an idle
+// server under the pool's mu (closedByPeer), epoll_ctl under parker.mu so
+// that a Del cannot remove a later Add of the same descriptor, and read
+// deadlines set under client.mu so they reach the right holder. A cancel
+// request marks its server under client.mu and dials Postgres after
+// releasing it.
+//
+// A function whose name ends in Locked is called with its receiver's lock
+// held and returns with it held, and never releases it in between.
+//
+// # Time
+//
+// The pooler reads time from an injected clock (clock.go): the janitor's
+// ticker, the grow, drain and auth_query timers, and every timestamp the
+// pool logic compares. Socket deadlines stay on the runtime's clock, which
+// a net.Conn measures them against. The timing tests run the real code
+// under testing/synctest over net.Pipe, with a small fake Postgres
+// (timing_synctest_test.go). Waits for a condition (PAUSE, WAIT_CLOSE,
+// SHUTDOWN WAIT_FOR_*) wait on a changeSignal that every server close and
+// client exit notifies, not on a timer.
+//
+// # Performance
+//
+// These come after the model above and do not change it.
+//
+// Inline relay: when a batch ends with Sync or Query, serve relays the
+// answer itself (client.relayOrPump): an autocommit transaction costs no
+// extra goroutine or hand-over.
+//
+// Parking: a client idle for a second with no server linked, or silent for
+// 100 ms right after its login, is parked (park.go): its goroutine ends,
+// and it keeps only its session (user, database, parameters, prepared
+// statements, cancel key) and its socket as a bare descriptor in one epoll
+// set per service. Its net.Conn, reader, writer and link are dropped; a new
+// goroutine rebuilds them when the client sends or hangs up. The epoll
+// set, like the other OS-specific socket code (raw reads and writes, the
+// idle-server peek, SO_PEERCRED), is internal/netpoll's; on systems other
+// than Linux it has none, and clients are never parked.
+//
+// Socket reads and writes go through wire.SocketIO: on Linux, raw system
+// calls on the non-blocking descriptor, waiting in the netpoller when it
+// is not ready, so the goroutine's P never enters the runtime's syscall
+// state. A batch whose reply serve relays inline is written with
 // Writer.FlushAwaitReply: inside the netpoller's wait for the reply, so
 // that serve parks at once instead of first making a read that finds
 // nothing (client.willRelayInline). The client side keeps that read: a
@@ -42,24 +211,10 @@
 // busy), serve yields (runtime.Gosched) before reading the client it has
 // just answered, so that its next request has usually arrived by then.
 //
-// The pump (client.pumpRun, inline or as client.pump) is the only reader
-// of the server while linked and the only writer to the client while
-// linked. It forwards the server's
-// messages as bytes and looks only inside ReadyForQuery, ParameterStatus,
-// CopyIn/CopyBoth responses, and, when prepared statements are mapped,
-// ParseComplete, CloseComplete, ErrorResponse and CommandComplete.
-//
-// The two goroutines share the link state (client.mu): serve records each
-// message before it writes it to the server (linkState.fromClient); the pump
-// records each ReadyForQuery. Neither holds the lock across I/O, except the
-// pump's final flush of the client writer when it ends the link, which
-// hands the client writer back to serve. serve marks itself as writing to
-// the server until its batch is flushed; the pump does not release a server
-// while that is set (the next holder would share its writer).
-//
-// While no server is linked, serve answers what needs none itself: Sync
-// (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
-// parsed, and the rest of a batch after an error the pooler raised.
+// Checkout and release allocate nothing (TestCheckoutReleaseDoesNotAllocate);
+// clients with the same parameters share one read-only map
+// (serverPool.initialParams), and a server remembers the client map it last
+// matched so the next client with it skips the comparison.
 //
 // # Hostile input
 //
