@@ -123,10 +123,10 @@ var clientTransitions = [...]uint8{
 //
 // The pool's counts are atomics written here, under c.mu, not under the
 // pool's mu: a client's lock and its pool's never nest (pooler/doc.go),
-// and a transition is made where the pool's lock is not held. The count
-// of the new state goes up before that of the old one goes down, so a
-// reader that sums them (SHOW POOLS) may see a client moving twice for a
-// moment, never miss one.
+// and a transition is made where the pool's lock is not held. Their sum,
+// what SHOW POOLS shows, is kept apart (serverPool.clients) and changes
+// only when a client joins or leaves the pool, so that a client moving
+// between states is never seen twice or not at all.
 //
 // An impossible transition is a bug in the pooler: it panics, with c.mu
 // still held and nothing changed. On the pump's goroutine that ends the
@@ -154,6 +154,9 @@ func (c *client) setStateLocked(to clientState) {
 		if from.inPool() {
 			p.clientsIn[from].Add(-1)
 		}
+		if d := b2i(to.inPool()) - b2i(from.inPool()); d != 0 {
+			p.clients.Add(int32(d))
+		}
 	}
 }
 
@@ -173,19 +176,18 @@ func (c *client) enterPool() {
 	c.mu.Unlock()
 }
 
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // clientsInPool is the number of the pool's clients, from their joining
 // (welcome) until they are gone, parked and draining ones included: what
 // SHOW POOLS splits into cl_active and cl_waiting. It needs no lock; the
-// counts are setStateLocked's.
-func (p *serverPool) clientsInPool() int {
-	n := 0
-	for s := clientState(0); s < numClientStates; s++ {
-		if s.inPool() {
-			n += int(p.clientsIn[s].Load())
-		}
-	}
-	return n
-}
+// count is setStateLocked's.
+func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
 
 // unlinkServerLocked records that the linked server left the link
 // (released, closed or lost). An active client becomes idle; a draining or

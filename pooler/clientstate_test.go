@@ -49,11 +49,13 @@ func TestClientTransitionsLegal(t *testing.T) {
 			for _, s := range allClientStates {
 				if s.inPool() {
 					p.clientsIn[s].Store(2)
+					p.clients.Add(2)
 				}
 			}
 			c := &client{id: 7, state: tc.from, pool: p}
 			if tc.from.inPool() {
 				p.clientsIn[tc.from].Add(1)
+				p.clients.Add(1)
 			}
 			before := clientCounts(p)
 			c.mu.Lock()
@@ -68,9 +70,11 @@ func TestClientTransitionsLegal(t *testing.T) {
 			want := before
 			if tc.from.inPool() {
 				want[tc.from]--
+				want[numClientStates]--
 			}
 			if tc.to.inPool() {
 				want[tc.to]++
+				want[numClientStates]++
 			}
 			if got := clientCounts(p); got != want {
 				t.Fatalf("%s -> %s (%s): pool counts %v, want %v", tc.from, tc.to, tc.where, got, want)
@@ -86,10 +90,17 @@ func TestClientTransitionsLegal(t *testing.T) {
 	}
 }
 
-// clientCounts copies the pool's per-state client counts.
-func clientCounts(p *serverPool) (n [numClientStates]int32) {
-	for s := range n {
+// clientCounts copies the pool's per-state client counts and, last, their
+// sum as the pool keeps it, after checking that it is their sum.
+func clientCounts(p *serverPool) (n [numClientStates + 1]int32) {
+	var sum int32
+	for s := range numClientStates {
 		n[s] = p.clientsIn[s].Load()
+		sum += n[s]
+	}
+	n[numClientStates] = p.clients.Load()
+	if sum != n[numClientStates] {
+		panic(fmt.Sprintf("the pool counts %d clients, its states %d (%v)", n[numClientStates], sum, n))
 	}
 	return n
 }
@@ -105,9 +116,10 @@ func TestClientCountsFollowALife(t *testing.T) {
 	c := &client{id: 7, pool: p}
 	check := func(step string) {
 		t.Helper()
-		var want [numClientStates]int32
+		var want [numClientStates + 1]int32
 		if c.state.inPool() {
 			want[c.state] = 1
+			want[numClientStates] = 1
 		}
 		if got := clientCounts(p); got != want {
 			t.Fatalf("%s: pool counts %v, want %v", step, got, want)
@@ -173,6 +185,7 @@ func TestClientTransitionsIllegalPanic(t *testing.T) {
 			p := &serverPool{}
 			if from.inPool() {
 				p.clientsIn[from].Store(1)
+				p.clients.Store(1)
 			}
 			before := clientCounts(p)
 			msg := setStateRecovering(&client{id: 7, state: from, pool: p}, to)

@@ -53,10 +53,13 @@ type serverPool struct {
 	beingCanceled int
 	total         int // connecting + idle + active + beingCanceled, what pool_size caps
 
-	// clientsIn counts the pool's clients by state; only
-	// client.setStateLocked writes it (clientstate.go), under the client's
-	// lock, hence atomics: the pool's lock and a client's never nest.
+	// clientsIn counts the pool's clients by state, clients their sum
+	// (one load for a reader, never caught mid-move); only
+	// client.setStateLocked writes them (clientstate.go), under the
+	// client's lock, hence atomics: the pool's lock and a client's never
+	// nest.
 	clientsIn [numClientStates]atomic.Int32
+	clients   atomic.Int32
 
 	// queue holds the clients waiting for a server, oldest first.
 	queue admission.Queue
