@@ -259,3 +259,46 @@ func waitPoolClients(t *testing.T, tp *testPooler, step string, active, waiting 
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestShowPoolsFirstLoginWaits: the first client of a pool waits, inside
+// its login, for the server login whose parameters its welcome carries;
+// it is then one of the pool's clients (welcome) and queued, so SHOW POOLS
+// shows it in cl_waiting and not in cl_active, as PgBouncer does a client
+// in CL_WAITING_LOGIN. Here the wait is made to last by a PAUSE, which
+// the pool, made by that login, inherits; RESUME ends it, and the client,
+// logged in, is cl_active.
+func TestShowPoolsFirstLoginWaits(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 1\n")
+	defer tp.shutdown(t, fake)
+	if err := tp.svc.Console().Pause("cs"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "cs"}, {"database", "cs"}})); err != nil {
+		t.Fatal(err)
+	}
+	waitPoolClients(t, tp, "first login waiting for its server", 0, 1)
+	var p *serverPool
+	for _, q := range tp.svc.allPools() {
+		if q.key.db == "cs" {
+			p = q
+		}
+	}
+	if n := p.clientsIn[clientWelcome].Load(); n != 1 {
+		t.Fatalf("pool's count of clients in welcome %d, want 1", n)
+	}
+	if err := tp.svc.Console().Resume("cs"); err != nil {
+		t.Fatal(err)
+	}
+	readUntilReady(t, conn, 'I') // the welcome
+	waitPoolClients(t, tp, "logged in", 1, 0)
+	if n := p.clientsIn[clientWelcome].Load(); n != 0 {
+		t.Fatalf("pool's count of clients in welcome %d after the login, want 0", n)
+	}
+}
