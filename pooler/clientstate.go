@@ -5,7 +5,8 @@ import "fmt"
 // clientState is where a client is in its life. Every change goes through
 // client.setStateLocked, which checks it against clientTransitions:
 //
-//	login    -> idle                    logged in (startLoop)
+//	login    -> welcome                 joined its pool (joinPool: enterPool)
+//	welcome  -> idle                    logged in (startLoop)
 //	idle     -> waiting                 a message needs a server (linkServer)
 //	waiting  -> active | idle           linked, or the wait ended without (endWait)
 //	active   -> idle                    server released, lost or closed (unlinkServerLocked)
@@ -13,9 +14,13 @@ import "fmt"
 //	idle     -> parked -> idle          park.go: tryPark; startLoop after resume
 //	any      -> closed                  the client's goroutine ended (Service.clientClosed)
 //
-// SHOW CLIENTS shows login, idle and parked as PgBouncer's "idle", waiting
-// as "waiting", active (and draining while the server is still linked) as
-// "active" (clientState.show).
+// SHOW CLIENTS shows login, welcome, idle and parked as PgBouncer's "idle",
+// waiting as "waiting", active (and draining while the server is still
+// linked) as "active" (clientState.show).
+//
+// setStateLocked also keeps the pool's client counts (serverPool.clientsIn,
+// one per state), which SHOW POOLS and the pool gauges read: a client
+// counts in its pool from welcome until closed (inPool).
 type clientState uint8
 
 const (
@@ -23,6 +28,12 @@ const (
 	// admin console client stays here: its session runs inside login
 	// (admin.Serve).
 	clientLogin clientState = iota
+	// clientWelcome: authenticated and one of its pool's clients
+	// (c.pool set); the welcome is being sent, after, for a pool's first
+	// client, a wait in the pool's queue for the server login whose
+	// parameters the welcome carries (joinPool). Not yet in the service's
+	// cancel map, so SHOW CLIENTS and cancel requests do not see it.
+	clientWelcome
 	// clientIdle: logged in, no server linked, not waiting for one.
 	clientIdle
 	// clientWaiting: serve waits for a server, at the admission gate or
@@ -42,10 +53,13 @@ const (
 	// clientClosed: the client's goroutine ended (Service.clientClosed);
 	// a drain may still run on its last link.
 	clientClosed
+
+	numClientStates = iota
 )
 
 var clientStateNames = [...]string{
 	clientLogin:    "login",
+	clientWelcome:  "welcome",
 	clientIdle:     "idle",
 	clientWaiting:  "waiting",
 	clientActive:   "active",
@@ -78,7 +92,11 @@ func (s clientState) show(linked bool) string {
 // clientTransitions are the legal changes of state: clientTransitions[from]
 // has bit 1<<to set when from -> to may happen.
 var clientTransitions = [...]uint8{
-	clientLogin: 1<<clientIdle | 1<<clientClosed,
+	// login -> closed: the login failed before the client joined a pool
+	// (or an admin console session ended: it never leaves login).
+	clientLogin: 1<<clientWelcome | 1<<clientClosed,
+	// welcome -> closed: the first server login, or the welcome, failed.
+	clientWelcome: 1<<clientIdle | 1<<clientClosed,
 	// idle -> draining: never; a client leaves an idle link as closed.
 	clientIdle:    1<<clientWaiting | 1<<clientParked | 1<<clientClosed,
 	clientWaiting: 1<<clientIdle | 1<<clientActive | 1<<clientClosed,
@@ -92,8 +110,9 @@ var clientTransitions = [...]uint8{
 	clientClosed:   0,
 }
 
-// setStateLocked moves c to state to; the only writer of c.state and of
-// c.gone. c.mu must be held.
+// setStateLocked moves c to state to; the only writer of c.state, of
+// c.gone and of the pool's client counts (serverPool.clientsIn). c.mu must
+// be held.
 //
 // The state is a plain field under c.mu rather than an atomic: its
 // readers (SHOW CLIENTS, the janitor's park scan, a cancel request) read
@@ -102,21 +121,73 @@ var clientTransitions = [...]uint8{
 // once. The one reader that must not lock, the pump on every server
 // message, reads gone, which this method keeps.
 //
+// The pool's counts are atomics written here, under c.mu, not under the
+// pool's mu: a client's lock and its pool's never nest (pooler/doc.go),
+// and a transition is made where the pool's lock is not held. Their sum,
+// what SHOW POOLS shows, is kept apart (serverPool.clients) and changes
+// only when a client joins or leaves the pool, so that a client moving
+// between states is never seen twice or not at all.
+//
 // An impossible transition is a bug in the pooler: it panics, with c.mu
-// still held. On the pump's goroutine that ends the process, as any panic
-// there does; on serve's, its recover logs the panic and the goroutine
-// then blocks on c.mu in clientClosed, leaving the client and a goroutine
-// dump that shows where, rather than a client in a state nobody knows.
+// still held and nothing changed. On the pump's goroutine that ends the
+// process, as any panic there does; on serve's, its recover logs the
+// panic and the goroutine then blocks on c.mu in clientClosed, leaving the
+// client and a goroutine dump that shows where, rather than a client in a
+// state nobody knows.
 func (c *client) setStateLocked(to clientState) {
 	from := c.state
 	if int(from) >= len(clientTransitions) || clientTransitions[from]&(1<<to) == 0 {
 		panic(fmt.Sprintf("BUG: client %s: %s -> %s is not a legal transition", c, from, to))
 	}
+	p := c.pool
+	if p == nil && to.inPool() {
+		panic(fmt.Sprintf("BUG: client %s: %s -> %s with no pool to count it in", c, from, to))
+	}
 	c.state = to
 	if to == clientDraining {
 		c.gone.Store(true)
 	}
+	if p != nil {
+		if to.inPool() {
+			p.clientsIn[to].Add(1)
+		}
+		if from.inPool() {
+			p.clientsIn[from].Add(-1)
+		}
+		if d := b2i(to.inPool()) - b2i(from.inPool()); d != 0 {
+			p.clients.Add(int32(d))
+		}
+	}
 }
+
+// inPool says whether a client in state s counts in its pool's client
+// counts: from the moment it joined the pool (welcome) until it is gone
+// (closed). A client still in login has no pool yet, as in PgBouncer,
+// whose SHOW POOLS does not count clients logging in.
+func (s clientState) inPool() bool {
+	return s != clientLogin && s != clientClosed
+}
+
+// enterPool moves a client that has just joined c.pool (joinPool) into
+// the pool's counts: login -> welcome.
+func (c *client) enterPool() {
+	c.mu.Lock()
+	c.setStateLocked(clientWelcome)
+	c.mu.Unlock()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// clientsInPool is the number of the pool's clients, from their joining
+// (welcome) until they are gone, parked and draining ones included: what
+// SHOW POOLS splits into cl_active and cl_waiting. It needs no lock; the
+// count is setStateLocked's.
+func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
 
 // unlinkServerLocked records that the linked server left the link
 // (released, closed or lost). An active client becomes idle; a draining or

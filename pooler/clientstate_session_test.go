@@ -1,11 +1,14 @@
 package pooler
 
 import (
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
@@ -154,5 +157,148 @@ func waitClientState(t *testing.T, tp *testPooler, c *client, want clientState, 
 			t.Fatalf("%s: state %s, SHOW CLIENTS %q; want %s, %q", c, got, shown, want, show)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestShowPoolsClientColumns checks SHOW POOLS' client columns, and the
+// pool gauges that are read from them, against the states of real
+// sessions: two logged-in clients, idle (parked where the system parks,
+// or kept from parking by client_idle_timeout), count in cl_active, as
+// PgBouncer's logged-in clients do; one in a transaction stays in
+// cl_active; one queued for the pool's only server is cl_waiting and no
+// longer cl_active; when it gets the server both are cl_active again; a
+// client that left no longer counts.
+func TestShowPoolsClientColumns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		settings string
+		parks    bool
+	}{
+		{"parking", "default_pool_size = 1\n", netpoll.CanPark},
+		{"no parking", "default_pool_size = 1\nclient_idle_timeout = 3600\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := startFakePostgres(t)
+			tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, tc.settings)
+			defer tp.shutdown(t, fake)
+
+			a, ca := dialStateClient(t, tp)
+			defer a.Close()
+			b, cb := dialStateClient(t, tp)
+			defer b.Close()
+			settled := clientIdle
+			if tc.parks {
+				settled = clientParked
+			}
+			waitClientState(t, tp, ca, settled, "idle")
+			waitClientState(t, tp, cb, settled, "idle")
+			waitPoolClients(t, tp, "both idle ("+settled.String()+")", 2, 0)
+			if n := ca.pool.clientsIn[settled].Load(); n != 2 {
+				t.Fatalf("pool's count of %s clients %d, want 2", settled, n)
+			}
+
+			stateQuery(t, a, "BEGIN", 'T')
+			waitClientState(t, tp, ca, clientActive, "active")
+			waitPoolClients(t, tp, "a in a transaction", 2, 0)
+
+			// b's statement needs the pool's one server, which a holds.
+			if _, err := b.Write(encode(&pgproto3.Query{String: "SELECT 1"})); err != nil {
+				t.Fatal(err)
+			}
+			waitClientState(t, tp, cb, clientWaiting, "waiting")
+			waitPoolClients(t, tp, "b queued for a's server", 1, 1)
+
+			stateQuery(t, a, "COMMIT", 'I')
+			readUntilReady(t, b, 'I') // b got the server and its answer
+			waitClientState(t, tp, cb, clientIdle, "idle")
+			waitPoolClients(t, tp, "both served", 2, 0)
+
+			a.Close()
+			waitClientState(t, tp, ca, clientClosed, "")
+			waitPoolClients(t, tp, "a left", 1, 0)
+			b.Write(encode(&pgproto3.Terminate{}))
+			waitClientState(t, tp, cb, clientClosed, "")
+			waitPoolClients(t, tp, "both left", 0, 0)
+			if n := cb.pool.clientsInPool(); n != 0 {
+				t.Fatalf("%d clients counted in the pool after both left, want 0", n)
+			}
+		})
+	}
+}
+
+// waitPoolClients waits until SHOW POOLS shows the cs pool with cl_active
+// and cl_waiting as wanted, the cancel-request columns at zero, and the
+// pool gauges with the same numbers. Polled like waitClientState: the
+// pooler's goroutines move after the client has its answer.
+func waitPoolClients(t *testing.T, tp *testPooler, step string, active, waiting int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var row admin.Pool
+		for _, r := range tp.svc.Console().Pools() {
+			if r.Database == "cs" && r.User == "cs" {
+				row = r
+			}
+		}
+		var m strings.Builder
+		tp.svc.WriteMetrics(&m)
+		gauges := []string{
+			fmt.Sprintf("pgturnstile_pool_clients_active%s %d\n", poolLabels("cs", "cs"), active),
+			fmt.Sprintf("pgturnstile_pool_clients_waiting%s %d\n", poolLabels("cs", "cs"), waiting),
+		}
+		ok := row.ClActive == active && row.ClWaiting == waiting &&
+			row.ClActiveCancelReq == 0 && row.ClWaitingCancelReq == 0 &&
+			strings.Contains(m.String(), gauges[0]) && strings.Contains(m.String(), gauges[1])
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: SHOW POOLS cs/cs cl_active %d cl_waiting %d cancel_req %d/%d; want %d %d 0/0; gauges want\n%s",
+				step, row.ClActive, row.ClWaiting, row.ClActiveCancelReq, row.ClWaitingCancelReq, active, waiting, strings.Join(gauges, ""))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestShowPoolsFirstLoginWaits: the first client of a pool waits, inside
+// its login, for the server login whose parameters its welcome carries;
+// it is then one of the pool's clients (welcome) and queued, so SHOW POOLS
+// shows it in cl_waiting and not in cl_active, as PgBouncer does a client
+// in CL_WAITING_LOGIN. Here the wait is made to last by a PAUSE, which
+// the pool, made by that login, inherits; RESUME ends it, and the client,
+// logged in, is cl_active.
+func TestShowPoolsFirstLoginWaits(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 1\n")
+	defer tp.shutdown(t, fake)
+	if err := tp.svc.Console().Pause("cs"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "cs"}, {"database", "cs"}})); err != nil {
+		t.Fatal(err)
+	}
+	waitPoolClients(t, tp, "first login waiting for its server", 0, 1)
+	var p *serverPool
+	for _, q := range tp.svc.allPools() {
+		if q.key.db == "cs" {
+			p = q
+		}
+	}
+	if n := p.clientsIn[clientWelcome].Load(); n != 1 {
+		t.Fatalf("pool's count of clients in welcome %d, want 1", n)
+	}
+	if err := tp.svc.Console().Resume("cs"); err != nil {
+		t.Fatal(err)
+	}
+	readUntilReady(t, conn, 'I') // the welcome
+	waitPoolClients(t, tp, "logged in", 1, 0)
+	if n := p.clientsIn[clientWelcome].Load(); n != 0 {
+		t.Fatalf("pool's count of clients in welcome %d after the login, want 0", n)
 	}
 }

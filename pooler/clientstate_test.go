@@ -8,7 +8,7 @@ import (
 
 // allClientStates lists every client state, for the exhaustive checks.
 var allClientStates = []clientState{
-	clientLogin, clientIdle, clientWaiting, clientActive, clientParked, clientDraining, clientClosed,
+	clientLogin, clientWelcome, clientIdle, clientWaiting, clientActive, clientParked, clientDraining, clientClosed,
 }
 
 // legalClientTransitions is the client's life as the code lives it, written
@@ -17,8 +17,10 @@ var legalClientTransitions = []struct {
 	from, to clientState
 	where    string
 }{
-	{clientLogin, clientIdle, "startLoop after login"},
-	{clientLogin, clientClosed, "login failed"},
+	{clientLogin, clientWelcome, "joinPool: enterPool"},
+	{clientLogin, clientClosed, "login failed before joining a pool; an admin console session"},
+	{clientWelcome, clientIdle, "startLoop after login"},
+	{clientWelcome, clientClosed, "first server login or welcome failed"},
 	{clientIdle, clientWaiting, "linkServer"},
 	{clientIdle, clientParked, "tryPark"},
 	{clientIdle, clientClosed, "left with no server linked"},
@@ -33,10 +35,29 @@ var legalClientTransitions = []struct {
 	{clientDraining, clientClosed, "clientClosed after leave"},
 }
 
+// TestClientTransitionsLegal drives every legal transition on a client of
+// a pool whose counts already hold other clients, and checks the state,
+// gone, and that the pool's count of the old state went down by one and of
+// the new state up by one (a state out of the pool, login or closed, not
+// counted at all), the others untouched.
 func TestClientTransitionsLegal(t *testing.T) {
 	for _, tc := range legalClientTransitions {
 		t.Run(tc.from.String()+"->"+tc.to.String(), func(t *testing.T) {
-			c := &client{id: 7, state: tc.from}
+			p := &serverPool{}
+			// Other clients of the pool, two in each state it counts,
+			// and this one in its state.
+			for _, s := range allClientStates {
+				if s.inPool() {
+					p.clientsIn[s].Store(2)
+					p.clients.Add(2)
+				}
+			}
+			c := &client{id: 7, state: tc.from, pool: p}
+			if tc.from.inPool() {
+				p.clientsIn[tc.from].Add(1)
+				p.clients.Add(1)
+			}
+			before := clientCounts(p)
 			c.mu.Lock()
 			c.setStateLocked(tc.to)
 			c.mu.Unlock()
@@ -46,7 +67,106 @@ func TestClientTransitionsLegal(t *testing.T) {
 			if want := tc.to == clientDraining; c.gone.Load() != want {
 				t.Fatalf("%s -> %s: gone = %v, want %v", tc.from, tc.to, c.gone.Load(), want)
 			}
+			want := before
+			if tc.from.inPool() {
+				want[tc.from]--
+				want[numClientStates]--
+			}
+			if tc.to.inPool() {
+				want[tc.to]++
+				want[numClientStates]++
+			}
+			if got := clientCounts(p); got != want {
+				t.Fatalf("%s -> %s (%s): pool counts %v, want %v", tc.from, tc.to, tc.where, got, want)
+			}
+			wantIn := 2 * 6 // the others: two in each of the six states counted
+			if tc.to.inPool() {
+				wantIn++
+			}
+			if got := p.clientsInPool(); got != wantIn {
+				t.Fatalf("%s -> %s: %d clients in the pool, want %d", tc.from, tc.to, got, wantIn)
+			}
 		})
+	}
+}
+
+// clientCounts copies the pool's per-state client counts and, last, their
+// sum as the pool keeps it, after checking that it is their sum.
+func clientCounts(p *serverPool) (n [numClientStates + 1]int32) {
+	var sum int32
+	for s := range numClientStates {
+		n[s] = p.clientsIn[s].Load()
+		sum += n[s]
+	}
+	n[numClientStates] = p.clients.Load()
+	if sum != n[numClientStates] {
+		panic(fmt.Sprintf("the pool counts %d clients, its states %d (%v)", n[numClientStates], sum, n))
+	}
+	return n
+}
+
+// TestClientCountsFollowALife drives one client of a pool through a life
+// that visits every state (login, welcome, idle, waiting, active, idle,
+// parked, idle, waiting, active, draining, closed) and checks after each
+// step that the pool counts it once, in its state, from welcome until
+// closed, and not at all before or after; then a second client whose
+// login fails after it joined leaves the counts at zero too.
+func TestClientCountsFollowALife(t *testing.T) {
+	p := &serverPool{}
+	c := &client{id: 7, pool: p}
+	check := func(step string) {
+		t.Helper()
+		var want [numClientStates + 1]int32
+		if c.state.inPool() {
+			want[c.state] = 1
+			want[numClientStates] = 1
+		}
+		if got := clientCounts(p); got != want {
+			t.Fatalf("%s: pool counts %v, want %v", step, got, want)
+		}
+		if got, want := p.clientsInPool(), int(want[c.state]); got != want {
+			t.Fatalf("%s: %d clients in the pool, want %d", step, got, want)
+		}
+	}
+	check("login")
+	c.enterPool()
+	check("joined")
+	for _, to := range []clientState{clientIdle, clientWaiting, clientActive, clientIdle,
+		clientParked, clientIdle, clientWaiting, clientActive, clientDraining, clientClosed} {
+		c.mu.Lock()
+		c.setStateLocked(to)
+		c.mu.Unlock()
+		check(to.String())
+	}
+
+	failed := &client{id: 8, pool: p}
+	failed.enterPool()
+	if got := p.clientsIn[clientWelcome].Load(); got != 1 {
+		t.Fatalf("a client that joined the pool: welcome count %d, want 1", got)
+	}
+	failed.mu.Lock()
+	failed.setStateLocked(clientClosed)
+	failed.mu.Unlock()
+	if got := p.clientsInPool(); got != 0 {
+		t.Fatalf("after a login that failed in the pool: %d clients, want 0", got)
+	}
+}
+
+// TestClientWithoutPoolCannotEnterCounts: a state the pool counts cannot be
+// entered by a client with no pool (it would be counted nowhere); the
+// panic leaves the client as it was.
+func TestClientWithoutPoolCannotEnterCounts(t *testing.T) {
+	c := &client{id: 7, state: clientLogin}
+	msg := setStateRecovering(c, clientWelcome)
+	if want := "BUG: client C-7: login -> welcome with no pool"; !strings.HasPrefix(msg, want) {
+		t.Fatalf("panic %q, want one starting %q", msg, want)
+	}
+	if c.state != clientLogin {
+		t.Fatalf("state after the refused move %s, want login", c.state)
+	}
+	// An admin console client has no pool and leaves from login.
+	if msg := setStateRecovering(c, clientClosed); msg != "" {
+		t.Fatalf("login -> closed with no pool: panic %q", msg)
 	}
 }
 
@@ -62,14 +182,23 @@ func TestClientTransitionsIllegalPanic(t *testing.T) {
 				continue
 			}
 			illegal++
-			msg := setStateRecovering(&client{id: 7, state: from}, to)
-			want := fmt.Sprintf("BUG: client C-7: %s -> %s ", from, to)
+			p := &serverPool{}
+			if from.inPool() {
+				p.clientsIn[from].Store(1)
+				p.clients.Store(1)
+			}
+			before := clientCounts(p)
+			msg := setStateRecovering(&client{id: 7, state: from, pool: p}, to)
+			want := fmt.Sprintf("BUG: client C-7: %s -> %s is not a legal transition", from, to)
 			if !strings.HasPrefix(msg, want) {
 				t.Errorf("%s -> %s: panic %q, want one starting %q", from, to, msg, want)
 			}
+			if got := clientCounts(p); got != before {
+				t.Errorf("%s -> %s refused, yet the pool counts changed: %v, were %v", from, to, got, before)
+			}
 		}
 	}
-	// 7 states, 14 legal moves: every other pair, the same state twice
+	// 8 states, 16 legal moves: every other pair, the same state twice
 	// included, must be refused.
 	if want := len(allClientStates)*len(allClientStates) - len(legalClientTransitions); illegal != want {
 		t.Fatalf("checked %d illegal transitions, want %d", illegal, want)
@@ -99,6 +228,7 @@ func TestClientStateShow(t *testing.T) {
 		want   string
 	}{
 		{clientLogin, false, "idle"},
+		{clientWelcome, false, "idle"},
 		{clientIdle, false, "idle"},
 		{clientWaiting, false, "waiting"},
 		{clientActive, true, "active"},
@@ -122,7 +252,7 @@ func TestUnlinkServerKeepsDraining(t *testing.T) {
 		{clientDraining, clientDraining},
 		{clientClosed, clientClosed},
 	} {
-		c := &client{id: 7, state: tc.from, link: newLink(nil)}
+		c := &client{id: 7, state: tc.from, link: newLink(nil), pool: &serverPool{}}
 		c.link.srv = &server{}
 		c.mu.Lock()
 		c.unlinkServerLocked()

@@ -79,6 +79,21 @@ func (v consoleView) Pools() []admin.Pool {
 		// The server columns are the pool's per-state counts
 		// (objects.go); sv_used and sv_tested have no state here:
 		// checkout checks a server itself (checkServer).
+		//
+		// The client columns are PgBouncer's lists: cl_waiting its
+		// waiting_client_list, the clients that found no server and
+		// queued for one (the pool's queue, a first client's login
+		// included); cl_active every other client that joined the pool,
+		// idle, parked and linked alike (PgBouncer's active_client_list,
+		// where an idle logged-in client sits too). The clients in the
+		// pool are its per-state counts (clientstate.go). Their waiting
+		// state is wider than the queue: it also covers the admission
+		// gate, taking an idle server and setting its parameters, which
+		// PgBouncer does with the client active, so cl_waiting does not
+		// count it, or a pool with no queue would show waiting clients
+		// under load. Nor do cl_waiting_cancel_req and
+		// cl_active_cancel_req count anything: cancel requests are
+		// forwarded at once (Service.cancel), not held as clients.
 		row := admin.Pool{
 			Database:        p.key.db,
 			User:            p.key.user,
@@ -90,10 +105,9 @@ func (v consoleView) Pools() []admin.Pool {
 			PoolMode:        p.eff.PoolMode.String(),
 			PoolSize:        p.eff.PoolSize,
 		}
-		row.ClActive = p.clients - row.ClWaiting
-		if row.ClActive < 0 {
-			row.ClActive = 0
-		}
+		// The queue can hold waits that are no pool client's (an
+		// auth_query's): cl_active never goes below zero for them.
+		row.ClActive = max(p.clientsInPool()-row.ClWaiting, 0)
 		if w := p.queue.Oldest(); w != nil {
 			row.MaxWait = now.Sub(w.Enqueued)
 		}

@@ -191,14 +191,14 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 }
 
 // joinPool makes the client one of pool's, in the pool's mode. The client
-// is counted in the pool from here on, also when the login fails after
-// (clientClosed uncounts it).
+// is counted in the pool from here on (welcome), also when the login fails
+// after (closed uncounts it).
 func (c *client) joinPool(st *config.Settings, pool *serverPool) error {
 	c.pool = pool
 	eff := pool.effective()
 	c.mode = eff.PoolMode
 	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
-	pool.addClient(1)
+	c.enterPool()
 	if !pool.hasWelcome() {
 		// Like PgBouncer, the first client of a pool waits for a server
 		// login so the welcome carries the real server's parameters.

@@ -72,7 +72,8 @@ func init() {
 // samples.
 func (s *Service) WriteMetrics(w io.Writer) {
 	// The pool gauges are SHOW POOLS' columns, read from the pools'
-	// per-state counts (objects.go), so the two never disagree.
+	// per-state counts (servers: objects.go; clients: clientstate.go),
+	// so the two never disagree.
 	pools := s.Console().Pools()
 	for _, g := range []struct {
 		name string

@@ -53,12 +53,19 @@ type serverPool struct {
 	beingCanceled int
 	total         int // connecting + idle + active + beingCanceled, what pool_size caps
 
+	// clientsIn counts the pool's clients by state, clients their sum
+	// (one load for a reader, never caught mid-move); only
+	// client.setStateLocked writes them (clientstate.go), under the
+	// client's lock, hence atomics: the pool's lock and a client's never
+	// nest.
+	clientsIn [numClientStates]atomic.Int32
+	clients   atomic.Int32
+
 	// queue holds the clients waiting for a server, oldest first.
 	queue admission.Queue
 	// queued is queue.Len() for readers without mu (hasWaiters); set
 	// under mu after every change to queue.
 	queued  atomic.Int32
-	clients int // clients logged in to this pool
 	welcome map[string]string
 	// paramSets interns clients' parameter maps (initialParams): most
 	// clients of a pool log in with the same parameters, and thousands of
@@ -556,12 +563,6 @@ func (p *serverPool) effective() config.Effective {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.eff
-}
-
-func (p *serverPool) addClient(n int) {
-	p.mu.Lock()
-	p.clients += n
-	p.mu.Unlock()
 }
 
 func (p *serverPool) hasWelcome() bool {

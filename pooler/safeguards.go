@@ -166,7 +166,7 @@ func (p *serverPool) growTick() {
 // bucket as growth for waiters. After a failed login it waits
 // server_login_retry, as growth for clients does.
 func (p *serverPool) fillMinLocked(now time.Time) {
-	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clients == 0 && p.db.User == "") {
+	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.db.User == "") {
 		return
 	}
 	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry {

@@ -348,9 +348,6 @@ func (s *Service) clientClosed(c *client) {
 		delete(s.cancels, c.key)
 	}
 	s.cancelMu.Unlock()
-	if c.pool != nil {
-		c.pool.addClient(-1)
-	}
 	c.mu.Lock()
 	c.setStateLocked(clientClosed)
 	c.clearStmtsLocked()
