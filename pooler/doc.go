@@ -61,9 +61,13 @@
 //
 // A client (client.go) is one client connection: its identity, session
 // parameters, prepared-statement names and cancel key. Its state, written
-// only by client.setStateLocked under the client's mu:
+// only by client.setStateLocked under the client's mu, which also keeps
+// its pool's client counts (atomics: the client's and the pool's locks
+// never nest) from welcome until closed, which SHOW POOLS and the gauges
+// read:
 //
-//	login    -> idle               logged in
+//	login    -> welcome            authenticated, joined its pool
+//	welcome  -> idle               the welcome sent, serving starts
 //	idle     -> waiting            a message needs a server
 //	waiting  -> active | idle      linked; the wait ended without a server
 //	active   -> idle               the server was released, lost or closed
