@@ -11,13 +11,6 @@ import (
 // Service (a pump, a drain, a login, a timer's callback) is a leak in
 // production too. goleak retries for a while before it reports, so
 // goroutines that are ending when the last test returns are not counted.
-//
-// One is expected: parker.run waits in epoll_wait for as long as the
-// process lives (park.go: a Service's epoll set is made on the first park
-// and never closed), and the tests that serve clients over TCP
-// (FuzzSession, TestRelayProperty) park some.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/pgturnstile/pgturnstile/pooler.(*parker).run"),
-	)
+	goleak.VerifyTestMain(m)
 }

@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"errors"
 	"net"
 	"os"
 	"runtime/debug"
@@ -48,14 +49,17 @@ const parkAfterLogin = 100 * time.Millisecond
 // parkScanEvery is how often the janitor looks for clients to park.
 const parkScanEvery = time.Second
 
-// parker is the service's epoll set of parked clients.
+// parker is the service's epoll set of parked clients. It lives from the
+// first park to the end of Serve (stop).
 type parker struct {
 	once   sync.Once
 	poller *netpoll.Poller
 	err    error
+	done   chan struct{} // closed when run returns
 
-	mu     sync.Mutex
-	parked map[int32]*client // by socket descriptor
+	mu      sync.Mutex
+	stopped bool              // no epoll set is made after stop
+	parked  map[int32]*client // by socket descriptor
 	// freedAt is len(parked) at the last FreeOSMemory: many clients going
 	// idle together hand their stacks and buffers back to the OS at once.
 	// lastScan is len(parked) at the previous scan: when parking has
@@ -64,22 +68,59 @@ type parker struct {
 	lastScan int
 }
 
-// start creates the epoll set and its goroutine on first use.
+// errParkerStopped is start's answer once the service has stopped.
+var errParkerStopped = errors.New("the service has stopped")
+
+// start creates the epoll set and its goroutine on first use. Under mu, so
+// that stop sees either the set or none that will ever be made.
 func (pk *parker) start() error {
 	pk.once.Do(func() {
+		pk.mu.Lock()
+		defer pk.mu.Unlock()
+		if pk.stopped {
+			pk.err = errParkerStopped
+			return
+		}
 		pk.poller, pk.err = netpoll.NewPoller()
 		if pk.err != nil {
 			return
 		}
 		pk.parked = map[int32]*client{}
+		pk.done = make(chan struct{})
 		go pk.run()
 	})
 	return pk.err
 }
 
-// run wakes parked clients whose socket became readable or hung up. The
-// wait is a blocking system call on a thread of its own.
+// stop ends run and closes the epoll set when the service stops (Serve
+// returns), and resumes the clients parked then: each goes on with a
+// goroutine of its own, as a client that never parked does, and ends when
+// it hangs up. A client that parks meanwhile finds the set closed and
+// resumes at once (tryPark); none parks after stop.
+func (pk *parker) stop() {
+	pk.mu.Lock()
+	pk.stopped = true
+	poller := pk.poller
+	pk.mu.Unlock()
+	if poller == nil {
+		return // never started, and now never will
+	}
+	poller.Close() // run's Wait returns net.ErrClosed
+	<-pk.done
+	pk.mu.Lock()
+	parked := pk.parked
+	pk.parked = map[int32]*client{}
+	pk.mu.Unlock()
+	for fd, c := range parked {
+		go c.resume(int(fd))
+	}
+}
+
+// run wakes parked clients whose socket became readable or hung up, until
+// stop closes the epoll set. The wait is a blocking system call on a
+// thread of its own.
 func (pk *parker) run() {
+	defer close(pk.done)
 	fds := make([]int32, 128)
 	for {
 		n, err := pk.poller.Wait(fds)

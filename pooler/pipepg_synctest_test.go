@@ -61,6 +61,8 @@ type fakeDownError struct{}
 
 func (*fakeDownError) Error() string { return "connection refused (fake Postgres closed)" }
 
+// serve is one backend: a cancel request, or a login and then a session,
+// after which it records how the backend ended.
 func (pg *pipePG) serve(conn net.Conn) {
 	defer conn.Close()
 	be := pgproto3.NewBackend(conn, conn)
@@ -70,33 +72,53 @@ func (pg *pipePG) serve(conn net.Conn) {
 	}
 	switch m := msg.(type) {
 	case *pgproto3.CancelRequest:
-		pg.mu.Lock()
-		pg.cancels = append(pg.cancels, int(m.ProcessID))
-		if ch := pg.cancel[int(m.ProcessID)]; ch != nil {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-		pg.mu.Unlock()
+		pg.cancelRequest(int(m.ProcessID))
 		return
 	case *pgproto3.StartupMessage:
 	default:
 		return
 	}
+	pid, cancelled := pg.register(conn)
+	how := "eof"
+	if pg.login(be, pid) {
+		how = pg.session(be, cancelled)
+	}
 	pg.mu.Lock()
+	delete(pg.conns, pid)
+	pg.ended[pid] = how
+	pg.mu.Unlock()
+}
+
+// cancelRequest records a cancel request for backend pid and interrupts
+// its SLEEP if one is running.
+func (pg *pipePG) cancelRequest(pid int) {
+	pg.mu.Lock()
+	pg.cancels = append(pg.cancels, pid)
+	if ch := pg.cancel[pid]; ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	pg.mu.Unlock()
+}
+
+// register gives a new backend on conn its pid and the channel its cancel
+// requests arrive on.
+func (pg *pipePG) register(conn net.Conn) (int, chan struct{}) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
 	pg.nextPID++
 	pid := pg.nextPID
 	pg.conns[pid] = conn
 	cancelled := make(chan struct{}, 1)
 	pg.cancel[pid] = cancelled
-	pg.mu.Unlock()
-	end := func(how string) {
-		pg.mu.Lock()
-		delete(pg.conns, pid)
-		pg.ended[pid] = how
-		pg.mu.Unlock()
-	}
+	return pid, cancelled
+}
+
+// login accepts the startup as Postgres 16 would with trust
+// authentication; false when the pooler is gone.
+func (pg *pipePG) login(be *pgproto3.Backend, pid int) bool {
 	be.Send(&pgproto3.AuthenticationOk{})
 	for _, p := range [][2]string{
 		{"application_name", ""}, {"client_encoding", "UTF8"}, {"DateStyle", "ISO, MDY"},
@@ -106,52 +128,58 @@ func (pg *pipePG) serve(conn net.Conn) {
 	}
 	be.Send(&pgproto3.BackendKeyData{ProcessID: uint32(pid), SecretKey: []byte{0, 0, 0, byte(pid)}})
 	be.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-	if be.Flush() != nil {
-		end("eof")
-		return
-	}
+	return be.Flush() == nil
+}
+
+// session answers simple queries until the backend ends, and returns how
+// it ended: "eof", "terminate" or the unexpected message.
+func (pg *pipePG) session(be *pgproto3.Backend, cancelled <-chan struct{}) string {
 	tx := byte('I')
 	for {
 		msg, err := be.Receive()
 		if err != nil {
-			end("eof")
-			return
+			return "eof"
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
-			tag, _, _ := strings.Cut(strings.TrimSpace(m.String), " ")
-			tag = strings.ToUpper(tag)
-			switch tag {
-			case "BEGIN":
-				tx = 'T'
-			case "COMMIT", "ROLLBACK":
-				tx = 'I'
-			}
-			if tag == "SLEEP" {
-				select {
-				case <-cancelled:
-					be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request"})
-				case <-time.After(10 * time.Second):
-					be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
-				}
-			} else {
-				be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
-			}
+			tx = answerPipeQuery(be, m.String, tx, cancelled)
 			be.Send(&pgproto3.ReadyForQuery{TxStatus: tx})
 			if be.Flush() != nil {
-				end("eof")
-				return
+				return "eof"
 			}
 		case *pgproto3.Terminate:
-			end("terminate")
-			return
+			return "terminate"
 		default:
 			// Not needed by the timing tests: a protocol error would hide
 			// what they look at, so the backend just ends.
-			end(fmt.Sprintf("unexpected %T", m))
-			return
+			return fmt.Sprintf("unexpected %T", m)
 		}
 	}
+}
+
+// answerPipeQuery answers a simple query with its first word as the
+// CommandComplete tag (SLEEP waits 10 s unless cancelled first) and
+// returns the transaction status after it.
+func answerPipeQuery(be *pgproto3.Backend, sql string, tx byte, cancelled <-chan struct{}) byte {
+	tag, _, _ := strings.Cut(strings.TrimSpace(sql), " ")
+	tag = strings.ToUpper(tag)
+	switch tag {
+	case "BEGIN":
+		tx = 'T'
+	case "COMMIT", "ROLLBACK":
+		tx = 'I'
+	}
+	if tag == "SLEEP" {
+		select {
+		case <-cancelled:
+			be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request"})
+		case <-time.After(10 * time.Second):
+			be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+		}
+	} else {
+		be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	}
+	return tx
 }
 
 // endedHow reports how backend pid ended ("" while it is open).

@@ -364,121 +364,168 @@ func (c *relayPropClient) status() byte {
 // or a run of extended-protocol messages ended by Sync. It returns the
 // bytes and the replies expected.
 func (c *relayPropClient) batch() ([]byte, []expected) {
-	var out []byte
-	var want []expected
 	if c.rng.IntN(5) == 0 {
-		var text []byte
-		switch k := c.rng.IntN(8); {
-		case k == 0 && !c.inTx:
-			text = []byte("BEGIN")
-			c.inTx = true
-		case k == 1 && c.inTx:
-			text = []byte("COMMIT")
-			c.inTx = false
-		default:
-			text = c.texts.text(c.textSize(0), c.rng.IntN(3))
-		}
-		msg := encode(&pgproto3.Query{String: string(text)})
-		c.queries = append(c.queries, msg[5:])
-		out = append(out, msg...)
-		switch {
-		case len(text) == 0:
-			want = append(want, expected{typ: 'I', what: "EmptyQueryResponse"})
-		case string(text) == "BEGIN" || string(text) == "COMMIT":
-			want = append(want, expected{typ: 'C', what: string(text)})
-		default:
-			want = append(want, expected{typ: 'T', what: "RowDescription"}, wantRow(text, nil), expected{typ: 'C', what: "CommandComplete"})
-		}
-		// A simple query replaces the unnamed statement.
-		c.unnamed = nil
-		return out, append(want, wantStatus(c.status()))
+		return c.simpleQuery()
 	}
-	portals := map[string]relayPropStmt{}
-	portalParams := map[string][]byte{}
+	b := &relayPropBatch{portals: map[string]relayPropStmt{}, portalParams: map[string][]byte{}}
 	for range 1 + c.rng.IntN(6) {
 		switch k := c.rng.IntN(9); {
-		case k < 2: // Parse of a new named statement
-			c.nextID++
-			name := fmt.Sprintf("c%ds%d", c.id, c.nextID%5)
-			if _, held := c.named[name]; held {
-				out = append(out, encode(&pgproto3.Close{ObjectType: 'S', Name: name})...)
-				want = append(want, expected{typ: '3', what: "CloseComplete of " + name})
-				delete(c.named, name)
-			}
-			st := c.newStmt(len(name))
-			out = append(out, encode(&pgproto3.Parse{Name: name, Query: string(st.text), ParameterOIDs: st.types})...)
-			want = append(want, expected{typ: '1', what: "ParseComplete of " + name})
-			c.named[name] = st
-			c.parses = append(c.parses, st)
-		case k < 3: // Parse of the unnamed statement
-			st := c.newStmt(0)
-			out = append(out, encode(&pgproto3.Parse{Query: string(st.text), ParameterOIDs: st.types})...)
-			want = append(want, expected{typ: '1', what: "ParseComplete of the unnamed statement"})
-			c.unnamed = &st
-			c.parses = append(c.parses, st)
-		case k < 6: // Bind, maybe Describe, Execute
-			name, st, ok := c.pickStmt()
-			if !ok {
-				continue
-			}
-			portal := ""
-			if c.rng.IntN(3) == 0 {
-				portal = fmt.Sprintf("p%d", len(portals))
-			}
-			if _, used := portals[portal]; used && portal != "" {
-				continue
-			}
-			msg := encode(&pgproto3.Bind{DestinationPortal: portal, PreparedStatement: name, Parameters: c.params()})
-			out = append(out, msg...)
-			want = append(want, expected{typ: '2', what: "BindComplete of " + name})
-			params := paramSection(msg)
-			c.binds = append(c.binds, params)
-			portals[portal], portalParams[portal] = st, params
-			if c.rng.IntN(2) == 0 {
-				out = append(out, encode(&pgproto3.Describe{ObjectType: 'P', Name: portal})...)
-				want = append(want, describeReply(st)...)
-			}
-			if c.rng.IntN(4) != 0 {
-				out = append(out, encode(&pgproto3.Execute{Portal: portal})...)
-				c.executes++
-				want = append(want, executeReply(st, params)...)
-			}
-		case k < 7: // Describe of a statement
-			name, st, ok := c.pickStmt()
-			if !ok {
-				continue
-			}
-			out = append(out, encode(&pgproto3.Describe{ObjectType: 'S', Name: name})...)
-			types := st.types
-			want = append(want, expected{typ: 't', what: "ParameterDescription of " + name, check: func(b []byte) error {
-				var pd pgproto3.ParameterDescription
-				if err := pd.Decode(b); err != nil {
-					return err
-				}
-				if fmt.Sprint(pd.ParameterOIDs) != fmt.Sprint(types) {
-					return fmt.Errorf("parameter types %v, want %v", pd.ParameterOIDs, types)
-				}
-				return nil
-			}})
-			want = append(want, describeReply(st)...)
-		case k < 8: // Execute a portal of this batch again
-			if keys := sortedKeys(portals); len(keys) > 0 {
-				portal := keys[c.rng.IntN(len(keys))]
-				out = append(out, encode(&pgproto3.Execute{Portal: portal})...)
-				c.executes++
-				want = append(want, executeReply(portals[portal], portalParams[portal])...)
-			}
-		default: // Close a named statement
-			if keys := sortedKeys(c.named); len(keys) > 0 {
-				name := keys[c.rng.IntN(len(keys))]
-				out = append(out, encode(&pgproto3.Close{ObjectType: 'S', Name: name})...)
-				want = append(want, expected{typ: '3', what: "CloseComplete of " + name})
-				delete(c.named, name)
-			}
+		case k < 2:
+			c.parseNamed(b)
+		case k < 3:
+			c.parseUnnamed(b)
+		case k < 6:
+			c.bindExecute(b)
+		case k < 7:
+			c.describeStmt(b)
+		case k < 8:
+			c.executeAgain(b)
+		default:
+			c.closeNamed(b)
 		}
 	}
-	out = append(out, encode(&pgproto3.Sync{})...)
+	b.out = append(b.out, encode(&pgproto3.Sync{})...)
+	return b.out, append(b.want, wantStatus(c.status()))
+}
+
+// relayPropBatch is an extended-protocol batch being made: its bytes, the
+// replies expected, and the portals it bound (with their parameters).
+type relayPropBatch struct {
+	out          []byte
+	want         []expected
+	portals      map[string]relayPropStmt
+	portalParams map[string][]byte
+}
+
+// add appends a message and the replies expected for it.
+func (b *relayPropBatch) add(msg []byte, want ...expected) {
+	b.out = append(b.out, msg...)
+	b.want = append(b.want, want...)
+}
+
+// simpleQuery makes a simple Query request (sometimes BEGIN or COMMIT).
+func (c *relayPropClient) simpleQuery() ([]byte, []expected) {
+	var out []byte
+	var want []expected
+	var text []byte
+	switch k := c.rng.IntN(8); {
+	case k == 0 && !c.inTx:
+		text = []byte("BEGIN")
+		c.inTx = true
+	case k == 1 && c.inTx:
+		text = []byte("COMMIT")
+		c.inTx = false
+	default:
+		text = c.texts.text(c.textSize(0), c.rng.IntN(3))
+	}
+	msg := encode(&pgproto3.Query{String: string(text)})
+	c.queries = append(c.queries, msg[5:])
+	out = append(out, msg...)
+	switch {
+	case len(text) == 0:
+		want = append(want, expected{typ: 'I', what: "EmptyQueryResponse"})
+	case string(text) == "BEGIN" || string(text) == "COMMIT":
+		want = append(want, expected{typ: 'C', what: string(text)})
+	default:
+		want = append(want, expected{typ: 'T', what: "RowDescription"}, wantRow(text, nil), expected{typ: 'C', what: "CommandComplete"})
+	}
+	// A simple query replaces the unnamed statement.
+	c.unnamed = nil
 	return out, append(want, wantStatus(c.status()))
+}
+
+// parseNamed adds a Parse of a new named statement, after a Close of the
+// name when the client holds it.
+func (c *relayPropClient) parseNamed(b *relayPropBatch) {
+	c.nextID++
+	name := fmt.Sprintf("c%ds%d", c.id, c.nextID%5)
+	if _, held := c.named[name]; held {
+		b.add(encode(&pgproto3.Close{ObjectType: 'S', Name: name}), expected{typ: '3', what: "CloseComplete of " + name})
+		delete(c.named, name)
+	}
+	st := c.newStmt(len(name))
+	b.add(encode(&pgproto3.Parse{Name: name, Query: string(st.text), ParameterOIDs: st.types}),
+		expected{typ: '1', what: "ParseComplete of " + name})
+	c.named[name] = st
+	c.parses = append(c.parses, st)
+}
+
+// parseUnnamed adds a Parse of the unnamed statement.
+func (c *relayPropClient) parseUnnamed(b *relayPropBatch) {
+	st := c.newStmt(0)
+	b.add(encode(&pgproto3.Parse{Query: string(st.text), ParameterOIDs: st.types}),
+		expected{typ: '1', what: "ParseComplete of the unnamed statement"})
+	c.unnamed = &st
+	c.parses = append(c.parses, st)
+}
+
+// bindExecute adds a Bind of a statement the client holds to the unnamed
+// or a new named portal, maybe a Describe of the portal, and maybe its
+// Execute.
+func (c *relayPropClient) bindExecute(b *relayPropBatch) {
+	name, st, ok := c.pickStmt()
+	if !ok {
+		return
+	}
+	portal := ""
+	if c.rng.IntN(3) == 0 {
+		portal = fmt.Sprintf("p%d", len(b.portals))
+	}
+	if _, used := b.portals[portal]; used && portal != "" {
+		return
+	}
+	msg := encode(&pgproto3.Bind{DestinationPortal: portal, PreparedStatement: name, Parameters: c.params()})
+	b.add(msg, expected{typ: '2', what: "BindComplete of " + name})
+	params := paramSection(msg)
+	c.binds = append(c.binds, params)
+	b.portals[portal], b.portalParams[portal] = st, params
+	if c.rng.IntN(2) == 0 {
+		b.add(encode(&pgproto3.Describe{ObjectType: 'P', Name: portal}), describeReply(st)...)
+	}
+	if c.rng.IntN(4) != 0 {
+		b.out = append(b.out, encode(&pgproto3.Execute{Portal: portal})...)
+		c.executes++
+		b.want = append(b.want, executeReply(st, params)...)
+	}
+}
+
+// describeStmt adds a Describe of a statement the client holds.
+func (c *relayPropClient) describeStmt(b *relayPropBatch) {
+	name, st, ok := c.pickStmt()
+	if !ok {
+		return
+	}
+	types := st.types
+	b.add(encode(&pgproto3.Describe{ObjectType: 'S', Name: name}), expected{typ: 't', what: "ParameterDescription of " + name, check: func(body []byte) error {
+		var pd pgproto3.ParameterDescription
+		if err := pd.Decode(body); err != nil {
+			return err
+		}
+		if fmt.Sprint(pd.ParameterOIDs) != fmt.Sprint(types) {
+			return fmt.Errorf("parameter types %v, want %v", pd.ParameterOIDs, types)
+		}
+		return nil
+	}})
+	b.want = append(b.want, describeReply(st)...)
+}
+
+// executeAgain adds an Execute of a portal this batch bound.
+func (c *relayPropClient) executeAgain(b *relayPropBatch) {
+	if keys := sortedKeys(b.portals); len(keys) > 0 {
+		portal := keys[c.rng.IntN(len(keys))]
+		b.out = append(b.out, encode(&pgproto3.Execute{Portal: portal})...)
+		c.executes++
+		b.want = append(b.want, executeReply(b.portals[portal], b.portalParams[portal])...)
+	}
+}
+
+// closeNamed adds a Close of a named statement the client holds.
+func (c *relayPropClient) closeNamed(b *relayPropBatch) {
+	if keys := sortedKeys(c.named); len(keys) > 0 {
+		name := keys[c.rng.IntN(len(keys))]
+		b.add(encode(&pgproto3.Close{ObjectType: 'S', Name: name}), expected{typ: '3', what: "CloseComplete of " + name})
+		delete(c.named, name)
+	}
 }
 
 // pickStmt picks a statement the client holds: a named one or the unnamed.

@@ -233,6 +233,8 @@ func (s *Service) Addrs() []net.Addr {
 
 // Serve accepts clients until ctx is done or the listeners close.
 func (s *Service) Serve(ctx context.Context) error {
+	// Parked clients resume; after the janitor's stop, which parks them.
+	defer s.parker.stop()
 	jctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go s.janitor(jctx)

@@ -231,105 +231,116 @@ func TestTimingReservePool(t *testing.T) {
 // longest idle first; a busy one over the limit is taken after
 // limit_evict_grace (its client gets FATAL 08P01 "evicted"), not before.
 func TestTimingShrinkAfterLoweredLimit(t *testing.T) {
-	t.Run("idle", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			settings := "pool_mode = transaction\nserver_idle_timeout = 0\ndefault_pool_size = "
-			r := startTimingRig(t, settings+"3\n")
-			cs := []*pipeClient{r.connect("u", nil), r.connect("u", nil), r.connect("u", nil)}
-			for _, c := range cs {
-				if rep := c.query("BEGIN"); rep.status != 'T' {
-					t.Fatalf("BEGIN: %v", rep)
-				}
-			}
-			pids := r.serverPIDs()
-			// Released one second apart: pids[0] is the longest idle.
-			for i, c := range cs {
-				r.sleepUntil(time.Duration(i+1) * time.Second)
-				if rep := c.query("COMMIT"); rep.status != 'I' {
-					t.Fatalf("COMMIT: %v", rep)
-				}
-			}
-			synctest.Wait() // the last server is released after its ReadyForQuery
-			if p := r.pool("u"); p.SvIdle != 3 || len(pids) != 3 {
-				t.Fatalf("before the change: pool %+v, servers %v; want 3 idle", p, pids)
-			}
-			if err := r.svc.Apply(parseTimingConfig(t, settings+"1\n"), true); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			if open := r.serverPIDs(); len(open) != 1 || open[0] != pids[2] {
-				t.Errorf("servers after pool_size 3 -> 1: %v; want only %d, the most recently used", open, pids[2])
-			}
-			for _, pid := range pids[:2] {
-				if how := r.pg.endedHow(pid); how != "terminate" {
-					t.Errorf("backend %d ended %q; want terminate", pid, how)
-				}
-			}
-			if p := r.pool("u"); p.SvIdle != 1 || p.PoolSize != 1 {
-				t.Errorf("pool after the change: %+v", p)
-			}
-			if n := strings.Count(r.log.String(), "closing because: limit lowered"); n != 2 {
-				t.Errorf("%d 'limit lowered' close lines; want 2", n)
-			}
-		})
-	})
-	t.Run("busy with limit_evict_grace", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			settings := "pool_mode = transaction\nlimit_evict_grace = 2\ndefault_pool_size = "
-			r := startTimingRig(t, settings+"2\n")
-			a, b := r.connect("u", nil), r.connect("u", nil)
-			for _, c := range []*pipeClient{a, b} {
-				if rep := c.query("BEGIN"); rep.status != 'T' {
-					t.Fatalf("BEGIN: %v", rep)
-				}
-			}
-			gotA := make(chan reply, 1)
-			gotB := make(chan reply, 1)
-			go func() { gotA <- a.readReply() }()
-			go func() { gotB <- b.readReply() }()
-			r.sleepUntil(550 * time.Millisecond)
-			if err := r.svc.Apply(parseTimingConfig(t, settings+"1\n"), true); err != nil {
-				t.Fatal(err)
-			}
-			synctest.Wait()
-			var doomed []int
-			for _, s := range r.svc.Console().Servers() {
-				if s.CloseNeeded {
-					doomed = append(doomed, s.RemotePID)
-				}
-			}
-			if len(doomed) != 1 || len(r.serverPIDs()) != 2 {
-				t.Fatalf("after pool_size 2 -> 1 with both busy: close_needed %v of %v; want one of two", doomed, r.serverPIDs())
-			}
-			r.sleepUntil(2550*time.Millisecond - time.Nanosecond)
-			select {
-			case rep := <-gotA:
-				t.Fatalf("client a got %+v before limit_evict_grace", rep)
-			case rep := <-gotB:
-				t.Fatalf("client b got %+v before limit_evict_grace", rep)
-			default:
-			}
-			if how := r.pg.endedHow(doomed[0]); how != "" {
-				t.Fatalf("backend %d ended %q before limit_evict_grace", doomed[0], how)
-			}
-			var rep reply
-			select {
-			case rep = <-gotA:
-			case rep = <-gotB:
-			}
-			checkError(t, rep, CodeEvicted, "FATAL", "08P01", "evicted")
-			if at := r.elapsed(rep.at); at < 2550*time.Millisecond || at > 2550*time.Millisecond+janitorPeriod {
-				t.Errorf("evicted at %v; want limit_evict_grace (2s) after the change at 550ms, by the next tick", at)
-			}
-			synctest.Wait()
-			if open := r.serverPIDs(); len(open) != 1 || open[0] == doomed[0] {
-				t.Errorf("servers after the eviction: %v; want one, not %d", open, doomed[0])
-			}
-			if how := r.pg.endedHow(doomed[0]); how == "" {
-				t.Errorf("the evicted backend %d is still open", doomed[0])
-			}
-		})
-	})
+	t.Run("idle", func(t *testing.T) { synctest.Test(t, shrinkIdleServers) })
+	t.Run("busy with limit_evict_grace", func(t *testing.T) { synctest.Test(t, shrinkBusyServer) })
+}
+
+// shrinkIdleServers: three idle servers, pool_size 3 -> 1; the two longest
+// idle close at once.
+func shrinkIdleServers(t *testing.T) {
+	settings := "pool_mode = transaction\nserver_idle_timeout = 0\ndefault_pool_size = "
+	r := startTimingRig(t, settings+"3\n")
+	cs := []*pipeClient{r.connect("u", nil), r.connect("u", nil), r.connect("u", nil)}
+	for _, c := range cs {
+		if rep := c.query("BEGIN"); rep.status != 'T' {
+			t.Fatalf("BEGIN: %v", rep)
+		}
+	}
+	pids := r.serverPIDs()
+	// Released one second apart: pids[0] is the longest idle.
+	for i, c := range cs {
+		r.sleepUntil(time.Duration(i+1) * time.Second)
+		if rep := c.query("COMMIT"); rep.status != 'I' {
+			t.Fatalf("COMMIT: %v", rep)
+		}
+	}
+	synctest.Wait() // the last server is released after its ReadyForQuery
+	if p := r.pool("u"); p.SvIdle != 3 || len(pids) != 3 {
+		t.Fatalf("before the change: pool %+v, servers %v; want 3 idle", p, pids)
+	}
+	if err := r.svc.Apply(parseTimingConfig(t, settings+"1\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if open := r.serverPIDs(); len(open) != 1 || open[0] != pids[2] {
+		t.Errorf("servers after pool_size 3 -> 1: %v; want only %d, the most recently used", open, pids[2])
+	}
+	for _, pid := range pids[:2] {
+		if how := r.pg.endedHow(pid); how != "terminate" {
+			t.Errorf("backend %d ended %q; want terminate", pid, how)
+		}
+	}
+	if p := r.pool("u"); p.SvIdle != 1 || p.PoolSize != 1 {
+		t.Errorf("pool after the change: %+v", p)
+	}
+	if n := strings.Count(r.log.String(), "closing because: limit lowered"); n != 2 {
+		t.Errorf("%d 'limit lowered' close lines; want 2", n)
+	}
+}
+
+// shrinkBusyServer: two busy servers, pool_size 2 -> 1; one is marked
+// close_needed at once and taken from its client limit_evict_grace later.
+func shrinkBusyServer(t *testing.T) {
+	settings := "pool_mode = transaction\nlimit_evict_grace = 2\ndefault_pool_size = "
+	r := startTimingRig(t, settings+"2\n")
+	a, b := r.connect("u", nil), r.connect("u", nil)
+	for _, c := range []*pipeClient{a, b} {
+		if rep := c.query("BEGIN"); rep.status != 'T' {
+			t.Fatalf("BEGIN: %v", rep)
+		}
+	}
+	gotA := make(chan reply, 1)
+	gotB := make(chan reply, 1)
+	go func() { gotA <- a.readReply() }()
+	go func() { gotB <- b.readReply() }()
+	r.sleepUntil(550 * time.Millisecond)
+	if err := r.svc.Apply(parseTimingConfig(t, settings+"1\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	doomed := closeNeededPIDs(r)
+	if len(doomed) != 1 || len(r.serverPIDs()) != 2 {
+		t.Fatalf("after pool_size 2 -> 1 with both busy: close_needed %v of %v; want one of two", doomed, r.serverPIDs())
+	}
+	r.sleepUntil(2550*time.Millisecond - time.Nanosecond)
+	select {
+	case rep := <-gotA:
+		t.Fatalf("client a got %+v before limit_evict_grace", rep)
+	case rep := <-gotB:
+		t.Fatalf("client b got %+v before limit_evict_grace", rep)
+	default:
+	}
+	if how := r.pg.endedHow(doomed[0]); how != "" {
+		t.Fatalf("backend %d ended %q before limit_evict_grace", doomed[0], how)
+	}
+	var rep reply
+	select {
+	case rep = <-gotA:
+	case rep = <-gotB:
+	}
+	checkError(t, rep, CodeEvicted, "FATAL", "08P01", "evicted")
+	if at := r.elapsed(rep.at); at < 2550*time.Millisecond || at > 2550*time.Millisecond+janitorPeriod {
+		t.Errorf("evicted at %v; want limit_evict_grace (2s) after the change at 550ms, by the next tick", at)
+	}
+	synctest.Wait()
+	if open := r.serverPIDs(); len(open) != 1 || open[0] == doomed[0] {
+		t.Errorf("servers after the eviction: %v; want one, not %d", open, doomed[0])
+	}
+	if how := r.pg.endedHow(doomed[0]); how == "" {
+		t.Errorf("the evicted backend %d is still open", doomed[0])
+	}
+}
+
+// closeNeededPIDs is the backend PIDs of the servers SHOW SERVERS marks
+// close_needed.
+func closeNeededPIDs(r *timingRig) []int {
+	var doomed []int
+	for _, s := range r.svc.Console().Servers() {
+		if s.CloseNeeded {
+			doomed = append(doomed, s.RemotePID)
+		}
+	}
+	return doomed
 }
 
 // deadlineLog records the read deadlines the pooler sets on a client's

@@ -12,7 +12,9 @@
 //     rule that lets the pooler's own OS user into the admin console
 //     without a password;
 //   - Poller and DupCloexec: a one-shot epoll set of bare descriptors,
-//     which parks idle clients without a goroutine each (pooler/park.go).
+//     which parks idle clients without a goroutine each (pooler/park.go),
+//     and whose Close ends a Wait blocked in it (the service closes it
+//     when it stops).
 //
 // Elsewhere (netpoll_other.go) the same names exist and report that the
 // feature is off: RawIO, CanPeek and CanPark are false, so wire.SocketIO

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -95,11 +96,25 @@ func DupCloexec(fd int) (int, error) {
 }
 
 // Poller is an epoll set of bare descriptors, each watched once for
-// readability or hang-up. Add and Del may be called from any goroutine;
-// Wait from one goroutine at a time.
+// readability or hang-up. Add, Del and Close may be called from any
+// goroutine; Wait from one goroutine at a time.
+//
+// Close must be able to end a Wait blocked in epoll_wait, which closing
+// the epoll descriptor does not do (and a descriptor closed under a
+// system call may be reused by the time it returns). So the set also
+// watches the read end of a pipe that nothing reads: Close writes a byte
+// to it, which wakes the Wait for good (level-triggered), waits for the
+// Wait to return, and only then closes the descriptors.
 type Poller struct {
-	epfd   int
-	events []syscall.EpollEvent
+	epfd         int
+	wakeR, wakeW int // the pipe Close wakes Wait with
+	events       []syscall.EpollEvent
+
+	mu     sync.Mutex // guards closed and the descriptors' lifetime
+	closed bool
+	// waits counts the Waits under way; Close waits for them to return
+	// before it closes the descriptors. Added to under mu while !closed.
+	waits sync.WaitGroup
 }
 
 // NewPoller creates an empty set.
@@ -108,13 +123,30 @@ func NewPoller() (*Poller, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	return &Poller{epfd: epfd}, nil
+	var pipe [2]int
+	if err := syscall.Pipe2(pipe[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("pipe2", err)
+	}
+	p := &Poller{epfd: epfd, wakeR: pipe[0], wakeW: pipe[1]}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wakeR)}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wakeR, &ev); err != nil {
+		p.closeFDs()
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	return p, nil
 }
 
 // Add watches fd until it is readable or hung up. Level-triggered and
 // one-shot: bytes that arrived before the call are reported at once, and
-// fd is reported once; Del it after that before adding it again.
+// fd is reported once; Del it after that before adding it again. After
+// Close it fails with net.ErrClosed.
 func (p *Poller) Add(fd int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return net.ErrClosed
+	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(fd)}
 	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return os.NewSyscallError("epoll_ctl", err)
@@ -122,15 +154,29 @@ func (p *Poller) Add(fd int) error {
 	return nil
 }
 
-// Del stops watching fd (nothing if it is not watched).
+// Del stops watching fd (nothing if it is not watched, or after Close).
 func (p *Poller) Del(fd int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
 	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
 }
 
 // Wait blocks until at least one watched descriptor is ready and stores
 // the ready ones in fds, returning how many. It is a blocking system call
-// on a thread of its own. EINTR is retried.
+// on a thread of its own. EINTR is retried. Once Close was called it
+// returns net.ErrClosed (what was ready with the wake-up is not reported).
 func (p *Poller) Wait(fds []int32) (int, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0, net.ErrClosed
+	}
+	p.waits.Add(1)
+	p.mu.Unlock()
+	defer p.waits.Done()
 	if len(p.events) < len(fds) {
 		p.events = make([]syscall.EpollEvent, len(fds))
 	}
@@ -144,8 +190,47 @@ func (p *Poller) Wait(fds []int32) (int, error) {
 			return 0, os.NewSyscallError("epoll_wait", err)
 		}
 		for i, ev := range events[:n] {
+			if ev.Fd == int32(p.wakeR) {
+				return 0, net.ErrClosed
+			}
 			fds[i] = ev.Fd
 		}
 		return n, nil
 	}
+}
+
+// Close ends the set: a Wait under way returns net.ErrClosed, as do
+// every later Wait and Add, and the set's descriptors are closed once no
+// Wait uses them. The descriptors that were watched are left as they
+// are (they are the caller's). Close returns after the Wait did; it must
+// not be called from the goroutine in Wait. A second Close does nothing.
+func (p *Poller) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	// The pipe stays readable (nothing reads it), so a Wait that has
+	// counted itself but not yet reached epoll_wait returns at once too.
+	one := [1]byte{1}
+	if _, err := syscall.Write(p.wakeW, one[:]); err != nil {
+		panic("BUG: netpoll: cannot wake the poller: " + err.Error())
+	}
+	p.waits.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closeFDs()
+}
+
+// closeFDs closes the epoll set and the wake pipe.
+func (p *Poller) closeFDs() error {
+	err := syscall.Close(p.epfd)
+	syscall.Close(p.wakeR)
+	syscall.Close(p.wakeW)
+	if err != nil {
+		return os.NewSyscallError("close", err)
+	}
+	return nil
 }

@@ -3,6 +3,8 @@
 package netpoll
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -168,4 +170,95 @@ func TestPeerUID(t *testing.T) {
 	if !ok || uid != os.Getuid() {
 		t.Errorf("PeerUID = %d, %v; want %d, true", uid, ok, os.Getuid())
 	}
+}
+
+// ownFDs describes the poller's own descriptors as /proc names them
+// ("anon_inode:[eventpoll]", "pipe:[inode]"); a closed one reads as "",
+// and one whose number was reused since reads differently.
+func ownFDs(p *Poller) [3]string {
+	var links [3]string
+	for i, fd := range [3]int{p.epfd, p.wakeR, p.wakeW} {
+		links[i], _ = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	}
+	return links
+}
+
+// checkClosed fails unless none of the poller's descriptors is open as it
+// was (open describes them from before Close).
+func checkClosed(t *testing.T, open [3]string, p *Poller) {
+	t.Helper()
+	for i, link := range ownFDs(p) {
+		if open[i] == "" {
+			t.Fatalf("descriptor %d of the poller was not open before Close", i)
+		}
+		if link == open[i] {
+			t.Errorf("descriptor %d of the poller (%s) still open after Close", i, link)
+		}
+	}
+}
+
+func TestPollerCloseEndsWait(t *testing.T) {
+	_, b := tcpPair(t)
+	var fd int
+	var err error
+	control(t, b, func(sysfd uintptr) { fd, err = DupCloexec(int(sysfd)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ownFDs(p)
+	if err := p.Add(fd); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := p.Wait(make([]int32, 4))
+		waited <- err
+	}()
+	// Most likely blocked in epoll_wait by then; Close must end the Wait
+	// whether it came before or during it (a Close that could not would
+	// never return, and the test would time out).
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Wait after Close = %v; want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait still blocked after Close returned")
+	}
+	checkClosed(t, open, p)
+	if n, err := p.Wait(make([]int32, 4)); n != 0 || !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a later Wait = %d, %v; want net.ErrClosed", n, err)
+	}
+	if err := p.Add(fd); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Add after Close = %v; want net.ErrClosed", err)
+	}
+	p.Del(fd) // nothing, and no panic
+	if err := p.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	// The watched descriptor is the caller's: Close leaves it open.
+	if _, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil {
+		t.Errorf("the watched descriptor was closed: %v", err)
+	}
+}
+
+func TestPollerCloseWithoutWait(t *testing.T) {
+	p, err := NewPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ownFDs(p)
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	checkClosed(t, open, p)
 }

@@ -50,3 +50,6 @@ func (p *Poller) Del(fd int) {}
 
 // Wait is never reached (NewPoller fails).
 func (p *Poller) Wait(fds []int32) (int, error) { return 0, errUnsupported }
+
+// Close is never reached (NewPoller fails).
+func (p *Poller) Close() error { return nil }

@@ -1,0 +1,117 @@
+package pooler
+
+import "errors"
+
+// A new server's login (serverPool.connect, started by
+// startConnectLocked) and its three endings.
+
+// connect logs in s, a new server in state login, and hands it to the
+// first waiter.
+func (p *serverPool) connect(s *server) {
+	err := p.logIn(s)
+	switch {
+	case errors.Is(err, errDialAborted):
+		p.loginAborted(s)
+	case err != nil:
+		p.loginFailed(s, err)
+	default:
+		p.loggedIn(s)
+	}
+}
+
+// logIn dials s and logs it in, then runs the database's connect_query
+// on it. A failed connect_query is only logged; a query that could not be
+// run at all fails the login and closes s.
+func (p *serverPool) logIn(s *server) error {
+	st := p.svc.settings()
+	err := dialServer(p, s, st.ServerConnectTimeout)
+	if err == nil && p.db.ConnectQuery != "" {
+		if res, qerr := s.exec(p.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
+			s.conn.Close()
+			err = qerr
+		} else if res.err != nil {
+			p.log.Warn("connect_query failed: " + res.err.Message)
+		}
+	}
+	return err
+}
+
+// loginAborted ends a login that nobody waits for any more
+// (errDialAborted): not a failure, so no error is recorded or told.
+func (p *serverPool) loginAborted(s *server) {
+	p.mu.Lock()
+	p.setServerStateLocked(s, serverClosed)
+	p.regrowLocked(p.svc.clock.Now())
+	p.mu.Unlock()
+	p.svc.changes.notify() // PAUSE waits for p.total to fall
+	p.dbLimit.give()
+	p.userLimit.give()
+	p.svc.wakeLimited(p.dbLimit, p.userLimit)
+}
+
+// loginFailed ends a failed login: the error is recorded for the pool's
+// next logins and, unless the server is still starting up, told to every
+// waiter.
+func (p *serverPool) loginFailed(s *server, err error) {
+	p.mu.Lock()
+	p.setServerStateLocked(s, serverClosed)
+	p.syncGateLocked()
+	p.lastLoginErr = err
+	p.lastLoginErrAt = p.svc.clock.Now()
+	// Every waiter gets the server's own error now (as PgBouncer
+	// forwards it), except for a server still starting up.
+	var waiters []*poolWaiter
+	if !isStartingUp(err) {
+		for w := p.queue.Pop(); w != nil; w = p.queue.Pop() {
+			waiters = append(waiters, w.Data.(*poolWaiter))
+		}
+		p.queued.Store(0)
+	}
+	p.mu.Unlock()
+	p.svc.changes.notify() // PAUSE waits for p.total to fall
+	p.dbLimit.give()
+	p.userLimit.give()
+	p.log.Warn("server login failed: " + err.Error())
+	p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
+	werr := serverLoginError(err)
+	for _, w := range waiters {
+		w.grant <- grant{err: werr}
+	}
+}
+
+// loggedIn adds s, logged in, to the pool and hands it to the first
+// waiter; a pool paused or over a lowered limit meanwhile closes it.
+func (p *serverPool) loggedIn(s *server) {
+	p.mu.Lock()
+	p.lastLoginErr = nil
+	if p.servers == nil {
+		p.servers = map[*server]struct{}{}
+	}
+	p.servers[s] = struct{}{}
+	s.lifeDraw = lifetimeDraw()
+	if p.paused || p.overLimitLocked() {
+		p.setServerStateLocked(s, serverClosed)
+		p.regrowLocked(p.svc.clock.Now())
+		p.mu.Unlock()
+		reason := "pause"
+		if !p.paused {
+			reason = "limit lowered"
+		}
+		p.closeServer(s, reason)
+		return
+	}
+	if p.welcome == nil {
+		p.welcome = make(map[string]string, len(s.params))
+		for k, v := range s.params {
+			p.welcome[k] = v
+		}
+	}
+	p.svc.countEvent("pgturnstile_server_connects_total", "database", p.key.db)
+	name := s.String() // s may be another client's once p.mu is released
+	p.handOffLocked(s)
+	p.regrowLocked(p.svc.clock.Now())
+	p.mu.Unlock()
+	if p.svc.logConnections() {
+		p.log.Info(name + ": new connection to server")
+	}
+}

@@ -1,0 +1,135 @@
+package pooler
+
+import "github.com/pgturnstile/pgturnstile/wire"
+
+// The pump's side of prepared-statement mapping (prepared.go): what each
+// reply of the server does to the op queue (link.ops) and to both sides'
+// statement caches. All called with c.mu held.
+
+// replyLocked pops the op a ParseComplete or CloseComplete answers and
+// reports whether the pooler injected it (the reply is swallowed).
+func (c *client) replyLocked(s *server) (swallow bool) {
+	o := c.link.ops.peek()
+	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate {
+		// Not ours to account for (e.g. a client sending Close in a way
+		// we did not track): pass it through.
+		return false
+	}
+	popped := c.link.ops.pop()
+	if popped.kind == opCloseInjected && popped.def != nil {
+		c.svc.stmts.release(popped.def)
+	}
+	if (popped.kind == opParse || popped.kind == opParseInjected) && popped.def != nil {
+		popped.def.validated.Store(true)
+	}
+	return popped.kind == opParseInjected || popped.kind == opCloseInjected
+}
+
+// errorLocked applies an ErrorResponse: the ops of the messages the server
+// will not answer are dropped and the caches undone. Those are the ones up
+// to the failed request's end: with skip (an extended-protocol message
+// failed, linkState.serverError), every message up to the next Sync,
+// Queries and FunctionCalls included; otherwise up to the Query,
+// FunctionCall or Sync that failed.
+func (c *client) errorLocked(s *server, skip bool) {
+	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
+		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
+			break
+		}
+		c.undoLocked(s, c.link.ops.pop())
+	}
+}
+
+// consumedByCopyLocked applies a Parse or Close that a COPY IN consumed as
+// the error ending it (linkState.copyStarted): the server never ran it, so
+// its op goes and what it would have changed is undone. Its op is the
+// first Parse or Close op in the queue: the messages between the COPY's
+// start and it are COPY data and Syncs, whose ops are gone.
+func (c *client) consumedByCopyLocked(s *server) {
+	for i := 0; i < c.link.ops.size; i++ {
+		o := &c.link.ops.buf[(c.link.ops.head+i)%len(c.link.ops.buf)]
+		switch o.kind {
+		case opParse, opParseInjected, opClose, opCloseInjected:
+			d := *o
+			o.kind = opDead
+			c.undoLocked(s, d)
+			return
+		}
+	}
+}
+
+// undoLocked undoes what the message of op d would have changed, for a
+// message the server did not run.
+func (c *client) undoLocked(s *server, d op) {
+	if d.unnamed {
+		// Whether the server got this unnamed statement is unknown.
+		s.unnamedOwner = 0
+	}
+	switch d.kind {
+	case opParse, opParseInjected:
+		if d.def != nil {
+			s.stmts.remove(c.svc.stmts, d.def)
+			if d.clientName != "" && c.stmts[d.clientName] == d.def {
+				delete(c.stmts, d.clientName)
+				c.svc.stmts.release(d.def)
+			}
+		}
+	case opDeallocate:
+		// DEALLOCATE failed (an aborted transaction): Postgres keeps
+		// the statement, so the client keeps its name, unless it has
+		// prepared the name anew since.
+		if _, taken := c.stmts[d.clientName]; !taken {
+			if c.stmts == nil {
+				c.stmts = map[string]*stmtDef{}
+			}
+			c.stmts[d.clientName] = d.def
+		} else {
+			c.svc.stmts.release(d.def)
+		}
+	case opCloseInjected:
+		if d.def != nil {
+			// Skipped: the statement is still on the server.
+			s.stmts.add(c.svc.stmts, d.def)
+			c.svc.stmts.release(d.def)
+		}
+	}
+}
+
+// readyLocked appends the errors the pooler owes before this ReadyForQuery
+// and pops the Sync it answers.
+func (c *client) readyLocked(out []byte) []byte {
+	for o := c.link.ops.peek(); o != nil && o.kind != opSync; o = c.link.ops.peek() {
+		d := c.link.ops.pop()
+		if d.kind == opError && d.err != nil {
+			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
+		}
+		if d.kind == opDeallocate {
+			// Neither a CommandComplete nor an error came for the
+			// stand-in (which Postgres never does): the name stays gone.
+			c.svc.stmts.release(d.def)
+		}
+	}
+	if o := c.link.ops.peek(); o != nil {
+		c.link.ops.pop()
+	}
+	return out
+}
+
+// commandCompleteLocked clears both sides' statements after DISCARD ALL or
+// DEALLOCATE ALL.
+func (c *client) commandCompleteLocked(s *server, tag []byte) {
+	t := string(tag)
+	if t != "DISCARD ALL" && t != "DEALLOCATE ALL" {
+		return
+	}
+	s.stmts.clear(c.svc.stmts)
+	s.unnamedOwner = 0
+	c.clearStmtsLocked()
+}
+
+func (c *client) clearStmtsLocked() {
+	for name, d := range c.stmts {
+		c.svc.stmts.release(d)
+		delete(c.stmts, name)
+	}
+}

@@ -1,0 +1,146 @@
+package pooler
+
+import "github.com/pgturnstile/pgturnstile/wire"
+
+// answerUnlinked answers, without a server, the messages of a client that
+// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
+// transaction is open when no server is linked), Flush, Close (the client's
+// map only; portals do not outlive transactions), a Parse of a statement
+// some server has already parsed successfully (mapped now, prepared on the
+// server at its first Bind or Describe), and everything up to the next Sync
+// after an error the pooler raised. Replies are written in order to the
+// client writer, which serve owns while unlinked.
+//
+// Besides saving a server checkout per PQprepare, this keeps clients that
+// prepare synchronously while other sessions of the same thread hold every
+// server (pgbench -M prepared) from waiting on themselves.
+func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
+	if c.link.skipToSync && typ != wire.MsgSync {
+		return true, c.r.Skip()
+	}
+	if !c.tracking && !c.link.skipToSync {
+		return false, nil
+	}
+	if typ == wire.MsgSync {
+		return true, c.answerSync()
+	}
+	if !c.tracking {
+		return false, nil
+	}
+	switch typ {
+	case wire.MsgFlush:
+		return true, c.answerFlush()
+	case wire.MsgClose:
+		return true, c.answerClose()
+	case wire.MsgParse:
+		return c.answerParse(bodyLen)
+	}
+	return false, nil
+}
+
+// answerSync answers a Sync with the errors the pooler owes before it and
+// ReadyForQuery 'I', and ends a skip to Sync.
+func (c *client) answerSync() error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.link.skipToSync = false
+	c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])
+	c.mu.Unlock()
+	out := wire.AppendReadyForQuery(c.link.pumpOut, wire.TxIdle)
+	c.link.pumpOut = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	return c.flushUnlinked()
+}
+
+// answerFlush answers a Flush: the replies written so far go out.
+func (c *client) answerFlush() error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// answerClose answers a Close with CloseComplete; a statement's name leaves
+// the client's map (a portal's needs nothing: none outlives a transaction).
+func (c *client) answerClose() error {
+	body, err := c.r.ReadBody(nil)
+	if err != nil {
+		return err
+	}
+	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement {
+		c.mu.Lock()
+		if def := c.stmts[string(name)]; def != nil {
+			delete(c.stmts, string(name))
+			c.svc.stmts.release(def)
+		}
+		c.mu.Unlock()
+	}
+	if err := c.w.Write(closeComplete); err != nil {
+		return err
+	}
+	return c.flushUnlinked()
+}
+
+// answerParse answers a named Parse of a statement some server has parsed
+// successfully: the name is mapped now and ParseComplete written. It
+// reports false, having consumed nothing, for a Parse that needs a server
+// (unnamed, not in the buffer whole, or a statement not yet validated); a
+// name the client already holds gets 42P05 in order.
+func (c *client) answerParse(bodyLen int) (bool, error) {
+	if 5+bodyLen > wire.DefaultBufferSize {
+		return false, nil
+	}
+	body, err := c.r.Peek(bodyLen)
+	if err != nil {
+		return true, err
+	}
+	nameBytes, query, types, ok := wire.DecodeParse(body)
+	if !ok || len(nameBytes) == 0 {
+		return false, nil
+	}
+	name := string(nameBytes)
+	c.mu.Lock()
+	if _, held := c.stmts[name]; held {
+		c.refuseInBatchLocked(errStmtExists(name))
+		c.mu.Unlock()
+		return true, c.r.Skip()
+	}
+	def := c.svc.stmts.lookupValidated(string(query), types)
+	if def == nil {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if c.stmts == nil {
+		c.stmts = map[string]*stmtDef{}
+	}
+	c.stmts[name] = def
+	c.mu.Unlock()
+	if err := c.r.Skip(); err != nil {
+		return true, err
+	}
+	if err := c.w.Write(parseComplete); err != nil {
+		return true, err
+	}
+	return true, c.flushUnlinked()
+}
+
+var (
+	parseComplete = []byte{wire.MsgParseComplete, 0, 0, 0, 4}
+	closeComplete = []byte{wire.MsgCloseComplete, 0, 0, 0, 4}
+)
+
+// flushUnlinked flushes local replies once the client's batch is consumed.
+func (c *client) flushUnlinked() error {
+	if c.r.Pending() {
+		return nil
+	}
+	return c.w.Flush()
+}
+
+func errStmtExists(name string) *Error {
+	return newError(CodeStatementExists, name)
+}
