@@ -3,32 +3,38 @@
 //
 // # Files
 //
-//	service.go     Service: listeners, accept, the client registry (cancel
-//	               keys), pools by (database, user), auth_query
-//	apply.go       Service.Apply: a new configuration derived, then swapped in
-//	console.go     the admin console's view of the service (consoleView)
-//	objects.go     server states and the pool's server lists, one writer
-//	clientstate.go client states, one writer
-//	client.go      client: one client connection's session
-//	login.go       the startup packet, TLS, authentication, the welcome
-//	serve.go       serving a logged-in client: read, route, forward
-//	link.go        link: a client's time with a server; linking and unlinking
-//	pump.go        relaying a linked server's replies; release
-//	release.go     linkState and the release rule
-//	drain.go       bringing a server back after its client left
-//	relay_*.go     prepared statements mapped across servers, and what
-//	prepared.go    serve answers with no server linked
-//	park.go        idle clients parked as bare descriptors (epoll)
-//	pool.go        serverPool: checkout, waiting, logins, release
-//	safeguards.go  connect/close pacing, min_pool_size, lifetimes, Warm
-//	janitor.go     the periodic pass: timeouts, idle closes, shrinking
-//	limiter.go     max_db_connections and max_user_connections
-//	server.go      server: one connection to Postgres
-//	admission.go   the admission gate per pool (admission_file)
-//	errors.go      every error a client can see, with SQLSTATE
-//	clock.go       the injected clock
-//	signal.go      changeSignal: waiting on a condition without polling
-//	stats.go, metrics.go  SHOW STATS and /metrics
+//	service.go         Service: listeners, accept, the client registry (cancel
+//	                   keys), pools by (database, user), auth_query
+//	apply.go           Service.Apply: a configuration derived, then swapped in
+//	console.go         the admin console's view of the service (consoleView)
+//	objects.go         server states and the pool's server lists, one writer
+//	clientstate.go     client states and the pool's client counts, one writer
+//	client.go          client: one client connection's session
+//	login.go           the startup packet, TLS, authentication, the welcome
+//	serve.go           serving a logged-in client: read, route, forward
+//	link.go            link: a client's time with a server; (un)linking
+//	pump.go            relaying a linked server's replies; release
+//	release.go         linkState and the release rule
+//	drain.go           bringing a server back after its client left
+//	prepared.go        the statement registry, server statement caches, the
+//	                   replies a link owes (opQueue)
+//	relay_prepared.go  Parse/Bind/Describe/Close/Query with statement names
+//	                   mapped to the server's
+//	relay_replies.go   the mapping's bookkeeping of server replies
+//	relay_unlinked.go  what serve answers with no server linked
+//	park.go            idle clients parked as bare descriptors (epoll)
+//	pool.go            serverPool: checkout, waiting, growth, release
+//	pool_connect.go    a server's login and its three endings
+//	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
+//	janitor.go         the periodic pass: timeouts, idle closes, shrinking
+//	limiter.go         max_db_connections and max_user_connections
+//	server.go          server: one connection to Postgres
+//	admission.go       the admission gate of each pool (admission_file)
+//	errors.go          every error a client can see, with its SQLSTATE
+//	clock.go           the injected clock
+//	signal.go          changeSignal: waiting on a condition without polling
+//	stats.go           SHOW STATS
+//	metrics.go         /metrics
 //
 // # Objects and their states
 //
@@ -201,7 +207,9 @@
 // goroutine rebuilds them when the client sends or hangs up. The epoll
 // set, like the other OS-specific socket code (raw reads and writes, the
 // idle-server peek, SO_PEERCRED), is internal/netpoll's; on systems other
-// than Linux it has none, and clients are never parked.
+// than Linux it has none, and clients are never parked. The set and its
+// goroutine end when Serve returns; clients still parked then are taken up
+// again.
 //
 // Socket reads and writes go through wire.SocketIO: on Linux, raw system
 // calls on the non-blocking descriptor, waiting in the netpoller when it
@@ -300,7 +308,7 @@
 // pgturnstile remembers each client's last unnamed Parse and, when a Bind or
 // Describe of the unnamed statement reaches a server that does not hold that
 // client's version of it, injects the Parse first and swallows its
-// ParseComplete (relay_prepared.go). The unnamed portal needs nothing: it
+// ParseComplete (relay_prepared.go, relay_replies.go). The unnamed portal needs nothing: it
 // never outlives the Sync cycle that created it outside a transaction.
 // Named statements are mapped as described in prepared.go.
 //
