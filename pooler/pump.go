@@ -303,6 +303,15 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 
 // afterReady applies the release rule after a ReadyForQuery; false when the
 // link ended and the pump must stop.
+//
+// No write to the client happens under c.mu: a client that pipelines and
+// stops reading its replies would otherwise hold c.mu for as long as it
+// does, and KILL_CLIENT, SHOW CLIENTS, cancel requests and the janitor's
+// park scan (which serves every pool) all take it. The pump is the
+// client writer's only user while the server is linked, so it can flush
+// with c.mu released; what must be under c.mu is only the hand-over of
+// the writer back to serve, which clears c.link.srv with nothing left in
+// the writer.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
 	c.countReadyLocked(status)
@@ -311,23 +320,36 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
-		return c.drainLocked(s)
+		c.mu.Unlock()
+		return c.drain(s)
 	}
 	act := afterReadyForQuery(c.mode, &c.link.ls)
-	for act == releaseServer && c.link.writing {
-		// serve is finishing a flush to this server; wait for it, then
-		// look again: it may have sent more.
-		c.link.writerDone.Wait()
+	for act == releaseServer && (c.link.writing || c.w.Buffered() > 0) {
+		if c.link.writing {
+			// serve is finishing a flush to this server; wait for it,
+			// then look again: it may have sent more.
+			c.link.writerDone.Wait()
+		} else {
+			// The replies go out before the writer is handed back
+			// (after c.link.srv is cleared serve may link another
+			// server whose pump writes to the client), and without
+			// c.mu (see above). The client may answer them before c.mu
+			// is taken again: look again.
+			c.mu.Unlock()
+			c.w.Flush()
+			c.mu.Lock()
+		}
+		if c.gone.Load() {
+			c.mu.Unlock()
+			return c.drain(s)
+		}
 		act = afterReadyForQuery(c.mode, &c.link.ls)
-	}
-	if c.gone.Load() {
-		return c.drainLocked(s)
 	}
 	switch act {
 	case releaseServer:
-		// Flush under mu: after c.srv is cleared, serve may link another
-		// server whose pump writes to the client.
-		c.w.Flush()
+		if c.w.Buffered() != 0 {
+			panic("BUG: the client writer is handed back to serve with bytes in it")
+		}
 		c.unlinkServerLocked()
 		unsure := c.link.ls.unsure
 		c.mu.Unlock()
@@ -345,6 +367,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		return false
 	case rejectTxBlock:
 		c.closeClientLocked(CodeStatementModeTxBlock)
+		c.awaitServeOffServerRelock(s)
 		c.unlinkServerLocked()
 		c.mu.Unlock()
 		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
@@ -376,60 +399,6 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 		s.unnamedOwner = 0
 	}
 	c.pool.release(s)
-}
-
-// drainLocked takes the next step to bring a server whose client left back to
-// idle (drain.go). Called with mu held; releases it. False when the link is
-// over.
-func (c *client) drainLocked(s *server) bool {
-	now := c.svc.clock.Now()
-	d := c.link.drain
-	if d.deadline.IsZero() {
-		c.startDrainLocked(s, now)
-	}
-	step := nextDrainStep(&c.link.ls, c.link.resetDue)
-	switch {
-	case step == drainWait && now.After(d.deadline):
-		return c.drainFailedLocked(s, "client disconnect while server was not ready")
-	case step == drainWait && c.link.ls.copyIn && !d.copyFailed:
-		// A COPY FROM STDIN waits for data that will never come.
-		d.copyFailed = true
-		c.link.ls.fromClient(wire.MsgCopyFail)
-		s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
-	case step == drainWait:
-		c.mu.Unlock()
-		s.conn.SetReadDeadline(d.deadline)
-		return true
-	case !c.awaitCancelLocked():
-		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
-	case step == drainSync:
-		c.link.ls.fromClient(wire.MsgSync)
-		c.pushSyncLocked(wire.MsgSync)
-		s.scratch = wire.AppendSync(s.scratch[:0])
-	case step == drainRollback:
-		// Auto rollback: the client's transaction dies with it.
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
-		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
-	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.link.resetDue = false
-		return c.drainReleaseLocked(s)
-	case step == drainReset:
-		c.link.resetDue = false
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
-		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
-	default: // drainRelease
-		return c.drainReleaseLocked(s)
-	}
-	c.mu.Unlock()
-	s.conn.SetReadDeadline(d.deadline)
-	if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
-		c.serverLost(s, s.w.Err())
-		return false
-	}
-	return true
 }
 
 // pushSyncLocked records a Sync-like message the pooler itself sends.
@@ -469,9 +438,11 @@ func isCopyInput(typ byte) bool {
 func (c *client) pumpTimeout(s *server) bool {
 	c.mu.Lock()
 	if c.gone.Load() {
-		return c.drainLocked(s)
+		c.mu.Unlock()
+		return c.drain(s)
 	}
 	c.closeClientLocked(CodeQueryTimeout)
+	c.awaitServeOffServerRelock(s)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
 	c.pool.discard(s, "query timeout")
@@ -481,27 +452,68 @@ func (c *client) pumpTimeout(s *server) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
+	told := false
+	if c.link.srv == s && c.link.writing {
+		// serve is still writing its batch to s: the client hears of
+		// the failure first, so that serve, which may be reading the
+		// rest of that batch, finds the client's socket closed.
+		if !c.gone.Load() && !c.link.detach {
+			_, code := c.lostReasonLocked(s)
+			c.closeClientLocked(code)
+			told = true
+		}
+		c.awaitServeOffServerRelock(s)
+	}
 	linked := c.link.srv == s
 	quiet := c.gone.Load() || c.link.detach
-	reason := "server conn crashed?"
-	code := CodeServerCrashed
-	if c.link.detach {
-		reason = c.link.detachReason
-	}
-	if s.evicted.Load() {
-		reason, code = "evicted", CodeEvicted
-	}
+	reason, code := c.lostReasonLocked(s)
 	if c.gone.Load() {
 		c.finishDrainLocked("closed")
 	}
 	if linked {
-		if !quiet {
+		if !quiet && !told {
 			c.closeClientLocked(code)
 		}
 		c.unlinkServerLocked()
 	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
+}
+
+// lostReasonLocked is why the linked server s is closed when it fails
+// (the log's reason) and what the client is told.
+func (c *client) lostReasonLocked(s *server) (string, Code) {
+	reason, code := "server conn crashed?", CodeServerCrashed
+	if c.link.detach {
+		reason = c.link.detachReason
+	}
+	if s.evicted.Load() {
+		reason, code = "evicted", CodeEvicted
+	}
+	return reason, code
+}
+
+// awaitServeOffServerRelock waits until serve no longer writes to s, the
+// linked server the pump is about to close or hand back (c.link.writing,
+// set from recording a message until its batch is flushed). discard
+// writes s's Terminate and lets the pool forget s; a server serve still
+// writes to would then have two writers, and release would give that
+// writer to the next holder. s's socket is closed first when serve is
+// writing, so that a write blocked on it ends. Called with c.mu held; it
+// is released while waiting (the suffix says so) and held again on
+// return. The caller has told the client or the client is gone, so that
+// serve is not left reading the rest of a batch: it finds the client's
+// socket closed, and both doneWriting and abandonLink end the writing.
+// Never called by serve itself (inline relay): serve has flushed its
+// batch before it relays.
+func (c *client) awaitServeOffServerRelock(s *server) {
+	if c.link.srv != s || !c.link.writing {
+		return
+	}
+	s.conn.Close()
+	for c.link.srv == s && c.link.writing {
+		c.link.writerDone.Wait()
+	}
 }
 
 // closeClientLocked tells the client of a pooler error that ends it and
