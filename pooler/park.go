@@ -71,7 +71,11 @@ func (pk *parker) start() error {
 		if pk.err != nil {
 			return
 		}
+		// Under mu: the janitor's park scan reads len(parked) under mu
+		// whether or not parking has started.
+		pk.mu.Lock()
 		pk.parked = map[int32]*client{}
+		pk.mu.Unlock()
 		go pk.run()
 	})
 	return pk.err
@@ -148,13 +152,13 @@ func (s *Service) requestParks(now time.Time) {
 // The parked client keeps its socket as a bare descriptor (a duplicate of
 // net's): the net.Conn, its addresses and the runtime's poll descriptor are
 // freed, and resume makes a new net.Conn from the descriptor. Anything that
-// may run meanwhile treats c.conn as closed: dropClient sets c.killed under
-// c.mu, and resume checks it under c.mu after installing the new conn.
+// may run meanwhile treats c.conn as closed: dropClient sets c.killed and
+// then closes c.sock, and resume checks c.killed after setting c.sock.
 func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed
+	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed.Load()
 	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
@@ -191,6 +195,7 @@ func (c *client) tryPark() bool {
 	c.mu.Lock()
 	c.setStateLocked(clientParked)
 	c.mu.Unlock()
+	c.setSocket(nil)
 	c.conn.Close() // the socket stays open through fd
 	// The reader, writer and scratch buffer go too (the first two are
 	// empty); resume makes new ones.
@@ -216,10 +221,7 @@ func (c *client) tryPark() bool {
 	}
 	// A KILL_CLIENT that came while the client was between its conn and
 	// the epoll set found nothing to unpark: end it now.
-	c.mu.Lock()
-	killed := c.killed
-	c.mu.Unlock()
-	if killed {
+	if c.killed.Load() {
 		c.svc.unpark(c)
 	}
 	return true
@@ -244,9 +246,9 @@ func (c *client) resume(fd int) {
 	c.mu.Lock()
 	c.conn = conn
 	c.link = newLink(&c.mu) // still parked until its loop starts (startLoop)
-	killed := c.killed
 	c.mu.Unlock()
-	if killed {
+	c.setSocket(conn)
+	if c.killed.Load() { // after setSocket: see client.killed
 		conn.Close()
 		c.svc.clientClosed(c)
 		return
@@ -256,7 +258,7 @@ func (c *client) resume(fd int) {
 
 // unpark resumes c if it is parked, before its socket is closed from
 // outside (KILL_CLIENT): its goroutine then sees c.killed or the closed
-// socket and ends the client as usual.
+// socket and ends the client as usual. Takes parker.mu only, never c.mu.
 func (s *Service) unpark(c *client) {
 	pk := &s.parker
 	pk.mu.Lock()
