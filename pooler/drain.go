@@ -343,12 +343,16 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			}
 			c.mu.Unlock()
 			out = nil
+			if c.gone.Load() {
+				c.link.pumpFreed.signal() // nothing more goes to the client
+			}
 			if s.r.Fits() {
 				// Forward had read the whole message before the write
 				// failed.
 				return true
 			}
 		case isTimeout(err) && c.gone.Load():
+			c.link.pumpFreed.signal() // out is dropped: see pumpRun
 			if !c.drainTick(s) {
 				return false
 			}

@@ -16,8 +16,9 @@ const (
 )
 
 // pump relays one server's replies to the client for the rest of a link.
-func (c *client) pump(s *server, done chan struct{}) {
+func (c *client) pump(s *server, done chan struct{}, freed *pumpFreed) {
 	defer close(done)
+	defer freed.signal()
 	c.pumpRun(s, false)
 }
 
@@ -46,6 +47,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				c.serverLost(s, err)
 				return pumpLinkOver
 			}
+			if c.gone.Load() {
+				c.link.pumpFreed.signal() // see below
+			}
 			if c.pumpTimeout(s) {
 				continue
 			}
@@ -58,6 +62,10 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		var out *wire.Writer
 		if !gone {
 			out = c.w
+		} else {
+			// Once the client is gone the pump discards what the server
+			// sends: serve may write the client's last error now.
+			c.link.pumpFreed.signal()
 		}
 		act := c.pumpLook(s, typ, out, inline, st)
 		switch act {
