@@ -51,11 +51,16 @@
 //
 // The two goroutines share the link state (client.mu): serve records each
 // message before it writes it to the server (linkState.fromClient); the pump
-// records each ReadyForQuery. Neither holds the lock across I/O, except the
-// pump's final flush of the client writer when it ends the link, which
-// hands the client writer back to serve. serve marks itself as writing to
-// the server until its batch is flushed; the pump does not release a server
-// while that is set (the next holder would share its writer).
+// records each ReadyForQuery. Neither holds the lock across I/O that can
+// block: the pump flushes the client writer before it takes the lock to
+// hand the writer back to serve (a client that stops reading must not pin
+// the lock KILL_CLIENT, SHOW CLIENTS, cancels and the janitor take), and
+// KILL_CLIENT closes the socket without it. serve marks itself as writing
+// to the server until its batch is flushed; the pump neither releases nor
+// closes a server while that is set (the next holder, or the close, would
+// share its writer). A function named …Locked is called with the lock held
+// and returns with it held, never releasing it in between; …Relock
+// releases it while it waits and holds it again on return.
 //
 // While no server is linked, serve answers what needs none itself: Sync
 // (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
