@@ -374,7 +374,9 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
-		c.closeClientLocked(CodeStatementModeTxBlock)
+		c.mu.Unlock()
+		c.closeClient(CodeStatementModeTxBlock) // the link still holds s: see closeClient
+		c.mu.Lock()
 		c.awaitServeOffServerRelock(s)
 		c.unlinkServerLocked()
 		c.mu.Unlock()
@@ -445,11 +447,13 @@ func isCopyInput(typ byte) bool {
 // drain step, or query_timeout. False when the link is over.
 func (c *client) pumpTimeout(s *server) bool {
 	c.mu.Lock()
-	if c.gone.Load() {
-		c.mu.Unlock()
+	gone := c.gone.Load()
+	c.mu.Unlock()
+	if gone {
 		return c.drain(s)
 	}
-	c.closeClientLocked(CodeQueryTimeout)
+	c.closeClient(CodeQueryTimeout)
+	c.mu.Lock()
 	c.awaitServeOffServerRelock(s)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
@@ -460,28 +464,21 @@ func (c *client) pumpTimeout(s *server) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
-	told := false
-	if c.link.srv == s && c.link.writing {
-		// serve is still writing its batch to s: the client hears of
-		// the failure first, so that serve, which may be reading the
-		// rest of that batch, finds the client's socket closed.
-		if !c.gone.Load() && !c.link.detach {
-			_, code := c.lostReasonLocked(s)
-			c.closeClientLocked(code)
-			told = true
-		}
-		c.awaitServeOffServerRelock(s)
+	tell := c.link.srv == s && !c.gone.Load() && !c.link.detach
+	_, code := c.lostReasonLocked(s)
+	c.mu.Unlock()
+	if tell {
+		c.closeClient(code)
 	}
-	linked := c.link.srv == s
-	quiet := c.gone.Load() || c.link.detach
-	reason, code := c.lostReasonLocked(s)
-	if c.gone.Load() {
+	c.mu.Lock()
+	c.awaitServeOffServerRelock(s)
+	reason, _ := c.lostReasonLocked(s)
+	if c.gone.Load() && !tell {
+		// A drain ends with its server (a client told here leaves
+		// without one).
 		c.finishDrainLocked("closed")
 	}
-	if linked {
-		if !quiet && !told {
-			c.closeClientLocked(code)
-		}
+	if c.link.srv == s {
 		c.unlinkServerLocked()
 	}
 	c.mu.Unlock()
@@ -518,21 +515,28 @@ func (c *client) awaitServeOffServerRelock(s *server) {
 	if c.link.srv != s || !c.link.writing {
 		return
 	}
+	// Closed with the lock released: closing a TLS connection may write
+	// its close_notify.
+	c.mu.Unlock()
 	s.conn.Close()
+	c.mu.Lock()
 	for c.link.srv == s && c.link.writing {
 		c.link.writerDone.Wait()
 	}
 }
 
-// closeClientLocked tells the client of a pooler error that ends it and
-// closes its socket. It runs with c.mu held while the link still holds its
-// server: once c.link.srv is nil, serve owns the client writer again and
-// may link another server and relay its replies to that writer (the race
-// detector caught the pump's error and serve's relay writing it together
-// when this ran after the link ended). The write is bounded, as fail's is:
-// a client that reads nothing must not hold c.mu, which SHOW CLIENTS and
-// cancel requests take, for longer than that.
-func (c *client) closeClientLocked(code Code) {
+// closeClient tells the client of a pooler error that ends it and closes
+// its socket. Only the pump calls it, while the link still holds its
+// server, and without c.mu: while c.link.srv is set the pump is the
+// client writer's only user, and once it is nil serve owns the writer
+// again and may link another server and relay its replies to that writer
+// (the race detector caught the pump's error and serve's relay writing it
+// together when this ran after the link ended). serve's closeBadInput
+// waits for link.pumpFreed, which the pump signals only after this. The
+// write is bounded, as fail's is; without c.mu a client that reads nothing
+// holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
+// janitor's park scan).
+func (c *client) closeClient(code Code) {
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(nil, newError(code)))
 	c.w.Flush()
