@@ -32,7 +32,12 @@ type client struct {
 	id  uint64
 	// conn is replaced when a parked client resumes (park.go): goroutines
 	// other than serve read it under mu.
-	conn      net.Conn
+	conn net.Conn
+	// sock mirrors the socket under conn for dropClient, which closes it
+	// without mu (closeSocket): mu may be held by a goroutine waiting on
+	// the client, and closing the socket is what ends that wait. nil
+	// while parked; conn's TLS layer is not in it (see closeSocket).
+	sock      atomic.Pointer[net.Conn]
 	raddr     netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
 	laddr     netip.AddrPort // our end, for TCP
 	r         *wire.Reader   // nil while parked, as is w
@@ -79,11 +84,13 @@ type client struct {
 	// tracking is set when protocol-level prepared statements are mapped
 	// (transaction/statement mode, max_prepared_statements > 0).
 	tracking bool
-	// killed: KILL_CLIENT dropped the client (under mu); a parked client
-	// ends when it resumes. A fact apart from the state: a killed client
-	// goes on through its states until its goroutine sees the closed
-	// socket.
-	killed bool
+	// killed: KILL_CLIENT dropped the client; a parked client ends when
+	// it resumes. A fact apart from the state: a killed client goes on
+	// through its states until its goroutine sees the closed socket.
+	// Atomic, as sock is, so that dropClient needs no mu: it sets killed
+	// before it reads sock, and resume sets sock before it reads killed,
+	// so one of them closes the new socket.
+	killed atomic.Bool
 
 	// scratch is serve's buffer for the messages it writes to the client
 	// itself (login, errors). It goes with r and w when the client parks:
@@ -97,6 +104,32 @@ type client struct {
 	// mu) and resume makes it anew. Goroutines other than serve reach it
 	// only under mu and only after checking it is not nil.
 	link *link
+}
+
+// setSocket records the socket that dropClient closes (nil while
+// parked). serve's goroutine calls it when it makes or drops the conn.
+func (c *client) setSocket(conn net.Conn) {
+	if conn == nil {
+		c.sock.Store(nil)
+		return
+	}
+	c.sock.Store(&conn)
+}
+
+// closeSocket closes the client's socket without c.mu, from outside its
+// goroutines (dropClient). A TLS client's conn is its TLS layer, made at
+// login before any other goroutine can see the client and never replaced
+// (TLS clients never park), so it is read without mu and closed as
+// before: tls.Conn.Close breaks a write in flight by closing the socket
+// under it instead of sending close_notify.
+func (c *client) closeSocket() {
+	if c.tls {
+		c.conn.Close()
+		return
+	}
+	if p := c.sock.Load(); p != nil {
+		(*p).Close()
+	}
 }
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }

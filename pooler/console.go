@@ -617,14 +617,12 @@ func (v consoleView) SetPool(user, db, settings string) error {
 
 // dropClient disconnects a client for KILL/KILL_CLIENT and forgets it at
 // once, so the next SHOW CLIENTS no longer lists it (its goroutine notices
-// the closed socket a moment later).
+// the closed socket a moment later). It takes no c.mu: whatever holds it
+// may be waiting on this client, and closing the socket ends that wait.
 func (s *Service) dropClient(c *client) {
-	c.mu.Lock()
-	c.killed = true
-	conn := c.conn
-	c.mu.Unlock()
-	s.unpark(c) // its goroutine comes back to see killed
-	conn.Close()
+	c.killed.Store(true) // before the socket is read: see client.killed
+	s.unpark(c)          // its goroutine comes back to see killed
+	c.closeSocket()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {
 		delete(s.cancels, c.key)

@@ -118,9 +118,13 @@
 //
 // The two share the link (client.mu): serve records each message before
 // it writes it to the server (linkState.fromClient); the pump records each
-// ReadyForQuery. serve marks itself as writing to the server until its
-// batch is flushed; the pump does not let a server go while that is set
-// (the next holder would share its writer).
+// ReadyForQuery. The pump flushes the client writer before it takes the
+// lock to hand the writer back to serve, so a client that stops reading
+// pins no lock (KILL_CLIENT, SHOW CLIENTS, cancels and the janitor take
+// it; KILL_CLIENT closes the socket without it). serve marks itself as
+// writing to the server until its batch is flushed; the pump neither
+// releases nor closes a server while that is set (the next holder, or the
+// close, would share its writer).
 //
 // While no server is linked, serve answers what needs none itself: Sync
 // (ReadyForQuery 'I'), Flush, Close, a Parse of a statement some server has
@@ -175,10 +179,16 @@
 // that a Del cannot remove a later Add of the same descriptor, and read
 // deadlines set under client.mu so they reach the right holder. A cancel
 // request marks its server under client.mu and dials Postgres after
-// releasing it.
+// releasing it. What remains unbounded holds no lock: a pump writing to a
+// client that never reads waits for it (or for KILL_CLIENT) with client.mu
+// free.
 //
 // A function whose name ends in Locked is called with its receiver's lock
-// held and returns with it held, and never releases it in between.
+// held and returns with it held, and never releases it in between; one
+// whose name ends in Relock releases it while it waits and holds it again
+// on return. The drain decides its next step under client.mu
+// (nextDrainLocked) and its caller releases the lock before the step's
+// I/O (runDrain).
 //
 // # Time
 //

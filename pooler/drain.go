@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // Bounded exhaust: a server whose client left while linked is brought back
-// to idle and reused rather than closed (drainLocked). Output still coming
+// to idle and reused rather than closed (drain). Output still coming
 // is discarded up to client_drain_max_bytes; a query that sends more, or
 // nothing for drainQuietAfter, or is still running drainCancelAfter after
 // the client left, is cancelled on the pool's bounded cancel path. Nothing
@@ -123,31 +124,148 @@ func (c *client) startCancelLocked(s *server) {
 	}()
 }
 
-// awaitCancelLocked waits, with mu released, until the drain's cancel (if
-// any) has reached Postgres or failed. False when that did not happen
+// awaitDrainCancel waits, with no lock held, until the drain's cancel
+// (done) has reached Postgres or failed. False when that did not happen
 // before the drain deadline: the server cannot be trusted with another
 // message.
-func (c *client) awaitCancelLocked() bool {
-	done := c.link.drain.cancel
-	if done == nil {
-		return true
-	}
+func (c *client) awaitDrainCancel(done chan struct{}, deadline time.Time) bool {
+	t := c.svc.clock.NewTimer(deadline.Sub(c.svc.clock.Now()))
+	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	default:
-	}
-	c.mu.Unlock()
-	t := c.svc.clock.NewTimer(c.link.drain.deadline.Sub(c.svc.clock.Now()))
-	ok := true
-	select {
-	case <-done:
 	case <-t.C():
-		ok = false
+		return false
 	}
-	t.Stop()
-	c.mu.Lock()
-	return ok
+}
+
+// drainNextKind is what the pump does next for a drain.
+type drainNextKind uint8
+
+const (
+	drainReadOn      drainNextKind = iota // read (and discard) on until the deadline
+	drainSend                             // write s.scratch, then read on
+	drainAwaitCancel                      // wait for the cancel, then decide again
+	drainGiveBack                         // unlinked: back to the pool
+	drainClose                            // unlinked: close the server
+)
+
+// drainNext is the drain's next step, decided under c.mu
+// (nextDrainLocked) and carried out with it released (runDrain).
+type drainNext struct {
+	kind     drainNextKind
+	deadline time.Time     // drainReadOn, drainSend, drainAwaitCancel
+	cancel   chan struct{} // drainAwaitCancel: closed when the cancel is done
+	reason   string        // drainClose: logged as the server's close reason
+	unsure   bool          // drainGiveBack: the link is unsure (see linkState): close it instead
+}
+
+// drain takes the next step to bring a server whose client left back to
+// idle. Called without c.mu: it decides under the lock and does the I/O
+// (a write to the server, the wait for the drain's cancel, the release)
+// outside it. False when the link is over.
+func (c *client) drain(s *server) bool {
+	for {
+		c.mu.Lock()
+		next := c.nextDrainLocked(s)
+		c.mu.Unlock()
+		if next.kind != drainAwaitCancel {
+			return c.runDrain(s, next)
+		}
+		if !c.awaitDrainCancel(next.cancel, next.deadline) {
+			c.mu.Lock()
+			next = c.failDrainLocked("cancel of an abandoned query did not complete")
+			c.mu.Unlock()
+			return c.runDrain(s, next)
+		}
+		// The cancel is done: decide again (only the pump changes the
+		// link once the client is gone, so the step is the same).
+	}
+}
+
+// nextDrainLocked decides the drain's next step (release.go's
+// nextDrainStep) and records on the link what the pump is about to send.
+// A step that sends the server anything waits for the drain's cancel
+// first; a drain that ends is unlinked here.
+func (c *client) nextDrainLocked(s *server) drainNext {
+	now := c.svc.clock.Now()
+	d := c.link.drain
+	if d.deadline.IsZero() {
+		c.startDrainLocked(s, now)
+	}
+	step := nextDrainStep(&c.link.ls, c.link.resetDue)
+	if step == drainWait {
+		switch {
+		case now.After(d.deadline):
+			return c.failDrainLocked("client disconnect while server was not ready")
+		case c.link.ls.copyIn && !d.copyFailed:
+			// A COPY FROM STDIN waits for data that will never come.
+			d.copyFailed = true
+			c.link.ls.fromClient(wire.MsgCopyFail)
+			s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
+			return drainNext{kind: drainSend, deadline: d.deadline}
+		}
+		return drainNext{kind: drainReadOn, deadline: d.deadline}
+	}
+	if done := d.cancel; done != nil {
+		select {
+		case <-done:
+		default:
+			return drainNext{kind: drainAwaitCancel, cancel: done, deadline: d.deadline}
+		}
+	}
+	switch {
+	case step == drainSync:
+		c.link.ls.fromClient(wire.MsgSync)
+		c.pushSyncLocked(wire.MsgSync)
+		s.scratch = wire.AppendSync(s.scratch[:0])
+	case step == drainRollback:
+		// Auto rollback: the client's transaction dies with it.
+		c.link.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
+		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
+	case step == drainReset && c.svc.settings().ServerResetQuery == "":
+		c.link.resetDue = false
+		return c.releaseDrainedLocked()
+	case step == drainReset:
+		c.link.resetDue = false
+		c.link.ls.fromClient(wire.MsgQuery)
+		c.pushSyncLocked(wire.MsgQuery)
+		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
+	default: // drainRelease
+		return c.releaseDrainedLocked()
+	}
+	return drainNext{kind: drainSend, deadline: d.deadline}
+}
+
+// runDrain carries out a drain step decided by nextDrainLocked; c.mu is
+// not held. False when the link is over.
+func (c *client) runDrain(s *server, next drainNext) bool {
+	switch next.kind {
+	case drainReadOn:
+		s.conn.SetReadDeadline(next.deadline)
+		return true
+	case drainSend:
+		s.conn.SetReadDeadline(next.deadline)
+		if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
+			c.serverLost(s, s.w.Err())
+			return false
+		}
+		return true
+	case drainGiveBack:
+		s.conn.SetReadDeadline(time.Time{})
+		if next.unsure {
+			c.pool.discard(s, "client protocol state unknown after COPY")
+			return false
+		}
+		c.pool.release(s)
+		return false
+	case drainClose:
+		c.pool.discard(s, next.reason)
+		return false
+	}
+	panic("BUG: drain step " + strconv.Itoa(int(next.kind)) + " cannot be run")
 }
 
 // finishDrainLocked counts the drain's outcome, once.
@@ -163,34 +281,24 @@ func (c *client) finishDrainLocked(outcome string) {
 	c.svc.countEvents("pgturnstile_server_drain_total", "database", c.pool.key.db, "outcome", outcome)
 }
 
-// drainReleaseLocked ends a drain that brought the server back to idle:
-// it goes back to the pool. Releases mu.
-func (c *client) drainReleaseLocked(s *server) bool {
+// releaseDrainedLocked ends a drain that brought the server back to idle
+// and unlinks it; runDrain gives it back to the pool.
+func (c *client) releaseDrainedLocked() drainNext {
 	outcome := "drained"
 	if c.link.drain.cancelOK {
 		outcome = "cancelled"
 	}
 	c.finishDrainLocked(outcome)
 	c.unlinkServerLocked()
-	unsure := c.link.ls.unsure
-	c.mu.Unlock()
-	s.conn.SetReadDeadline(time.Time{})
-	if unsure {
-		c.pool.discard(s, "client protocol state unknown after COPY")
-		return false
-	}
-	c.pool.release(s)
-	return false
+	return drainNext{kind: drainGiveBack, unsure: c.link.ls.unsure}
 }
 
-// drainFailedLocked ends a drain that could not bring the server back: it
-// is closed. Releases mu.
-func (c *client) drainFailedLocked(s *server, reason string) bool {
+// failDrainLocked ends a drain that could not bring the server back and
+// unlinks it; runDrain closes it.
+func (c *client) failDrainLocked(reason string) drainNext {
 	c.finishDrainLocked("closed")
 	c.unlinkServerLocked()
-	c.mu.Unlock()
-	c.pool.discard(s, reason)
-	return false
+	return drainNext{kind: drainClose, reason: reason}
 }
 
 // drainTick handles the read deadline expiring in the middle of a message
@@ -203,13 +311,12 @@ func (c *client) drainTick(s *server) bool {
 	if c.link.drain.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	if now.After(c.link.drain.deadline) {
-		return c.drainFailedLocked(s, "client disconnect while server was not ready")
+	next := drainNext{kind: drainReadOn, deadline: c.link.drain.deadline}
+	if now.After(next.deadline) {
+		next = c.failDrainLocked("client disconnect while server was not ready")
 	}
-	deadline := c.link.drain.deadline
 	c.mu.Unlock()
-	s.conn.SetReadDeadline(deadline)
-	return true
+	return c.runDrain(s, next)
 }
 
 // relayFailed handles an error of the pump's s.r.Forward(out): the
@@ -236,12 +343,16 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			}
 			c.mu.Unlock()
 			out = nil
+			if c.gone.Load() {
+				c.link.pumpFreed.signal() // nothing more goes to the client
+			}
 			if s.r.Fits() {
 				// Forward had read the whole message before the write
 				// failed.
 				return true
 			}
 		case isTimeout(err) && c.gone.Load():
+			c.link.pumpFreed.signal() // out is dropped: see pumpRun
 			if !c.drainTick(s) {
 				return false
 			}

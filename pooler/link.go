@@ -63,6 +63,11 @@ type link struct {
 	writing  bool
 	ls       linkState     // protocol position on the link
 	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
+	// pumpFreed tells serve that the link's pump writes no more to the
+	// client, before the pump ends: a drain may go on for drainTimeout,
+	// and a client closed for bad input (closeBadInput) hears why at
+	// once. nil until the pump starts, as pumpDone.
+	pumpFreed *pumpFreed
 	// pumpStarted: the link has a pump goroutine (serve's own; see
 	// relayOrPump).
 	pumpStarted bool
@@ -180,6 +185,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	c.link.ops.reset()
 	c.link.skipToSync = false
 	c.link.pumpDone = nil
+	c.link.pumpFreed = nil
 	c.link.pumpStarted = false
 	c.link.detach = false
 	c.mu.Unlock()
@@ -233,10 +239,30 @@ func (c *client) startPump(s *server) {
 	// Made here, not at link: most links end with the inline relay and
 	// never have a pump to wait for.
 	done := make(chan struct{})
+	freed := &pumpFreed{ch: make(chan struct{})}
 	c.mu.Lock()
 	c.link.pumpDone = done
+	c.link.pumpFreed = freed
 	c.mu.Unlock()
-	go c.pump(s, done)
+	go c.pump(s, done, freed)
+}
+
+// pumpFreed is closed once by a link's pump when it stops writing to the
+// client: when it sees the client gone (it discards the server's output
+// from then on) or when it exits, whichever is first. Only that pump
+// calls signal; serve waits on ch.
+type pumpFreed struct {
+	ch       chan struct{}
+	signaled bool
+}
+
+// signal closes ch unless it was. nil (no pump: serve relays inline)
+// does nothing.
+func (f *pumpFreed) signal() {
+	if f != nil && !f.signaled {
+		f.signaled = true
+		close(f.ch)
+	}
 }
 
 // syncParams sends one SET for the tracked parameters whose server value

@@ -85,6 +85,8 @@ func (pk *parker) start() error {
 		if pk.err != nil {
 			return
 		}
+		// Under mu (taken above): the janitor's park scan reads
+		// len(parked) under mu whether or not parking has started.
 		pk.parked = map[int32]*client{}
 		pk.done = make(chan struct{})
 		go pk.run()
@@ -189,13 +191,13 @@ func (s *Service) requestParks(now time.Time) {
 // The parked client keeps its socket as a bare descriptor (a duplicate of
 // net's): the net.Conn, its addresses and the runtime's poll descriptor are
 // freed, and resume makes a new net.Conn from the descriptor. Anything that
-// may run meanwhile treats c.conn as closed: dropClient sets c.killed under
-// c.mu, and resume checks it under c.mu after installing the new conn.
+// may run meanwhile treats c.conn as closed: dropClient sets c.killed and
+// then closes c.sock, and resume checks c.killed after setting c.sock.
 func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
 	c.mu.Lock()
-	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed
+	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed.Load()
 	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
@@ -232,6 +234,7 @@ func (c *client) tryPark() bool {
 	c.mu.Lock()
 	c.setStateLocked(clientParked)
 	c.mu.Unlock()
+	c.setSocket(nil)
 	c.conn.Close() // the socket stays open through fd
 	// The reader, writer and scratch buffer go too (the first two are
 	// empty); resume makes new ones.
@@ -257,10 +260,7 @@ func (c *client) tryPark() bool {
 	}
 	// A KILL_CLIENT that came while the client was between its conn and
 	// the epoll set found nothing to unpark: end it now.
-	c.mu.Lock()
-	killed := c.killed
-	c.mu.Unlock()
-	if killed {
+	if c.killed.Load() {
 		c.svc.unpark(c)
 	}
 	return true
@@ -285,9 +285,9 @@ func (c *client) resume(fd int) {
 	c.mu.Lock()
 	c.conn = conn
 	c.link = newLink(&c.mu) // still parked until its loop starts (startLoop)
-	killed := c.killed
 	c.mu.Unlock()
-	if killed {
+	c.setSocket(conn)
+	if c.killed.Load() { // after setSocket: see client.killed
 		conn.Close()
 		c.svc.clientClosed(c)
 		return
@@ -297,7 +297,7 @@ func (c *client) resume(fd int) {
 
 // unpark resumes c if it is parked, before its socket is closed from
 // outside (KILL_CLIENT): its goroutine then sees c.killed or the closed
-// socket and ends the client as usual.
+// socket and ends the client as usual. Takes parker.mu only, never c.mu.
 func (s *Service) unpark(c *client) {
 	pk := &s.parker
 	pk.mu.Lock()

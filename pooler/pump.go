@@ -16,8 +16,9 @@ const (
 )
 
 // pump relays one server's replies to the client for the rest of a link.
-func (c *client) pump(s *server, done chan struct{}) {
+func (c *client) pump(s *server, done chan struct{}, freed *pumpFreed) {
 	defer close(done)
+	defer freed.signal()
 	c.pumpRun(s, false)
 }
 
@@ -46,6 +47,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				c.serverLost(s, err)
 				return pumpLinkOver
 			}
+			if c.gone.Load() {
+				c.link.pumpFreed.signal() // see below
+			}
 			if c.pumpTimeout(s) {
 				continue
 			}
@@ -58,6 +62,10 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		var out *wire.Writer
 		if !gone {
 			out = c.w
+		} else {
+			// Once the client is gone the pump discards what the server
+			// sends: serve may write the client's last error now.
+			c.link.pumpFreed.signal()
 		}
 		act := c.pumpLook(s, typ, out, inline, st)
 		switch act {
@@ -303,6 +311,15 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 
 // afterReady applies the release rule after a ReadyForQuery; false when the
 // link ended and the pump must stop.
+//
+// No write to the client happens under c.mu: a client that pipelines and
+// stops reading its replies would otherwise hold c.mu for as long as it
+// does, and KILL_CLIENT, SHOW CLIENTS, cancel requests and the janitor's
+// park scan (which serves every pool) all take it. The pump is the
+// client writer's only user while the server is linked, so it can flush
+// with c.mu released; what must be under c.mu is only the hand-over of
+// the writer back to serve, which clears c.link.srv with nothing left in
+// the writer.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
 	c.countReadyLocked(status)
@@ -311,23 +328,36 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
-		return c.drainLocked(s)
+		c.mu.Unlock()
+		return c.drain(s)
 	}
 	act := afterReadyForQuery(c.mode, &c.link.ls)
-	for act == releaseServer && c.link.writing {
-		// serve is finishing a flush to this server; wait for it, then
-		// look again: it may have sent more.
-		c.link.writerDone.Wait()
+	for act == releaseServer && (c.link.writing || c.w.Buffered() > 0) {
+		if c.link.writing {
+			// serve is finishing a flush to this server; wait for it,
+			// then look again: it may have sent more.
+			c.link.writerDone.Wait()
+		} else {
+			// The replies go out before the writer is handed back
+			// (after c.link.srv is cleared serve may link another
+			// server whose pump writes to the client), and without
+			// c.mu (see above). The client may answer them before c.mu
+			// is taken again: look again.
+			c.mu.Unlock()
+			c.w.Flush()
+			c.mu.Lock()
+		}
+		if c.gone.Load() {
+			c.mu.Unlock()
+			return c.drain(s)
+		}
 		act = afterReadyForQuery(c.mode, &c.link.ls)
-	}
-	if c.gone.Load() {
-		return c.drainLocked(s)
 	}
 	switch act {
 	case releaseServer:
-		// Flush under mu: after c.srv is cleared, serve may link another
-		// server whose pump writes to the client.
-		c.w.Flush()
+		if c.w.Buffered() != 0 {
+			panic("BUG: the client writer is handed back to serve with bytes in it")
+		}
 		c.unlinkServerLocked()
 		unsure := c.link.ls.unsure
 		c.mu.Unlock()
@@ -344,7 +374,10 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.releaseServer(s, st)
 		return false
 	case rejectTxBlock:
-		c.closeClientLocked(CodeStatementModeTxBlock)
+		c.mu.Unlock()
+		c.closeClient(CodeStatementModeTxBlock) // the link still holds s: see closeClient
+		c.mu.Lock()
+		c.awaitServeOffServerRelock(s)
 		c.unlinkServerLocked()
 		c.mu.Unlock()
 		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
@@ -376,60 +409,6 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 		s.unnamedOwner = 0
 	}
 	c.pool.release(s)
-}
-
-// drainLocked takes the next step to bring a server whose client left back to
-// idle (drain.go). Called with mu held; releases it. False when the link is
-// over.
-func (c *client) drainLocked(s *server) bool {
-	now := c.svc.clock.Now()
-	d := c.link.drain
-	if d.deadline.IsZero() {
-		c.startDrainLocked(s, now)
-	}
-	step := nextDrainStep(&c.link.ls, c.link.resetDue)
-	switch {
-	case step == drainWait && now.After(d.deadline):
-		return c.drainFailedLocked(s, "client disconnect while server was not ready")
-	case step == drainWait && c.link.ls.copyIn && !d.copyFailed:
-		// A COPY FROM STDIN waits for data that will never come.
-		d.copyFailed = true
-		c.link.ls.fromClient(wire.MsgCopyFail)
-		s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
-	case step == drainWait:
-		c.mu.Unlock()
-		s.conn.SetReadDeadline(d.deadline)
-		return true
-	case !c.awaitCancelLocked():
-		return c.drainFailedLocked(s, "cancel of an abandoned query did not complete")
-	case step == drainSync:
-		c.link.ls.fromClient(wire.MsgSync)
-		c.pushSyncLocked(wire.MsgSync)
-		s.scratch = wire.AppendSync(s.scratch[:0])
-	case step == drainRollback:
-		// Auto rollback: the client's transaction dies with it.
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
-		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
-	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.link.resetDue = false
-		return c.drainReleaseLocked(s)
-	case step == drainReset:
-		c.link.resetDue = false
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
-		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
-	default: // drainRelease
-		return c.drainReleaseLocked(s)
-	}
-	c.mu.Unlock()
-	s.conn.SetReadDeadline(d.deadline)
-	if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
-		c.serverLost(s, s.w.Err())
-		return false
-	}
-	return true
 }
 
 // pushSyncLocked records a Sync-like message the pooler itself sends.
@@ -468,10 +447,14 @@ func isCopyInput(typ byte) bool {
 // drain step, or query_timeout. False when the link is over.
 func (c *client) pumpTimeout(s *server) bool {
 	c.mu.Lock()
-	if c.gone.Load() {
-		return c.drainLocked(s)
+	gone := c.gone.Load()
+	c.mu.Unlock()
+	if gone {
+		return c.drain(s)
 	}
-	c.closeClientLocked(CodeQueryTimeout)
+	c.closeClient(CodeQueryTimeout)
+	c.mu.Lock()
+	c.awaitServeOffServerRelock(s)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
 	c.pool.discard(s, "query timeout")
@@ -481,38 +464,79 @@ func (c *client) pumpTimeout(s *server) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
-	linked := c.link.srv == s
-	quiet := c.gone.Load() || c.link.detach
-	reason := "server conn crashed?"
-	code := CodeServerCrashed
-	if c.link.detach {
-		reason = c.link.detachReason
+	tell := c.link.srv == s && !c.gone.Load() && !c.link.detach
+	_, code := c.lostReasonLocked(s)
+	c.mu.Unlock()
+	if tell {
+		c.closeClient(code)
 	}
-	if s.evicted.Load() {
-		reason, code = "evicted", CodeEvicted
-	}
-	if c.gone.Load() {
+	c.mu.Lock()
+	c.awaitServeOffServerRelock(s)
+	reason, _ := c.lostReasonLocked(s)
+	if c.gone.Load() && !tell {
+		// A drain ends with its server (a client told here leaves
+		// without one).
 		c.finishDrainLocked("closed")
 	}
-	if linked {
-		if !quiet {
-			c.closeClientLocked(code)
-		}
+	if c.link.srv == s {
 		c.unlinkServerLocked()
 	}
 	c.mu.Unlock()
 	c.pool.discard(s, reason)
 }
 
-// closeClientLocked tells the client of a pooler error that ends it and
-// closes its socket. It runs with c.mu held while the link still holds its
-// server: once c.link.srv is nil, serve owns the client writer again and
-// may link another server and relay its replies to that writer (the race
-// detector caught the pump's error and serve's relay writing it together
-// when this ran after the link ended). The write is bounded, as fail's is:
-// a client that reads nothing must not hold c.mu, which SHOW CLIENTS and
-// cancel requests take, for longer than that.
-func (c *client) closeClientLocked(code Code) {
+// lostReasonLocked is why the linked server s is closed when it fails
+// (the log's reason) and what the client is told.
+func (c *client) lostReasonLocked(s *server) (string, Code) {
+	reason, code := "server conn crashed?", CodeServerCrashed
+	if c.link.detach {
+		reason = c.link.detachReason
+	}
+	if s.evicted.Load() {
+		reason, code = "evicted", CodeEvicted
+	}
+	return reason, code
+}
+
+// awaitServeOffServerRelock waits until serve no longer writes to s, the
+// linked server the pump is about to close or hand back (c.link.writing,
+// set from recording a message until its batch is flushed). discard
+// writes s's Terminate and lets the pool forget s; a server serve still
+// writes to would then have two writers, and release would give that
+// writer to the next holder. s's socket is closed first when serve is
+// writing, so that a write blocked on it ends. Called with c.mu held; it
+// is released while waiting (the suffix says so) and held again on
+// return. The caller has told the client or the client is gone, so that
+// serve is not left reading the rest of a batch: it finds the client's
+// socket closed, and both doneWriting and abandonLink end the writing.
+// Never called by serve itself (inline relay): serve has flushed its
+// batch before it relays.
+func (c *client) awaitServeOffServerRelock(s *server) {
+	if c.link.srv != s || !c.link.writing {
+		return
+	}
+	// Closed with the lock released: closing a TLS connection may write
+	// its close_notify.
+	c.mu.Unlock()
+	s.conn.Close()
+	c.mu.Lock()
+	for c.link.srv == s && c.link.writing {
+		c.link.writerDone.Wait()
+	}
+}
+
+// closeClient tells the client of a pooler error that ends it and closes
+// its socket. Only the pump calls it, while the link still holds its
+// server, and without c.mu: while c.link.srv is set the pump is the
+// client writer's only user, and once it is nil serve owns the writer
+// again and may link another server and relay its replies to that writer
+// (the race detector caught the pump's error and serve's relay writing it
+// together when this ran after the link ended). serve's closeBadInput
+// waits for link.pumpFreed, which the pump signals only after this. The
+// write is bounded, as fail's is; without c.mu a client that reads nothing
+// holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
+// janitor's park scan).
+func (c *client) closeClient(code Code) {
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(nil, newError(code)))
 	c.w.Flush()

@@ -574,8 +574,9 @@ func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
 // client_message_timeout) before any of it was passed on. A linked server
 // is not closed for it: it goes through leave's drain (replies discarded,
 // Sync, ROLLBACK, reset) and back to the pool. The client gets e once
-// nothing else writes to it: at once when serve owns its writer, else after
-// the pump has finished the drain. detail, when set, is logged.
+// nothing else writes to it: at once when serve owns its writer, else once
+// the pump has seen the client go (link.pumpFreed), while it drains on.
+// detail, when set, is logged.
 func (c *client) closeBadInput(e *Error, detail string) {
 	if detail != "" {
 		c.logger().Warn(c.String() + ": " + detail)
@@ -588,7 +589,7 @@ func (c *client) closeBadInput(e *Error, detail string) {
 		// The link's pump may write to the client until it has seen the
 		// client go (or, after a link that ended, until it has exited).
 		c.mu.Lock()
-		done = c.link.pumpDone
+		done = c.link.pumpFreed.ch
 		c.mu.Unlock()
 	}
 	if done == nil {

@@ -338,6 +338,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	_, c.local = conn.(*net.UnixConn)
 	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
 	c.link = newLink(&c.mu)
+	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
 	go c.serve()
 }
