@@ -126,9 +126,21 @@ func (fc *fakeConn) command(kind string, q, params []byte, simple bool) (tag str
 	if simple {
 		fc.send(fakeRowDescription)
 	}
-	fc.send(&pgproto3.DataRow{Values: [][]byte{[]byte(fakeDigest(q)), []byte(fakeDigest(params))}})
+	row := [][]byte{[]byte(fakeDigest(q)), []byte(fakeDigest(params))}
+	if bytes.Contains(q, fakeBigRowMarker) {
+		row[1] = fakeBigRow
+	}
+	fc.send(&pgproto3.DataRow{Values: row})
 	return "SELECT 1", true
 }
+
+// A statement that carries fakeBigRowMarker gets fakeBigRow (8 KiB) in
+// its row's second column: a test fills a client's socket buffers with a
+// thousand replies instead of a hundred thousand.
+var (
+	fakeBigRowMarker = []byte("/* fake:bigrow */")
+	fakeBigRow       = bytes.Repeat([]byte("x"), 8<<10)
+)
 
 // discardAll runs DISCARD ALL: refused in a transaction block, else it
 // drops the named statements and the portals.

@@ -25,8 +25,9 @@ func TestClientThatStopsReadingHoldsNoLock(t *testing.T) {
 	defer conn.Close()
 	stateQuery(t, conn, "SELECT 1", 'I') // resumed if it parked after its login
 	// The socket buffers stay as they are (it takes some megabytes of
-	// replies to fill them): shrunk with SO_SNDBUF or SO_RCVBUF, loopback
-	// TCP stalled in both directions and the client parked instead.
+	// replies to fill them: each reply carries the fake's 8 KiB row, so a
+	// thousand do): shrunk with SO_SNDBUF or SO_RCVBUF, loopback TCP
+	// stalled in both directions and the client parked instead.
 	// dialStateClient's deadline goes: conn.Close at the end stops the
 	// writer whatever happens.
 	conn.SetDeadline(time.Time{})
@@ -38,7 +39,7 @@ func TestClientThatStopsReadingHoldsNoLock(t *testing.T) {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		q := encode(&pgproto3.Query{String: "SELECT 1"})
+		q := encode(&pgproto3.Query{String: "SELECT 1 " + string(fakeBigRowMarker)})
 		for {
 			if _, err := conn.Write(q); err != nil {
 				return
@@ -51,19 +52,23 @@ func TestClientThatStopsReadingHoldsNoLock(t *testing.T) {
 	// goroutine in the netpoller inside a client writer's Flush). A
 	// generous bound: the test fails if it never happens.
 	stuck := false
+	var last []string
 	for limit := time.Now().Add(60 * time.Second); !stuck && time.Now().Before(limit); {
-		for _, g := range poolerGoroutines(func(fn string) bool { return strings.HasPrefix(fn, "(*client)") }) {
-			// The client writer is flushed only where a link's replies
-			// are relayed (pumpRun); serve's own flush to the server is
-			// under flushBatch.
-			if strings.Contains(g, "[IO wait") && strings.Contains(g, "wire.(*Writer).Flush(") && strings.Contains(g, "(*client).pumpRun(") {
+		last = poolerGoroutines(func(fn string) bool { return strings.HasPrefix(fn, "(*client)") })
+		for _, g := range last {
+			// The client is written only where a link's replies are
+			// relayed (pumpRun, inline or as the pump): a ReadyForQuery
+			// ends in the writer's Flush, the fake's big row is streamed
+			// through it by Reader.Forward. serve's writes to the server
+			// are under flushBatch.
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, "wire.(*Writer).") && strings.Contains(g, "(*client).pumpRun(") {
 				stuck = true
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !stuck {
-		t.Fatalf("the pooler never blocked writing to the client that reads nothing:\n%s", tp.log.tail())
+		t.Fatalf("the pooler never blocked writing to the client that reads nothing:\n%s\n%s", strings.Join(last, "\n\n"), tp.log.tail())
 	}
 
 	// The writer blocked for good: the client's lock is free. Others
