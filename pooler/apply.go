@@ -160,14 +160,28 @@ func (s *Service) swap(next *derivedState) {
 		pools = append(pools, p)
 	}
 	s.mu.Unlock()
+	var retargeted []*serverPool
 	for _, p := range pools {
+		db := p.dbEntry()
+		if nd, ok := cfg.LookupDatabase(p.key.db); ok {
+			db = nd
+			if p.retarget(db) {
+				retargeted = append(retargeted, p)
+			}
+		}
 		p.mu.Lock()
-		p.eff = cfg.Resolve(p.db, p.key.user)
-		p.closed = poolClosed(cfg, p.db, p.key.user)
+		p.eff = cfg.Resolve(db, p.key.user)
+		p.closed = poolClosed(cfg, db, p.key.user)
 		p.syncGateLocked()
 		p.mu.Unlock()
 		p.dbLimit.setMax(p.eff.MaxDBConnections)
 		p.userLimit.setMax(p.eff.MaxUserConnections)
+	}
+	now := s.clock.Now()
+	for _, p := range retargeted {
+		// The idle servers of the old target go now, not at the
+		// janitor's next pass.
+		p.maintain(now)
 	}
 	for _, p := range pools {
 		p.shrink()

@@ -203,7 +203,7 @@ func (v consoleView) Databases() []admin.Database {
 	}
 	for _, p := range s.allPools() {
 		if _, ok := names[p.key.db]; !ok {
-			names[p.key.db] = p.db // auto-created from "*"
+			names[p.key.db] = p.dbEntry() // auto-created from "*"
 		}
 	}
 	clientsByDB := map[string]int{}

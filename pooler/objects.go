@@ -140,7 +140,7 @@ func (p *serverPool) setServerStateLocked(s *server, to serverState) {
 // with a successful login (dialServer), so the numbers in the logs stay
 // those of servers that existed. p.mu is held.
 func (p *serverPool) newLoginLocked() *server {
-	s := &server{pool: p}
+	s := &server{pool: p, target: p.target.Load()}
 	p.setServerStateLocked(s, serverLogin)
 	return s
 }

@@ -28,13 +28,11 @@ type poolKey struct{ db, user string }
 type serverPool struct {
 	svc *Service
 	key poolKey
-	db  *config.Database
-	// network and address of the Postgres server; params is the startup
-	// packet of every new server connection; cred logs it in.
-	network, address string
-	host             string // for TLS host name verification
-	params           []wire.Param
-	log              *slog.Logger
+	// target is where new servers log in (the [databases] entry, its
+	// address and startup packet), replaced as a whole when RELOAD changes
+	// the entry (retarget); each server keeps the one it dialled.
+	target atomic.Pointer[poolTarget]
+	log    *slog.Logger
 
 	dbLimit, userLimit *limiter
 	stats              poolStats
@@ -108,6 +106,34 @@ type serverPool struct {
 }
 
 func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCredentials) (*serverPool, error) {
+	p := &serverPool{
+		svc:      svc,
+		key:      key,
+		cred:     cred,
+		log:      svc.log.With("pool", key.db+"/"+key.user),
+		queue:    admission.NewFIFO(),
+		lastUsed: svc.clock.Now(),
+
+		drainCancelPath: make(chan struct{}, drainCancelSlots),
+	}
+	p.target.Store(newPoolTarget(db, key.user))
+	return p, nil
+}
+
+// poolTarget is where and how a pool's servers log in, from its
+// [databases] entry. Immutable: RELOAD installs a new one (retarget).
+type poolTarget struct {
+	db *config.Database
+	// network and address of the Postgres server (cancel requests for a
+	// server go there too); host is for TLS host name verification;
+	// params is the startup packet of every new server connection.
+	network, address, host string
+	params                 []wire.Param
+}
+
+// newPoolTarget builds the target of entry db for servers logging in as
+// user.
+func newPoolTarget(db *config.Database, user string) *poolTarget {
 	host := db.Host
 	if host == "" {
 		host = "/tmp"
@@ -116,8 +142,8 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 	if port == 0 {
 		port = 5432
 	}
-	dbname := db.ServerDBName()
-	params := []wire.Param{{Name: "user", Value: key.user}, {Name: "database", Value: dbname}}
+	t := &poolTarget{db: db, host: host}
+	t.params = []wire.Param{{Name: "user", Value: user}, {Name: "database", Value: db.ServerDBName()}}
 	for _, kv := range []wire.Param{
 		{Name: "client_encoding", Value: db.ClientEncoding},
 		{Name: "DateStyle", Value: db.DateStyle},
@@ -125,32 +151,67 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 		{Name: "application_name", Value: db.ApplicationName},
 	} {
 		if kv.Value != "" {
-			params = append(params, kv)
+			t.params = append(t.params, kv)
 		}
 	}
-	p := &serverPool{
-		svc:      svc,
-		key:      key,
-		db:       db,
-		host:     host,
-		params:   params,
-		cred:     cred,
-		log:      svc.log.With("pool", key.db+"/"+key.user),
-		queue:    admission.NewFIFO(),
-		lastUsed: svc.clock.Now(),
-
-		drainCancelPath: make(chan struct{}, drainCancelSlots),
-	}
 	if strings.HasPrefix(host, "/") {
-		p.network, p.address = "unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port))
+		t.network, t.address = "unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port))
 	} else {
-		p.network, p.address = "tcp", net.JoinHostPort(host, strconv.Itoa(port))
+		t.network, t.address = "tcp", net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	return p, nil
+	return t
 }
 
-// cancelTarget is where cancel requests for this pool's servers go.
-func (p *serverPool) cancelTarget() (network, addr string) { return p.network, p.address }
+// sameServers reports whether servers logged in for t are what t2 would
+// log in: the same address, startup packet, forced user and password, and
+// connect_query. Anything else in the entry (pool sizes, modes) applies to
+// the servers a pool has.
+func (t *poolTarget) sameServers(t2 *poolTarget) bool {
+	return t.network == t2.network && t.address == t2.address && t.host == t2.host &&
+		slices.Equal(t.params, t2.params) &&
+		t.db.User == t2.db.User && t.db.Password == t2.db.Password &&
+		t.db.ConnectQuery == t2.db.ConnectQuery
+}
+
+// dbEntry is the pool's current [databases] entry.
+func (p *serverPool) dbEntry() *config.Database { return p.target.Load().db }
+
+// retarget installs entry db, from a RELOAD, as PgBouncer does with a
+// changed database: when the servers it logs in differ from the current
+// ones (address, dbname, startup parameters, forced user or password,
+// connect_query), every server of the pool is marked to close (idle ones
+// at once, busy ones when released, logins to the old target when they
+// end), the old target's cached login error is forgotten, and new servers
+// dial the new target; clients keep their connections. It reports whether
+// the servers' target changed.
+func (p *serverPool) retarget(db *config.Database) bool {
+	nt := newPoolTarget(db, p.key.user)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := !p.target.Load().sameServers(nt)
+	p.target.Store(nt)
+	if !changed {
+		return false
+	}
+	if db.User != "" && db.User == p.key.user {
+		// A forced user's credentials are the entry's (or auth_file's).
+		cred := auth.ServerCredentials{User: db.User, Password: db.Password}
+		if cred.Password == "" {
+			if sec, ok := p.svc.secret(db.User); ok {
+				cred.Secret = &sec
+			}
+		}
+		p.cred = cred
+	}
+	p.lastLoginErr = nil
+	for s := range p.servers {
+		if !s.closeNeeded {
+			s.closeNeeded = true
+			s.doomReason = reasonConfigChanged
+		}
+	}
+	return true
+}
 
 // poolWaiter is a client waiting in the queue for a server. The waiter,
 // its channel and its wait count are reused from one wait to the next: a

@@ -25,8 +25,8 @@ func (p *serverPool) connect(s *server) {
 func (p *serverPool) logIn(s *server) error {
 	st := p.svc.settings()
 	err := dialServer(p, s, st.ServerConnectTimeout)
-	if err == nil && p.db.ConnectQuery != "" {
-		if res, qerr := s.exec(p.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
+	if err == nil && s.target.db.ConnectQuery != "" {
+		if res, qerr := s.exec(s.target.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
 			s.conn.Close()
 			err = qerr
 		} else if res.err != nil {
@@ -89,13 +89,19 @@ func (p *serverPool) loggedIn(s *server) {
 	}
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
-	if p.paused || p.overLimitLocked() {
+	stale := !s.target.sameServers(p.target.Load())
+	if p.paused || stale || p.overLimitLocked() {
 		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())
 		p.mu.Unlock()
-		reason := "pause"
-		if !p.paused {
-			reason = "limit lowered"
+		reason := "limit lowered"
+		switch {
+		case p.paused:
+			reason = reasonPause
+		case stale:
+			// RELOAD retargeted the pool while this one logged in to
+			// the old target; regrowLocked started its replacement.
+			reason = reasonConfigChanged
 		}
 		p.closeServer(s, reason)
 		return

@@ -83,6 +83,9 @@ const idlePeekEvery = time.Second
 const (
 	reasonPause   = "pause"
 	reasonCrashed = "server conn crashed?"
+	// reasonConfigChanged: RELOAD changed where or as whom the pool's
+	// servers log in (retarget); PgBouncer's words.
+	reasonConfigChanged = "database configuration changed"
 )
 
 // mayConnectLocked says whether one more server login may start now:
@@ -166,7 +169,7 @@ func (p *serverPool) growTick() {
 // bucket as growth for waiters. After a failed login it waits
 // server_login_retry, as growth for clients does.
 func (p *serverPool) fillMinLocked(now time.Time) {
-	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.db.User == "") {
+	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.dbEntry().User == "") {
 		return
 	}
 	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry {
@@ -195,7 +198,9 @@ func (p *serverPool) fillMinLocked(now time.Time) {
 // lifetime, lowered limit, RECONNECT) needs a close token, else it stays
 // in the pool until a later janitor pass finds one.
 func (p *serverPool) mayCloseLocked(reason string, now time.Time) bool {
-	if reason == reasonPause || reason == reasonCrashed {
+	if reason == reasonPause || reason == reasonCrashed || reason == reasonConfigChanged {
+		// A server of the old target is not worth keeping for pacing:
+		// after a failover it points at the wrong primary.
 		return true
 	}
 	st := p.svc.settings()

@@ -24,6 +24,9 @@ var serverIDs atomic.Uint64
 type server struct {
 	id   uint64
 	pool *serverPool
+	// target is the pool's target this server dialled; after a RELOAD
+	// changed it, the server is closed rather than reused (retarget).
+	target *poolTarget
 	conn net.Conn
 	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
 	// owner only).
@@ -106,7 +109,8 @@ func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 // login that only this goroutine touches until it is logged in; connect
 // and login together are bounded by timeout (server_connect_timeout).
 func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
-	conn, err := p.svc.dialTimeout(p.network, p.address, timeout)
+	t := s.target
+	conn, err := p.svc.dialTimeout(t.network, t.address, timeout)
 	if err != nil {
 		return err
 	}
@@ -131,16 +135,16 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	if timeout > 0 {
 		conn.SetDeadline(time.Now().Add(timeout))
 	}
-	if p.network == "tcp" {
+	if t.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer.
-		if conn, err = startServerTLS(conn, p); err != nil {
+		if conn, err = startServerTLS(conn, p, t.host); err != nil {
 			return err
 		}
 	}
 	sio := wire.SocketIO(conn)
 	r := wire.NewReader(sio, wire.DefaultBufferSize)
 	w := wire.NewWriter(sio, wire.DefaultBufferSize)
-	login, err := auth.LoginToServer(r, w, p.params, p.credentials())
+	login, err := auth.LoginToServer(r, w, t.params, p.credentials())
 	if err != nil {
 		conn.Close()
 		return err
@@ -264,8 +268,7 @@ func (s *server) shownAppName() string {
 // sendCancel asks Postgres to cancel whatever s is running, on a new
 // connection, as the protocol requires.
 func (s *server) sendCancel(timeout time.Duration) error {
-	network, addr := s.pool.cancelTarget()
-	c, err := s.pool.svc.dialTimeout(network, addr, timeout)
+	c, err := s.pool.svc.dialTimeout(s.target.network, s.target.address, timeout)
 	if err != nil {
 		return err
 	}
@@ -317,9 +320,9 @@ func quoteIdent(n string) string {
 // startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
 // falls back to plaintext when the server answers 'N', require and
 // verify-* fail instead.
-func startServerTLS(conn net.Conn, p *serverPool) (net.Conn, error) {
+func startServerTLS(conn net.Conn, p *serverPool, host string) (net.Conn, error) {
 	ts := p.svc.sec.Load().serverTLS
-	cfg, _, err := auth.ServerTLSConfig(ts, p.host)
+	cfg, _, err := auth.ServerTLSConfig(ts, host)
 	if err != nil || cfg == nil {
 		if err != nil {
 			conn.Close()
