@@ -27,7 +27,7 @@ type server struct {
 	// target is the pool's target this server dialled; after a RELOAD
 	// changed it, the server is closed rather than reused (retarget).
 	target *poolTarget
-	conn net.Conn
+	conn   net.Conn
 	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
 	// owner only).
 	peekRaw  syscall.RawConn
