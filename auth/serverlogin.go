@@ -89,10 +89,14 @@ func LoginToServer(r *wire.Reader, w *wire.Writer, params []wire.Param, cred Ser
 				}
 				continue
 			case 3: // cleartext
-				if cred.Password == "" {
-					return nil, errors.New("server asked for a cleartext password, and no cleartext password is configured")
+				pw := cred.Password
+				if pw == "" && cred.Secret != nil && cred.Secret.Kind == SecretPlain {
+					pw = cred.Secret.Plain // a plain password in auth_file
 				}
-				reply = passwordMessage(cred.Password)
+				if pw == "" {
+					return nil, wrongPasswordType("cannot do plain-text authentication: wrong password type")
+				}
+				reply = passwordMessage(pw)
 			case 5: // MD5
 				if len(body) != 8 {
 					return nil, errors.New("server sent a malformed MD5 request")
@@ -168,8 +172,21 @@ func md5Inner(cred ServerCredentials) (string, error) {
 	case cred.Secret != nil && cred.Secret.Kind == SecretPlain:
 		return MD5Secret(cred.User, cred.Secret.Plain)[3:], nil
 	}
-	return "", errors.New("server asked for MD5 authentication, and no password or MD5 secret is configured for this user")
+	return "", wrongPasswordType("cannot do MD5 authentication: wrong password type")
 }
+
+// ErrWrongPasswordType: the server asked for an authentication the
+// password or secret the pooler has for the user cannot answer (an MD5
+// secret against SCRAM, a SCRAM secret with no client keys, a hash against
+// cleartext). PgBouncer's words; errors.Is finds it in the login errors.
+var ErrWrongPasswordType = errors.New("wrong password type")
+
+// wrongPasswordType is a login error that is ErrWrongPasswordType, with
+// PgBouncer's longer text for the log.
+type wrongPasswordType string
+
+func (e wrongPasswordType) Error() string        { return string(e) }
+func (e wrongPasswordType) Is(target error) bool { return target == ErrWrongPasswordType }
 
 func passwordMessage(pw string) []byte {
 	return appendPasswordBytes(nil, append([]byte(pw), 0))
@@ -218,8 +235,11 @@ func newSCRAMClient(cred ServerCredentials) (*scramClient, error) {
 		c.password = cred.Secret.Plain
 	}
 	if c.password == "" {
-		if cred.Secret == nil || cred.Secret.Kind != SecretSCRAM || len(cred.ClientKey) == 0 {
-			return nil, errors.New("cannot do SCRAM authentication: password is SCRAM secret but client authentication did not provide SCRAM keys")
+		if cred.Secret == nil || cred.Secret.Kind != SecretSCRAM {
+			return nil, wrongPasswordType("cannot do SCRAM authentication: wrong password type")
+		}
+		if len(cred.ClientKey) == 0 {
+			return nil, wrongPasswordType("cannot do SCRAM authentication: password is SCRAM secret but client authentication did not provide SCRAM keys")
 		}
 		c.secret, c.clientKey = cred.Secret, cred.ClientKey
 	}

@@ -50,7 +50,10 @@ func TestLoginToServer(t *testing.T) {
 		{"scram wrong password", MethodSCRAM, scramSec, ServerCredentials{User: user, Password: "nope"}, "SASL authentication failed"},
 		{"scram pass-through", MethodSCRAM, scramSec, ServerCredentials{User: user, Secret: &parsedSCRAM, ClientKey: clientKey}, ""},
 		{"scram secret without keys", MethodSCRAM, scramSec, ServerCredentials{User: user, Secret: &parsedSCRAM}, "did not provide SCRAM keys"},
-		{"md5 asked, only scram secret", MethodMD5, md5sec, ServerCredentials{User: user, Secret: &parsedSCRAM}, "no password or MD5 secret"},
+		{"md5 asked, only scram secret", MethodMD5, md5sec, ServerCredentials{User: user, Secret: &parsedSCRAM}, "cannot do MD5 authentication: wrong password type"},
+		{"scram asked, only md5 secret", MethodSCRAM, scramSec, ServerCredentials{User: user, Secret: &parsedMD5}, "cannot do SCRAM authentication: wrong password type"},
+		{"cleartext with a plain auth_file password", MethodPlain, pw, ServerCredentials{User: user, Secret: &Secret{Kind: SecretPlain, Plain: pw}}, ""},
+		{"cleartext asked, only md5 secret", MethodPlain, pw, ServerCredentials{User: user, Secret: &parsedMD5}, "cannot do plain-text authentication: wrong password type"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,6 +69,9 @@ func TestLoginToServer(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Fatalf("err = %v, want it to contain %q", err, c.wantErr)
+			}
+			if want := strings.Contains(c.wantErr, "wrong password type") || strings.Contains(c.wantErr, "SCRAM keys"); errors.Is(err, ErrWrongPasswordType) != want {
+				t.Errorf("errors.Is(%v, ErrWrongPasswordType) = %v, want %v", err, !want, want)
 			}
 		})
 	}

@@ -183,6 +183,8 @@ func loginReason(err error) string {
 		return se.Fields.Message
 	case errors.As(err, &re):
 		return re.reason
+	case errors.Is(err, auth.ErrWrongPasswordType):
+		return "wrong password type"
 	case errors.As(err, &dns):
 		return "server DNS lookup failed"
 	case errors.As(err, &ne) && ne.Timeout():

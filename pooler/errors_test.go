@@ -121,6 +121,7 @@ func TestLoginReason(t *testing.T) {
 		{"EOF during login", io.ErrUnexpectedEOF, "server conn crashed?"},
 		{"reset during login", os.NewSyscallError("read", syscall.ECONNRESET), "server conn crashed?"},
 		{"TLS", &reasonError{"TLS startup failed", errors.New("server TLS handshake: remote error: tls: bad certificate")}, "TLS startup failed"},
+		{"wrong password type", fmt.Errorf("login: %w", auth.ErrWrongPasswordType), "wrong password type"},
 		{"anything else", errors.New("server sent unexpected message 'Q' during login"), "login failed"},
 	}
 	for _, c := range cases {
