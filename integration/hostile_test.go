@@ -601,22 +601,37 @@ func TestHostileSSLRequestTwice(t *testing.T) {
 }
 
 // TestHostileErrorTexts: a server that cannot be reached gives clients
-// PgBouncer's texts: the first "server login failed: connect failed", the
-// next, within server_login_retry, "server login has been failing, cached
-// error: connect failed (server_login_retry)". Neither names the address
-// (which goes to the log).
+// PgBouncer's texts. The first client keeps waiting for a server (a
+// failed connect is retried every server_login_retry) until
+// query_wait_timeout; a client that logs in while the last login failed
+// less than server_login_retry ago is refused at once with "server login
+// has been failing, cached error: connect failed (server_login_retry)".
+// Neither names the address (which goes to the log).
 func TestHostileErrorTexts(t *testing.T) {
 	needPG(t)
 	// Nothing listens on port 1.
-	ini := strings.Replace(iniSettings(map[string]string{"server_login_retry": "30"}, ""),
+	ini := strings.Replace(iniSettings(map[string]string{"server_login_retry": "30", "query_wait_timeout": "3"}, ""),
 		"[databases]\n", "[databases]\ndeaddb = host=127.0.0.1 port=1 dbname=deaddb\n", 1)
 	p := startPooler(t, ini, testUserlist)
 	connstr := p.ConnString("deaddb", appUser, appPassword)
-	for i, want := range []string{
-		"server login failed: connect failed",
-		"server login has been failing, cached error: connect failed (server_login_retry)",
-	} {
+	first := make(chan error, 1)
+	go func() {
 		_, err := tryConnectPgx(t, pgxConfig(t, connstr))
+		first <- err
+	}()
+	if !p.WaitLog("server login failed", 10*time.Second) {
+		t.Fatalf("no failed server login logged:\n%s", p.Log())
+	}
+	for i, want := range []string{
+		"server login has been failing, cached error: connect failed (server_login_retry)",
+		"query_wait_timeout",
+	} {
+		var err error
+		if i == 0 {
+			_, err = tryConnectPgx(t, pgxConfig(t, connstr))
+		} else {
+			err = <-first
+		}
 		pe := wantPgError(t, err, "FATAL", "08P01", "")
 		if pe.Message != want {
 			t.Errorf("client %d: %q, want %q", i+1, pe.Message, want)

@@ -199,6 +199,9 @@ func (c *client) joinPool(st *config.Settings, pool *serverPool) error {
 	c.mode = eff.PoolMode
 	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
 	c.enterPool()
+	if err := pool.fastFail(); err != nil {
+		return err
+	}
 	if !pool.hasWelcome() {
 		// Like PgBouncer, the first client of a pool waits for a server
 		// login so the welcome carries the real server's parameters.

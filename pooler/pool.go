@@ -262,7 +262,10 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 		p.mu.Unlock()
 		return s, nil
 	}
-	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+	if p.lastLoginErr != nil && failsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+		// Postgres refused the last login (a wrong password, a missing
+		// database): the error is told at once, not after a wait. A
+		// server that could not be reached is waited for instead.
 		err := p.lastLoginErr
 		p.mu.Unlock()
 		return nil, loginFailing(err)
@@ -349,13 +352,28 @@ func loginFailing(err error) error {
 	return newError(CodeServerLoginFailing, loginReason(err))
 }
 
+// fastFail is PgBouncer's check at a client's login: while the pool's last
+// server login failed less than server_login_retry ago and it has no
+// logged-in server, a new client is refused at once with the cached error
+// rather than queued behind a server that is down. Clients already
+// connected, and the ones already waiting, keep waiting instead.
+func (p *serverPool) fastFail() error {
+	now := p.svc.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loginRetryPendingLocked(now) && p.total-p.connecting == 0 {
+		return loginFailing(p.lastLoginErr)
+	}
+	return nil
+}
+
 // growLocked starts server logins for waiters that no login in flight will
 // serve, within pool_size (plus reserve_pool_size when useReserve), the
 // database and user caps, server_max_parallel_connects (a finishing login
 // grows again) and the create bucket (the grow timer retries when the next
 // token is due).
 func (p *serverPool) growLocked(now time.Time, useReserve bool) {
-	if p.paused || p.closed {
+	if p.paused || p.closed || p.loginRetryPendingLocked(now) {
 		return
 	}
 	// Clients queued at the admission gate are demand too: the gate's
@@ -401,6 +419,29 @@ func (p *serverPool) regrowLocked(now time.Time) {
 func isStartingUp(err error) bool {
 	var se *auth.ServerError
 	return errors.As(err, &se) && se.Fields.Code == "57P03"
+}
+
+// failsWaiters reports whether a failed server login fails the clients
+// waiting for it, as in PgBouncer: only when Postgres itself refused the
+// login (an ErrorResponse, other than "the database system is starting
+// up") or the pooler has no password the server's method can use. A
+// server that could not be reached, timed out or hung up is retried every
+// server_login_retry while its clients keep waiting, up to
+// query_wait_timeout: a restart or failover costs them latency, not
+// errors.
+func failsWaiters(err error) bool {
+	var se *auth.ServerError
+	if errors.As(err, &se) {
+		return !isStartingUp(err)
+	}
+	return errors.Is(err, auth.ErrWrongPasswordType)
+}
+
+// loginRetryPendingLocked: the last login failed less than
+// server_login_retry ago, so no new one starts yet; the janitor's pass
+// grows the pool again once the interval is over.
+func (p *serverPool) loginRetryPendingLocked(now time.Time) bool {
+	return p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry
 }
 
 // hasWaiters reports whether clients are queued for this pool's servers,

@@ -50,8 +50,9 @@ func (p *serverPool) loginAborted(s *server) {
 }
 
 // loginFailed ends a failed login: the error is recorded for the pool's
-// next logins and, unless the server is still starting up, told to every
-// waiter.
+// next logins and, when Postgres refused the login (failsWaiters), told to
+// every waiter; otherwise they keep waiting for the janitor's retry after
+// server_login_retry.
 func (p *serverPool) loginFailed(s *server, err error) {
 	p.mu.Lock()
 	p.setServerStateLocked(s, serverClosed)
@@ -59,9 +60,9 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	p.lastLoginErr = err
 	p.lastLoginErrAt = p.svc.clock.Now()
 	// Every waiter gets the server's own error now (as PgBouncer
-	// forwards it), except for a server still starting up.
+	// forwards it) when the server refused the login.
 	var waiters []*poolWaiter
-	if !isStartingUp(err) {
+	if failsWaiters(err) {
 		for w := p.queue.Pop(); w != nil; w = p.queue.Pop() {
 			waiters = append(waiters, w.Data.(*poolWaiter))
 		}

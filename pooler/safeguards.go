@@ -172,7 +172,7 @@ func (p *serverPool) fillMinLocked(now time.Time) {
 	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.dbEntry().User == "") {
 		return
 	}
-	if p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry {
+	if p.loginRetryPendingLocked(now) {
 		return
 	}
 	// The gate learns of the logins it starts (its capacity and the
