@@ -92,3 +92,20 @@ func TestParametersFollowClient(t *testing.T) {
 		t.Errorf("clients ran on backends %v; with default_pool_size=1 they must share one", pids)
 	}
 }
+
+// TestOptionsEscapedSpace: a value with a backslash-escaped space in the
+// options startup parameter reaches the session whole, as Postgres reads
+// it (issue 18, cause 14: it was refused).
+func TestOptionsEscapedSpace(t *testing.T) {
+	p := startPooler(t, iniSettings(nil, ""), testUserlist)
+	cfg := pgxConfig(t, p.App())
+	cfg.RuntimeParams["options"] = `-c application_name=hello\ world`
+	conn, err := tryConnectPgx(t, cfg)
+	if err != nil {
+		t.Fatalf("login with an escaped space in options: %v", err)
+	}
+	defer conn.Close(ctxT(t, 5*time.Second))
+	if got := queryText(t, conn, "SELECT current_setting('application_name')"); got != "hello world" {
+		t.Errorf("application_name = %q, want %q", got, "hello world")
+	}
+}

@@ -322,7 +322,7 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	if ignored("options") {
 		return nil
 	}
-	fields := strings.Fields(opts)
+	fields := splitOptions(opts)
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
 		var kv string
@@ -360,6 +360,39 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		}
 	}
 	return nil
+}
+
+// splitOptions splits the options startup parameter as Postgres does
+// (pg_split_opts): at ASCII whitespace, a backslash taking the next
+// character literally, so `-c application_name=a\ b` carries a value with
+// a space. A trailing backslash is dropped, as there.
+func splitOptions(s string) []string {
+	var out []string
+	var b strings.Builder
+	inField, escaped := false, false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case escaped:
+			b.WriteByte(ch)
+			escaped = false
+		case ch == '\\':
+			escaped, inField = true, true
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r':
+			if inField {
+				out = append(out, b.String())
+				b.Reset()
+				inField = false
+			}
+		default:
+			b.WriteByte(ch)
+			inField = true
+		}
+	}
+	if inField {
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // authenticate checks the client by auth_type (or the auth_hba_file rule
