@@ -82,3 +82,46 @@ func TestPgxDefaultModePreparedStatements(t *testing.T) {
 		t.Errorf("%d backends, want <= 2", n)
 	}
 }
+
+// TestStatsCountNamedStatements: SHOW STATS' parse and bind counts are of
+// the named statements the pooler maps, as PgBouncer's: none with
+// max_prepared_statements = 0, and unnamed Parse/Bind never (issue 18,
+// cause 13: every Parse and Bind was counted).
+func TestStatsCountNamedStatements(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		maxPrepared   string
+		parses, binds string
+	}{
+		{"not mapped", "0", "0", "0"},
+		{"mapped", "100", "1", "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"max_prepared_statements": tc.maxPrepared}), ""), opsUserlist)
+			admin := adminConsole(t, p)
+			cfg := pgxConfig(t, p.App())
+			cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+			conn, err := tryConnectPgx(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				// pgx's statement cache: one named statement, bound three
+				// times.
+				if got := queryInt(t, conn, "SELECT $1::int + 1", i); got != int64(i+1) {
+					t.Fatalf("named: %d, want %d", got, i+1)
+				}
+				// Unnamed Parse and Bind: not counted.
+				var v int
+				if err := conn.QueryRow(ctxT(t, 10*time.Second), "SELECT $1::int", pgx.QueryExecModeDescribeExec, i).Scan(&v); err != nil || v != i {
+					t.Fatalf("unnamed: %d, %v", v, err)
+				}
+			}
+			row := show(t, admin, "SHOW STATS").one(t, "database", appDB)
+			if row["total_client_parse_count"] != tc.parses || row["total_bind_count"] != tc.binds {
+				t.Errorf("total_client_parse_count %s, total_bind_count %s; want %s, %s",
+					row["total_client_parse_count"], row["total_bind_count"], tc.parses, tc.binds)
+			}
+		})
+	}
+}
