@@ -72,6 +72,9 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgParse, body)
 	}
+	// SHOW STATS' parse and bind counts are of named statements the
+	// pooler maps, as PgBouncer's (client_parse_count, bind_count).
+	c.pool.stats.clientParses.Add(1)
 	if len(name) > maxNameMessage-2 {
 		c.link.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementName)
@@ -306,6 +309,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
+	c.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")

@@ -453,12 +453,6 @@ func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 	}
 	l.ls.fromClient(typ)
 	l.recvBytes += int64(n) + 5
-	switch typ {
-	case wire.MsgParse:
-		c.pool.stats.clientParses.Add(1)
-	case wire.MsgBind:
-		c.pool.stats.binds.Add(1)
-	}
 	if c.tracking {
 		switch typ {
 		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
