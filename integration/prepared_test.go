@@ -125,3 +125,33 @@ func TestStatsCountNamedStatements(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountClientTransactions: SHOW STATS counts the clients'
+// transactions and queries, not the server_reset_query the pooler runs
+// when a session-mode client leaves (issue 18, cause 13).
+func TestStatsCountClientTransactions(t *testing.T) {
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{
+		"pool_mode": "session", "server_reset_query": "DISCARD ALL",
+	}), ""), opsUserlist)
+	admin := adminConsole(t, p)
+	for range 3 {
+		conn := connectPgx(t, p.App())
+		if got := queryInt(t, conn, "SELECT 1"); got != 1 {
+			t.Fatalf("SELECT 1: %d", got)
+		}
+		if err := conn.Close(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The last reset runs after the client has gone: wait for the server
+	// to be idle again.
+	deadline := time.Now().Add(5 * time.Second)
+	for show(t, admin, "SHOW POOLS").one(t, "database", appDB, "user", appUser)["sv_active"] != "0" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	row := show(t, admin, "SHOW STATS").one(t, "database", appDB)
+	if row["total_xact_count"] != "3" || row["total_query_count"] != "3" {
+		t.Errorf("total_xact_count %s, total_query_count %s; want 3, 3 (the resets are not client transactions)",
+			row["total_xact_count"], row["total_query_count"])
+	}
+}

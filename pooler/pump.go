@@ -322,7 +322,12 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 // the writer.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
-	c.countReadyLocked(status)
+	if !c.gone.Load() {
+		// A drain's ReadyForQuery answers the pooler's own ROLLBACK,
+		// Sync or server_reset_query, not a client's request: SHOW STATS
+		// counts client queries and transactions, as PgBouncer's.
+		c.countReadyLocked(status)
+	}
 	c.link.ls.readyForQuery(status)
 	if c.link.ls.outstanding == 0 && st.QueryTimeout > 0 {
 		s.conn.SetReadDeadline(time.Time{})
