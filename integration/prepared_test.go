@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,41 @@ func TestStatsCountClientTransactions(t *testing.T) {
 	if row["total_xact_count"] != "3" || row["total_query_count"] != "3" {
 		t.Errorf("total_xact_count %s, total_query_count %s; want 3, 3 (the resets are not client transactions)",
 			row["total_xact_count"], row["total_query_count"])
+	}
+}
+
+// TestLongStatementNames: a statement name longer than Postgres's limit
+// for a Describe (10,000 bytes) works while the pooler maps names, as in
+// PgBouncer: the server only sees the pooler's short name (issue 18,
+// cause 15). A Describe that long of a name the pooler does not map
+// would reach Postgres as it is, and is refused as Postgres refuses it
+// (FATAL 08P01, relayDescribe's errUnmappedTooLong).
+func TestLongStatementNames(t *testing.T) {
+	p := startPooler(t, iniSettings(map[string]string{"max_prepared_statements": "100"}, ""), testUserlist)
+	conn := connectPgx(t, p.App())
+	pc := conn.PgConn()
+	name := strings.Repeat("a", 16384)
+	ctx := ctxT(t, 10*time.Second)
+	sd, err := pc.Prepare(ctx, name, "SELECT $1::text", nil) // Parse, Describe, Sync
+	if err != nil {
+		t.Fatalf("prepare a 16 KiB name: %v", err)
+	}
+	if len(sd.Fields) != 1 {
+		t.Fatalf("description: %d fields, want 1", len(sd.Fields))
+	}
+	res := pc.ExecPrepared(ctx, name, [][]byte{[]byte("abc")}, nil, nil).Read()
+	if res.Err != nil || len(res.Rows) != 1 || string(res.Rows[0][0]) != "abc" {
+		t.Fatalf("execute it: rows %q, err %v", res.Rows, res.Err)
+	}
+	if _, err := pc.Prepare(ctx, "b", "SELECT 1", nil); err != nil {
+		t.Fatalf("a short name after the long one: %v", err)
+	}
+	// Close of the long name (pgconn's Deallocate), then it is gone.
+	if err := pc.Deallocate(ctx, name); err != nil {
+		t.Fatalf("close the 16 KiB name: %v", err)
+	}
+	res = pc.ExecPrepared(ctx, name, [][]byte{[]byte("abc")}, nil, nil).Read()
+	if pe := asPgError(t, res.Err); pe.Code != "26000" {
+		t.Errorf("execute after its Close: %s %s, want 26000", pe.Code, pe.Message)
 	}
 }

@@ -214,6 +214,14 @@ const adminDB = "pgbouncer"
 // Flush, Terminate, CopyDone and CopyFail.
 const smallMessageLimit = 10000
 
+// mappedNameLimit is the longest Describe or Close a client may send while
+// the pooler maps its statement names (and the longest name it maps): the
+// server gets the pooler's own short name, so Postgres's smallMessageLimit
+// bounds what reaches the server, not the client's name. PgBouncer takes
+// such names too. One that is passed on unmapped is still held to
+// smallMessageLimit (errUnmappedTooLong).
+const mappedNameLimit = 64 << 10
+
 // largeMessageLimit is Postgres's limit for every other message
 // (PQ_LARGE_MESSAGE_LIMIT), below the largest max_packet_size.
 const largeMessageLimit = 1<<30 - 2

@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"unsafe"
 
@@ -28,9 +29,14 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 }
 
 // maxNameMessage bounds the statement names the pooler maps: a Describe or
-// Close carrying a longer one is over Postgres's own limit for those
-// messages, which loop refuses (smallMessageLimit).
-const maxNameMessage = smallMessageLimit
+// Close carrying a longer one is refused from its header (judgeHeader).
+const maxNameMessage = mappedNameLimit
+
+// errUnmappedTooLong: a Describe or Close over Postgres's limit for them
+// (smallMessageLimit) that names no statement the pooler maps, so it would
+// go to the server as it is; the client is refused as Postgres would
+// refuse it, and the server never sees it.
+var errUnmappedTooLong = errors.New("unmapped Describe or Close over Postgres's message limit")
 
 // errHeldMessage and errStatementBudget answer a Parse the pooler cannot
 // hold: the client gets the error in order and stays connected.
@@ -281,7 +287,7 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 }
 
 func (c *client) relayBind(bodyLen int, s *server) error {
-	pre, err := c.r.Peek(512)
+	pre, err := c.r.Peek(bindPeek)
 	if err != nil {
 		return err
 	}
@@ -289,8 +295,32 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	// without a copy: a Bind of a named statement is every transaction of
 	// a client using prepared statements.
 	portal, stmt, names, ok := wire.DecodeBindHead(pre)
-	if !ok {
+	var held []byte
+	if !ok && bodyLen > len(pre) {
+		// The names are longer than the peek (a statement named with
+		// more than bindPeek bytes): the message is held whole, as a
+		// long Parse is (reserved in held_message_budget), so that the
+		// server gets its own name for it.
+		if held, err = c.r.ReadBody(nil); err != nil {
+			return err
+		}
+		portal, stmt, names, ok = wire.DecodeBindHead(held)
+	}
+	// rest passes on what follows the names (rewritten), or the whole
+	// message as the client sent it.
+	rest := func(rewritten bool) error {
+		switch {
+		case held != nil && rewritten:
+			return s.w.Write(held[names:])
+		case held != nil:
+			return s.w.WriteMessage(wire.MsgBind, held)
+		case rewritten:
+			return c.r.ForwardBodyFrom(s.w, names)
+		}
 		return c.r.Forward(s.w)
+	}
+	if !ok {
+		return rest(false)
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
@@ -300,14 +330,14 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
-		return c.r.Forward(s.w)
+		return rest(false)
 	}
 	c.mu.Lock()
 	def := c.stmts[string(stmt)]
 	if def == nil {
 		// Postgres answers with its own "does not exist" error.
 		c.mu.Unlock()
-		return c.r.Forward(s.w)
+		return rest(false)
 	}
 	c.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
@@ -320,8 +350,13 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
 	}
-	return c.r.ForwardBodyFrom(s.w, names)
+	return rest(true)
 }
+
+// bindPeek is how much of a Bind relayBind looks at for its portal and
+// statement names without holding the message; longer names make it hold
+// the Bind whole.
+const bindPeek = 512
 
 func (c *client) relayDescribe(s *server) error {
 	body, err := c.r.ReadBody(nil)
@@ -329,6 +364,9 @@ func (c *client) relayDescribe(s *server) error {
 		return err
 	}
 	target, name, ok := wire.DecodeTarget(body)
+	if len(body) > smallMessageLimit && (!ok || target != wire.TargetStatement || len(name) == 0 || !c.mapsName(name)) {
+		return errUnmappedTooLong
+	}
 	if !ok || target != wire.TargetStatement {
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
@@ -357,10 +395,20 @@ func (c *client) relayDescribe(s *server) error {
 	return c.writeRewrite(s.w, out)
 }
 
+// mapsName reports whether name is one of the client's mapped statements.
+func (c *client) mapsName(name []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stmts[string(name)] != nil
+}
+
 func (c *client) relayClose(s *server) error {
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
+	}
+	if target, name, ok := wire.DecodeTarget(body); len(body) > smallMessageLimit && (!ok || target != wire.TargetStatement || len(name) == 0 || !c.mapsName(name)) {
+		return errUnmappedTooLong
 	}
 	c.mu.Lock()
 	c.link.ops.push(op{kind: opClose})

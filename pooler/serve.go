@@ -279,6 +279,16 @@ func (c *client) readFailed(st *config.Settings, err error) loopStep {
 	return stepEnd
 }
 
+// smallLimit is the longest body of a message Postgres caps at
+// smallMessageLimit: a Describe or Close may name a longer statement
+// while the pooler maps names (mappedNameLimit).
+func (c *client) smallLimit(typ byte) int {
+	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
+		return mappedNameLimit
+	}
+	return smallMessageLimit
+}
+
 // judgeHeader refuses, on its 5-byte header alone, a message the client
 // may not send, and ends the client on Terminate. stepOn for a message to
 // route.
@@ -289,7 +299,7 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 		// packet sent again reads as type 0 with a length of its own).
 		// Never forwarded: Postgres would end its backend over it.
 		c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
-	case n > largeMessageLimit || n > smallMessageLimit && isSmallMessage(typ):
+	case n > largeMessageLimit || n > c.smallLimit(typ) && isSmallMessage(typ):
 		// Postgres ends its backend over such a message; refused from
 		// the header, as Postgres does, before any is read.
 		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
@@ -489,6 +499,11 @@ func (c *client) forwardFailed(lv *loopVars, s *server, err error) loopStep {
 		// Nothing of the message was passed on: the server goes back
 		// clean.
 		c.closeBadInput(newError(CodeHeldMessageBudget), "")
+		return stepEnd
+	}
+	if errors.Is(err, errUnmappedTooLong) {
+		// Read whole, nothing of it passed on, as Postgres refuses it.
+		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
 		return stepEnd
 	}
 	c.leave(err)
