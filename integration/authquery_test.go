@@ -481,3 +481,24 @@ func TestAuthQueryFailure(t *testing.T) {
 		t.Errorf("refusal with an unreachable auth_dbname took %v", d)
 	}
 }
+
+// TestAuthDBNameDisabled: DISABLE of the auth_dbname database stops the
+// auth queries there too: a login that needs one is refused with
+// PgBouncer's words (issue 18, cause 18).
+func TestAuthDBNameDisabled(t *testing.T) {
+	needPG(t)
+	scenarioRoles(t)
+	userlist := fmt.Sprintf("%q %q\n%q %q\n", scenAuthUser, scenAuthPw, adminUser, adminPass)
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{
+		"auth_type":   "md5",
+		"auth_user":   scenAuthUser,
+		"auth_dbname": otherDB,
+	}), ""), userlist)
+	wantLogin(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, scenOther, nil)
+	admin := adminConsole(t, p)
+	adminExec(t, admin, "DISABLE "+otherDB)
+	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01",
+		fmt.Sprintf("authentication database %q is disabled", otherDB), nil)
+	adminExec(t, admin, "ENABLE "+otherDB)
+	wantLogin(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, scenOther, nil)
+}

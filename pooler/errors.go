@@ -50,6 +50,8 @@ const (
 	CodeHBAMethodUnsupported
 	CodeAuthTypeInvalid
 	CodeAuthQueryFailed
+	CodeAuthDBDisabled
+	CodeBouncerConfigError
 	CodeCertAuthFailed
 	CodeExpectedPassword
 	CodeAdminNotAllowed
@@ -108,6 +110,8 @@ var codes = map[Code]codeInfo{
 	CodeHBAMethodUnsupported:    {"FATAL", "28000", "auth method %s is not supported"},
 	CodeAuthTypeInvalid:         {"FATAL", "28000", "%s"},
 	CodeAuthQueryFailed:         {"FATAL", "08P01", "authentication query failed"},
+	CodeAuthDBDisabled:          {"FATAL", "08P01", `authentication database "%s" is disabled`},
+	CodeBouncerConfigError:      {"FATAL", "08P01", "bouncer config error"},
 	CodeCertAuthFailed:          {"FATAL", "28000", `certificate authentication failed for user "%s"`},
 	CodeExpectedPassword:        {"FATAL", "08P01", "expected password response, got message type %q"},
 	CodeAdminNotAllowed:         {"FATAL", "08P01", "not allowed"},

@@ -58,6 +58,8 @@ func TestErrorTexts(t *testing.T) {
 		{CodeHBAMethodUnsupported, []any{"ldap"}, "FATAL", "28000", "auth method ldap is not supported"},
 		{CodeAuthTypeInvalid, []any{`auth_type "pam" is not supported yet`}, "FATAL", "28000", `auth_type "pam" is not supported yet`},
 		{CodeAuthQueryFailed, nil, "FATAL", "08P01", "authentication query failed"},
+		{CodeAuthDBDisabled, []any{"authdb"}, "FATAL", "08P01", `authentication database "authdb" is disabled`},
+		{CodeBouncerConfigError, nil, "FATAL", "08P01", "bouncer config error"},
 		{CodeCertAuthFailed, []any{"app"}, "FATAL", "28000", `certificate authentication failed for user "app"`},
 		{CodeExpectedPassword, []any{byte('Q')}, "FATAL", "08P01", "expected password response, got message type 'Q'"},
 		{CodeAdminNotAllowed, nil, "FATAL", "08P01", "not allowed"},

@@ -490,6 +490,10 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 		secret = u.Secret
 	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
 		sec, found, err := c.svc.authQuery(db, c.user)
+		var told *Error
+		if errors.As(err, &told) && (told.Code == CodeAuthDBDisabled || told.Code == CodeBouncerConfigError) {
+			return nil, known, told // the auth database's state, in PgBouncer's words
+		}
 		if err != nil {
 			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
 			return nil, known, newError(CodeAuthQueryFailed)

@@ -515,7 +515,14 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	if dbname != "" {
 		t, ok := s.config().LookupDatabase(dbname)
 		if !ok {
-			return nil, false, fmt.Errorf("auth_dbname %q is not a database", dbname)
+			// PgBouncer's words: the log says why, the client gets
+			// "bouncer config error".
+			s.log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
+			return nil, false, newError(CodeBouncerConfigError)
+		}
+		if s.isDisabled(dbname) {
+			// DISABLE of the auth database stops its auth queries too.
+			return nil, false, newError(CodeAuthDBDisabled, dbname)
 		}
 		target = t
 	}
