@@ -340,3 +340,32 @@ func (c *cluster) restartFast() error {
 	c.cmd = nil
 	return c.startPostgres(c.port)
 }
+
+// startSecondCluster starts a second, small PostgreSQL on a free port with
+// the app role (same password) owning appdb, for tests that move a
+// database between servers; it is stopped and removed at the test's end.
+func startSecondCluster(t testing.TB) *cluster {
+	t.Helper()
+	c, err := initCluster()
+	if c != nil {
+		t.Cleanup(c.stop)
+	}
+	if err != nil {
+		t.Fatalf("second cluster: %v", err)
+	}
+	if err := c.startOnFreePort(); err != nil {
+		t.Fatalf("second cluster: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []string{
+		"SET password_encryption = 'scram-sha-256'",
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", appDB, appUser),
+	} {
+		if _, err := c.monitor.Exec(ctx, s); err != nil {
+			t.Fatalf("second cluster: %s: %v", s, err)
+		}
+	}
+	return c
+}
