@@ -314,3 +314,58 @@ func (c *cluster) stopServer() {
 		c.cmd = nil
 	}
 }
+
+// restartFast restarts postgres as `pg_ctl restart -m fast` does: SIGINT
+// to the postmaster (its backends end with "terminating connection due to
+// administrator command"), wait for it to exit, start it again on the same
+// port. The monitor connection is reopened by startPostgres, so the other
+// tests keep using the cluster as before.
+func (c *cluster) restartFast() error {
+	c.monitorMu.Lock()
+	defer c.monitorMu.Unlock()
+	if c.monitor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = c.monitor.Close(ctx)
+		cancel()
+		c.monitor = nil
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		return fmt.Errorf("SIGINT to the postmaster: %w", err)
+	}
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("postgres did not exit within 30s of SIGINT:\n%s", pgtest.TailFile(c.logPath, 20))
+	}
+	c.cmd = nil
+	return c.startPostgres(c.port)
+}
+
+// startSecondCluster starts a second, small PostgreSQL on a free port with
+// the app role (same password) owning appdb, for tests that move a
+// database between servers; it is stopped and removed at the test's end.
+func startSecondCluster(t testing.TB) *cluster {
+	t.Helper()
+	c, err := initCluster()
+	if c != nil {
+		t.Cleanup(c.stop)
+	}
+	if err != nil {
+		t.Fatalf("second cluster: %v", err)
+	}
+	if err := c.startOnFreePort(); err != nil {
+		t.Fatalf("second cluster: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []string{
+		"SET password_encryption = 'scram-sha-256'",
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", appDB, appUser),
+	} {
+		if _, err := c.monitor.Exec(ctx, s); err != nil {
+			t.Fatalf("second cluster: %s: %v", s, err)
+		}
+	}
+	return c
+}

@@ -356,11 +356,19 @@ func loginFailing(err error) error {
 // server login failed less than server_login_retry ago and it has no
 // logged-in server, a new client is refused at once with the cached error
 // rather than queued behind a server that is down. Clients already
-// connected, and the ones already waiting, keep waiting instead.
+// connected, and the ones already waiting, keep waiting instead; so does a
+// new client of a pool that has served before (it has its welcome) while
+// its server is only unreachable (refused, timed out, starting up or
+// shutting down: not failsWaiters): a client reconnecting during a
+// Postgres restart waits for it like the connected ones, up to
+// query_wait_timeout, instead of failing once per server_login_retry.
 func (p *serverPool) fastFail() error {
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.welcome != nil && !failsWaiters(p.lastLoginErr) {
+		return nil
+	}
 	if p.loginRetryPendingLocked(now) && p.total-p.connecting == 0 {
 		return loginFailing(p.lastLoginErr)
 	}
