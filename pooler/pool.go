@@ -409,7 +409,9 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 			go p.svc.evictFor(p, p.userLimit)
 			return
 		}
-		p.startConnectLocked(now)
+		// Past pool_size, the login is the reserve pool's (logged as
+		// PgBouncer does, when it starts).
+		p.startConnectLocked(now, limit > p.eff.PoolSize && p.total >= p.eff.PoolSize)
 		need--
 	}
 }
@@ -432,15 +434,23 @@ func isStartingUp(err error) bool {
 // failsWaiters reports whether a failed server login fails the clients
 // waiting for it, as in PgBouncer: only when Postgres itself refused the
 // login (an ErrorResponse, other than "the database system is starting
-// up") or the pooler has no password the server's method can use. A
+// up"), the pooler has no password the server's method can use, or the
+// server TLS the settings require failed. A
 // server that could not be reached, timed out or hung up is retried every
 // server_login_retry while its clients keep waiting, up to
 // query_wait_timeout: a restart or failover costs them latency, not
 // errors.
 func failsWaiters(err error) bool {
 	var se *auth.ServerError
-	if errors.As(err, &se) {
+	var re *reasonError
+	switch {
+	case errors.As(err, &se):
 		return !isStartingUp(err)
+	case errors.As(err, &re):
+		// The TLS the settings ask for could not be had (a certificate
+		// that does not verify, a server without TLS): retrying does not
+		// change that.
+		return true
 	}
 	return errors.Is(err, auth.ErrWrongPasswordType)
 }

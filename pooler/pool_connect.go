@@ -8,6 +8,9 @@ import "errors"
 // connect logs in s, a new server in state login, and hands it to the
 // first waiter.
 func (p *serverPool) connect(s *server) {
+	if s.fromReserve {
+		p.log.Info("taking connection from reserve_pool")
+	}
 	err := p.logIn(s)
 	switch {
 	case errors.Is(err, errDialAborted):
@@ -114,11 +117,15 @@ func (p *serverPool) loggedIn(s *server) {
 		}
 	}
 	p.svc.countEvent("pgturnstile_server_connects_total", "database", p.key.db)
-	name := s.String() // s may be another client's once p.mu is released
+	// PgBouncer's line: S-n: db/user@server new connection to server
+	// (from local address). Built now: s may be another client's once
+	// p.mu is released.
+	line := s.String() + ": " + p.key.db + "/" + p.key.user + "@" + s.conn.RemoteAddr().String() +
+		" new connection to server (from " + s.conn.LocalAddr().String() + ")"
 	p.handOffLocked(s)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
 	if p.svc.logConnections() {
-		p.log.Info(name + ": new connection to server")
+		p.log.Info(line)
 	}
 }

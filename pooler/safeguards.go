@@ -110,10 +110,11 @@ func (p *serverPool) mayConnectLocked(now time.Time) bool {
 
 // startConnectLocked takes a create token and starts one login; the caller
 // checked mayConnectLocked and took the shared cap slots.
-func (p *serverPool) startConnectLocked(now time.Time) {
+func (p *serverPool) startConnectLocked(now time.Time, fromReserve bool) {
 	p.creates.take(now)
 	p.endTokenWaitLocked(now)
 	s := p.newLoginLocked()
+	s.fromReserve = fromReserve
 	p.svc.countEvent("pgturnstile_server_connect_attempts_total", "database", p.key.db)
 	if p.launch != nil {
 		p.launch(s)
@@ -189,7 +190,7 @@ func (p *serverPool) fillMinLocked(now time.Time) {
 			p.dbLimit.give()
 			return
 		}
-		p.startConnectLocked(now)
+		p.startConnectLocked(now, false)
 	}
 }
 

@@ -27,7 +27,10 @@ type server struct {
 	// target is the pool's target this server dialled; after a RELOAD
 	// changed it, the server is closed rather than reused (retarget).
 	target *poolTarget
-	conn   net.Conn
+	// fromReserve: the login was started past pool_size, for the reserve
+	// pool (set before its goroutine starts, read by it).
+	fromReserve bool
+	conn        net.Conn
 	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
 	// owner only).
 	peekRaw  syscall.RawConn
