@@ -488,6 +488,7 @@ func (p *serverPool) reuseOrCloseLocked(s *server, st *config.Settings, now time
 		return reason
 	}
 	s.lastUsed = now
+	s.reused = true
 	p.handOffLocked(s)
 	return ""
 }
@@ -531,7 +532,7 @@ func (p *serverPool) discard(s *server, reason string) {
 }
 
 // checkServer runs server_check_query on a server that sat idle longer than
-// server_check_delay; false means it is dead.
+// server_check_delay (with 0, on every reuse); false means it is dead.
 func (p *serverPool) checkServer(s *server) bool {
 	st := p.svc.settings()
 	idle := p.svc.clock.Since(s.lastUsed)
@@ -542,15 +543,22 @@ func (p *serverPool) checkServer(s *server) bool {
 	if idle > deadPeekAfter && s.closedByPeer() {
 		return false
 	}
-	if st.ServerCheckDelay <= 0 || idle < st.ServerCheckDelay {
-		return true
-	}
 	q := st.ServerCheckQuery
 	switch q {
 	case "":
+		// An empty server_check_query turns the check off.
 		return true
 	case config.EmptyQueryCheck:
 		q = ""
+	}
+	// server_check_delay = 0 checks on every reuse, as PgBouncer: a server
+	// fresh from its login (never released) was just proven alive by it.
+	if st.ServerCheckDelay == 0 {
+		if !s.reused {
+			return true
+		}
+	} else if idle < st.ServerCheckDelay {
+		return true
 	}
 	res, err := s.exec(q, st.ServerConnectTimeout)
 	return err == nil && res.err == nil && res.status == wire.TxIdle

@@ -76,6 +76,10 @@ type server struct {
 	evictAt time.Time
 	// evicted is set when the janitor closed the server for that reason.
 	evicted atomic.Bool
+	// reused is set when a client released the server (it was used since
+	// its login): server_check_delay = 0 checks such a server at checkout.
+	// Written under pool.mu; read by the holder that checked it out.
+	reused bool
 
 	// ticket is the admission ticket of the transaction holding the server
 	// (admission_file); given back with the server. Owned by the holder.
