@@ -133,7 +133,8 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 
 // swap installs what derive computed: the configuration, users, TLS and
 // HBA, the admission policy; the pools' limits follow (shrinking pools
-// over a lowered one), and the pools [pools] names are created.
+// over a lowered one), and the pools [pools] names and those of forced
+// users with a min_pool_size are created.
 func (s *Service) swap(next *derivedState) {
 	cfg := next.cfg
 	st := &cfg.Settings
@@ -194,8 +195,26 @@ func (s *Service) swap(next *derivedState) {
 			s.poolFor(db, po.User)
 		}
 	}
+	s.createForcedPools(cfg)
 	for _, w := range cfg.Warnings {
 		s.log.Warn(w)
+	}
+}
+
+// createForcedPools creates the pool of each database with a forced user
+// and a min_pool_size, as PgBouncer's maintenance does: such a pool has no
+// client to create it, and one added by RELOAD (or given a min_pool_size
+// by SET) would otherwise never be filled. The janitor's next pass fills
+// it to min_pool_size through its create bucket (fillMinLocked), as
+// Service.Warm does at start.
+func (s *Service) createForcedPools(cfg *config.Config) {
+	for name, db := range cfg.Databases {
+		if name == "*" || db.User == "" || cfg.Resolve(db, db.User).MinPoolSize <= 0 {
+			continue
+		}
+		if _, err := s.poolFor(db, db.User); err != nil {
+			s.log.Warn("pool warming: " + name + ": " + err.Error())
+		}
 	}
 }
 
