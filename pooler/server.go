@@ -321,9 +321,9 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-// startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
-// falls back to plaintext when the server answers 'N', require and
-// verify-* fail instead.
+// startServerTLS asks Postgres for TLS as server_tls_sslmode says: allow
+// and prefer fall back to plaintext when the server answers 'N', require
+// and verify-* fail instead.
 func startServerTLS(conn net.Conn, p *serverPool, host string) (net.Conn, error) {
 	ts := p.svc.sec.Load().serverTLS
 	cfg, _, err := auth.ServerTLSConfig(ts, host)
