@@ -151,6 +151,10 @@ func (s *Service) swap(next *derivedState) {
 	}
 	s.mu.Unlock()
 	s.users.Store(next.users)
+	// Compared before the store: loggedIn compares each new server's with
+	// the one stored.
+	old := s.sec.Load()
+	tlsChanged := old != nil && serverTLSChanged(old.serverTLS, next.sec.serverTLS)
 	s.sec.Store(next.sec)
 	s.cfg.Store(cfg)
 	s.adm.Store(next.adm)
@@ -164,11 +168,17 @@ func (s *Service) swap(next *derivedState) {
 	var retargeted []*serverPool
 	for _, p := range pools {
 		db := p.dbEntry()
+		moved := false
 		if nd, ok := cfg.LookupDatabase(p.key.db); ok {
 			db = nd
-			if p.retarget(db) {
-				retargeted = append(retargeted, p)
-			}
+			moved = p.retarget(db)
+		}
+		if tlsChanged {
+			p.serverTLSChanged()
+			moved = true
+		}
+		if moved {
+			retargeted = append(retargeted, p)
 		}
 		p.mu.Lock()
 		p.eff = cfg.Resolve(db, p.key.user)
@@ -216,6 +226,14 @@ func (s *Service) createForcedPools(cfg *config.Config) {
 			s.log.Warn("pool warming: " + name + ": " + err.Error())
 		}
 	}
+}
+
+// serverTLSChanged says whether servers connected with server_tls_* a
+// must reconnect under b: any setting changed, unless TLS is off under
+// both (PgBouncer's rule: then no connection used any of them).
+func serverTLSChanged(a, b auth.TLSSettings) bool {
+	off := func(t auth.TLSSettings) bool { return t.Mode == "" || t.Mode == auth.TLSDisable }
+	return a != b && !(off(a) && off(b))
 }
 
 // poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.

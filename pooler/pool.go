@@ -204,13 +204,34 @@ func (p *serverPool) retarget(db *config.Database) bool {
 		p.cred = cred
 	}
 	p.lastLoginErr = nil
+	p.doomAllLocked()
+	return true
+}
+
+// serverTLSChanged follows a change of server_tls_* (SET, RELOAD), after
+// which PgBouncer tags every pool dirty: no server keeps a connection made
+// with the old settings (a plaintext one once TLS is required). Servers
+// logging in are closed by loggedIn, whose check sees their serverTLS
+// stale. The cached login error is forgotten: the change may have fixed
+// its cause.
+func (p *serverPool) serverTLSChanged() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastLoginErr = nil
+	p.doomAllLocked()
+}
+
+// doomAllLocked marks every logged-in server for closing because the
+// configuration it connected with changed: idle ones close at the pool's
+// next maintain, busy ones when released, without waiting for a close
+// token (mayCloseLocked).
+func (p *serverPool) doomAllLocked() {
 	for s := range p.servers {
 		if !s.closeNeeded {
 			s.closeNeeded = true
 			s.doomReason = reasonConfigChanged
 		}
 	}
-	return true
 }
 
 // poolWaiter is a client waiting in the queue for a server. The waiter,
