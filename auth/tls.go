@@ -72,12 +72,13 @@ func ClientTLSRequired(mode string) bool {
 }
 
 // ServerTLSConfig builds the configuration for TLS towards a Postgres at
-// host, or nil when server_tls_sslmode does not ask for TLS (disable,
-// allow). prefer and require encrypt without verifying the server;
-// verify-ca checks the chain against server_tls_ca_file; verify-full also
-// checks the host name.
+// host, or nil when server_tls_sslmode is disable. allow, prefer and
+// require encrypt without verifying the server (allow is prefer, as in
+// PgBouncer: TLS is asked for first, plaintext accepted when the server
+// refuses it); verify-ca checks the chain against server_tls_ca_file;
+// verify-full also checks the host name.
 func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, err error) {
-	if s.Mode == "" || s.Mode == TLSDisable || s.Mode == TLSAllow {
+	if s.Mode == "" || s.Mode == TLSDisable {
 		return nil, "", nil
 	}
 	cfg = &tls.Config{}
@@ -93,7 +94,7 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	switch s.Mode {
-	case TLSPrefer, TLSRequire:
+	case TLSAllow, TLSPrefer, TLSRequire:
 		// Encryption without authentication of the server, as libpq.
 		cfg.InsecureSkipVerify = true
 	case TLSVerifyCA, TLSVerifyFull:

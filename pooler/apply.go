@@ -133,7 +133,8 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 
 // swap installs what derive computed: the configuration, users, TLS and
 // HBA, the admission policy; the pools' limits follow (shrinking pools
-// over a lowered one), and the pools [pools] names are created.
+// over a lowered one), and the pools [pools] names and those of forced
+// users with a min_pool_size are created.
 func (s *Service) swap(next *derivedState) {
 	cfg := next.cfg
 	st := &cfg.Settings
@@ -150,6 +151,10 @@ func (s *Service) swap(next *derivedState) {
 	}
 	s.mu.Unlock()
 	s.users.Store(next.users)
+	// Compared before the store: loggedIn compares each new server's with
+	// the one stored.
+	old := s.sec.Load()
+	tlsChanged := old != nil && serverTLSChanged(old.serverTLS, next.sec.serverTLS)
 	s.sec.Store(next.sec)
 	s.cfg.Store(cfg)
 	s.adm.Store(next.adm)
@@ -163,11 +168,17 @@ func (s *Service) swap(next *derivedState) {
 	var retargeted []*serverPool
 	for _, p := range pools {
 		db := p.dbEntry()
+		moved := false
 		if nd, ok := cfg.LookupDatabase(p.key.db); ok {
 			db = nd
-			if p.retarget(db) {
-				retargeted = append(retargeted, p)
-			}
+			moved = p.retarget(db)
+		}
+		if tlsChanged {
+			p.serverTLSChanged()
+			moved = true
+		}
+		if moved {
+			retargeted = append(retargeted, p)
 		}
 		p.mu.Lock()
 		p.eff = cfg.Resolve(db, p.key.user)
@@ -194,9 +205,35 @@ func (s *Service) swap(next *derivedState) {
 			s.poolFor(db, po.User)
 		}
 	}
+	s.createForcedPools(cfg)
 	for _, w := range cfg.Warnings {
 		s.log.Warn(w)
 	}
+}
+
+// createForcedPools creates the pool of each database with a forced user
+// and a min_pool_size, as PgBouncer's maintenance does: such a pool has no
+// client to create it, and one added by RELOAD (or given a min_pool_size
+// by SET) would otherwise never be filled. The janitor's next pass fills
+// it to min_pool_size through its create bucket (fillMinLocked), as
+// Service.Warm does at start.
+func (s *Service) createForcedPools(cfg *config.Config) {
+	for name, db := range cfg.Databases {
+		if name == "*" || db.User == "" || cfg.Resolve(db, db.User).MinPoolSize <= 0 {
+			continue
+		}
+		if _, err := s.poolFor(db, db.User); err != nil {
+			s.log.Warn("pool warming: " + name + ": " + err.Error())
+		}
+	}
+}
+
+// serverTLSChanged says whether servers connected with server_tls_* a
+// must reconnect under b: any setting changed, unless TLS is off under
+// both (PgBouncer's rule: then no connection used any of them).
+func serverTLSChanged(a, b auth.TLSSettings) bool {
+	off := func(t auth.TLSSettings) bool { return t.Mode == "" || t.Mode == auth.TLSDisable }
+	return a != b && !(off(a) && off(b))
 }
 
 // poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.

@@ -204,13 +204,34 @@ func (p *serverPool) retarget(db *config.Database) bool {
 		p.cred = cred
 	}
 	p.lastLoginErr = nil
+	p.doomAllLocked()
+	return true
+}
+
+// serverTLSChanged follows a change of server_tls_* (SET, RELOAD), after
+// which PgBouncer tags every pool dirty: no server keeps a connection made
+// with the old settings (a plaintext one once TLS is required). Servers
+// logging in are closed by loggedIn, whose check sees their serverTLS
+// stale. The cached login error is forgotten: the change may have fixed
+// its cause.
+func (p *serverPool) serverTLSChanged() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastLoginErr = nil
+	p.doomAllLocked()
+}
+
+// doomAllLocked marks every logged-in server for closing because the
+// configuration it connected with changed: idle ones close at the pool's
+// next maintain, busy ones when released, without waiting for a close
+// token (mayCloseLocked).
+func (p *serverPool) doomAllLocked() {
 	for s := range p.servers {
 		if !s.closeNeeded {
 			s.closeNeeded = true
 			s.doomReason = reasonConfigChanged
 		}
 	}
-	return true
 }
 
 // poolWaiter is a client waiting in the queue for a server. The waiter,
@@ -506,6 +527,7 @@ func (p *serverPool) reuseOrCloseLocked(s *server, st *config.Settings, now time
 		return reason
 	}
 	s.lastUsed = now
+	s.reused = true
 	p.handOffLocked(s)
 	return ""
 }
@@ -549,7 +571,7 @@ func (p *serverPool) discard(s *server, reason string) {
 }
 
 // checkServer runs server_check_query on a server that sat idle longer than
-// server_check_delay; false means it is dead.
+// server_check_delay (with 0, on every reuse); false means it is dead.
 func (p *serverPool) checkServer(s *server) bool {
 	st := p.svc.settings()
 	idle := p.svc.clock.Since(s.lastUsed)
@@ -560,15 +582,22 @@ func (p *serverPool) checkServer(s *server) bool {
 	if idle > deadPeekAfter && s.closedByPeer() {
 		return false
 	}
-	if st.ServerCheckDelay <= 0 || idle < st.ServerCheckDelay {
-		return true
-	}
 	q := st.ServerCheckQuery
 	switch q {
 	case "":
+		// An empty server_check_query turns the check off.
 		return true
 	case config.EmptyQueryCheck:
 		q = ""
+	}
+	// server_check_delay = 0 checks on every reuse, as PgBouncer: a server
+	// fresh from its login (never released) was just proven alive by it.
+	if st.ServerCheckDelay == 0 {
+		if !s.reused {
+			return true
+		}
+	} else if idle < st.ServerCheckDelay {
+		return true
 	}
 	res, err := s.exec(q, st.ServerConnectTimeout)
 	return err == nil && res.err == nil && res.status == wire.TxIdle

@@ -93,7 +93,7 @@ func (p *serverPool) loggedIn(s *server) {
 	}
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
-	stale := !s.target.sameServers(p.target.Load())
+	stale := !s.target.sameServers(p.target.Load()) || serverTLSChanged(s.serverTLS, p.svc.sec.Load().serverTLS)
 	if p.paused || stale || p.overLimitLocked() {
 		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())
@@ -103,8 +103,9 @@ func (p *serverPool) loggedIn(s *server) {
 		case p.paused:
 			reason = reasonPause
 		case stale:
-			// RELOAD retargeted the pool while this one logged in to
-			// the old target; regrowLocked started its replacement.
+			// RELOAD retargeted the pool (or changed server_tls_*)
+			// while this one logged in; regrowLocked started its
+			// replacement.
 			reason = reasonConfigChanged
 		}
 		p.closeServer(s, reason)

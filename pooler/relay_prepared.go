@@ -264,11 +264,18 @@ func shrunk(buf []byte) []byte {
 const keptScratch = 64 << 10
 
 // prepareLocked appends a Parse of def for server s, evicting the server's
-// least recently used statement first when its cache is full, and records
-// both in the op queue. Called with c.mu held.
+// least recently used statements first so that its cache, with def, stays
+// within max_prepared_statements, and records them all in the op queue.
+// After the limit was lowered (SET, RELOAD) that closes several at once,
+// shrinking the cache to the new limit on its next Parse, as PgBouncer.
+// Called with c.mu held.
 func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
-	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 && s.stmts.len() >= limit {
-		if old := s.stmts.oldest(); old != nil {
+	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
+		for s.stmts.len() >= limit {
+			old := s.stmts.oldest()
+			if old == nil {
+				panic("BUG: server " + s.String() + ": statement cache not empty but has no oldest")
+			}
 			out = wire.AppendClose(out, wire.TargetStatement, old.name)
 			c.svc.stmts.ref(old) // held by the op until its reply
 			c.link.ops.push(op{kind: opCloseInjected, def: old})

@@ -79,6 +79,13 @@ type server struct {
 	evictAt time.Time
 	// evicted is set when the janitor closed the server for that reason.
 	evicted atomic.Bool
+	// serverTLS is the server_tls_* its login used; set by the login
+	// goroutine before the dial, read by loggedIn.
+	serverTLS auth.TLSSettings
+	// reused is set when a client released the server (it was used since
+	// its login): server_check_delay = 0 checks such a server at checkout.
+	// Written under pool.mu; read by the holder that checked it out.
+	reused bool
 
 	// ticket is the admission ticket of the transaction holding the server
 	// (admission_file); given back with the server. Owned by the holder.
@@ -113,6 +120,9 @@ func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
 // and login together are bounded by timeout (server_connect_timeout).
 func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	t := s.target
+	// Read before the dial: a change of server_tls_* after this makes the
+	// login stale (loggedIn closes it), as a retarget does.
+	s.serverTLS = p.svc.sec.Load().serverTLS
 	conn, err := p.svc.dialTimeout(t.network, t.address, timeout)
 	if err != nil {
 		return err
@@ -140,7 +150,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	if t.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer.
-		if conn, err = startServerTLS(conn, p, t.host); err != nil {
+		if conn, err = startServerTLS(conn, s.serverTLS, t.host); err != nil {
 			return err
 		}
 	}
@@ -320,11 +330,10 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-// startServerTLS asks Postgres for TLS as server_tls_sslmode says: prefer
-// falls back to plaintext when the server answers 'N', require and
-// verify-* fail instead.
-func startServerTLS(conn net.Conn, p *serverPool, host string) (net.Conn, error) {
-	ts := p.svc.sec.Load().serverTLS
+// startServerTLS asks Postgres for TLS as server_tls_sslmode says: allow
+// and prefer fall back to plaintext when the server answers 'N', require
+// and verify-* fail instead.
+func startServerTLS(conn net.Conn, ts auth.TLSSettings, host string) (net.Conn, error) {
 	cfg, _, err := auth.ServerTLSConfig(ts, host)
 	if err != nil || cfg == nil {
 		if err != nil {
