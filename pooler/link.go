@@ -24,6 +24,7 @@ import (
 func newLink(mu *sync.Mutex) *link {
 	l := &link{}
 	l.writerDone.L = mu
+	l.releaseDone.L = mu
 	return l
 }
 
@@ -55,6 +56,14 @@ type link struct {
 	// writerDone is signalled when serve stops writing to the linked
 	// server (writing goes false).
 	writerDone sync.Cond
+	// releasing is set while the pump, about to release the server at
+	// the end of a transaction, flushes the last replies with c.mu
+	// released; releaseDone is broadcast when it is over. serve waits for
+	// it before routing the client's next message, so that the next
+	// transaction gets a server from the pool (after a RELOAD, one of the
+	// new target) rather than the one being released.
+	releasing   bool
+	releaseDone sync.Cond
 	srv        *server // linked server, nil when none
 	// writing is set while serve may still touch the linked server's writer
 	// (between recording a message and flushing the batch). The pump never

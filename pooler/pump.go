@@ -348,15 +348,20 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			// server whose pump writes to the client), and without
 			// c.mu (see above). The client may answer them before c.mu
 			// is taken again: look again.
+			c.link.releasing = true
 			c.mu.Unlock()
 			c.w.Flush()
 			c.mu.Lock()
 		}
 		if c.gone.Load() {
+			c.endReleasingLocked()
 			c.mu.Unlock()
 			return c.drain(s)
 		}
 		act = afterReadyForQuery(c.mode, &c.link.ls)
+	}
+	if act != releaseServer {
+		c.endReleasingLocked()
 	}
 	switch act {
 	case releaseServer:
@@ -364,6 +369,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			panic("BUG: the client writer is handed back to serve with bytes in it")
 		}
 		c.unlinkServerLocked()
+		c.endReleasingLocked()
 		unsure := c.link.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
@@ -546,6 +552,15 @@ func (c *client) closeClient(code Code) {
 	c.w.Write(appendError(nil, newError(code)))
 	c.w.Flush()
 	c.conn.Close()
+}
+
+// endReleasingLocked ends afterReady's release flush: serve, waiting to
+// route the client's next message, goes on.
+func (c *client) endReleasingLocked() {
+	if c.link.releasing {
+		c.link.releasing = false
+		c.link.releaseDone.Broadcast()
+	}
 }
 
 // countReadyLocked adds a finished query (and, at status 'I', a finished

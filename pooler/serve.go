@@ -340,6 +340,12 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		c.leave(net.ErrClosed)
 		return nil, stepEnd
 	}
+	for c.link.releasing {
+		// The pump is releasing the server at the end of a transaction
+		// (afterReady): this message goes to whichever server the
+		// pool gives next.
+		c.link.releaseDone.Wait()
+	}
 	s := c.link.srv
 	if s == nil && (c.tracking || c.link.skipToSync) {
 		c.mu.Unlock()
