@@ -64,7 +64,7 @@ type link struct {
 	// new target) rather than the one being released.
 	releasing   bool
 	releaseDone sync.Cond
-	srv        *server // linked server, nil when none
+	srv         *server // linked server, nil when none
 	// writing is set while serve may still touch the linked server's writer
 	// (between recording a message and flushing the batch). The pump never
 	// releases the server while it is set: the server's next holder would
