@@ -234,7 +234,7 @@ func init() {
 			field: func(s *Settings) any { return &s.ServerResetQueryAlways }},
 		{Name: "server_check_query", Kind: KindString, Default: EmptyQueryCheck, Doc: "liveness check for servers idle longer than server_check_delay; `<empty>` = send an empty query, empty = no check",
 			field: func(s *Settings) any { return &s.ServerCheckQuery }},
-		{Name: "server_check_delay", Kind: KindDuration, Default: "30", Doc: "idle time after which a server is checked before reuse (seconds)",
+		{Name: "server_check_delay", Kind: KindDuration, Default: "30", Doc: "idle time after which a server is checked before reuse (seconds); 0 = check on every reuse",
 			field: func(s *Settings) any { return &s.ServerCheckDelay }},
 		{Name: "login_notify_message", Kind: KindString, Status: NotSupported, Doc: "NOTICE sent to clients after login", Note: notImpl},
 		{Name: "query_wait_notify", Kind: KindDuration, Default: "5", Status: NotSupported, Doc: "send a NOTICE to clients queued this long (seconds); 0 = off", Note: notImpl},
