@@ -497,7 +497,10 @@ func (v consoleView) Kill(db string) error {
 	}
 	s.setPaused(db, true)
 	for _, c := range s.allClients() {
-		if db == "" || c.dbName == db {
+		// KILL without a database kills the clients of real databases
+		// only, as PgBouncer's: the console sessions (the one that
+		// asked among them) stay.
+		if (db == "" && c.dbName != adminDB) || c.dbName == db {
 			s.dropClient(c)
 		}
 	}
