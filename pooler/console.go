@@ -422,6 +422,11 @@ func (s *Service) isPausedLocked(db string) bool {
 
 func (v consoleView) Resume(db string) error {
 	s := v.s
+	if db == "" && s.ShuttingDown() {
+		// SHUTDOWN WAIT_FOR_SERVERS pauses everything to drain: a
+		// RESUME would undo that. PgBouncer refuses it in these words.
+		return &admin.Error{SQLState: admin.CodeProtocolViolation, Message: "pooler is shutting down"}
+	}
 	if err := s.checkDB(db); err != nil {
 		return err
 	}

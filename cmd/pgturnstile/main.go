@@ -224,7 +224,10 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			log.Info("got SIGUSR1, pausing all activity")
 			go svc.Console().Pause("")
 		case sigResume:
-			if shuttingDown {
+			if shuttingDown || svc.ShuttingDown() {
+				// A console SHUTDOWN counts too: RESUME would undo
+				// its pause (PgBouncer's words).
+				log.Info("got SIGUSR2 while shutting down, ignoring")
 				continue
 			}
 			log.Info("got SIGUSR2, resuming all activity")
