@@ -13,6 +13,59 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// TestShutdownWaitForServersClosesNewTransactions: during SHUTDOWN
+// WAIT_FOR_SERVERS a transaction in progress finishes, but a client that
+// starts a new one, or that was already waiting for a server when the
+// shutdown began, is closed at once with PgBouncer's FATAL 08P01 "server
+// shutting down" (not left queued until query_wait_timeout), and the close
+// is logged as "closing because: server shutting down".
+func TestShutdownWaitForServersClosesNewTransactions(t *testing.T) {
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"default_pool_size": "1"}), ""), opsUserlist)
+	ctx := ctxT(t, 60*time.Second)
+	holder := connectPgx(t, p.App())
+	if _, err := holder.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	queryInt(t, holder, "SELECT 1")
+	idle := connectPgx(t, p.App())
+	waiter := connectPgx(t, p.App())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Exec(ctx, "SELECT 1")
+		waited <- err
+	}()
+	console := adminConsole(t, p)
+	waitPool(t, console, appDB, appUser, 10*time.Second, "a client waiting for the pool's one server",
+		func(r map[string]string) bool { return r["cl_waiting"] == "1" })
+
+	adminExec(t, console, "SHUTDOWN WAIT_FOR_SERVERS")
+
+	// The client that was waiting: closed, not served and not timed out
+	// (query_wait_timeout is 20 s here, the context 60 s).
+	wantPgError(t, <-waited, "FATAL", "08P01", "server shutting down")
+	// The transaction in progress goes on.
+	if got := queryInt(t, holder, "SELECT 2"); got != 2 {
+		t.Fatalf("open transaction after SHUTDOWN: got %d", got)
+	}
+	// A new transaction is refused the same way.
+	_, err := idle.Exec(ctx, "SELECT 1")
+	wantPgError(t, err, "FATAL", "08P01", "server shutting down")
+	// Both closes are logged (the log reaches the test through a pipe,
+	// maybe after the client's error).
+	p.waitLog(t, "closing because: server shutting down", 1, 5*time.Second)
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatalf("COMMIT after SHUTDOWN: %v", err)
+	}
+	code, ok := p.waitExit(t, 10*time.Second)
+	if !ok {
+		p.DumpGoroutines()
+		t.Fatal("pooler still running 10s after the last server was released")
+	}
+	if code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
 // TestKillWithoutDatabaseSparesConsole: KILL with no argument kills the
 // clients of real databases; the console sessions, the one that sent it
 // among them, stay connected and usable.

@@ -377,16 +377,20 @@ func (v consoleView) Pause(db string) error {
 // at release (closeReasonLocked's "pause"); every close, and every login
 // that ends without a server, notifies s.changes.
 func (s *Service) waitPaused(ctx context.Context, db string) error {
-	return s.changes.wait(ctx, func() bool {
-		busy := 0
-		for _, p := range s.poolsOf(db) {
-			p.maintain(s.clock.Now()) // closes the idle ones now
-			p.mu.Lock()
-			busy += p.total
-			p.mu.Unlock()
-		}
-		return busy == 0
-	})
+	return s.changes.wait(ctx, func() bool { return s.pausedDone(db) })
+}
+
+// pausedDone is waitPaused's condition: it closes the idle servers of
+// db's paused pools and reports whether none is left.
+func (s *Service) pausedDone(db string) bool {
+	busy := 0
+	for _, p := range s.poolsOf(db) {
+		p.maintain(s.clock.Now()) // closes the idle ones now
+		p.mu.Lock()
+		busy += p.total
+		p.mu.Unlock()
+	}
+	return busy == 0
 }
 
 func (s *Service) setPaused(db string, paused bool) {

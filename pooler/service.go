@@ -38,6 +38,10 @@ type Service struct {
 
 	clientCount  atomic.Int64
 	shuttingDown atomic.Bool
+	// waitForServers is set by SHUTDOWN WAIT_FOR_SERVERS (SIGINT): a
+	// client that needs a server from then on is closed with "server
+	// shutting down" rather than queued (shutdown.go).
+	waitForServers atomic.Bool
 
 	mu         sync.Mutex
 	pools      map[poolKey]*serverPool
@@ -277,8 +281,18 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 	switch mode {
 	case admin.ShutdownWaitForServers:
 		s.closeTCP()
+		s.waitForServers.Store(true)
 		s.setPaused("", true)
-		until = func(ctx context.Context) error { return s.waitPaused(ctx, "") }
+		until = func(ctx context.Context) error {
+			return s.changes.wait(ctx, func() bool {
+				// Clients that were already waiting, or that began
+				// to wait just as the shutdown started, are closed
+				// as PgBouncer's janitor closes them.
+				s.failWaitersForShutdown()
+				return s.pausedDone("")
+			})
+		}
+		s.failWaitersForShutdown()
 	case admin.ShutdownWaitForClients:
 		s.closeTCP()
 		until = func(ctx context.Context) error {
