@@ -284,15 +284,11 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 		s.waitForServers.Store(true)
 		s.setPaused("", true)
 		until = func(ctx context.Context) error {
-			return s.changes.wait(ctx, func() bool {
-				// Clients that were already waiting, or that began
-				// to wait just as the shutdown started, are closed
-				// as PgBouncer's janitor closes them.
-				s.failWaitersForShutdown()
-				return s.pausedDone("")
-			})
+			// Clients already waiting are closed by a pass of
+			// their own (shutdown.go), as PgBouncer's janitor's.
+			go s.closeWaitersUntil(ctx)
+			return s.waitPaused(ctx, "")
 		}
-		s.failWaitersForShutdown()
 	case admin.ShutdownWaitForClients:
 		s.closeTCP()
 		until = func(ctx context.Context) error {

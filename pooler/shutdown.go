@@ -1,6 +1,10 @@
 package pooler
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // SHUTDOWN WAIT_FOR_SERVERS (and SIGINT) waits for the servers in use to
 // be released; in the meantime a client that needs a server for a new
@@ -35,10 +39,31 @@ func (c *client) closingForShutdown(e *Error) error {
 	return e
 }
 
+// closeWaitersUntil is the shutdown's janitor: every shutdownSweepEvery
+// until ctx ends it closes the clients queued in a pool, those that were
+// waiting when SHUTDOWN came and any that began to wait just as it came
+// (acquireUnlessShutdown refuses the rest). A pass, not at once: like
+// PgBouncer, whose janitor closes them (a third of a second later there),
+// the SHUTDOWN's answer and the transactions in progress come first.
+func (s *Service) closeWaitersUntil(ctx context.Context) {
+	t := s.clock.NewTicker(shutdownSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.failWaitersForShutdown()
+		}
+	}
+}
+
+// shutdownSweepEvery is closeWaitersUntil's period, the janitor's.
+const shutdownSweepEvery = 100 * time.Millisecond
+
 // failWaitersForShutdown takes every client queued in a pool out of the
 // queue and ends its wait with "server shutting down" (logged by the
-// client, linkServer). Clients that enqueue after this pass are caught by
-// the next one: SHUTDOWN's wait runs it on every change.
+// client, acquireUnlessShutdown).
 func (s *Service) failWaitersForShutdown() {
 	for _, p := range s.poolsOf("") {
 		p.mu.Lock()
