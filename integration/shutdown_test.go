@@ -148,3 +148,33 @@ func TestShutdownKeepsConsoleOnUnixSocket(t *testing.T) {
 		t.Error("the Unix socket still accepts after the pooler exited")
 	}
 }
+
+// TestSignalAfterConsoleShutdownExits: SIGINT or SIGTERM during a console
+// SHUTDOWN WAIT_FOR_* is PgBouncer's fast exit ("got SIGTERM while
+// shutting down, fast exit"), as a second signal is, even with a
+// transaction open.
+func TestSignalAfterConsoleShutdownExits(t *testing.T) {
+	p := startPooler(t, iniSettings(withConsoleUsers(nil), ""), opsUserlist)
+	app := connectPgx(t, p.App())
+	if _, err := app.Exec(ctxT(t, 10*time.Second), "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	queryInt(t, app, "SELECT 1")
+	console := adminConsole(t, p)
+	adminExec(t, console, "SHUTDOWN WAIT_FOR_SERVERS")
+	if _, ok := p.waitExit(t, 300*time.Millisecond); ok {
+		t.Fatal("exited on SHUTDOWN WAIT_FOR_SERVERS with a transaction open")
+	}
+	p.signal(t, syscall.SIGTERM)
+	code, ok := p.waitExit(t, 5*time.Second)
+	if !ok {
+		p.DumpGoroutines()
+		t.Fatal("SIGTERM during SHUTDOWN WAIT_FOR_SERVERS did not exit")
+	}
+	if code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if !p.LogContains("got SIGTERM while shutting down, fast exit") {
+		t.Errorf("no %q in the log", "got SIGTERM while shutting down, fast exit")
+	}
+}

@@ -237,8 +237,10 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			notify.send("STOPPING=1")
 			stop()
 		case syscall.SIGINT, syscall.SIGTERM:
-			if shuttingDown {
-				log.Info("got " + sig.String() + " again, fast exit")
+			if shuttingDown || svc.ShuttingDown() {
+				// A second signal, or one after a console SHUTDOWN
+				// WAIT_FOR_*: PgBouncer's fast exit, in its words.
+				log.Info("got " + signalName(sig) + " while shutting down, fast exit")
 				stop()
 				continue
 			}
@@ -253,6 +255,14 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			}
 		}
 	}
+}
+
+// signalName is the signal as PgBouncer's log lines name it.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
 }
 
 // expandVerbose turns -vv… into repeated -v so the flag package accepts it.
