@@ -377,16 +377,20 @@ func (v consoleView) Pause(db string) error {
 // at release (closeReasonLocked's "pause"); every close, and every login
 // that ends without a server, notifies s.changes.
 func (s *Service) waitPaused(ctx context.Context, db string) error {
-	return s.changes.wait(ctx, func() bool {
-		busy := 0
-		for _, p := range s.poolsOf(db) {
-			p.maintain(s.clock.Now()) // closes the idle ones now
-			p.mu.Lock()
-			busy += p.total
-			p.mu.Unlock()
-		}
-		return busy == 0
-	})
+	return s.changes.wait(ctx, func() bool { return s.pausedDone(db) })
+}
+
+// pausedDone is waitPaused's condition: it closes the idle servers of
+// db's paused pools and reports whether none is left.
+func (s *Service) pausedDone(db string) bool {
+	busy := 0
+	for _, p := range s.poolsOf(db) {
+		p.maintain(s.clock.Now()) // closes the idle ones now
+		p.mu.Lock()
+		busy += p.total
+		p.mu.Unlock()
+	}
+	return busy == 0
 }
 
 func (s *Service) setPaused(db string, paused bool) {
@@ -422,6 +426,11 @@ func (s *Service) isPausedLocked(db string) bool {
 
 func (v consoleView) Resume(db string) error {
 	s := v.s
+	if db == "" && s.ShuttingDown() {
+		// SHUTDOWN WAIT_FOR_SERVERS pauses everything to drain: a
+		// RESUME would undo that. PgBouncer refuses it in these words.
+		return &admin.Error{SQLState: admin.CodeProtocolViolation, Message: "pooler is shutting down"}
+	}
 	if err := s.checkDB(db); err != nil {
 		return err
 	}
@@ -497,7 +506,10 @@ func (v consoleView) Kill(db string) error {
 	}
 	s.setPaused(db, true)
 	for _, c := range s.allClients() {
-		if db == "" || c.dbName == db {
+		// KILL without a database kills the clients of real databases
+		// only, as PgBouncer's: the console sessions (the one that
+		// asked among them) stay.
+		if (db == "" && c.dbName != adminDB) || c.dbName == db {
 			s.dropClient(c)
 		}
 	}

@@ -31,6 +31,8 @@
 //	server.go          server: one connection to Postgres
 //	admission.go       the admission gate of each pool (admission_file)
 //	errors.go          every error a client can see, with its SQLSTATE
+//	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server
+//	                   are closed ("server shutting down")
 //	clock.go           the injected clock
 //	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           SHOW STATS

@@ -25,6 +25,7 @@ const (
 	CodeNoSuchDatabase
 	CodeNoSuchUser
 	CodeShuttingDown
+	CodeServerShuttingDown
 	CodeServerLoginFailing
 	CodeClientLoginTimeout
 	CodeClientIdleTimeout
@@ -80,6 +81,7 @@ var codes = map[Code]codeInfo{
 	CodeNoSuchDatabase:          {"FATAL", "08P01", "no such database: %s"},
 	CodeNoSuchUser:              {"FATAL", "28000", "no such user: %s"},
 	CodeShuttingDown:            {"FATAL", "08P01", "pooler is shutting down"},
+	CodeServerShuttingDown:      {"FATAL", "08P01", "server shutting down"},
 	CodeServerLoginFailing:      {"FATAL", "08P01", "server login has been failing, cached error: %s (server_login_retry)"},
 	CodeClientLoginTimeout:      {"FATAL", "08P01", "client_login_timeout"},
 	CodeClientIdleTimeout:       {"FATAL", "08P01", "client_idle_timeout"},

@@ -32,6 +32,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeNoSuchDatabase, []any{"nope"}, "FATAL", "08P01", "no such database: nope"},
 		{CodeNoSuchUser, []any{"bob"}, "FATAL", "28000", "no such user: bob"},
 		{CodeShuttingDown, nil, "FATAL", "08P01", "pooler is shutting down"},
+		{CodeServerShuttingDown, nil, "FATAL", "08P01", "server shutting down"},
 		{CodeServerLoginFailing, []any{"password authentication failed"}, "FATAL", "08P01", "server login has been failing, cached error: password authentication failed (server_login_retry)"},
 		{CodeServerLoginFailing, []any{"connect failed"}, "FATAL", "08P01", "server login has been failing, cached error: connect failed (server_login_retry)"},
 		{CodeClientLoginTimeout, nil, "FATAL", "08P01", "client_login_timeout"},

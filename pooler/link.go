@@ -157,7 +157,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.pool.acquire(nil, c.link.poolWait)
+	s, err := c.acquireUnlessShutdown()
 	if err != nil {
 		c.endWait()
 		if ticket.Valid() {

@@ -38,6 +38,10 @@ type Service struct {
 
 	clientCount  atomic.Int64
 	shuttingDown atomic.Bool
+	// waitForServers is set by SHUTDOWN WAIT_FOR_SERVERS (SIGINT): a
+	// client that needs a server from then on is closed with "server
+	// shutting down" rather than queued (shutdown.go).
+	waitForServers atomic.Bool
 
 	mu         sync.Mutex
 	pools      map[poolKey]*serverPool
@@ -249,6 +253,7 @@ func (s *Service) Serve(ctx context.Context) error {
 			s.stop() // ends a graceful shutdown's wait
 			return nil
 		case <-s.stopped.Done():
+			s.Close() // the Unix socket a graceful shutdown kept open
 			return nil
 		case err := <-errc:
 			if s.shuttingDown.Load() {
@@ -272,17 +277,25 @@ func (s *Service) Serve(ctx context.Context) error {
 // service stops without waiting further. The wait also ends when the
 // service stops another way (an immediate SHUTDOWN, Serve's context).
 func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
-	s.Close()
 	var until func(context.Context) error
 	switch mode {
 	case admin.ShutdownWaitForServers:
+		s.closeTCP()
+		s.waitForServers.Store(true)
 		s.setPaused("", true)
-		until = func(ctx context.Context) error { return s.waitPaused(ctx, "") }
+		until = func(ctx context.Context) error {
+			// Clients already waiting are closed by a pass of
+			// their own (shutdown.go), as PgBouncer's janitor's.
+			go s.closeWaitersUntil(ctx)
+			return s.waitPaused(ctx, "")
+		}
 	case admin.ShutdownWaitForClients:
+		s.closeTCP()
 		until = func(ctx context.Context) error {
 			return s.changes.wait(ctx, func() bool { return s.clientCount.Load() <= 0 })
 		}
 	default:
+		s.Close()
 		s.stop()
 		return
 	}
@@ -494,6 +507,27 @@ func (s *Service) Close() {
 		ln.Close()
 	}
 }
+
+// closeTCP starts a graceful shutdown: new logins are refused and the TCP
+// listeners close, but the Unix socket stays open until the shutdown
+// completes, so that the console stays reachable while clients drain
+// (PgBouncer's cleanup_tcp_sockets); logins to other databases through it
+// are refused ("pooler is shutting down").
+func (s *Service) closeTCP() {
+	s.shuttingDown.Store(true)
+	s.mu.Lock()
+	lns := s.listeners
+	s.mu.Unlock()
+	for _, ln := range lns {
+		if _, unix := ln.(*net.UnixListener); !unix {
+			ln.Close()
+		}
+	}
+}
+
+// ShuttingDown reports whether a shutdown has begun (SHUTDOWN, a signal,
+// Close): RESUME and SIGUSR2 are refused from then on.
+func (s *Service) ShuttingDown() bool { return s.shuttingDown.Load() }
 
 // authQuery fetches a user's secret with auth_query, as auth_user, in
 // auth_dbname or the client's database: on every login, so a password

@@ -224,7 +224,10 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			log.Info("got SIGUSR1, pausing all activity")
 			go svc.Console().Pause("")
 		case sigResume:
-			if shuttingDown {
+			if shuttingDown || svc.ShuttingDown() {
+				// A console SHUTDOWN counts too: RESUME would undo
+				// its pause (PgBouncer's words).
+				log.Info("got SIGUSR2 while shutting down, ignoring")
 				continue
 			}
 			log.Info("got SIGUSR2, resuming all activity")
@@ -234,8 +237,10 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			notify.send("STOPPING=1")
 			stop()
 		case syscall.SIGINT, syscall.SIGTERM:
-			if shuttingDown {
-				log.Info("got " + sig.String() + " again, fast exit")
+			if shuttingDown || svc.ShuttingDown() {
+				// A second signal, or one after a console SHUTDOWN
+				// WAIT_FOR_*: PgBouncer's fast exit, in its words.
+				log.Info("got " + signalName(sig) + " while shutting down, fast exit")
 				stop()
 				continue
 			}
@@ -250,6 +255,14 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			}
 		}
 	}
+}
+
+// signalName is the signal as PgBouncer's log lines name it.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
 }
 
 // expandVerbose turns -vv… into repeated -v so the flag package accepts it.
