@@ -20,23 +20,16 @@ import (
 // error closes the client (FATAL).
 func (c *client) acquireUnlessShutdown() (*server, error) {
 	if c.svc.waitForServers.Load() {
-		return nil, c.closingForShutdown(newError(CodeServerShuttingDown))
+		return nil, newError(CodeServerShuttingDown)
 	}
 	s, err := c.pool.acquire(nil, c.link.poolWait)
 	var e *Error
 	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
-		return nil, c.closingForShutdown(e)
+		// fail logs the close as PgBouncer does ("closing because:
+		// server shutting down").
+		return nil, e
 	}
 	return s, err
-}
-
-// closingForShutdown logs the client's close as PgBouncer does and returns
-// e, the error that closes it.
-func (c *client) closingForShutdown(e *Error) error {
-	if c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: " + e.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	}
-	return e
 }
 
 // closeWaitersUntil is the shutdown's janitor: every shutdownSweepEvery
