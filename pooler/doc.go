@@ -346,8 +346,14 @@
 // max_db_connections and max_user_connections (limiter) bound the servers.
 // When a shared cap blocks a pool, an idle server of a sibling pool is
 // evicted. New servers are logged in by background goroutines and handed
-// to the oldest waiter; a failed login is replayed to clients for
-// server_login_retry. The janitor closes servers past server_idle_timeout
+// to the oldest waiter. A login Postgres refused (an ErrorResponse, a
+// password the server's method cannot use, a required TLS that failed)
+// fails the waiters and is replayed to new clients for server_login_retry;
+// a server that could not be reached (refused, timed out, restarting)
+// leaves them waiting, and the janitor tries again once
+// server_login_retry has passed, up to query_wait_timeout: a restart or
+// failover costs waiting clients latency, not errors (failsWaiters). The
+// janitor closes servers past server_idle_timeout
 // or server_lifetime (spread by server_lifetime_jitter) and keeps
 // min_pool_size. A server idle for a while is peeked at (non-blocking)
 // before checkout, and by the janitor, so one Postgres closed is never
@@ -367,6 +373,16 @@
 // its new limit closes idle servers at once and busy ones at release (or,
 // with limit_evict_grace, takes them after the grace), and never grows past
 // it. PAUSE and KILL hold the pool's clients in the queue.
+//
+// A RELOAD that changes where or as whom a pool's servers log in (address,
+// dbname, startup parameters, forced user or password, connect_query) or
+// the server_tls_* settings retargets the pool (serverPool.retarget): its
+// target is one immutable value, replaced; every server of the old one is
+// marked "database configuration changed" and closed, idle ones during the
+// RELOAD, busy ones at release, logins in flight when they end; new
+// servers dial the new target and clients keep their connections. With
+// PAUSE and RESUME around it, this is a switchover without client errors
+// (integration's TestSwitchover).
 //
 // # Cancellation
 //
