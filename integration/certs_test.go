@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -181,17 +179,7 @@ func startTLSCluster(t testing.TB, pki *testPKI) *cluster {
 	if err := c.startOnFreePort(); err != nil {
 		t.Fatalf("starting the TLS cluster: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, s := range []string{
-		"SET password_encryption = 'scram-sha-256'",
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", appUser, appPassword),
-		fmt.Sprintf("CREATE DATABASE %s OWNER %s", appDB, appUser),
-	} {
-		if _, err := c.monitor.Exec(ctx, s); err != nil {
-			t.Fatalf("TLS cluster: %s: %v", s, err)
-		}
-	}
+	c.createApp(t, "TLS cluster")
 	if on := strings.TrimSpace(queryTextOn(t, c, "SHOW ssl")); on != "on" {
 		t.Fatalf("TLS cluster: ssl = %q", on)
 	}

@@ -356,6 +356,14 @@ func startSecondCluster(t testing.TB) *cluster {
 	if err := c.startOnFreePort(); err != nil {
 		t.Fatalf("second cluster: %v", err)
 	}
+	c.createApp(t, "second cluster")
+	return c
+}
+
+// createApp makes the app role (SCRAM) and its database in an extra
+// cluster; what names the cluster in a failure.
+func (c *cluster) createApp(t testing.TB, what string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range []string{
@@ -364,8 +372,7 @@ func startSecondCluster(t testing.TB) *cluster {
 		fmt.Sprintf("CREATE DATABASE %s OWNER %s", appDB, appUser),
 	} {
 		if _, err := c.monitor.Exec(ctx, s); err != nil {
-			t.Fatalf("second cluster: %s: %v", s, err)
+			t.Fatalf("%s: %s: %v", what, s, err)
 		}
 	}
-	return c
 }
