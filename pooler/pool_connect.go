@@ -75,7 +75,10 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	p.svc.changes.notify() // PAUSE waits for p.total to fall
 	p.dbLimit.give()
 	p.userLimit.give()
-	p.log.Warn("server login failed: " + err.Error())
+	// PgBouncer's words for the server it gave up on ("closing
+	// because: connect failed"), the Go error (address, system error) as
+	// the detail.
+	p.log.Warn(p.key.db + "/" + p.key.user + "@" + s.target.address + " server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
 	p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
 	werr := serverLoginError(err)
 	for _, w := range waiters {
