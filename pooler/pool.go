@@ -453,27 +453,23 @@ func isStartingUp(err error) bool {
 }
 
 // failsWaiters reports whether a failed server login fails the clients
-// waiting for it, as in PgBouncer: only when Postgres itself refused the
-// login (an ErrorResponse, other than "the database system is starting
-// up"), the pooler has no password the server's method can use, or the
-// server TLS the settings require failed. A
-// server that could not be reached, timed out or hung up is retried every
-// server_login_retry while its clients keep waiting, up to
+// waiting for it, as in PgBouncer: when the server answered and refused or
+// broke the login (an ErrorResponse other than "the database system is
+// starting up", a password the server's method cannot use, a required TLS
+// that failed, a protocol violation). A server that could not be reached
+// (connect refused or timed out, DNS) or hung up mid-login is retried
+// every server_login_retry while its clients keep waiting, up to
 // query_wait_timeout: a restart or failover costs them latency, not
 // errors.
 func failsWaiters(err error) bool {
-	var se *auth.ServerError
-	var re *reasonError
-	switch {
-	case errors.As(err, &se):
-		return !isStartingUp(err)
-	case errors.As(err, &re):
-		// The TLS the settings ask for could not be had (a certificate
-		// that does not verify, a server without TLS): retrying does not
-		// change that.
-		return true
+	if isStartingUp(err) {
+		return false
 	}
-	return errors.Is(err, auth.ErrWrongPasswordType)
+	switch loginReason(err) {
+	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?":
+		return false
+	}
+	return true
 }
 
 // loginRetryPendingLocked: the last login failed less than
