@@ -25,6 +25,7 @@
 //	park.go            idle clients parked as bare descriptors (epoll)
 //	pool.go            serverPool: checkout, waiting, growth, release
 //	pool_connect.go    a server's login and its three endings
+//	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	limiter.go         max_db_connections and max_user_connections

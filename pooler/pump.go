@@ -320,6 +320,11 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 // with c.mu released; what must be under c.mu is only the hand-over of
 // the writer back to serve, which clears c.link.srv with nothing left in
 // the writer.
+//
+// It is longer than the pooler's other functions on purpose: each step
+// holds or gives up c.mu, and the order of those steps (count, decide,
+// flush unlocked, decide again, hand over, release) is the protocol
+// between the pump and serve, which reads best in one place.
 func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	c.mu.Lock()
 	if !c.gone.Load() {

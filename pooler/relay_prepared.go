@@ -46,6 +46,11 @@ var (
 	errStatementBudget = newError(CodeStatementBudget)
 )
 
+// relayParse relays a client's Parse: an unnamed one as it is (and
+// remembered), a named one mapped to the server's name, registered, and
+// prepared on the server only when it does not have it yet. One function:
+// its refusals (held size, name length, budget, name reuse) must answer in
+// the order the protocol requires, before anything reaches the server.
 func (c *client) relayParse(bodyLen int, s *server) error {
 	st := c.svc.settings()
 	if st.MaxHeldMessageSize > 0 && bodyLen > st.MaxHeldMessageSize {

@@ -16,6 +16,9 @@ import (
 // shared by every pool) take; KILL_CLIENT must end it. The lock audit's
 // H1: afterReady flushed the client writer under c.mu, and dropClient
 // took c.mu to find the socket it would close.
+//
+// One test on purpose, longer than most: each step needs the state the
+// previous one built (a pooler stuck writing to this client).
 func TestClientThatStopsReadingHoldsNoLock(t *testing.T) {
 	fake := startFakePostgres(t)
 	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 1\n")
