@@ -28,6 +28,20 @@ import (
 // checks every byte the pooler sends is a well-framed backend message, and
 // goroutine accounting.
 
+// testPoolerSettings are the [pgbouncer] settings the pooler's in-process
+// tests share (after their own listen_addr): no Unix socket, any user, no
+// TLS, no server check, no connect or close pacing, disconnections logged.
+const testPoolerSettings = `unix_socket_dir =
+auth_type = any
+server_tls_sslmode = disable
+server_check_query =
+server_connect_rate = 0
+server_close_rate = 0
+server_max_parallel_connects = 0
+log_connections = 0
+log_disconnections = 1
+`
+
 // testPooler is a Service listening on 127.0.0.1:0 in front of a fake.
 type testPooler struct {
 	svc    *Service
@@ -47,19 +61,7 @@ func startTestPooler(tb testing.TB, fake *fakePostgres, dbs map[string]string, s
 	for name, extra := range dbs {
 		fmt.Fprintf(&ini, "%s = host=127.0.0.1 port=%d dbname=fake %s\n", name, fake.port(), extra)
 	}
-	ini.WriteString(`[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = 0
-unix_socket_dir =
-auth_type = any
-server_tls_sslmode = disable
-server_check_query =
-server_connect_rate = 0
-server_close_rate = 0
-server_max_parallel_connects = 0
-log_connections = 0
-log_disconnections = 1
-`)
+	ini.WriteString("[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = 0\n" + testPoolerSettings)
 	ini.WriteString(settings)
 	cfg, err := config.Parse("test.ini", []byte(ini.String()))
 	if err != nil {

@@ -41,16 +41,7 @@ func timingIni(settings string) string {
 db = host=fake.invalid port=5432 dbname=fake
 [pgbouncer]
 listen_addr =
-unix_socket_dir =
-auth_type = any
-server_tls_sslmode = disable
-server_check_query =
-server_connect_rate = 0
-server_close_rate = 0
-server_max_parallel_connects = 0
-log_connections = 0
-log_disconnections = 1
-` + settings
+` + testPoolerSettings + settings
 }
 
 func parseTimingConfig(t *testing.T, settings string) *config.Config {
