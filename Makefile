@@ -3,12 +3,32 @@ GO        ?= go
 BIN       := bin/pgturnstile
 PKGS      := ./...
 
-.PHONY: all build run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
+# The commit -V reports (cmd/pgturnstile/version.go). Passed with -ldflags
+# because the Go toolchain records none from a git worktree, with
+# -buildvcs=false, or from a tarball; override with COMMIT=… there.
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED  ?= $(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo true)
+LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
+
+.PHONY: all build release run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/pgturnstile
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgturnstile
+
+# A release binary: static (CGO_ENABLED=0, so it runs on any Linux and in
+# the distroless image of the Dockerfile), no build paths (-trimpath), no
+# symbol table or DWARF (-s -w; panics still print their stacks). The
+# release number is Version in cmd/pgturnstile/main.go; -V prints it with
+# the commit and the Go version. GOOS=… GOARCH=… make release cross-builds.
+RELEASE_BIN ?= bin/release/pgturnstile
+release:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(RELEASE_BIN) ./cmd/pgturnstile
+	@if command -v ldd >/dev/null && ldd $(RELEASE_BIN) >/dev/null 2>&1; then \
+		echo "release: $(RELEASE_BIN) is dynamically linked"; exit 1; fi
+	@# Only a binary for this machine can run here.
+	@[ "$$($(GO) env GOOS GOARCH)" != "$$($(GO) env GOHOSTOS GOHOSTARCH)" ] || $(RELEASE_BIN) -V
 
 # First README command: a throwaway PostgreSQL 15 and pgturnstile in front of it.
 run: build
