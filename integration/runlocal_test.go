@@ -5,7 +5,9 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +30,9 @@ var (
 // build`) for real: it must print the psql line, and that line must give
 // SELECT 1. Ctrl-C (SIGINT to the process group) must stop PostgreSQL and
 // remove the temp dir. The script's default listen port 6432 is used when it
-// is free (the README path: --dev-backend and the embedded config);
-// otherwise PGTURNSTILE_RUN_PORT moves it.
+// is free (the README path); otherwise PGTURNSTILE_RUN_PORT moves it. The
+// README's tour must work too: the admin console as user admin (SET USER,
+// RELOAD of the printed config file after an edit) and the metrics URL.
 func TestMakeRun(t *testing.T) {
 	needPG(t)
 	bin := poolerBinary(t)
@@ -45,7 +48,7 @@ func TestMakeRun(t *testing.T) {
 	listenPort := 6432
 	if l, err := net.Listen("tcp", "127.0.0.1:6432"); err == nil {
 		l.Close()
-		t.Log("6432 is free: running the default (embedded config) path")
+		t.Log("6432 is free: running the README's path")
 	} else {
 		listenPort, err = pgtest.FreePort()
 		if err != nil {
@@ -124,6 +127,8 @@ func TestMakeRun(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	tryConsoleAndMetrics(t, lines, stderr)
+
 	// Ctrl-C.
 	m := runTmpDirRE.FindStringSubmatch(stderr.String())
 	if err := syscall.Kill(-pgid, syscall.SIGINT); err != nil {
@@ -148,5 +153,74 @@ func TestMakeRun(t *testing.T) {
 	}
 	if t.Failed() || testing.Verbose() {
 		t.Logf("script stdout: %q\nstderr:\n%s", out, stderr.String())
+	}
+}
+
+// tryConsoleAndMetrics follows the lines run-local.sh prints after the
+// application's psql line: the admin console's psql line, the metrics URL
+// and the config file, as a newcomer would.
+func tryConsoleAndMetrics(t *testing.T, lines <-chan string, stderr *logBuffer) {
+	t.Helper()
+	var admin, metricsURL, iniPath string
+	timeout := time.After(10 * time.Second)
+	for iniPath == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("run-local.sh closed stdout before the config path; stderr:\n%s", stderr.String())
+			}
+			switch {
+			case psqlLineRE.MatchString(l):
+				admin = psqlLineRE.FindStringSubmatch(l)[1]
+			case strings.HasPrefix(l, "curl "):
+				metricsURL = strings.TrimPrefix(l, "curl ")
+			case strings.HasSuffix(l, "/pgbouncer.ini"):
+				iniPath = l
+			}
+		case <-timeout:
+			t.Fatalf("no admin line, metrics URL and config path within 10 s (got %q %q); stderr:\n%s", admin, metricsURL, stderr.String())
+		}
+	}
+	if !strings.Contains(admin, "dbname=pgbouncer user=admin") {
+		t.Fatalf("admin console line %q", admin)
+	}
+
+	// SET USER, as the README shows.
+	if _, e, err := psql(t, "", admin, "-tAc", "SET USER postgres = 'pool_size=5'"); err != nil {
+		t.Fatalf("SET USER as admin: %v %s", err, e)
+	}
+	o, e, err := psql(t, "", admin, "-tAF,", "-c", "SHOW USERS")
+	if err != nil || !regexp.MustCompile(`(?m)^postgres, *5,`).MatchString(o) { // "%9d", as PgBouncer
+		t.Errorf("SHOW USERS after SET USER: %q %v %s", o, err, e)
+	}
+
+	// An edit of the printed config file, then RELOAD.
+	ini, err := os.ReadFile(iniPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(ini), "default_pool_size = 20", "default_pool_size = 7", 1)
+	if edited == string(ini) {
+		t.Fatalf("no default_pool_size = 20 in %s:\n%s", iniPath, ini)
+	}
+	if err := os.WriteFile(iniPath, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, err := psql(t, "", admin, "-tAc", "RELOAD"); err != nil {
+		t.Fatalf("RELOAD: %v %s", err, e)
+	}
+	o, e, err = psql(t, "", admin, "-tAF,", "-c", "SHOW CONFIG")
+	if err != nil || !regexp.MustCompile(`(?m)^default_pool_size,7,`).MatchString(o) {
+		t.Errorf("default_pool_size after the edit and RELOAD: %v %s\n%s", err, e, o)
+	}
+
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatalf("GET %s: %v", metricsURL, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "pgturnstile_") {
+		t.Errorf("GET %s: %s\n%.500s", metricsURL, resp.Status, body)
 	}
 }

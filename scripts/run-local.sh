@@ -5,17 +5,21 @@
 # It initdb's a cluster in a temp dir (as the postgres OS user when run as
 # root, since PostgreSQL refuses to run as root), starts it on 127.0.0.1:15432
 # (or the next free port below 32768) with its socket in the temp dir, prints
-# the psql line to connect through pgturnstile, and runs pgturnstile with its
-# embedded default config (127.0.0.1:6432, transaction pooling, every client
-# logs in to Postgres as postgres). Ctrl-C stops both and removes the temp dir.
+# the psql lines to connect through pgturnstile (as an application, and to the
+# admin console as user admin) and the metrics URL, and runs pgturnstile on
+# $TMP/pgbouncer.ini, written from the embedded default config
+# (cmd/pgturnstile/default.ini: 127.0.0.1:6432, transaction pooling, every
+# client logs in to Postgres as postgres, admin_users = admin, metrics on
+# 127.0.0.1:6490). Being a file, it can be edited and RELOADed. Ctrl-C stops
+# both and removes the temp dir.
 #
 # Environment:
 #   PG_BIN                 PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
 #   PGTURNSTILE_BIN        pooler binary (default bin/pgturnstile; `make build`)
 #   PGTURNSTILE_PG_PORT    first port to try for PostgreSQL (default 15432)
-#   PGTURNSTILE_RUN_PORT   listen on this port instead of 6432; the script then
-#                          writes the equivalent pgbouncer.ini itself (the
+#   PGTURNSTILE_RUN_PORT   listen on this port instead of 6432 (the
 #                          integration test uses this to avoid collisions)
+#   PGTURNSTILE_METRICS_PORT  first port to try for /metrics (default 6490)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,6 +28,7 @@ PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 POOLER=${PGTURNSTILE_BIN:-bin/pgturnstile}
 PG_PORT=${PGTURNSTILE_PG_PORT:-15432}
 LISTEN_PORT=${PGTURNSTILE_RUN_PORT:-6432}
+METRICS_PORT=${PGTURNSTILE_METRICS_PORT:-6490}
 
 die() { echo "run-local: $*" >&2; exit 1; }
 
@@ -87,6 +92,10 @@ while port_in_use "$PG_PORT" || [[ $PG_PORT -eq $LISTEN_PORT ]]; do
 	((PG_PORT < 32768)) || die "no free port for PostgreSQL below 32768"
 done
 port_in_use "$LISTEN_PORT" && die "127.0.0.1:$LISTEN_PORT is already in use (another pgbouncer?); set PGTURNSTILE_RUN_PORT"
+while port_in_use "$METRICS_PORT" || [[ $METRICS_PORT -eq $LISTEN_PORT || $METRICS_PORT -eq $PG_PORT ]]; do
+	METRICS_PORT=$((METRICS_PORT + 1))
+	((METRICS_PORT < 32768)) || die "no free port for /metrics below 32768"
+done
 
 echo "run-local: starting PostgreSQL 15 on 127.0.0.1:$PG_PORT" >&2
 touch "$TMP/postgres.log"
@@ -96,32 +105,30 @@ as_pg "$PG_BIN/pg_ctl" -D "$TMP/data" -l "$TMP/postgres.log" -w -t 60 \
 	-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $TMP/sock -c fsync=off" start >/dev/null ||
 	{ cat "$TMP/postgres.log" >&2; die "PostgreSQL did not start"; }
 
-if [[ $LISTEN_PORT == 6432 ]]; then
-	POOLER_ARGS=(--dev-backend="127.0.0.1:$PG_PORT")
-else
-	# The embedded default config, spelled out as a pgbouncer.ini.
-	cat >"$TMP/pgbouncer.ini" <<EOF
-[databases]
-* = host=127.0.0.1 port=$PG_PORT user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $LISTEN_PORT
-unix_socket_dir =
-auth_type = any
-pool_mode = transaction
-default_pool_size = 20
-max_client_conn = 200
-EOF
-	POOLER_ARGS=("$TMP/pgbouncer.ini")
+# The embedded default config as a file, so that it can be edited and
+# RELOADed; only the ports change.
+sed -e "s/@HOST@/127.0.0.1/; s/@PORT@/$PG_PORT/" \
+	-e "s/^listen_port = .*/listen_port = $LISTEN_PORT/" \
+	-e "s/^metrics_addr = .*/metrics_addr = 127.0.0.1:$METRICS_PORT/" \
+	cmd/pgturnstile/default.ini >"$TMP/pgbouncer.ini"
+# As PgBouncer, pgturnstile started as root switches to `user =` once its
+# listeners are open (and refuses to run as root without it).
+if [[ $(id -u) -eq 0 ]]; then
+	echo "user = postgres" >>"$TMP/pgbouncer.ini"
 fi
 
 echo "run-local: pgturnstile on 127.0.0.1:$LISTEN_PORT -> PostgreSQL on 127.0.0.1:$PG_PORT; Ctrl-C stops both" >&2
 echo "Connect with:"
 echo "psql \"host=127.0.0.1 port=$LISTEN_PORT dbname=postgres user=postgres\""
+echo "Admin console (SHOW POOLS, SET USER, RELOAD, ...):"
+echo "psql \"host=127.0.0.1 port=$LISTEN_PORT dbname=pgbouncer user=admin\""
+echo "Metrics:"
+echo "curl http://127.0.0.1:$METRICS_PORT/metrics"
+echo "Config (edit it, then RELOAD in the console):"
+echo "$TMP/pgbouncer.ini"
 
 # Not exec: the trap must outlive the pooler to stop PostgreSQL.
-"$POOLER" "${POOLER_ARGS[@]}" &
+"$POOLER" "$TMP/pgbouncer.ini" &
 POOLER_PID=$!
 set +e
 wait "$POOLER_PID"
