@@ -10,11 +10,19 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 MODIFIED  ?= $(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo true)
 LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
 
-.PHONY: all build release run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
+.PHONY: all go-check build release run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
 
 all: build
 
-build:
+# Without Go on PATH, say what to do (README, Prerequisites) rather than
+# make's "go: No such file or directory".
+GO_MIN := $(shell sed -n 's/^go //p' go.mod)
+go-check:
+	@command -v $(GO) >/dev/null || { \
+		echo "make: $(GO) is not on PATH; pgturnstile needs Go $(GO_MIN) or later (go.mod)."; \
+		echo "With Go in /usr/local/go: export PATH=/usr/local/go/bin:\$$PATH"; exit 1; }
+
+build: go-check
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgturnstile
 
 # A release binary: static (CGO_ENABLED=0, so it runs on any Linux and in
@@ -23,7 +31,7 @@ build:
 # release number is Version in cmd/pgturnstile/main.go; -V prints it with
 # the commit and the Go version. GOOS=… GOARCH=… make release cross-builds.
 RELEASE_BIN ?= bin/release/pgturnstile
-release:
+release: go-check
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(RELEASE_BIN) ./cmd/pgturnstile
 	@if command -v ldd >/dev/null && ldd $(RELEASE_BIN) >/dev/null 2>&1; then \
 		echo "release: $(RELEASE_BIN) is dynamically linked"; exit 1; fi
@@ -47,10 +55,10 @@ test: build vet staticcheck test-deps
 test-deps:
 	scripts/test-deps.sh
 
-unit:
+unit: go-check
 	$(GO) test -race -short -count=1 $(PKGS)
 
-vet:
+vet: go-check
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
 	@# Builds beyond Linux: OS-specific socket code lives in internal/netpoll
@@ -59,7 +67,7 @@ vet:
 	GOOS=darwin $(GO) build $(PKGS)
 	GOOS=windows $(GO) vet $(PKGS)
 
-staticcheck:
+staticcheck: go-check
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 # Every fuzz target in the module (scripts/fuzz.sh finds them), one after
