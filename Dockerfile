@@ -5,10 +5,14 @@
 #   docker run -d --name pgturnstile -p 6432:6432 -p 6490:6490 \
 #     -v /etc/pgbouncer:/etc/pgbouncer:ro pgturnstile
 #
-# In the container's pgbouncer.ini: listen_addr = * (or 0.0.0.0) and, for
-# /metrics, metrics_addr = 0.0.0.0:6490; logs go to stderr (docker logs)
-# unless logfile is set. The files must be readable by uid 65532. Other
-# arguments replace the default command: docker run … pgturnstile -V.
+# The container's pgbouncer.ini needs listen_addr = * (or 0.0.0.0) and, for
+# /metrics, metrics_addr = 0.0.0.0:6490. Debian's pgbouncer.ini puts the
+# logfile, pidfile and Unix socket under /var/log/postgresql and
+# /var/run/postgresql, which do not exist here: leave logfile and pidfile
+# empty (logs go to stderr, docker logs) and set unix_socket_dir = /tmp or
+# empty, or mount writable directories there. The files must be readable
+# by uid 65532. Other arguments replace the default command:
+# docker run … pgturnstile -V.
 
 # The Go release of go.mod's go line.
 ARG GO_VERSION=1.26
