@@ -74,6 +74,7 @@ func TestMakeRun(t *testing.T) {
 	pgid := cmd.Process.Pid
 	lines := make(chan string, 100)
 	exited := make(chan error, 1)
+	done := make(chan struct{}) // closed once the script has exited
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -85,9 +86,25 @@ func TestMakeRun(t *testing.T) {
 		close(lines)
 		// Wait only after stdout is drained (StdoutPipe rule).
 		exited <- cmd.Wait()
+		close(done)
 	}()
 	var out []string
-	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	// A test that fails midway still lets the script stop its PostgreSQL
+	// (pg_ctl runs it outside the process group, so SIGKILL would orphan
+	// it): Ctrl-C first, SIGKILL only if the script hangs.
+	t.Cleanup(func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	})
 
 	// The psql line.
 	var connstr string
