@@ -28,7 +28,8 @@
 // # Methods (auth_type)
 //
 //   - trust, any: no exchange. For trust the caller has already refused
-//     unknown users; any admits every name.
+//     users without an auth source ("\"trust\" authentication failed");
+//     any admits every name.
 //   - plain: AuthenticationCleartextPassword; the password is checked
 //     against a plain secret directly, an MD5 secret by hashing, a SCRAM
 //     secret by deriving its keys with its salt and iterations.
@@ -106,6 +107,7 @@
 //     and "cert" until then, and "pam" and "ldap".
 //   - auth_query / auth_user: produce a *Secret for users missing from
 //     auth_file (via ParseSecret on the returned rolpassword) before calling
-//     Authenticate; when auth_query returns no row PgBouncer sends "no such
-//     user", the pooler mocks like for any unknown user.
+//     Authenticate; when auth_query returns no row the pooler, like
+//     PgBouncer, refuses at once with "no such user" (no mock exchange), and
+//     a NULL rolpassword is a nil secret that no password matches.
 package auth

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"sort"
 	"strings"
 )
@@ -91,6 +92,16 @@ type Key struct {
 	min, max   int64               // KindInt bounds (inclusive); max 0 = MaxInt32
 	fmin, fmax float64             // KindFloat bounds (inclusive)
 	field      func(*Settings) any // pointer to the Settings field, nil if none
+	check      func(string) error  // KindString: refuses a value, nil if any goes
+}
+
+// checkAuthDBName refuses the admin console as auth_dbname, in PgBouncer's
+// words (cf_set_authdb): it has no server to run auth_query on.
+func checkAuthDBName(v string) error {
+	if v == "pgbouncer" {
+		return errors.New(`cannot use the reserved "pgbouncer" database as an auth_dbname`)
+	}
+	return nil
 }
 
 // Keys lists every PgBouncer 1.25/1.26 [pgbouncer] setting plus the
@@ -182,7 +193,7 @@ func init() {
 		{Name: "auth_query", Kind: KindString, Default: DefaultAuthQuery, Doc: "query returning (name, secret) for a user",
 			field: func(s *Settings) any { return &s.AuthQuery }},
 		{Name: "auth_dbname", Kind: KindString, Doc: "[databases] entry in which auth_query runs",
-			field: func(s *Settings) any { return &s.AuthDBName }},
+			field: func(s *Settings) any { return &s.AuthDBName }, check: checkAuthDBName},
 		{Name: "auth_ldap_options", Kind: KindString, Status: NotSupported, Doc: "LDAP options for auth_type=ldap", Note: "auth_type=ldap is not implemented yet"},
 		{Name: "scram_iterations", Kind: KindInt, Default: "4096", min: 1, Status: NotSupported, Doc: "iterations when building a SCRAM secret from a plain password", Note: "the standard 4096 is always used"},
 		{Name: "admin_users", Kind: KindList, Doc: "users allowed to run every admin console command",

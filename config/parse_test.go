@@ -350,6 +350,7 @@ func TestParseErrors(t *testing.T) {
 		{"[pgbouncer]\nserver_lifetime = 5 minutes\n", `pgbouncer.ini:2: invalid value "5 minutes" for parameter server_lifetime: not a duration: "5 minutes"`},
 		{"[pgbouncer]\nserver_lifetime = 1e30\n", `pgbouncer.ini:2: invalid value "1e30" for parameter server_lifetime: duration too large: "1e30"`},
 		{"[pgbouncer]\nserver_tls_sslmode = sometimes\n", `pgbouncer.ini:2: invalid value "sometimes" for parameter server_tls_sslmode: must be one of disable, allow, prefer, require, verify-ca, verify-full`},
+		{"[pgbouncer]\nauth_dbname = pgbouncer\n", `pgbouncer.ini:2: invalid value "pgbouncer" for parameter auth_dbname: cannot use the reserved "pgbouncer" database as an auth_dbname`},
 		{"[pgbouncer]\npeer_id = 20000\n", `pgbouncer.ini:2: invalid value "20000" for parameter peer_id: must be between 0 and 16383`},
 		{"[databases]\nfoo = host=x bogus=1\n", `pgbouncer.ini:2: database "foo": unrecognized connection parameter: bogus`},
 		{"[databases]\nfoo = host=x port=0\n", `pgbouncer.ini:2: database "foo": invalid value "0" for port: must be between 1 and 65535`},

@@ -37,6 +37,9 @@ func (k *Key) parse(raw string) (value, error) {
 		v.s, err = parseEnum(raw, k.Values)
 	case KindString:
 		v.s = raw
+		if k.check != nil {
+			err = k.check(raw)
+		}
 	case KindList:
 		v.list = parseList(raw)
 	case KindFloat:

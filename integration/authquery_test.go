@@ -420,7 +420,8 @@ func TestSCRAMPassThrough(t *testing.T) {
 // with a global auth_user and auth_dbname: a SCRAM secret fetched for a
 // user missing from userlist.txt checks the client and, passed through,
 // logs the pool in to Postgres (scram_pt must use SCRAM there); an expired
-// role and an unknown one are refused like a wrong password.
+// role is refused like a wrong password, one auth_query does not find with
+// PgBouncer's FATAL 08P01 "no such user", before any exchange.
 func TestAuthQueryDefault(t *testing.T) {
 	needPG(t)
 	scenarioRoles(t)
@@ -438,7 +439,7 @@ func TestAuthQueryDefault(t *testing.T) {
 	wantLogin(t, p.ConnString(appDB, scramUser, ""), scramPassword, scramUser, nil)
 	wantRefused(t, p.ConnString(appDB, scramUser, ""), "wrong", "28P01", "SASL authentication failed", nil)
 	wantRefused(t, p.ConnString(appDB, expiredUser, ""), expiredPw, "28P01", "SASL authentication failed", nil)
-	wantRefused(t, p.ConnString(appDB, "ghost", ""), "ghost", "28P01", "SASL authentication failed", nil)
+	wantRefused(t, p.ConnString(appDB, "ghost", ""), "ghost", "08P01", "no such user", nil)
 	// auth_query ran in auth_dbname (otherdb), as pgb_auth.
 	if n := countBackends(t, otherDB, scenAuthUser); n < 1 {
 		t.Errorf("no %s backend in %s (auth_dbname)", scenAuthUser, otherDB)
@@ -446,13 +447,15 @@ func TestAuthQueryDefault(t *testing.T) {
 	noSecretsInLog(t, p, scramPassword, expiredPw, scenAuthPw)
 }
 
-// TestAuthQueryFailure: an auth_query that fails in Postgres, or an
-// auth_dbname whose server cannot be reached, refuses the login with FATAL
+// TestAuthQueryFailure: an auth_query that fails in Postgres refuses the
+// login with PgBouncer's FATAL 08P01 "bouncer config error" (Postgres's
+// error logged), an auth_dbname whose server cannot be reached with FATAL
 // 08P01 "authentication query failed", promptly.
 func TestAuthQueryFailure(t *testing.T) {
 	needPG(t)
 	scenarioRoles(t)
 	const failed = "authentication query failed"
+	const configError = "bouncer config error"
 	userlist := fmt.Sprintf("%q %q\n", scenAuthUser, scenAuthPw)
 
 	p := startPooler(t, iniSettings(map[string]string{
@@ -460,9 +463,12 @@ func TestAuthQueryFailure(t *testing.T) {
 		"auth_user":  scenAuthUser,
 		"auth_query": "SELECT usename, no_such_column FROM pg_shadow WHERE usename=$1",
 	}, ""), userlist)
-	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01", failed, nil)
+	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01", configError, nil)
 	// The auth user's own server connection survived the SQL error.
-	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01", failed, nil)
+	wantRefused(t, p.ConnString(appDB, scenOther, ""), scenOtherPw, "08P01", configError, nil)
+	if !strings.Contains(p.Log(), `error in auth_query: ERROR: column "no_such_column" does not exist`) {
+		t.Errorf("the auth query's error is not logged:\n%s", p.Log())
+	}
 
 	dead, err := pgtest.FreePort()
 	if err != nil {

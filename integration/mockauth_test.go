@@ -360,8 +360,11 @@ func TestMockAuthConsole(t *testing.T) {
 // TestMockAuthQuery: with auth_query, a user known only to Postgres gets
 // its real exchange on a database that does not exist when auth_dbname
 // says where to look it up, and learns "no such database" with the right
-// password. Without auth_dbname there is nowhere to run the query: the
-// login fails like a wrong password, as PgBouncer's fake database does.
+// password; a user the query does not find gets the mock exchange there.
+// Without auth_dbname there is nowhere to run the query: the login fails
+// like a wrong password, as PgBouncer's fake database does. On a database
+// that exists, a user auth_query does not find is told "no such user" at
+// once, as PgBouncer does (it has no mock exchange there).
 func TestMockAuthQuery(t *testing.T) {
 	scenarioRoles(t)
 	ini := func(authDB string) string {
@@ -378,12 +381,15 @@ func TestMockAuthQuery(t *testing.T) {
 	p := startPooler(t, ini(appDB), scenarioUserlist)
 	probes := map[string]loginProbe{
 		"wrong password":            probeLogin(t, p.Addr(), appDB, scenApp, "wrong"),
-		"unknown user":              probeLogin(t, p.Addr(), appDB, noSuchUser, "wrong"),
 		"unknown database":          probeLogin(t, p.Addr(), noSuchDB, scenApp, "wrong"),
 		"unknown database and user": probeLogin(t, p.Addr(), noSuchDB, noSuchUser, "wrong"),
 	}
 	wantSameFailure(t, probes, "md5", "28P01", "password authentication failed")
-	got := probeLogin(t, p.Addr(), noSuchDB, scenApp, scenAppPw)
+	got := probeLogin(t, p.Addr(), appDB, noSuchUser, "wrong")
+	if got.req != "none" || got.err == nil || got.err.Code != "08P01" || got.err.Message != "no such user" {
+		t.Errorf("unknown user, appdb: %s; want FATAL 08P01 \"no such user\" before any exchange", got)
+	}
+	got = probeLogin(t, p.Addr(), noSuchDB, scenApp, scenAppPw)
 	if got.err == nil || got.err.Code != "08P01" || got.err.Message != "no such database: "+noSuchDB {
 		t.Errorf("auth_query user, right password, unknown database: %s", got)
 	}

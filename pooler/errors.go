@@ -61,6 +61,7 @@ const (
 	CodeStatementNameTooLong
 	CodeStatementBudget
 	CodeStatementExists
+	CodeTrustFailed
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -79,7 +80,8 @@ var codes = map[Code]codeInfo{
 	CodeUnsupportedStartupParam: {"FATAL", "08P01", "unsupported startup parameter: %s"},
 	CodeUnsupportedOptions:      {"FATAL", "08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
 	CodeNoSuchDatabase:          {"FATAL", "08P01", "no such database: %s"},
-	CodeNoSuchUser:              {"FATAL", "28000", "no such user: %s"},
+	CodeNoSuchUser:              {"FATAL", "08P01", "no such user"},
+	CodeTrustFailed:             {"FATAL", "08P01", `"trust" authentication failed`},
 	CodeShuttingDown:            {"FATAL", "08P01", "pooler is shutting down"},
 	CodeServerShuttingDown:      {"FATAL", "08P01", "server shutting down"},
 	CodeServerLoginFailing:      {"FATAL", "08P01", "server login has been failing, cached error: %s (server_login_retry)"},

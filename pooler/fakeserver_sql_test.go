@@ -127,8 +127,13 @@ func (fc *fakeConn) command(kind string, q, params []byte, simple bool) (tag str
 		fc.send(fakeRowDescription)
 	}
 	row := [][]byte{[]byte(fakeDigest(q)), []byte(fakeDigest(params))}
-	if bytes.Contains(q, fakeBigRowMarker) {
+	switch {
+	case bytes.Contains(q, fakeBigRowMarker):
 		row[1] = fakeBigRow
+	case bytes.Contains(q, fakeNoRowMarker):
+		return "SELECT 0", true
+	case bytes.Contains(q, fakeNullMarker):
+		row[1] = nil
 	}
 	fc.send(&pgproto3.DataRow{Values: row})
 	return "SELECT 1", true
@@ -140,6 +145,14 @@ func (fc *fakeConn) command(kind string, q, params []byte, simple bool) (tag str
 var (
 	fakeBigRowMarker = []byte("/* fake:bigrow */")
 	fakeBigRow       = bytes.Repeat([]byte("x"), 8<<10)
+)
+
+// A statement that carries fakeNoRowMarker returns no row; one that
+// carries fakeNullMarker a NULL second column: what an auth_query answers
+// for an unknown role and for a role without a password.
+var (
+	fakeNoRowMarker = []byte("/* fake:norow */")
+	fakeNullMarker  = []byte("/* fake:null */")
 )
 
 // discardAll runs DISCARD ALL: refused in a transaction block, else it

@@ -399,15 +399,19 @@ func splitOptions(s string) []string {
 // for its connection), against the global user store: an auth_file user
 // uses its secret; any other user, when an auth_user is configured, gets
 // its secret from auth_query on every login (so a changed password counts
-// at once); otherwise the login fails like a wrong password, without saying
-// that the user is unknown. It returns the secret the client was checked
-// against and what SCRAM left for a pass-through server login.
+// at once), and a user auth_query does not find is refused at once with
+// PgBouncer's "no such user"; otherwise a password method fails like a
+// wrong password, without saying that the user is unknown, and trust
+// refuses with PgBouncer's "\"trust\" authentication failed". It returns
+// the secret the client was checked against and what SCRAM left for a
+// pass-through server login.
 //
 // dbKnown=false: db is a stand-in for a database that does not exist. The
 // exchange is the one a known database would get (an auth_file user with
 // its own secret, anyone else a mock one), so that a client learns nothing
 // before it has authenticated; auth_query then runs only in a global
-// auth_dbname, as there is no database of the client's to run it in.
+// auth_dbname, as there is no database of the client's to run it in, and
+// a user it does not find gets the mock exchange too.
 func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
 	st := c.svc.settings()
 	var none auth.Result
@@ -420,18 +424,22 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 	case m == auth.MethodAny:
 		return nil, none, nil
 	}
-	secret, known, err := c.userSecret(st, db, dbKnown)
+	secret, found, err := c.userSecret(st, db, dbKnown)
 	if err != nil {
 		return nil, none, err
 	}
+	if !found && st.LogConnections {
+		c.logger().Info(c.String() + ": no such user: " + c.user)
+	}
 	if m == auth.MethodTrust {
-		if secret == nil && !known {
-			return nil, none, newError(CodeNoSuchUser, c.user)
+		// Trust admits a user with an auth source only: an auth_file
+		// entry or an auth_query row, a role without a password
+		// included. A name only in [users] (limits, never a login) or
+		// known to nobody is refused, as PgBouncer refuses its mock user.
+		if !found {
+			return nil, none, newError(CodeTrustFailed)
 		}
 		return secret, none, nil
-	}
-	if secret == nil && c.svc.settings().LogConnections {
-		c.logger().Info(c.String() + ": no such user: " + c.user)
 	}
 	res, err := auth.Authenticate(c, m, c.user, secret)
 	return secret, res, err
@@ -481,29 +489,57 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
 }
 
 // userSecret is the secret to check the client against, nil when there is
-// none, and whether the user store knows the user: an auth_file user's own
-// secret, else, when an auth_user applies, what auth_query returns now.
-func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, known bool, err error) {
-	u, known := c.svc.users.Load().Lookup(c.user)
-	switch {
-	case known && u.Source == auth.SourceAuthFile:
-		secret = u.Secret
-	case authUserFor(db, st) != "" && db.Name != adminDB && (dbKnown || st.AuthDBName != ""):
-		sec, found, err := c.svc.authQuery(db, c.user)
-		var told *Error
-		if errors.As(err, &told) && (told.Code == CodeAuthDBDisabled || told.Code == CodeBouncerConfigError) {
-			return nil, known, told // the auth database's state, in PgBouncer's words
-		}
-		if err != nil {
-			c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
-			return nil, known, newError(CodeAuthQueryFailed)
-		}
-		if found {
-			secret = sec
-			c.svc.users.Load().NoteAuthQuery(c.user)
-		}
+// none, and whether the user has an auth source (found): an auth_file
+// user's own secret, else, when an auth_user applies, what auth_query
+// returns now. A row whose secret is NULL (a role without a password, or
+// past its VALID UNTIL) is found with a nil secret: no password matches
+// it, but trust admits it, as PgBouncer's impossible "md5" secret does.
+// No row, in a database that exists, refuses the login at once with
+// PgBouncer's "no such user" (PgBouncer has no mock exchange there).
+func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, found bool, err error) {
+	if u, ok := c.svc.users.Load().Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
+		return u.Secret, true, nil
 	}
-	return secret, known, nil
+	if authUserFor(db, st) == "" || !(dbKnown || st.AuthDBName != "") {
+		return nil, false, nil
+	}
+	secret, found, err = c.svc.authQuery(db, c.user)
+	if err != nil {
+		return nil, false, c.authQueryError(err)
+	}
+	if !found {
+		if !dbKnown {
+			return nil, false, nil // the mock exchange, as for any unknown user
+		}
+		if st.LogConnections {
+			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s", c, c.dbName))
+		}
+		return nil, false, newError(CodeNoSuchUser)
+	}
+	c.svc.users.Load().NoteAuthQuery(c.user)
+	return secret, true, nil
+}
+
+// authQueryError is what a client is told when its auth_query could not
+// run, in PgBouncer's words: the auth database's state as authQuery said
+// it; a refused login of the auth_user's server as Postgres said it (say
+// `database "x" does not exist`), as PgBouncer fails the logins waiting
+// for that pool; an error of the query itself, or a server lost during
+// it, as "bouncer config error", its cause logged ("error in
+// auth_query: ERROR: …"); no server within server_connect_timeout as
+// "authentication query failed".
+func (c *client) authQueryError(err error) error {
+	var told *Error
+	var refused *auth.ServerError
+	switch {
+	case errors.As(err, &told), errors.As(err, &refused):
+		return err
+	case errors.Is(err, errAuthQueryNoServer):
+		c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
+		return newError(CodeAuthQueryFailed)
+	}
+	c.logger().Error(c.String() + ": error in auth_query: " + err.Error())
+	return newError(CodeBouncerConfigError)
 }
 
 // certAuth admits a client whose verified TLS certificate's common name is

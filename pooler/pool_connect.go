@@ -1,6 +1,10 @@
 package pooler
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/pgturnstile/pgturnstile/auth"
+)
 
 // A new server's login (serverPool.connect, started by
 // startConnectLocked) and its three endings.
@@ -78,6 +82,10 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// PgBouncer's words for the server it gave up on ("closing
 	// because: connect failed"), the Go error (address, system error) as
 	// the detail.
+	if se := (*auth.ServerError)(nil); errors.As(err, &se) {
+		// PgBouncer's line for a refusal: the server's own words.
+		p.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
+	}
 	p.log.Warn(p.key.db + "/" + p.key.user + "@" + s.target.address + " server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
 	p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
 	werr := serverLoginError(err)

@@ -531,9 +531,10 @@ func (s *Service) ShuttingDown() bool { return s.shuttingDown.Load() }
 
 // authQuery fetches a user's secret with auth_query, as auth_user, in
 // auth_dbname or the client's database: on every login, so a password
-// changed in Postgres counts at once. found=false means no row or a NULL
-// secret (the role cannot log in). A server that cannot be reached gives
-// an error within server_connect_timeout, never a hang.
+// changed in Postgres counts at once. found=false means no row; a row
+// with a NULL secret (the role has no password, or it expired) is found
+// with a nil secret. A server that cannot be reached gives
+// errAuthQueryNoServer within server_connect_timeout, never a hang.
 func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, bool, error) {
 	st := s.settings()
 	authUser := authUserFor(db, st)
@@ -545,6 +546,12 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	dbname := st.AuthDBName
 	if db.AuthDBName != "" {
 		dbname = db.AuthDBName
+	}
+	if dbname == adminDB || (dbname == "" && db.Name == adminDB) {
+		// The console has no server to ask: PgBouncer's words, the
+		// cause logged, the client told "bouncer config error".
+		s.log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
+		return nil, false, newError(CodeBouncerConfigError)
 	}
 	if dbname != "" {
 		t, ok := s.config().LookupDatabase(dbname)
@@ -576,7 +583,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	srv, err := p.acquire(cancel, nil)
 	t.Stop()
 	if errors.Is(err, errWaitCanceled) {
-		return nil, false, errors.New("no server for auth_query within server_connect_timeout")
+		return nil, false, errAuthQueryNoServer
 	}
 	if err != nil {
 		return nil, false, err
@@ -598,8 +605,11 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 		return nil, false, err
 	}
 	p.release(srv)
-	if !found || len(cols) < 2 || cols[1] == nil {
+	if !found || len(cols) < 2 {
 		return nil, false, nil
+	}
+	if cols[1] == nil {
+		return nil, true, nil
 	}
 	sec, err := auth.ParseSecret(*cols[1])
 	if err != nil {
@@ -607,6 +617,10 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	}
 	return &sec, true, nil
 }
+
+// errAuthQueryNoServer: no server of the auth_user's pool came within
+// server_connect_timeout.
+var errAuthQueryNoServer = errors.New("no server for auth_query within server_connect_timeout")
 
 // authQueryPrelude resets search_path, for the rest of the auth query's
 // implicit transaction only, to the auth_user's default (a NULL value is
