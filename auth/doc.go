@@ -107,7 +107,8 @@
 //     and "cert" until then, and "pam" and "ldap".
 //   - auth_query / auth_user: produce a *Secret for users missing from
 //     auth_file (via ParseSecret on the returned rolpassword) before calling
-//     Authenticate; when auth_query returns no row the pooler, like
-//     PgBouncer, refuses at once with "no such user" (no mock exchange), and
-//     a NULL rolpassword is a nil secret that no password matches.
+//     Authenticate; when auth_query returns no row the pooler runs the mock
+//     exchange, as for an unknown auth_file user (PgBouncer says "no such
+//     user" at once, which tells a prober the role does not exist), and a
+//     NULL rolpassword is a nil secret that no password matches.
 package auth

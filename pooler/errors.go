@@ -23,7 +23,6 @@ const (
 	CodeUnsupportedStartupParam
 	CodeUnsupportedOptions
 	CodeNoSuchDatabase
-	CodeNoSuchUser
 	CodeShuttingDown
 	CodeServerShuttingDown
 	CodeServerLoginFailing
@@ -80,7 +79,6 @@ var codes = map[Code]codeInfo{
 	CodeUnsupportedStartupParam: {"FATAL", "08P01", "unsupported startup parameter: %s"},
 	CodeUnsupportedOptions:      {"FATAL", "08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
 	CodeNoSuchDatabase:          {"FATAL", "08P01", "no such database: %s"},
-	CodeNoSuchUser:              {"FATAL", "08P01", "no such user"},
 	CodeTrustFailed:             {"FATAL", "08P01", `"trust" authentication failed`},
 	CodeShuttingDown:            {"FATAL", "08P01", "pooler is shutting down"},
 	CodeServerShuttingDown:      {"FATAL", "08P01", "server shutting down"},

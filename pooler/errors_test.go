@@ -30,7 +30,6 @@ func TestErrorTexts(t *testing.T) {
 		{CodeUnsupportedStartupParam, []any{"foo"}, "FATAL", "08P01", "unsupported startup parameter: foo"},
 		{CodeUnsupportedOptions, nil, "FATAL", "08P01", "unsupported options startup parameter: only '-c config=val' and '--config=val' are allowed"},
 		{CodeNoSuchDatabase, []any{"nope"}, "FATAL", "08P01", "no such database: nope"},
-		{CodeNoSuchUser, nil, "FATAL", "08P01", "no such user"},
 		{CodeTrustFailed, nil, "FATAL", "08P01", `"trust" authentication failed`},
 		{CodeShuttingDown, nil, "FATAL", "08P01", "pooler is shutting down"},
 		{CodeServerShuttingDown, nil, "FATAL", "08P01", "server shutting down"},

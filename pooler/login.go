@@ -494,8 +494,12 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
 // returns now. A row whose secret is NULL (a role without a password, or
 // past its VALID UNTIL) is found with a nil secret: no password matches
 // it, but trust admits it, as PgBouncer's impossible "md5" secret does.
-// No row, in a database that exists, refuses the login at once with
-// PgBouncer's "no such user" (PgBouncer has no mock exchange there).
+// No row is not found: the client then gets the mock exchange and fails
+// exactly as with a wrong password, as an unknown auth_file user does and
+// as PostgreSQL does, so that nobody can probe which roles exist. This is
+// a deliberate difference: PgBouncer answers "no such user" at once there
+// (its source marks the missing mock as a TODO); pgbouncer-compat.md lists
+// the suite tests that expect its text.
 func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, found bool, err error) {
 	if u, ok := c.svc.users.Load().Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
 		return u.Secret, true, nil
@@ -508,13 +512,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 		return nil, false, c.authQueryError(err)
 	}
 	if !found {
-		if !dbKnown {
-			return nil, false, nil // the mock exchange, as for any unknown user
-		}
-		if st.LogConnections {
-			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s", c, c.dbName))
-		}
-		return nil, false, newError(CodeNoSuchUser)
+		return nil, false, nil // the mock exchange, as for any unknown user
 	}
 	c.svc.users.Load().NoteAuthQuery(c.user)
 	return secret, true, nil

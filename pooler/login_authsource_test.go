@@ -13,9 +13,11 @@ import (
 // words). Under trust, an auth_file user and a role auth_query finds are
 // admitted, a role without a password included; a name only in [users]
 // (limits, never a login) or known to nobody is refused with FATAL 08P01
-// "\"trust\" authentication failed". A role auth_query does not find is
-// refused at once with "no such user", whatever the method; a role it
-// finds with a NULL secret is admitted by trust but matches no password.
+// "\"trust\" authentication failed". A role auth_query does not find
+// gets, under a password method, the mock exchange and the wrong
+// password's error (a deliberate difference: PgBouncer says "no such
+// user", which tells a prober the role does not exist); a role it finds
+// with a NULL secret is admitted by trust but matches no password.
 // An error of the auth query itself is "bouncer config error", its cause
 // logged, and the console, which has no server, is no auth database.
 func TestLoginAuthSources(t *testing.T) {
@@ -67,13 +69,12 @@ func TestLoginAuthSources(t *testing.T) {
 			{"usersSectionOnly", "dave", "ldb", "", trustFailed},
 			{"unknown", "carol", "ldb", "", trustFailed},
 			{"authQueryNullSecret", "carol", "nulldb", "", welcome},
-			{"authQueryNoRow", "carol", "norowdb", "", "E(FATAL 08P01 no such user)"},
+			{"authQueryNoRow", "carol", "norowdb", "", trustFailed},
 			{"authQueryError", "carol", "faildb", "", "E(FATAL 08P01 bouncer config error)"},
 			{"consoleUnknown", "carol", "pgbouncer", "", trustFailed},
 		})
 		wantLogs(t, tp,
 			`closing because: "trust" authentication failed (age=`,
-			`closing because: no such user (age=`,
 			`error in auth_query: ERROR: relation "fail_exec" does not exist`,
 		)
 	})
@@ -83,10 +84,10 @@ func TestLoginAuthSources(t *testing.T) {
 		tp := startTestPooler(t, fake, dbs, fmt.Sprintf("auth_type = plain\nauth_file = %s\nauth_user = erin\nauth_query = SELECT /* fake:null */ $1\n", users))
 		defer tp.shutdown(t, fake)
 		run(t, tp, []loginCase{
-			// The unknown user of auth_file alone still looks like a
-			// wrong password; one auth_query did not find is told so.
+			// A role without a password and one auth_query does not
+			// find both look like a wrong password.
 			{"authQueryNullSecret", "carol", "ldb", "pw", "R3 E(FATAL 28P01 password authentication failed)"},
-			{"authQueryNoRow", "carol", "norowdb", "pw", "E(FATAL 08P01 no such user)"},
+			{"authQueryNoRow", "carol", "norowdb", "pw", "R3 E(FATAL 28P01 password authentication failed)"},
 			{"consoleAsAuthDB", "carol", "pgbouncer", "pw", "E(FATAL 08P01 bouncer config error)"},
 		})
 		wantLogs(t, tp, `cannot use the reserved "pgbouncer" database as an auth_dbname`)
