@@ -321,7 +321,7 @@ func categoryLabel(pol *classify.Policy, leaf admission.LeafID) string {
 // admissionCounters caches the decision counters: label formatting stays
 // off the path of every decision.
 type admissionCounterKey struct {
-	db       string
+	pool     poolKey
 	priority int
 	leaf     admission.LeafID
 	outcome  string
@@ -334,7 +334,7 @@ type admissionInstruments struct {
 }
 
 type waitKey struct {
-	db       string
+	pool     poolKey
 	priority int
 	policy   *admissionPolicy
 }
@@ -342,20 +342,20 @@ type waitKey struct {
 // countAdmission records one decision and how long it took.
 func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
 	in := &c.svc.admInstruments
-	k := admissionCounterKey{db: c.pool.key.db, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
+	k := admissionCounterKey{pool: c.pool.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
 	v, ok := in.decisions.Load(k)
 	if !ok {
-		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{database="%s",priority="%s",category="%s",outcome="%s"}`,
-			labelValue(k.db), labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
+		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{%s,priority="%s",category="%s",outcome="%s"}`,
+			c.pool.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
 		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
 	}
 	v.(*metrics.Counter).Inc()
-	wk := waitKey{db: c.pool.key.db, priority: class.Priority, policy: ap}
+	wk := waitKey{pool: c.pool.key, priority: class.Priority, policy: ap}
 	h, ok := in.waits.Load(wk)
 	if !ok {
-		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{database="%s",priority="%s"}`,
-			labelValue(wk.db), labelValue(ap.policy.PriorityName(class.Priority)))
-		h, _ = in.waits.LoadOrStore(wk, c.svc.metrics.GetOrCreatePrometheusHistogram(name))
+		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{%s,priority="%s"}`,
+			c.pool.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)))
+		h, _ = in.waits.LoadOrStore(wk, c.svc.metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
 	h.(*metrics.PrometheusHistogram).Update(waited.Seconds())
 }
