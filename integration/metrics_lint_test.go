@@ -140,6 +140,21 @@ func TestMetricsPassPromtool(t *testing.T) {
 		t.Errorf("only %d per-pool families in /metrics", perPool)
 	}
 
+	// Each pool's gate has a wait histogram for every tier of the policy
+	// from its start: fairPolicy's low tier, which no client used, too.
+	for k := range pools {
+		for _, prio := range []string{"high", "low"} {
+			found := false
+			for _, m := range families["pgturnstile_admission_wait_seconds"].GetMetric() {
+				l := labelMap(m)
+				found = found || (l["database"]+"/"+l["user"] == k && l["priority"] == prio)
+			}
+			if !found {
+				t.Errorf("pgturnstile_admission_wait_seconds has no priority=%q series for pool %s", prio, k)
+			}
+		}
+	}
+
 	// The latency histograms start at 50 µs: a sub-millisecond query or
 	// wait is not lumped in with 5 ms ones.
 	for _, name := range []string{"pgturnstile_query_duration_seconds", "pgturnstile_wait_duration_seconds", "pgturnstile_admission_wait_seconds"} {

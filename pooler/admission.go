@@ -105,6 +105,11 @@ func (p *serverPool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ 
 		warning = fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves())
 	}
 	p.gate = &poolGate{gate: g, policy: ap, poolSize: size, maxWait: st.QueryWaitTimeout}
+	// Every tier's wait histogram exists, empty, from the gate's start,
+	// as the gate's gauges do (metrics.go).
+	for prio := range ap.policy.Tiers() {
+		p.svc.admInstruments.wait(p, ap, prio)
+	}
 	return g, warning
 }
 
@@ -350,14 +355,19 @@ func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outc
 		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
 	}
 	v.(*metrics.Counter).Inc()
-	wk := waitKey{pool: c.pool.key, priority: class.Priority, policy: ap}
+	in.wait(c.pool, ap, class.Priority).Update(waited.Seconds())
+}
+
+// wait is the pool's admission wait histogram for a priority.
+func (in *admissionInstruments) wait(p *serverPool, ap *admissionPolicy, priority int) *metrics.PrometheusHistogram {
+	wk := waitKey{pool: p.key, priority: priority, policy: ap}
 	h, ok := in.waits.Load(wk)
 	if !ok {
 		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{%s,priority="%s"}`,
-			c.pool.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)))
-		h, _ = in.waits.LoadOrStore(wk, c.svc.metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
+			p.metrics.labels, labelValue(ap.policy.PriorityName(priority)))
+		h, _ = in.waits.LoadOrStore(wk, p.svc.metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
-	h.(*metrics.PrometheusHistogram).Update(waited.Seconds())
+	return h.(*metrics.PrometheusHistogram)
 }
 
 // Admission lists every pool's gate for SHOW ADMISSION and the metrics.
