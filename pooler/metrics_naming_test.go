@@ -73,6 +73,12 @@ func TestMetricsNaming(t *testing.T) {
 			t.Errorf("%s: # HELP without # TYPE", name)
 		}
 	}
+	// HELP text is written as is: it must need no escaping.
+	for name, h := range metricHelp {
+		if strings.ContainsAny(h, "\\\n") {
+			t.Errorf("%s: HELP text with a backslash or a newline: %q", name, h)
+		}
+	}
 
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
