@@ -344,7 +344,7 @@ func init() {
 		// pgturnstile extensions.
 		{Name: "limit_evict_grace", Kind: KindDuration, Default: "0", Doc: "after a limit is lowered (SET USER, SET POOL, RELOAD), how long a busy server over it may stay with its client before it is evicted (the client gets FATAL evicted); 0 = never, it closes when released", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.LimitEvictGrace }},
-		{Name: "metrics_addr", Kind: KindString, Doc: "address (host:port) of the Prometheus /metrics listener; empty = off", Note: "pgturnstile extension",
+		{Name: "metrics_addr", Kind: KindString, Doc: "address (host:port) of the Prometheus /metrics listener; empty = off", Note: "pgturnstile extension; the documented port is 6490, which no exporter in Prometheus' port allocations uses (9127, the README's earlier example, is pgbouncer_exporter's)",
 			field: func(s *Settings) any { return &s.MetricsAddr }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},

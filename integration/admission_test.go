@@ -290,7 +290,7 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 		t.Error("SHOW ADMISSION never showed the low tier held back (debt > 0 or allowed < 4)")
 	}
 	// The counters agree with what the clients saw.
-	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="low",category="default",outcome="shed_`); got < float64(lShed) {
+	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",user="app",priority="low",category="default",outcome="shed_`); got < float64(lShed) {
 		t.Errorf("metrics count %v low sheds, clients saw at least %d", got, lShed)
 	}
 	// Every high transaction was admitted as high: the tag read at Parse
@@ -299,7 +299,7 @@ func TestAdmissionPriorityUnderOverload(t *testing.T) {
 	// execution cut off when the run ended. (A shed client's SELECT 1
 	// check is untagged: medium.)
 	ran := float64(high.decided.Load())
-	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",priority="high",`); got < ran || got > ran+8 {
+	if got := admissionMetrics(t, p, `pgturnstile_admission_decisions_total{database="appdb",user="app",priority="high",`); got < ran || got > ran+8 {
 		t.Errorf("metrics count %v high-priority decisions, the high clients ran %v transactions (+ up to 8)", got, ran)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -500,19 +501,22 @@ func TestMetrics(t *testing.T) {
 
 	for _, db := range []string{appDB, otherDB} {
 		row := stats.one(t, "database", db)
-		for _, c := range [][2]string{
-			{"pgturnstile_transactions_total", "total_xact_count"},
-			{"pgturnstile_queries_total", "total_query_count"},
-			{"pgturnstile_received_bytes_total", "total_received"},
-			{"pgturnstile_sent_bytes_total", "total_sent"},
-			{"pgturnstile_transaction_time_microseconds_total", "total_xact_time"},
-			{"pgturnstile_query_time_microseconds_total", "total_query_time"},
-			{"pgturnstile_wait_time_microseconds_total", "total_wait_time"},
+		for _, c := range []struct {
+			name, column string
+			perUnit      float64 // SHOW STATS' unit in the metric's: times are µs there, seconds here
+		}{
+			{"pgturnstile_transactions_total", "total_xact_count", 1},
+			{"pgturnstile_queries_total", "total_query_count", 1},
+			{"pgturnstile_received_bytes_total", "total_received", 1},
+			{"pgturnstile_sent_bytes_total", "total_sent", 1},
+			{"pgturnstile_transaction_time_seconds_total", "total_xact_time", 1e-6},
+			{"pgturnstile_query_time_seconds_total", "total_query_time", 1e-6},
+			{"pgturnstile_wait_time_seconds_total", "total_wait_time", 1e-6},
 		} {
-			wantType(c[0], dto.MetricType_COUNTER)
-			v, ok := value(c[0], map[string]string{"database": db})
-			if !ok || int64(v) != num(t, row, c[1]) {
-				t.Errorf("%s{database=%q} = %v (found %v), SHOW STATS %s = %s", c[0], db, v, ok, c[1], row[c[1]])
+			wantType(c.name, dto.MetricType_COUNTER)
+			v, ok := value(c.name, map[string]string{"database": db, "user": appUser})
+			if !ok || int64(math.Round(v/c.perUnit)) != num(t, row, c.column) {
+				t.Errorf("%s{database=%q,user=app} = %v (found %v), SHOW STATS %s = %s", c.name, db, v, ok, c.column, row[c.column])
 			}
 		}
 	}

@@ -105,6 +105,11 @@ func (p *serverPool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ 
 		warning = fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves())
 	}
 	p.gate = &poolGate{gate: g, policy: ap, poolSize: size, maxWait: st.QueryWaitTimeout}
+	// Every tier's wait histogram exists, empty, from the gate's start,
+	// as the gate's gauges do (metrics.go).
+	for prio := range ap.policy.Tiers() {
+		p.svc.admInstruments.wait(p, ap, prio)
+	}
 	return g, warning
 }
 
@@ -321,7 +326,7 @@ func categoryLabel(pol *classify.Policy, leaf admission.LeafID) string {
 // admissionCounters caches the decision counters: label formatting stays
 // off the path of every decision.
 type admissionCounterKey struct {
-	db       string
+	pool     poolKey
 	priority int
 	leaf     admission.LeafID
 	outcome  string
@@ -334,7 +339,7 @@ type admissionInstruments struct {
 }
 
 type waitKey struct {
-	db       string
+	pool     poolKey
 	priority int
 	policy   *admissionPolicy
 }
@@ -342,22 +347,27 @@ type waitKey struct {
 // countAdmission records one decision and how long it took.
 func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
 	in := &c.svc.admInstruments
-	k := admissionCounterKey{db: c.pool.key.db, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
+	k := admissionCounterKey{pool: c.pool.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
 	v, ok := in.decisions.Load(k)
 	if !ok {
-		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{database="%s",priority="%s",category="%s",outcome="%s"}`,
-			labelValue(k.db), labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
+		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{%s,priority="%s",category="%s",outcome="%s"}`,
+			c.pool.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
 		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
 	}
 	v.(*metrics.Counter).Inc()
-	wk := waitKey{db: c.pool.key.db, priority: class.Priority, policy: ap}
+	in.wait(c.pool, ap, class.Priority).Update(waited.Seconds())
+}
+
+// wait is the pool's admission wait histogram for a priority.
+func (in *admissionInstruments) wait(p *serverPool, ap *admissionPolicy, priority int) *metrics.PrometheusHistogram {
+	wk := waitKey{pool: p.key, priority: priority, policy: ap}
 	h, ok := in.waits.Load(wk)
 	if !ok {
-		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{database="%s",priority="%s"}`,
-			labelValue(wk.db), labelValue(ap.policy.PriorityName(class.Priority)))
-		h, _ = in.waits.LoadOrStore(wk, c.svc.metrics.GetOrCreatePrometheusHistogram(name))
+		name := fmt.Sprintf(`pgturnstile_admission_wait_seconds{%s,priority="%s"}`,
+			p.metrics.labels, labelValue(ap.policy.PriorityName(priority)))
+		h, _ = in.waits.LoadOrStore(wk, p.svc.metrics.GetOrCreatePrometheusHistogramExt(name, latencyBuckets))
 	}
-	h.(*metrics.PrometheusHistogram).Update(waited.Seconds())
+	return h.(*metrics.PrometheusHistogram)
 }
 
 // Admission lists every pool's gate for SHOW ADMISSION and the metrics.

@@ -38,6 +38,7 @@
 //	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           SHOW STATS
 //	metrics.go         /metrics
+//	metrics_help.go    /metrics' HELP texts; the runtime collector's renames
 //
 // # Objects and their states
 //

@@ -224,7 +224,7 @@ func (c *client) nextDrainLocked(s *server) drainNext {
 		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.svc.countEvent("pgturnstile_server_drain_rollbacks_total", "database", c.pool.key.db)
+		c.pool.metrics.drainRollbacks.Inc()
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
 		c.link.resetDue = false
 		return c.releaseDrainedLocked()
@@ -278,7 +278,7 @@ func (c *client) finishDrainLocked(outcome string) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	c.svc.countEvents("pgturnstile_server_drain_total", "database", c.pool.key.db, "outcome", outcome)
+	c.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
 }
 
 // releaseDrainedLocked ends a drain that brought the server back to idle

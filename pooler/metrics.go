@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	runtimemetrics "runtime/metrics"
@@ -13,52 +14,76 @@ import (
 
 // Prometheus metrics. Per-pool histograms and the event counters live in
 // the service's metrics.Set, created with the pool (never looked up on the
-// hot path); gauges and the traffic counters are written at scrape time
+// hot path), so that every pool has all its series, at zero, from its
+// creation; gauges and the traffic counters are written at scrape time
 // from the same snapshots SHOW POOLS and SHOW STATS print, so the two
-// always agree.
+// always agree. Every series of a pool is labelled {database,user}; every
+// family gets its HELP text from metricHelp (metrics_help.go).
 
-// poolMetrics are the per-pool instruments updated on the hot path.
+// latencyBuckets are the upper bounds of the latency histograms, in
+// seconds: from 50 µs, so that the sub-millisecond queries and waits of a
+// healthy pool are told apart, up to a minute.
+var latencyBuckets = []float64{
+	50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3,
+	1, 2.5, 5, 10, 30, 60,
+}
+
+// poolMetrics are the per-pool instruments.
 type poolMetrics struct {
+	set    *metrics.Set
+	labels string // database="…",user="…"
+
 	queryDuration *metrics.PrometheusHistogram
 	waitDuration  *metrics.PrometheusHistogram
 	// connectWait sums the time the pool's growth waited for a create
 	// token (server_connect_rate).
 	connectWait *metrics.FloatCounter
+
+	connects, connectAttempts, loginFailures *metrics.Counter
+	closeDeferred, drainRollbacks            *metrics.Counter
 }
+
+// Event counters whose label values are known in advance: each pool has
+// their series from its creation. (Server closes are counted by reason,
+// a free text, so a reason's series starts with its first close.)
+var (
+	drainOutcomes      = []string{"drained", "cancelled", "closed"}
+	drainCancelResults = []string{"sent", "no_slot", "failed"}
+)
 
 func labelValue(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
 
 func (s *Service) newPoolMetrics(db, user string) poolMetrics {
-	l := fmt.Sprintf(`{database="%s",user="%s"}`, labelValue(db), labelValue(user))
-	return poolMetrics{
-		queryDuration: s.metrics.GetOrCreatePrometheusHistogram("pgturnstile_query_duration_seconds" + l),
-		waitDuration:  s.metrics.GetOrCreatePrometheusHistogram("pgturnstile_wait_duration_seconds" + l),
-		connectWait:   s.metrics.GetOrCreateFloatCounter("pgturnstile_server_connect_wait_seconds_total" + l),
+	m := poolMetrics{set: s.metrics, labels: fmt.Sprintf(`database="%s",user="%s"`, labelValue(db), labelValue(user))}
+	l := "{" + m.labels + "}"
+	m.queryDuration = s.metrics.GetOrCreatePrometheusHistogramExt("pgturnstile_query_duration_seconds"+l, latencyBuckets)
+	m.waitDuration = s.metrics.GetOrCreatePrometheusHistogramExt("pgturnstile_wait_duration_seconds"+l, latencyBuckets)
+	m.connectWait = s.metrics.GetOrCreateFloatCounter("pgturnstile_server_connect_wait_seconds_total" + l)
+	m.connects = s.metrics.GetOrCreateCounter("pgturnstile_server_connects_total" + l)
+	m.connectAttempts = s.metrics.GetOrCreateCounter("pgturnstile_server_connect_attempts_total" + l)
+	m.loginFailures = s.metrics.GetOrCreateCounter("pgturnstile_server_login_failures_total" + l)
+	m.closeDeferred = s.metrics.GetOrCreateCounter("pgturnstile_server_close_deferred_total" + l)
+	m.drainRollbacks = s.metrics.GetOrCreateCounter("pgturnstile_server_drain_rollbacks_total" + l)
+	for _, o := range drainOutcomes {
+		m.event("pgturnstile_server_drain_total", "outcome", o, 0)
 	}
+	for _, r := range drainCancelResults {
+		m.event("pgturnstile_server_drain_cancels_total", "result", r, 0)
+	}
+	return m
 }
 
-// countEvent adds one to an event counter with a label, e.g. server closes
-// by reason. Not on the hot path.
-func (s *Service) countEvent(name, label, value string) {
-	s.metrics.GetOrCreateCounter(fmt.Sprintf(`%s{%s="%s"}`, name, label, labelValue(value))).Inc()
+// count adds one to the pool's series of an event counter with one more
+// label, e.g. server closes by reason. Not on the hot path.
+func (m *poolMetrics) count(name, label, value string) {
+	m.event(name, label, value, 1)
 }
 
-// countEvents is countEvent with several labels, given as name, value
-// pairs.
-func (s *Service) countEvents(name string, labels ...string) {
-	var b strings.Builder
-	b.WriteString(name)
-	b.WriteByte('{')
-	for i := 0; i+1 < len(labels); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `%s="%s"`, labels[i], labelValue(labels[i+1]))
-	}
-	b.WriteByte('}')
-	s.metrics.GetOrCreateCounter(b.String()).Inc()
+func (m *poolMetrics) event(name, label, value string, n int) {
+	m.set.GetOrCreateCounter(fmt.Sprintf(`%s{%s,%s="%s"}`, name, m.labels, label, labelValue(value))).Add(n)
 }
 
 func init() {
@@ -67,10 +92,16 @@ func init() {
 	metrics.ExposeMetadata(true)
 }
 
-// WriteMetrics writes every metric in Prometheus text format. Families with
-// one series per pool or database get their metadata once, then the
-// samples.
+// WriteMetrics writes every metric in Prometheus text format, each family
+// with its HELP text (metrics_help.go). Families with one series per pool
+// or database get their metadata once, then the samples.
 func (s *Service) WriteMetrics(w io.Writer) {
+	var b bytes.Buffer
+	s.writeMetrics(&b)
+	writeDescribed(w, b.Bytes())
+}
+
+func (s *Service) writeMetrics(w io.Writer) {
 	// The pool gauges are SHOW POOLS' columns, read from the pools'
 	// per-state counts (servers: objects.go; clients: clientstate.go),
 	// so the two never disagree.
@@ -97,28 +128,38 @@ func (s *Service) WriteMetrics(w io.Writer) {
 	for _, p := range pools {
 		fmt.Fprintf(w, "pgturnstile_pool_maxwait_seconds%s %g\n", poolLabels(p.Database, p.User), p.MaxWait.Seconds())
 	}
-	stats := s.Console().Stats()
+	// SHOW STATS' totals, per pool (SHOW STATS adds a database's pools
+	// up): every series of a pool has the same labels. Times are kept in
+	// microseconds, as SHOW STATS prints them, and exposed in seconds.
+	const µsPerSecond = 1e6
+	type poolTotals struct {
+		labels string
+		t      admin.Counters
+	}
+	var totals []poolTotals
+	for _, p := range s.allPools() {
+		totals = append(totals, poolTotals{"{" + p.metrics.labels + "}", p.stats.totals()})
+	}
 	for _, c := range []struct {
 		name string
-		v    func(t *admin.Counters) int64
+		v    func(t *admin.Counters) float64
 	}{
-		{"pgturnstile_server_assignments_total", func(t *admin.Counters) int64 { return t.ServerAssignmentCount }},
-		{"pgturnstile_transactions_total", func(t *admin.Counters) int64 { return t.XactCount }},
-		{"pgturnstile_queries_total", func(t *admin.Counters) int64 { return t.QueryCount }},
-		{"pgturnstile_received_bytes_total", func(t *admin.Counters) int64 { return t.Received }},
-		{"pgturnstile_sent_bytes_total", func(t *admin.Counters) int64 { return t.Sent }},
-		{"pgturnstile_transaction_time_microseconds_total", func(t *admin.Counters) int64 { return t.XactTime }},
-		{"pgturnstile_query_time_microseconds_total", func(t *admin.Counters) int64 { return t.QueryTime }},
-		{"pgturnstile_wait_time_microseconds_total", func(t *admin.Counters) int64 { return t.WaitTime }},
-		{"pgturnstile_client_parses_total", func(t *admin.Counters) int64 { return t.ClientParseCount }},
-		{"pgturnstile_server_parses_total", func(t *admin.Counters) int64 { return t.ServerParseCount }},
-		{"pgturnstile_binds_total", func(t *admin.Counters) int64 { return t.BindCount }},
-		{"pgturnstile_client_logins_total", func(t *admin.Counters) int64 { return t.ClientLoginCount }},
+		{"pgturnstile_server_assignments_total", func(t *admin.Counters) float64 { return float64(t.ServerAssignmentCount) }},
+		{"pgturnstile_transactions_total", func(t *admin.Counters) float64 { return float64(t.XactCount) }},
+		{"pgturnstile_queries_total", func(t *admin.Counters) float64 { return float64(t.QueryCount) }},
+		{"pgturnstile_received_bytes_total", func(t *admin.Counters) float64 { return float64(t.Received) }},
+		{"pgturnstile_sent_bytes_total", func(t *admin.Counters) float64 { return float64(t.Sent) }},
+		{"pgturnstile_transaction_time_seconds_total", func(t *admin.Counters) float64 { return float64(t.XactTime) / µsPerSecond }},
+		{"pgturnstile_query_time_seconds_total", func(t *admin.Counters) float64 { return float64(t.QueryTime) / µsPerSecond }},
+		{"pgturnstile_wait_time_seconds_total", func(t *admin.Counters) float64 { return float64(t.WaitTime) / µsPerSecond }},
+		{"pgturnstile_client_parses_total", func(t *admin.Counters) float64 { return float64(t.ClientParseCount) }},
+		{"pgturnstile_server_parses_total", func(t *admin.Counters) float64 { return float64(t.ServerParseCount) }},
+		{"pgturnstile_binds_total", func(t *admin.Counters) float64 { return float64(t.BindCount) }},
+		{"pgturnstile_client_logins_total", func(t *admin.Counters) float64 { return float64(t.ClientLoginCount) }},
 	} {
 		metrics.WriteMetadataIfNeeded(w, c.name, "counter")
-		for i := range stats {
-			st := &stats[i]
-			fmt.Fprintf(w, "%s{database=\"%s\"} %d\n", c.name, labelValue(st.Database), max(c.v(&st.Total), 0))
+		for i := range totals {
+			fmt.Fprintf(w, "%s%s %g\n", c.name, totals[i].labels, max(c.v(&totals[i].t), 0))
 		}
 	}
 	s.writeAdmissionMetrics(w)

@@ -204,7 +204,7 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
 	p.dbLimit.give()
 	p.userLimit.give()
-	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
+	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
 		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
 	}

@@ -87,7 +87,7 @@ func (p *serverPool) loginFailed(s *server, err error) {
 		p.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
 	}
 	p.log.Warn(p.key.db + "/" + p.key.user + "@" + s.target.address + " server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
-	p.svc.countEvent("pgturnstile_server_login_failures_total", "database", p.key.db)
+	p.metrics.loginFailures.Inc()
 	werr := serverLoginError(err)
 	for _, w := range waiters {
 		w.grant <- grant{err: werr}
@@ -128,7 +128,7 @@ func (p *serverPool) loggedIn(s *server) {
 			p.welcome[k] = v
 		}
 	}
-	p.svc.countEvent("pgturnstile_server_connects_total", "database", p.key.db)
+	p.metrics.connects.Inc()
 	// PgBouncer's line: S-n: db/user@server new connection to server
 	// (from local address). Built now: s may be another client's once
 	// p.mu is released.

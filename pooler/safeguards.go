@@ -115,7 +115,7 @@ func (p *serverPool) startConnectLocked(now time.Time, fromReserve bool) {
 	p.endTokenWaitLocked(now)
 	s := p.newLoginLocked()
 	s.fromReserve = fromReserve
-	p.svc.countEvent("pgturnstile_server_connect_attempts_total", "database", p.key.db)
+	p.metrics.connectAttempts.Inc()
 	if p.launch != nil {
 		p.launch(s)
 		return
@@ -211,7 +211,7 @@ func (p *serverPool) mayCloseLocked(reason string, now time.Time) bool {
 	if p.closes.take(now) {
 		return true
 	}
-	p.svc.countEvent("pgturnstile_server_close_deferred_total", "database", p.key.db)
+	p.metrics.closeDeferred.Inc()
 	return false
 }
 
@@ -365,15 +365,15 @@ func (p *serverPool) drainCancel(s *server) bool {
 	select {
 	case p.drainCancelPath <- struct{}{}:
 	case <-t.C():
-		p.svc.countEvents("pgturnstile_server_drain_cancels_total", "database", p.key.db, "result", "no_slot")
+		p.metrics.count("pgturnstile_server_drain_cancels_total", "result", "no_slot")
 		return false
 	}
 	defer func() { <-p.drainCancelPath }()
 	if err := s.sendCancel(drainCancelTimeout); err != nil {
 		p.log.Warn(s.String() + ": cancel of an abandoned query failed: " + err.Error())
-		p.svc.countEvents("pgturnstile_server_drain_cancels_total", "database", p.key.db, "result", "failed")
+		p.metrics.count("pgturnstile_server_drain_cancels_total", "result", "failed")
 		return false
 	}
-	p.svc.countEvents("pgturnstile_server_drain_cancels_total", "database", p.key.db, "result", "sent")
+	p.metrics.count("pgturnstile_server_drain_cancels_total", "result", "sent")
 	return true
 }

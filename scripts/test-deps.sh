@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test-deps.sh — installs what the driver matrix (integration/drivers) needs
 # beyond Go and PostgreSQL 15: psycopg 3 for /usr/bin/python3, pgjdbc, and
-# node-postgres (pg, pg-cursor) into integration/drivers/node/node_modules.
+# node-postgres (pg, pg-cursor) into integration/drivers/node/node_modules;
+# and promtool (Debian's prometheus package: about 22 MB to download, 330 MB
+# installed with --no-install-recommends), which TestMetricsPassPromtool
+# runs on a live /metrics.
 #
 # Idempotent and quick when everything is there: it only installs what is
 # missing and says what it did. Debian packages are installed with apt-get
@@ -23,10 +26,11 @@ die() { echo "test-deps: $*" >&2; exit 1; }
 declare -A probe=(
 	[python3-psycopg]="/usr/lib/python3/dist-packages/psycopg/__init__.py"
 	[libpostgresql-jdbc-java]="/usr/share/java/postgresql.jar"
+	[prometheus]="/usr/bin/promtool"
 )
 
 missing=()
-for pkg in python3-psycopg libpostgresql-jdbc-java; do
+for pkg in python3-psycopg libpostgresql-jdbc-java prometheus; do
 	if [[ -e "${probe[$pkg]}" ]] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
 		say "$pkg: present"
 	else
@@ -51,10 +55,18 @@ if ((${#missing[@]})); then
 		"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 	fi
 	say "installed ${missing[*]}"
+	# The prometheus package is here for promtool only; on a host run by
+	# systemd its postinst also starts the Prometheus server (port 9090).
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null &&
+		systemctl is-active --quiet prometheus 2>/dev/null; then
+		"${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 &&
+			say "stopped and disabled the prometheus service the package started (only promtool is used)"
+	fi
 fi
 
 /usr/bin/python3 -c 'import psycopg' 2>/dev/null || die "/usr/bin/python3 cannot import psycopg after installing python3-psycopg"
 [[ -r /usr/share/java/postgresql.jar ]] || die "/usr/share/java/postgresql.jar missing after installing libpostgresql-jdbc-java"
+/usr/bin/promtool --version >/dev/null 2>&1 || die "/usr/bin/promtool does not run after installing prometheus"
 
 # --- Runtimes the packages above do not bring --------------------------------
 
