@@ -61,6 +61,7 @@ const (
 	CodeStatementNameTooLong
 	CodeStatementBudget
 	CodeStatementExists
+	CodeStatementNotFound
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -126,6 +127,9 @@ var codes = map[Code]codeInfo{
 	CodeStatementNameTooLong: {"ERROR", "54000", "prepared statement name too long"},
 	CodeStatementBudget:      {"ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
 	CodeStatementExists:      {"ERROR", "42P05", `prepared statement "%s" already exists`},
+	// PgBouncer's text for a Bind or Describe of a name the client has not
+	// prepared; its SQLSTATE too, though the client stays connected.
+	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

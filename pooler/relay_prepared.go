@@ -44,6 +44,7 @@ var (
 	errHeldMessage     = newError(CodeHeldMessageTooLarge)
 	errStatementName   = newError(CodeStatementNameTooLong)
 	errStatementBudget = newError(CodeStatementBudget)
+	errStmtNotFound    = newError(CodeStatementNotFound)
 )
 
 // relayParse relays a client's Parse: an unnamed one as it is (and
@@ -154,6 +155,27 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	c.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
+}
+
+// refuseUnknownLocked answers a Bind or Describe of a statement name the
+// client has not prepared (nothing on any server has it under that name:
+// the server's names are the pooler's). PgBouncer closes the client with
+// "prepared statement did not exist"; pgturnstile sends the same error in
+// order and keeps the connection, as Postgres does for its own "does not
+// exist". Called with c.mu held, for the message just recorded.
+func (c *client) refuseUnknownLocked() {
+	c.link.ls.unrecord() // answered here, not sent
+	c.refuseInBatchLocked(errStmtNotFound)
+}
+
+// logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
+// its ERROR line for the cause and, with log_pooler_errors, the "pooler
+// error" line of the text the client gets. Called without c.mu.
+func (c *client) logStmtRefusal(cause string, e *Error) {
+	c.logger().Error(c.String() + ": " + cause)
+	if c.svc.settings().LogPoolerErrors {
+		c.logger().Warn(c.String() + ": pooler error: " + e.Message)
+	}
 }
 
 // refuseInBatchLocked answers the current message with e, emitted in order
@@ -347,9 +369,13 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	c.mu.Lock()
 	def := c.stmts[string(stmt)]
 	if def == nil {
-		// Postgres answers with its own "does not exist" error.
+		c.refuseUnknownLocked()
 		c.mu.Unlock()
-		return rest(false)
+		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", errStmtNotFound)
+		if held != nil {
+			return nil
+		}
+		return c.r.Skip()
 	}
 	c.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
@@ -394,8 +420,10 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	def := c.stmts[string(name)]
 	if def == nil {
+		c.refuseUnknownLocked()
 		c.mu.Unlock()
-		return s.w.WriteMessage(wire.MsgDescribe, body)
+		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", errStmtNotFound)
+		return nil
 	}
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {

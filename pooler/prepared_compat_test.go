@@ -1,0 +1,141 @@
+package pooler
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Prepared-statement mapping where PgBouncer's behaviour is the reference
+// (issue 18): its texts and log lines, and what a client's map holds after
+// DEALLOCATE ALL, DISCARD ALL and an aborted pipeline.
+
+// psClient is a protocol-level client of a test pooler.
+type psClient struct {
+	t    *testing.T
+	conn net.Conn
+	fe   *pgproto3.Frontend
+}
+
+func dialPS(t *testing.T, tp *testPooler, db string) *psClient {
+	t.Helper()
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	c := &psClient{t: t, conn: conn, fe: pgproto3.NewFrontend(conn, conn)}
+	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "u"}, {"database", db}})); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.untilReady(); strings.Contains(got, "E ") {
+		t.Fatalf("login: %s", got)
+	}
+	return c
+}
+
+// send writes msgs and flushes.
+func (c *psClient) send(msgs ...pgproto3.FrontendMessage) {
+	c.t.Helper()
+	for _, m := range msgs {
+		c.fe.Send(m)
+	}
+	if err := c.fe.Flush(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// untilReady reads up to a ReadyForQuery and returns what came, one word a
+// message: "1" ParseComplete, "2" BindComplete, "3" CloseComplete, "T"
+// RowDescription, "n" NoData, "D" DataRow, "C:<tag>" CommandComplete,
+// "E <severity> <code> <message>" ErrorResponse, "Z".
+func (c *psClient) untilReady() string {
+	c.t.Helper()
+	var out []string
+	for {
+		m, err := c.fe.Receive()
+		if err != nil {
+			c.t.Fatalf("after %q: %v", out, err)
+		}
+		switch m := m.(type) {
+		case *pgproto3.ParseComplete:
+			out = append(out, "1")
+		case *pgproto3.BindComplete:
+			out = append(out, "2")
+		case *pgproto3.CloseComplete:
+			out = append(out, "3")
+		case *pgproto3.RowDescription:
+			out = append(out, "T")
+		case *pgproto3.NoData:
+			out = append(out, "n")
+		case *pgproto3.DataRow:
+			out = append(out, "D")
+		case *pgproto3.CommandComplete:
+			out = append(out, "C:"+string(m.CommandTag))
+		case *pgproto3.ErrorResponse:
+			out = append(out, "E "+m.Severity+" "+m.Code+" "+m.Message)
+		case *pgproto3.ReadyForQuery:
+			out = append(out, "Z")
+			return strings.Join(out, "|")
+		}
+	}
+}
+
+func startPSPooler(t *testing.T) (*fakePostgres, *testPooler) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"ps": "pool_mode=transaction"}, "default_pool_size = 1\nmax_prepared_statements = 10\n")
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	return fake, tp
+}
+
+// After a client's DEALLOCATE ALL or DISCARD ALL its names are gone, as in
+// PgBouncer 1.22+: a Bind or Describe of one gets PgBouncer's "prepared
+// statement did not exist" (08P01, which drivers such as psycopg raise as
+// an OperationalError) and its log lines, and the connection stays usable.
+// Before, the Bind went to the server under the client's own name and the
+// client got Postgres's 26000.
+func TestBindAfterDeallocateAllIsPgBouncersError(t *testing.T) {
+	for _, reset := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
+		t.Run(reset, func(t *testing.T) {
+			fake, tp := startPSPooler(t)
+			c := dialPS(t, tp, "ps")
+			c.send(&pgproto3.Parse{Name: "_pg3_0", Query: "SELECT 1"}, &pgproto3.Bind{PreparedStatement: "_pg3_0"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+			if got := c.untilReady(); got != "1|2|D|C:SELECT 1|Z" {
+				t.Fatalf("prepare and execute: %s", got)
+			}
+			c.send(&pgproto3.Query{String: reset})
+			if got := c.untilReady(); got != "C:"+reset+"|Z" {
+				t.Fatalf("%s: %s", reset, got)
+			}
+			fake.take()
+			c.send(&pgproto3.Bind{PreparedStatement: "_pg3_0"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+			if got, want := c.untilReady(), "E ERROR 08P01 prepared statement did not exist|Z"; got != want {
+				t.Errorf("Bind after %s: %s, want %s", reset, got, want)
+			}
+			c.send(&pgproto3.Describe{ObjectType: 'S', Name: "_pg3_0"}, &pgproto3.Sync{})
+			if got, want := c.untilReady(), "E ERROR 08P01 prepared statement did not exist|Z"; got != want {
+				t.Errorf("Describe after %s: %s, want %s", reset, got, want)
+			}
+			for _, m := range fake.take() {
+				if m.typ == 'B' || m.typ == 'D' {
+					t.Errorf("the server got a %c for a name the client does not hold", m.typ)
+				}
+			}
+			log := tp.log.tail()
+			for _, line := range []string{"prepared statement '_pg3_0' not found", "pooler error: prepared statement did not exist"} {
+				if !strings.Contains(log, line) {
+					t.Errorf("log lacks %q:\n%s", line, log)
+				}
+			}
+			// Still usable: the name can be prepared again and run.
+			c.send(&pgproto3.Parse{Name: "_pg3_0", Query: "SELECT 1"}, &pgproto3.Bind{PreparedStatement: "_pg3_0"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+			if got := c.untilReady(); got != "1|2|D|C:SELECT 1|Z" {
+				t.Errorf("prepare again: %s", got)
+			}
+		})
+	}
+}
