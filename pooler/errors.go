@@ -126,9 +126,10 @@ var codes = map[Code]codeInfo{
 	CodeHeldMessageTooLarge:  {"ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
 	CodeStatementNameTooLong: {"ERROR", "54000", "prepared statement name too long"},
 	CodeStatementBudget:      {"ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
-	CodeStatementExists:      {"ERROR", "42P05", `prepared statement "%s" already exists`},
-	// PgBouncer's text for a Bind or Describe of a name the client has not
-	// prepared; its SQLSTATE too, though the client stays connected.
+	// PgBouncer's texts for a Parse of a name the client holds and a Bind
+	// or Describe of one it has not prepared; its SQLSTATE too, though the
+	// client stays connected.
+	CodeStatementExists:   {"ERROR", "08P01", "prepared statement name is already in use"},
 	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
 }
 

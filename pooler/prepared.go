@@ -31,10 +31,13 @@ import (
 //     statement stays for other clients. The client's CloseComplete comes
 //     from a Close of a name that never exists, which Postgres answers with
 //     CloseComplete in order.
-//   - a re-Parse of a name the client still holds is answered with
-//     PostgreSQL's own error (42P05), emitted in order just before the
-//     ReadyForQuery of the client's next Sync; serve drops the client's
-//     messages up to that Sync, as Postgres would after an error.
+//   - a re-Parse of a name the client still holds, and a Bind or Describe
+//     of a name it does not hold, are answered with PgBouncer's errors
+//     (08P01 "prepared statement name is already in use", "prepared
+//     statement did not exist") and log lines, emitted in order just
+//     before the ReadyForQuery of the client's next Sync; serve drops the
+//     client's messages up to that Sync, as Postgres would after an error.
+//     PgBouncer closes the client there; pgturnstile keeps it usable.
 //   - SQL DEALLOCATE name (a simple Query that is exactly that) removes
 //     the client's name only. The server gets `DO $$BEGIN END$$` in its
 //     place: a statement that, like DEALLOCATE, succeeds when idle or in

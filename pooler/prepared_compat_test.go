@@ -139,3 +139,39 @@ func TestBindAfterDeallocateAllIsPgBouncersError(t *testing.T) {
 		})
 	}
 }
+
+// A Parse of a name the client already holds gets PgBouncer's error text
+// and SQLSTATE and its log line "prepared statement 'x' was already
+// prepared", whether it reaches a server (in a batch with other messages)
+// or is answered without one (alone, a statement some server has parsed),
+// and the connection stays usable (PgBouncer closes it).
+func TestParseOfHeldNameIsPgBouncersError(t *testing.T) {
+	fake, tp := startPSPooler(t)
+	c := dialPS(t, tp, "ps")
+	c.send(&pgproto3.Parse{Name: "test", Query: "SELECT 1"}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "1|Z" {
+		t.Fatalf("prepare: %s", got)
+	}
+	const refused = "E ERROR 08P01 prepared statement name is already in use"
+	// Alone: answered without a server.
+	c.send(&pgproto3.Parse{Name: "test", Query: "SELECT 1"}, &pgproto3.Sync{})
+	if got, want := c.untilReady(), refused+"|Z"; got != want {
+		t.Errorf("Parse again: %s, want %s", got, want)
+	}
+	// After a Query in the same batch: on a server, and what follows it
+	// up to the Sync is skipped as Postgres would.
+	c.send(&pgproto3.Query{String: "SELECT 2"}, &pgproto3.Parse{Name: "test", Query: "SELECT 1"}, &pgproto3.Bind{PreparedStatement: "test"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got, want := c.untilReady()+"/"+c.untilReady(), "T|D|C:SELECT 1|Z/"+refused+"|Z"; got != want {
+		t.Errorf("Query, Parse again, Bind, Execute, Sync: %s, want %s", got, want)
+	}
+	if n := strings.Count(tp.log.tail(), "prepared statement 'test' was already prepared"); n != 2 {
+		t.Errorf("the log has %d lines \"prepared statement 'test' was already prepared\", want 2:\n%s", n, tp.log.tail())
+	}
+	c.send(&pgproto3.Bind{PreparedStatement: "test"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "2|D|C:SELECT 1|Z" {
+		t.Errorf("execute the statement held: %s", got)
+	}
+	if problems, errs := fake.takeProblems(); len(problems) > 0 || errs > 0 {
+		t.Errorf("the server saw %d protocol problems and sent %d errors: %v", len(problems), errs, problems)
+	}
+}

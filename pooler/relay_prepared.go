@@ -45,6 +45,7 @@ var (
 	errStatementName   = newError(CodeStatementNameTooLong)
 	errStatementBudget = newError(CodeStatementBudget)
 	errStmtNotFound    = newError(CodeStatementNotFound)
+	errStmtExists      = newError(CodeStatementExists)
 )
 
 // relayParse relays a client's Parse: an unnamed one as it is (and
@@ -95,8 +96,9 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	if _, held := c.stmts[name]; held {
 		c.link.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStmtExists(name))
+		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
+		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return nil
 	}
 	var q string

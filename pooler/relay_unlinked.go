@@ -89,7 +89,7 @@ func (c *client) answerClose() error {
 // successfully: the name is mapped now and ParseComplete written. It
 // reports false, having consumed nothing, for a Parse that needs a server
 // (unnamed, not in the buffer whole, or a statement not yet validated); a
-// name the client already holds gets 42P05 in order.
+// name the client already holds gets PgBouncer's error in order.
 func (c *client) answerParse(bodyLen int) (bool, error) {
 	if 5+bodyLen > wire.DefaultBufferSize {
 		return false, nil
@@ -105,8 +105,9 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 	name := string(nameBytes)
 	c.mu.Lock()
 	if _, held := c.stmts[name]; held {
-		c.refuseInBatchLocked(errStmtExists(name))
+		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
+		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return true, c.r.Skip()
 	}
 	def := c.svc.stmts.lookupValidated(string(query), types)
@@ -139,8 +140,4 @@ func (c *client) flushUnlinked() error {
 		return nil
 	}
 	return c.w.Flush()
-}
-
-func errStmtExists(name string) *Error {
-	return newError(CodeStatementExists, name)
 }
