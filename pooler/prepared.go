@@ -267,6 +267,9 @@ type op struct {
 	err        *Error
 	// unnamed marks a Parse of the unnamed statement.
 	unnamed bool
+	// reused marks an opParse of a statement the server already had: only
+	// the client's name depends on it.
+	reused bool
 	// msg is an opSync's message: Sync, Query or FunctionCall.
 	msg byte
 }

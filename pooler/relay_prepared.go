@@ -94,7 +94,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if _, held := c.stmts[name]; held {
+	if c.heldLocked(name) {
 		c.link.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
@@ -121,9 +121,10 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.stmts = map[string]*stmtDef{}
 	}
 	c.stmts[name] = def
+	delete(c.unconfirmed, name)
 	out := c.link.out[:0]
 	if s.stmts.has(def) {
-		c.link.ops.push(op{kind: opParse})
+		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
 		c.link.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)

@@ -31,12 +31,28 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // failed, linkState.serverError), every message up to the next Sync,
 // Queries and FunctionCalls included; otherwise up to the Query,
 // FunctionCall or Sync that failed.
-func (c *client) errorLocked(s *server, skip bool) {
+//
+// parseFailed: the message that failed is a Parse, whose op is the first
+// Parse op in the queue (every earlier one was answered). Its name is
+// undone, as Postgres creates no statement for a failed Parse. The Parses
+// skipped after it keep the client's names, as in PgBouncer, which keeps a
+// client's names whatever the server did with them: a client may not know
+// which messages of an aborted pipeline were skipped (psycopg's pipeline
+// mode counts them as prepared and binds them later), so the name stays
+// and the statement is prepared again on the server at its next Bind or
+// Describe; a client that does know and parses the name again gets no
+// error for it (unconfirmed).
+func (c *client) errorLocked(s *server, skip, parseFailed bool) {
 	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.link.ops.pop())
+		d := c.link.ops.pop()
+		skipped := true
+		if parseFailed && (d.kind == opParse || d.kind == opParseInjected) {
+			skipped, parseFailed = false, false
+		}
+		c.undoLocked(s, d, skipped)
 	}
 }
 
@@ -52,15 +68,16 @@ func (c *client) consumedByCopyLocked(s *server) {
 		case opParse, opParseInjected, opClose, opCloseInjected:
 			d := *o
 			o.kind = opDead
-			c.undoLocked(s, d)
+			c.undoLocked(s, d, false)
 			return
 		}
 	}
 }
 
 // undoLocked undoes what the message of op d would have changed, for a
-// message the server did not run.
-func (c *client) undoLocked(s *server, d op) {
+// message the server did not run: skipped after an error (a Parse's name
+// then stays the client's, see errorLocked), or failed itself.
+func (c *client) undoLocked(s *server, d op, skipped bool) {
 	if d.unnamed {
 		// Whether the server got this unnamed statement is unknown.
 		s.unnamedOwner = 0
@@ -68,10 +85,15 @@ func (c *client) undoLocked(s *server, d op) {
 	switch d.kind {
 	case opParse, opParseInjected:
 		if d.def != nil {
-			s.stmts.remove(c.svc.stmts, d.def)
+			if !d.reused {
+				s.stmts.remove(c.svc.stmts, d.def)
+			}
 			if d.clientName != "" && c.stmts[d.clientName] == d.def {
-				delete(c.stmts, d.clientName)
-				c.svc.stmts.release(d.def)
+				if skipped {
+					c.unconfirmLocked(d.clientName)
+				} else {
+					c.dropNameLocked(d.clientName)
+				}
 			}
 		}
 	case opDeallocate:
@@ -132,4 +154,38 @@ func (c *client) clearStmtsLocked() {
 		c.svc.stmts.release(d)
 		delete(c.stmts, name)
 	}
+	c.unconfirmed = nil
+}
+
+// dropNameLocked lets go of the client's statement name.
+func (c *client) dropNameLocked(name string) {
+	if d := c.stmts[name]; d != nil {
+		delete(c.stmts, name)
+		c.svc.stmts.release(d)
+	}
+	delete(c.unconfirmed, name)
+}
+
+// unconfirmLocked marks the client's name as one whose Parse the server
+// skipped: kept, but a Parse of it again replaces it without an error
+// (takeNameLocked).
+func (c *client) unconfirmLocked(name string) {
+	if c.unconfirmed == nil {
+		c.unconfirmed = map[string]bool{}
+	}
+	c.unconfirmed[name] = true
+}
+
+// heldLocked reports whether a Parse of name must be refused because the
+// client holds it; a name whose Parse the server skipped is dropped
+// instead, and the Parse takes it anew.
+func (c *client) heldLocked(name string) bool {
+	if _, held := c.stmts[name]; !held {
+		return false
+	}
+	if c.unconfirmed[name] {
+		c.dropNameLocked(name)
+		return false
+	}
+	return true
 }

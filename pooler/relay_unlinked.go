@@ -104,7 +104,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 	}
 	name := string(nameBytes)
 	c.mu.Lock()
-	if _, held := c.stmts[name]; held {
+	if c.heldLocked(name) {
 		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
@@ -119,6 +119,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 		c.stmts = map[string]*stmtDef{}
 	}
 	c.stmts[name] = def
+	delete(c.unconfirmed, name)
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return true, err
