@@ -59,8 +59,8 @@ type client struct {
 	queryStart time.Time
 	// stmts maps the client's prepared-statement names to definitions.
 	stmts map[string]*stmtDef
-	// unconfirmed are names in stmts whose Parse the server skipped after
-	// an error (errorLocked); nil when none.
+	// unconfirmed are names in stmts whose Parse the server did not run,
+	// failed or skipped after an error (errorLocked); nil when none.
 	unconfirmed map[string]bool
 	// unnamedParse is the body of the client's last Parse of the unnamed
 	// statement, and unnamedGen counts them (relay_prepared.go).

@@ -252,11 +252,6 @@ func (c *client) pumpStmtReply(s *server, out *wire.Writer) replyAct {
 func (c *client) pumpError(s *server, inline bool) replyAct {
 	act := replyForward
 	c.mu.Lock()
-	// Which message failed, before serverError forgets it: a Parse that
-	// failed is undone as Postgres does; the Parses the server skips after
-	// it are not (errorLocked).
-	i := c.link.ls.failing(c.link.replies)
-	parseFailed := i >= 0 && c.link.ls.sent.at(i) == wire.MsgParse
 	skip, synced := c.link.ls.serverError(c.link.replies)
 	if skip {
 		c.link.replies = 0
@@ -272,7 +267,7 @@ func (c *client) pumpError(s *server, inline bool) replyAct {
 		}
 	}
 	if c.tracking {
-		c.errorLocked(s, skip, parseFailed)
+		c.errorLocked(s, skip)
 	}
 	c.mu.Unlock()
 	return act

@@ -32,27 +32,21 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // Queries and FunctionCalls included; otherwise up to the Query,
 // FunctionCall or Sync that failed.
 //
-// parseFailed: the message that failed is a Parse, whose op is the first
-// Parse op in the queue (every earlier one was answered). Its name is
-// undone, as Postgres creates no statement for a failed Parse. The Parses
-// skipped after it keep the client's names, as in PgBouncer, which keeps a
-// client's names whatever the server did with them: a client may not know
-// which messages of an aborted pipeline were skipped (psycopg's pipeline
-// mode counts them as prepared and binds them later), so the name stays
-// and the statement is prepared again on the server at its next Bind or
-// Describe; a client that does know and parses the name again gets no
+// A Parse that failed, or that the server skipped after an error, keeps
+// the client's name, as in PgBouncer, which keeps a client's names
+// whatever the server did with them: a client may not know which messages
+// of an aborted pipeline failed or were skipped (psycopg's pipeline mode
+// counts them all as prepared and binds them later), so the name stays and
+// the statement is prepared on the server again at its next Bind or
+// Describe (where a statement that still fails gets Postgres's error for
+// it again). A client that does know and parses the name again gets no
 // error for it (unconfirmed).
-func (c *client) errorLocked(s *server, skip, parseFailed bool) {
+func (c *client) errorLocked(s *server, skip bool) {
 	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		d := c.link.ops.pop()
-		skipped := true
-		if parseFailed && (d.kind == opParse || d.kind == opParseInjected) {
-			skipped, parseFailed = false, false
-		}
-		c.undoLocked(s, d, skipped)
+		c.undoLocked(s, c.link.ops.pop(), true)
 	}
 }
 
@@ -75,9 +69,9 @@ func (c *client) consumedByCopyLocked(s *server) {
 }
 
 // undoLocked undoes what the message of op d would have changed, for a
-// message the server did not run: skipped after an error (a Parse's name
-// then stays the client's, see errorLocked), or failed itself.
-func (c *client) undoLocked(s *server, d op, skipped bool) {
+// message the server did not run. keepName: a Parse's name stays the
+// client's, unconfirmed (errorLocked).
+func (c *client) undoLocked(s *server, d op, keepName bool) {
 	if d.unnamed {
 		// Whether the server got this unnamed statement is unknown.
 		s.unnamedOwner = 0
@@ -89,7 +83,7 @@ func (c *client) undoLocked(s *server, d op, skipped bool) {
 				s.stmts.remove(c.svc.stmts, d.def)
 			}
 			if d.clientName != "" && c.stmts[d.clientName] == d.def {
-				if skipped {
+				if keepName {
 					c.unconfirmLocked(d.clientName)
 				} else {
 					c.dropNameLocked(d.clientName)
@@ -167,8 +161,8 @@ func (c *client) dropNameLocked(name string) {
 }
 
 // unconfirmLocked marks the client's name as one whose Parse the server
-// skipped: kept, but a Parse of it again replaces it without an error
-// (takeNameLocked).
+// did not run (failed or skipped): kept, but a Parse of it again replaces
+// it without an error (heldLocked).
 func (c *client) unconfirmLocked(name string) {
 	if c.unconfirmed == nil {
 		c.unconfirmed = map[string]bool{}
@@ -177,8 +171,8 @@ func (c *client) unconfirmLocked(name string) {
 }
 
 // heldLocked reports whether a Parse of name must be refused because the
-// client holds it; a name whose Parse the server skipped is dropped
-// instead, and the Parse takes it anew.
+// client holds it; an unconfirmed name is dropped instead, and the Parse
+// takes it anew.
 func (c *client) heldLocked(name string) bool {
 	if _, held := c.stmts[name]; !held {
 		return false
