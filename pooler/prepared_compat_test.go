@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"bytes"
 	"net"
 	"strings"
 	"testing"
@@ -231,5 +232,76 @@ func TestPipelineSkippedParseKeepsName(t *testing.T) {
 	}
 	if problems, errs := fake.takeProblems(); len(problems) > 0 || errs != 3 {
 		t.Errorf("the server saw %d protocol problems and sent %d errors (want 3): %v", len(problems), errs, problems)
+	}
+}
+
+// max_prepared_statements set to 0 at runtime stops the mapping for
+// clients already connected too, as PgBouncer reads it for each message:
+// their statement names go to the server as they are (so a name prepared
+// while mapped does not exist there), and the statements the servers
+// have stay. Set above 0 again, the mapping resumes with the names the
+// client had.
+func TestMaxPreparedStatementsZeroAtRuntimeStopsMapping(t *testing.T) {
+	fake, tp := startPSPooler(t)
+	c := dialPS(t, tp, "ps")
+	c.send(&pgproto3.Parse{Name: "s1", Query: "SELECT 1"}, &pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "1|2|D|C:SELECT 1|Z" {
+		t.Fatalf("prepare and execute s1: %s", got)
+	}
+	set := func(n int) {
+		t.Helper()
+		cfg := *tp.svc.config()
+		cfg.Settings.MaxPreparedStatements = n
+		if err := tp.svc.Apply(&cfg, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bindNames := func() []string {
+		var names []string
+		for _, m := range fake.take() {
+			if m.typ == 'B' {
+				names = append(names, string(m.body[1:bytes.IndexByte(m.body[1:], 0)+1]))
+			}
+		}
+		return names
+	}
+	fake.take()
+
+	set(0)
+	c.send(&pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got, want := c.untilReady(), `E ERROR 26000 prepared statement "s1" does not exist|Z`; got != want {
+		t.Errorf("Bind of s1 with max_prepared_statements = 0: %s, want the server's %s", got, want)
+	}
+	if got := bindNames(); len(got) != 1 || got[0] != "s1" {
+		t.Errorf("the server got Binds of %q, want the client's own name s1", got)
+	}
+	c.send(&pgproto3.Parse{Name: "s2", Query: "SELECT 2"}, &pgproto3.Bind{PreparedStatement: "s2"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "1|2|D|C:SELECT 1|Z" {
+		t.Errorf("prepare and execute s2 unmapped: %s", got)
+	}
+	if got := bindNames(); len(got) != 1 || got[0] != "s2" {
+		t.Errorf("the server got Binds of %q, want s2 as it is", got)
+	}
+
+	set(10)
+	c.send(&pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "2|D|C:SELECT 1|Z" {
+		t.Errorf("Bind of s1 mapped again: %s", got)
+	}
+	if got := bindNames(); len(got) != 1 || !strings.HasPrefix(got[0], "PGTS_") {
+		t.Errorf("the server got Binds of %q, want the pooler's name for s1", got)
+	}
+
+	// A DISCARD ALL while unmapped drops the server's statements: the
+	// pooler knows, and prepares s1 on it again once mapping is back.
+	set(0)
+	c.send(&pgproto3.Query{String: "DISCARD ALL"})
+	if got := c.untilReady(); got != "C:DISCARD ALL|Z" {
+		t.Fatalf("DISCARD ALL: %s", got)
+	}
+	set(10)
+	c.send(&pgproto3.Parse{Name: "s1", Query: "SELECT 1"}, &pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+	if got := c.untilReady(); got != "1|2|D|C:SELECT 1|Z" {
+		t.Errorf("prepare and execute s1 after an unmapped DISCARD ALL: %s", got)
 	}
 }

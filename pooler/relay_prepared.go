@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -26,6 +27,23 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 		return c.relayQuery(bodyLen, s)
 	}
 	panic("BUG: relayMapped for message type " + string(typ))
+}
+
+// followTrackingLocked starts or stops the mapping for this client when
+// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
+// as PgBouncer reads it for each message: with 0, a client's statement
+// names go to the server as they are. It changes only where nothing of
+// the mapping is in flight: no server linked (the caller's check), no
+// error owed, no skip to Sync. The client's names are kept, as PgBouncer
+// keeps them, for when the mapping is on again; its remembered unnamed
+// Parse is not (it may be stale by then). Called with c.mu held.
+func (c *client) followTrackingLocked() {
+	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
+	if on == c.tracking || c.link.skipToSync || c.link.ops.size > 0 {
+		return
+	}
+	c.tracking = on
+	c.forgetUnnamedLocked()
 }
 
 // maxNameMessage bounds the statement names the pooler maps: a Describe or
