@@ -47,7 +47,16 @@ import (
 //     CommandComplete "DO" is rewritten to "DEALLOCATE"; on its error the
 //     client keeps its name, as Postgres keeps the statement.
 //   - DEALLOCATE ALL / DISCARD ALL clear the client's map and the server's
-//     cache when their CommandComplete comes.
+//     cache when their CommandComplete comes (also from a client whose
+//     names are not mapped, on a server whose statements are).
+//   - a Parse that fails, or that the server skips after an error, keeps
+//     the client's name, as PgBouncer keeps it: psycopg's pipeline mode
+//     binds such names later. The statement is prepared on the server
+//     again at its next Bind or Describe, and a Parse of the name again is
+//     accepted (client.unconfirmed; errorLocked).
+//   - max_prepared_statements changed from or to 0 at runtime starts or
+//     stops the mapping for connected clients too, at their next message
+//     with no server linked (followTrackingLocked); their names are kept.
 //
 // So that injected replies can be swallowed and the caches stay true when
 // the server skips messages after an error, the link keeps a queue (opQueue)
