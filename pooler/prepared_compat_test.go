@@ -267,7 +267,17 @@ func TestMaxPreparedStatementsZeroAtRuntimeStopsMapping(t *testing.T) {
 	}
 	fake.take()
 
+	// A transaction block first: its link has a pump goroutine, which
+	// is done with the client's mapping before the mapping stops.
+	c.send(&pgproto3.Query{String: "BEGIN"})
+	if got := c.untilReady(); got != "C:BEGIN|Z" {
+		t.Fatalf("BEGIN: %s", got)
+	}
 	set(0)
+	c.send(&pgproto3.Query{String: "COMMIT"})
+	if got := c.untilReady(); got != "C:COMMIT|Z" {
+		t.Fatalf("COMMIT: %s", got)
+	}
 	c.send(&pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
 	if got, want := c.untilReady(), `E ERROR 26000 prepared statement "s1" does not exist|Z`; got != want {
 		t.Errorf("Bind of s1 with max_prepared_statements = 0: %s, want the server's %s", got, want)
