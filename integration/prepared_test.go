@@ -188,7 +188,7 @@ func TestLongStatementNames(t *testing.T) {
 		t.Fatalf("close the 16 KiB name: %v", err)
 	}
 	res = pc.ExecPrepared(ctx, name, [][]byte{[]byte("abc")}, nil, nil).Read()
-	if pe := asPgError(t, res.Err); pe.Code != "26000" {
-		t.Errorf("execute after its Close: %s %s, want 26000", pe.Code, pe.Message)
+	if pe := asPgError(t, res.Err); pe.Code != "08P01" || pe.Message != "prepared statement did not exist" {
+		t.Errorf("execute after its Close: %s %s, want PgBouncer's 08P01 prepared statement did not exist", pe.Code, pe.Message)
 	}
 }

@@ -59,6 +59,9 @@ type client struct {
 	queryStart time.Time
 	// stmts maps the client's prepared-statement names to definitions.
 	stmts map[string]*stmtDef
+	// unconfirmed are names in stmts whose Parse the server did not run,
+	// failed or skipped after an error (errorLocked); nil when none.
+	unconfirmed map[string]bool
 	// unnamedParse is the body of the client's last Parse of the unnamed
 	// statement, and unnamedGen counts them (relay_prepared.go).
 	unnamedParse []byte

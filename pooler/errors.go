@@ -61,6 +61,7 @@ const (
 	CodeStatementBudget
 	CodeStatementExists
 	CodeTrustFailed
+	CodeStatementNotFound
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -125,7 +126,11 @@ var codes = map[Code]codeInfo{
 	CodeHeldMessageTooLarge:  {"ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
 	CodeStatementNameTooLong: {"ERROR", "54000", "prepared statement name too long"},
 	CodeStatementBudget:      {"ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
-	CodeStatementExists:      {"ERROR", "42P05", `prepared statement "%s" already exists`},
+	// PgBouncer's texts for a Parse of a name the client holds and a Bind
+	// or Describe of one it has not prepared; its SQLSTATE too, though the
+	// client stays connected.
+	CodeStatementExists:   {"ERROR", "08P01", "prepared statement name is already in use"},
+	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

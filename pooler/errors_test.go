@@ -68,7 +68,8 @@ func TestErrorTexts(t *testing.T) {
 		{CodeHeldMessageTooLarge, nil, "ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
 		{CodeStatementNameTooLong, nil, "ERROR", "54000", "prepared statement name too long"},
 		{CodeStatementBudget, nil, "ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
-		{CodeStatementExists, []any{"s1"}, "ERROR", "42P05", `prepared statement "s1" already exists`},
+		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
+		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
 	}
 	pinned := map[Code]bool{}
 	for _, c := range cases {

@@ -189,6 +189,11 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
 	c.link.srv = s
+	if !c.tracking {
+		// The client's unnamed Parse is not watched: the server's
+		// unnamed statement is nobody's known one any more.
+		s.unnamedOwner = 0
+	}
 	c.link.ls.reset()
 	c.link.replies = 0
 	c.link.ops.reset()

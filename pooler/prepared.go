@@ -31,10 +31,13 @@ import (
 //     statement stays for other clients. The client's CloseComplete comes
 //     from a Close of a name that never exists, which Postgres answers with
 //     CloseComplete in order.
-//   - a re-Parse of a name the client still holds is answered with
-//     PostgreSQL's own error (42P05), emitted in order just before the
-//     ReadyForQuery of the client's next Sync; serve drops the client's
-//     messages up to that Sync, as Postgres would after an error.
+//   - a re-Parse of a name the client still holds, and a Bind or Describe
+//     of a name it does not hold, are answered with PgBouncer's errors
+//     (08P01 "prepared statement name is already in use", "prepared
+//     statement did not exist") and log lines, emitted in order just
+//     before the ReadyForQuery of the client's next Sync; serve drops the
+//     client's messages up to that Sync, as Postgres would after an error.
+//     PgBouncer closes the client there; pgturnstile keeps it usable.
 //   - SQL DEALLOCATE name (a simple Query that is exactly that) removes
 //     the client's name only. The server gets `DO $$BEGIN END$$` in its
 //     place: a statement that, like DEALLOCATE, succeeds when idle or in
@@ -44,7 +47,16 @@ import (
 //     CommandComplete "DO" is rewritten to "DEALLOCATE"; on its error the
 //     client keeps its name, as Postgres keeps the statement.
 //   - DEALLOCATE ALL / DISCARD ALL clear the client's map and the server's
-//     cache when their CommandComplete comes.
+//     cache when their CommandComplete comes (also from a client whose
+//     names are not mapped, on a server whose statements are).
+//   - a Parse that fails, or that the server skips after an error, keeps
+//     the client's name, as PgBouncer keeps it: psycopg's pipeline mode
+//     binds such names later. The statement is prepared on the server
+//     again at its next Bind or Describe, and a Parse of the name again is
+//     accepted (client.unconfirmed; errorLocked).
+//   - max_prepared_statements changed from or to 0 at runtime starts or
+//     stops the mapping for connected clients too, at their next message
+//     with no server linked (followTrackingLocked); their names are kept.
 //
 // So that injected replies can be swallowed and the caches stay true when
 // the server skips messages after an error, the link keeps a queue (opQueue)
@@ -264,6 +276,9 @@ type op struct {
 	err        *Error
 	// unnamed marks a Parse of the unnamed statement.
 	unnamed bool
+	// reused marks an opParse of a statement the server already had: only
+	// the client's name depends on it.
+	reused bool
 	// msg is an opSync's message: Sync, Query or FunctionCall.
 	msg byte
 }

@@ -106,7 +106,10 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 	case wire.MsgErrorResponse:
 		return c.pumpError(s, inline)
 	case wire.MsgCommandComplete:
-		if c.tracking {
+		// Also for a client whose statements are not mapped (after
+		// max_prepared_statements went to 0) on a server that has mapped
+		// ones: a DISCARD ALL of its drops them too.
+		if c.tracking || s.stmts.shown() > 0 {
 			return c.pumpCommandComplete(s, out)
 		}
 	}

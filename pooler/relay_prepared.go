@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -28,6 +29,23 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 	panic("BUG: relayMapped for message type " + string(typ))
 }
 
+// followTrackingLocked starts or stops the mapping for this client when
+// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
+// as PgBouncer reads it for each message: with 0, a client's statement
+// names go to the server as they are. It changes only where nothing of
+// the mapping is in flight: no server linked (the caller's check), no
+// error owed, no skip to Sync. The client's names are kept, as PgBouncer
+// keeps them, for when the mapping is on again; its remembered unnamed
+// Parse is not (it may be stale by then). Called with c.mu held.
+func (c *client) followTrackingLocked() {
+	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
+	if on == c.tracking || c.link.skipToSync || c.link.ops.size > 0 {
+		return
+	}
+	c.tracking = on
+	c.forgetUnnamedLocked()
+}
+
 // maxNameMessage bounds the statement names the pooler maps: a Describe or
 // Close carrying a longer one is refused from its header (judgeHeader).
 const maxNameMessage = mappedNameLimit
@@ -44,6 +62,8 @@ var (
 	errHeldMessage     = newError(CodeHeldMessageTooLarge)
 	errStatementName   = newError(CodeStatementNameTooLong)
 	errStatementBudget = newError(CodeStatementBudget)
+	errStmtNotFound    = newError(CodeStatementNotFound)
+	errStmtExists      = newError(CodeStatementExists)
 )
 
 // relayParse relays a client's Parse: an unnamed one as it is (and
@@ -92,10 +112,11 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if _, held := c.stmts[name]; held {
+	if c.heldLocked(name) {
 		c.link.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStmtExists(name))
+		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
+		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return nil
 	}
 	var q string
@@ -118,9 +139,10 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.stmts = map[string]*stmtDef{}
 	}
 	c.stmts[name] = def
+	delete(c.unconfirmed, name)
 	out := c.link.out[:0]
 	if s.stmts.has(def) {
-		c.link.ops.push(op{kind: opParse})
+		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
 		c.link.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
@@ -154,6 +176,27 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	c.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
+}
+
+// refuseUnknownLocked answers a Bind or Describe of a statement name the
+// client has not prepared (nothing on any server has it under that name:
+// the server's names are the pooler's). PgBouncer closes the client with
+// "prepared statement did not exist"; pgturnstile sends the same error in
+// order and keeps the connection, as Postgres does for its own "does not
+// exist". Called with c.mu held, for the message just recorded.
+func (c *client) refuseUnknownLocked() {
+	c.link.ls.unrecord() // answered here, not sent
+	c.refuseInBatchLocked(errStmtNotFound)
+}
+
+// logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
+// its ERROR line for the cause and, with log_pooler_errors, the "pooler
+// error" line of the text the client gets. Called without c.mu.
+func (c *client) logStmtRefusal(cause string, e *Error) {
+	c.logger().Error(c.String() + ": " + cause)
+	if c.svc.settings().LogPoolerErrors {
+		c.logger().Warn(c.String() + ": pooler error: " + e.Message)
+	}
 }
 
 // refuseInBatchLocked answers the current message with e, emitted in order
@@ -347,9 +390,13 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	c.mu.Lock()
 	def := c.stmts[string(stmt)]
 	if def == nil {
-		// Postgres answers with its own "does not exist" error.
+		c.refuseUnknownLocked()
 		c.mu.Unlock()
-		return rest(false)
+		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", errStmtNotFound)
+		if held != nil {
+			return nil
+		}
+		return c.r.Skip()
 	}
 	c.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
@@ -394,8 +441,10 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	def := c.stmts[string(name)]
 	if def == nil {
+		c.refuseUnknownLocked()
 		c.mu.Unlock()
-		return s.w.WriteMessage(wire.MsgDescribe, body)
+		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", errStmtNotFound)
+		return nil
 	}
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {

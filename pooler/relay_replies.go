@@ -31,12 +31,22 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // failed, linkState.serverError), every message up to the next Sync,
 // Queries and FunctionCalls included; otherwise up to the Query,
 // FunctionCall or Sync that failed.
+//
+// A Parse that failed, or that the server skipped after an error, keeps
+// the client's name, as in PgBouncer, which keeps a client's names
+// whatever the server did with them: a client may not know which messages
+// of an aborted pipeline failed or were skipped (psycopg's pipeline mode
+// counts them all as prepared and binds them later), so the name stays and
+// the statement is prepared on the server again at its next Bind or
+// Describe (where a statement that still fails gets Postgres's error for
+// it again). A client that does know and parses the name again gets no
+// error for it (unconfirmed).
 func (c *client) errorLocked(s *server, skip bool) {
 	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.link.ops.pop())
+		c.undoLocked(s, c.link.ops.pop(), true)
 	}
 }
 
@@ -52,15 +62,16 @@ func (c *client) consumedByCopyLocked(s *server) {
 		case opParse, opParseInjected, opClose, opCloseInjected:
 			d := *o
 			o.kind = opDead
-			c.undoLocked(s, d)
+			c.undoLocked(s, d, false)
 			return
 		}
 	}
 }
 
 // undoLocked undoes what the message of op d would have changed, for a
-// message the server did not run.
-func (c *client) undoLocked(s *server, d op) {
+// message the server did not run. keepName: a Parse's name stays the
+// client's, unconfirmed (errorLocked).
+func (c *client) undoLocked(s *server, d op, keepName bool) {
 	if d.unnamed {
 		// Whether the server got this unnamed statement is unknown.
 		s.unnamedOwner = 0
@@ -68,10 +79,15 @@ func (c *client) undoLocked(s *server, d op) {
 	switch d.kind {
 	case opParse, opParseInjected:
 		if d.def != nil {
-			s.stmts.remove(c.svc.stmts, d.def)
+			if !d.reused {
+				s.stmts.remove(c.svc.stmts, d.def)
+			}
 			if d.clientName != "" && c.stmts[d.clientName] == d.def {
-				delete(c.stmts, d.clientName)
-				c.svc.stmts.release(d.def)
+				if keepName {
+					c.unconfirmLocked(d.clientName)
+				} else {
+					c.dropNameLocked(d.clientName)
+				}
 			}
 		}
 	case opDeallocate:
@@ -132,4 +148,38 @@ func (c *client) clearStmtsLocked() {
 		c.svc.stmts.release(d)
 		delete(c.stmts, name)
 	}
+	c.unconfirmed = nil
+}
+
+// dropNameLocked lets go of the client's statement name.
+func (c *client) dropNameLocked(name string) {
+	if d := c.stmts[name]; d != nil {
+		delete(c.stmts, name)
+		c.svc.stmts.release(d)
+	}
+	delete(c.unconfirmed, name)
+}
+
+// unconfirmLocked marks the client's name as one whose Parse the server
+// did not run (failed or skipped): kept, but a Parse of it again replaces
+// it without an error (heldLocked).
+func (c *client) unconfirmLocked(name string) {
+	if c.unconfirmed == nil {
+		c.unconfirmed = map[string]bool{}
+	}
+	c.unconfirmed[name] = true
+}
+
+// heldLocked reports whether a Parse of name must be refused because the
+// client holds it; an unconfirmed name is dropped instead, and the Parse
+// takes it anew.
+func (c *client) heldLocked(name string) bool {
+	if _, held := c.stmts[name]; !held {
+		return false
+	}
+	if c.unconfirmed[name] {
+		c.dropNameLocked(name)
+		return false
+	}
+	return true
 }

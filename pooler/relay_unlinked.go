@@ -89,7 +89,7 @@ func (c *client) answerClose() error {
 // successfully: the name is mapped now and ParseComplete written. It
 // reports false, having consumed nothing, for a Parse that needs a server
 // (unnamed, not in the buffer whole, or a statement not yet validated); a
-// name the client already holds gets 42P05 in order.
+// name the client already holds gets PgBouncer's error in order.
 func (c *client) answerParse(bodyLen int) (bool, error) {
 	if 5+bodyLen > wire.DefaultBufferSize {
 		return false, nil
@@ -104,9 +104,10 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 	}
 	name := string(nameBytes)
 	c.mu.Lock()
-	if _, held := c.stmts[name]; held {
-		c.refuseInBatchLocked(errStmtExists(name))
+	if c.heldLocked(name) {
+		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
+		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return true, c.r.Skip()
 	}
 	def := c.svc.stmts.lookupValidated(string(query), types)
@@ -118,6 +119,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 		c.stmts = map[string]*stmtDef{}
 	}
 	c.stmts[name] = def
+	delete(c.unconfirmed, name)
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return true, err
@@ -139,8 +141,4 @@ func (c *client) flushUnlinked() error {
 		return nil
 	}
 	return c.w.Flush()
-}
-
-func errStmtExists(name string) *Error {
-	return newError(CodeStatementExists, name)
 }

@@ -347,6 +347,9 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		c.link.releaseDone.Wait()
 	}
 	s := c.link.srv
+	if s == nil {
+		c.followTrackingLocked()
+	}
 	if s == nil && (c.tracking || c.link.skipToSync) {
 		c.mu.Unlock()
 		handled, err := c.answerUnlinked(typ, n)

@@ -515,7 +515,7 @@ func fuzzSessionSeeds() [][]byte {
 		seedOf(seedTx, 0, 0, sdBig(0, 0, -1, 1), sdBig(0, 0, 0, 2), sdBig(0, 0, 1, 3), sdBig(0, 1, -1, 4), sdBig(0, 1, 1, 5), sdBig(0, 7, 0, 6)),
 		seedOf(seedTx, 0, 0, sdParse(s1, sQ(0), 23), sdSync(), sdBig(4, 1, 0, 1), sdExecute(0), sdSync(), sdBig(6, 0, 1, 0), sdSync()),
 		seedOf(seedSess, 0, 0, sdParse(s1, sQ(0)), sdBig(2, 0, 1, 2), sdBig(0, 3, 0, 1), sdSync()),
-		// A Parse of a name the client holds (42P05 from the pooler).
+		// A Parse of a name the client holds (an error from the pooler).
 		seedOf(seedTx, 0, 0, sdCycle(s1, sQ(0)), sdParse(s1, sQ(0)), sdBind(0, s1), sdSync(), sdBindExecute(s1)),
 		// A transaction block with an error inside.
 		seedOf(seedTx, 0, 0, sdQuery(sQ(1)), sdCycle(s1, sQ(0)), sdQuery(sQ(4)), sdQuery(sQ(0)), sdQuery(sQ(3)), sdBindExecute(s1)),
