@@ -1,0 +1,405 @@
+//go:build linux
+
+package integration
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The process guards and privileges of PgBouncer (issue 19, item 1): the
+// pidfile, the Unix socket, root, the user switch and -d, on the real
+// binary. Tests that need root skip without it (CI runs as root).
+
+// guardDir is a fresh directory the pooler can still write in (its pidfile)
+// after switching to PostgreSQL's OS user.
+func guardDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 && pg != nil && pg.cred != nil {
+		os.Chmod(filepath.Dir(dir), 0o711)
+		if err := os.Chown(dir, int(pg.cred.Uid), int(pg.cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// guardIni writes iniSettings(settings) and the test userlist into dir and
+// returns the config's path.
+func guardIni(t *testing.T, dir string, settings map[string]string) string {
+	t.Helper()
+	c := needPG(t)
+	authFile := filepath.Join(dir, "userlist.txt")
+	ini := strings.NewReplacer("@PGPORT@", strconv.Itoa(c.port), "@AUTH_FILE@", authFile).Replace(iniSettings(settings, ""))
+	if err := os.WriteFile(authFile, []byte(testUserlist), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pgbouncer.ini")
+	if err := os.WriteFile(path, []byte(ini), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// guarded is a pgturnstile process a guard test starts itself.
+type guarded struct {
+	cmd    *exec.Cmd
+	out    *logBuffer
+	exited chan struct{}
+}
+
+// runGuarded starts the binary with args: as root when asRoot (the test
+// must be root), else as the harness starts it (not root).
+func runGuarded(t *testing.T, asRoot bool, args ...string) *guarded {
+	t.Helper()
+	g := &guarded{cmd: exec.Command(poolerBinary(t), args...), out: newLogBuffer(), exited: make(chan struct{})}
+	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
+	if asRoot {
+		g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	} else {
+		g.cmd.SysProcAttr = poolerProcAttr("")
+	}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.cmd.Wait(); close(g.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-g.exited:
+		default:
+			g.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-g.exited:
+			case <-time.After(5 * time.Second):
+				syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+				<-g.exited
+			}
+		}
+	})
+	return g
+}
+
+// exitCode waits for the process to exit and returns its status.
+func (g *guarded) exitCode(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-g.exited:
+		return g.cmd.ProcessState.ExitCode()
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running after 15 s; output:\n%s", g.out.String())
+	}
+	return -1
+}
+
+// waitOutput waits until the output holds s.
+func (g *guarded) waitOutput(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for !strings.Contains(g.out.String(), s) {
+		select {
+		case <-g.exited:
+			if strings.Contains(g.out.String(), s) {
+				return
+			}
+			t.Fatalf("exited (%v) without logging %q:\n%s", g.cmd.ProcessState, s, g.out.String())
+		case <-deadline:
+			t.Fatalf("no %q within 15 s:\n%s", s, g.out.String())
+		case <-g.out.changed():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// readPid returns the pid a pidfile holds.
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("pidfile: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pidfile holds %q", b)
+	}
+	return pid
+}
+
+// procStatus returns a line's fields from /proc/PID/status ("Uid", "Gid",
+// "Groups", "PPid").
+func procStatus(t *testing.T, pid int, key string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
+			return strings.Fields(v)
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, key)
+	return nil
+}
+
+// checkRunsAsPostgresUser fails unless every uid and gid of pid is the
+// one PostgreSQL runs as and its only group is that user's.
+func checkRunsAsPostgresUser(t *testing.T, pid int) {
+	t.Helper()
+	uid, gid := strconv.Itoa(int(pg.cred.Uid)), strconv.Itoa(int(pg.cred.Gid))
+	for key, want := range map[string]string{"Uid": uid + " " + uid + " " + uid + " " + uid, "Gid": gid + " " + gid + " " + gid + " " + gid, "Groups": gid} {
+		if got := strings.Join(procStatus(t, pid, key), " "); got != want {
+			t.Errorf("/proc/%d/status %s: %q, want %q", pid, key, got, want)
+		}
+	}
+}
+
+// procSession is the session id of pid (/proc/PID/stat's sixth field).
+func procSession(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After "pid (comm) ": state ppid pgrp session …
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	sid, _ := strconv.Atoi(f[3])
+	return sid
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	needPG(t)
+	if os.Geteuid() != 0 || pg.cred == nil {
+		t.Skip("needs root (CI runs as root)")
+	}
+}
+
+var guardListenRE = regexp.MustCompile(`listening on 127\.0\.0\.1:(\d+)`)
+
+// selectOneThrough checks a query goes through the pooler on the port its
+// log names.
+func selectOneThrough(t *testing.T, log string) {
+	t.Helper()
+	m := guardListenRE.FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no listening line in:\n%s", log)
+	}
+	port, _ := strconv.Atoi(m[1])
+	p := &Pooler{Port: port}
+	conn := connectPgx(t, p.App())
+	// Closed now: SIGTERM's shutdown waits for clients.
+	defer conn.Close(ctxT(t, 5*time.Second))
+	var one int
+	if err := conn.QueryRow(ctxT(t, 10*time.Second), "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 through the pooler: %v %d", err, one)
+	}
+}
+
+// A second instance with the same pidfile refuses to start in PgBouncer's
+// words and leaves the first one's pidfile alone; the first removes it
+// when it exits.
+func TestGuardPidfileLive(t *testing.T) {
+	dir := guardDir(t)
+	pidPath := filepath.Join(dir, "pgbouncer.pid")
+	p := startPooler(t, iniSettings(map[string]string{"pidfile": pidPath}, ""), testUserlist)
+	p.WaitLog("process up", 10*time.Second) // the pidfile follows the listeners
+	if pid := readPid(t, pidPath); pid != p.cmd.Process.Pid {
+		t.Fatalf("pidfile holds %d, pooler is %d", pid, p.cmd.Process.Pid)
+	}
+	second := runGuarded(t, false, guardIni(t, guardDir(t), map[string]string{"pidfile": pidPath}))
+	if code := second.exitCode(t); code != 1 {
+		t.Fatalf("second instance exit %d, want 1; output:\n%s", code, second.out.String())
+	}
+	want := "FATAL pidfile '" + pidPath + "' exists, another instance running?"
+	if !strings.Contains(second.out.String(), want) {
+		t.Errorf("second instance output lacks %q:\n%s", want, second.out.String())
+	}
+	if pid := readPid(t, pidPath); pid != p.cmd.Process.Pid {
+		t.Fatalf("after the refused start the pidfile holds %d, want the first pooler's %d", pid, p.cmd.Process.Pid)
+	}
+	p.Stop()
+	if _, err := os.Stat(pidPath); !os.IsNotExist(err) {
+		t.Fatalf("pidfile left after exit: %v", err)
+	}
+}
+
+// A pidfile naming a process that is gone is removed ("stale pidfile,
+// removing") and replaced by ours.
+func TestGuardPidfileStale(t *testing.T) {
+	dir := guardDir(t)
+	pidPath := filepath.Join(dir, "pgbouncer.pid")
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(gone.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startPooler(t, iniSettings(map[string]string{"pidfile": pidPath}, ""), testUserlist)
+	if !p.WaitLog("LOG stale pidfile, removing", 10*time.Second) {
+		t.Errorf("no stale pidfile line:\n%s", p.Log())
+	}
+	// The pidfile is written after the listeners open.
+	p.WaitLog("process up", 10*time.Second)
+	if pid := readPid(t, pidPath); pid != p.cmd.Process.Pid {
+		t.Fatalf("pidfile holds %d, pooler is %d", pid, p.cmd.Process.Pid)
+	}
+}
+
+// A Unix-socket-only second instance refuses to start while the first
+// listens on the socket, which stays reachable; a stale socket file (its
+// process gone) is removed and bound.
+func TestGuardUnixSocket(t *testing.T) {
+	sock := guardDir(t)
+	p := startPooler(t, iniSettings(map[string]string{"unix_socket_dir": sock}, ""), testUserlist)
+	path := filepath.Join(sock, ".s.PGSQL."+strconv.Itoa(p.Port))
+	unixOnly := map[string]string{"listen_addr": "", "listen_port": strconv.Itoa(p.Port), "unix_socket_dir": sock}
+	second := runGuarded(t, false, guardIni(t, guardDir(t), unixOnly))
+	if code := second.exitCode(t); code != 1 || !strings.Contains(second.out.String(), "FATAL unix socket is in use, cannot continue") {
+		t.Fatalf("second instance: exit %d, want 1 and FATAL unix socket is in use, cannot continue; output:\n%s", code, second.out.String())
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("the first pooler's socket is gone: %v", err)
+	}
+	c.Close()
+	p.Alive(t)
+
+	stalePath := filepath.Join(sock, ".s.PGSQL.6999")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stalePath, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	unixOnly["listen_port"] = "6999"
+	third := runGuarded(t, false, guardIni(t, guardDir(t), unixOnly))
+	third.waitOutput(t, "listening on unix:"+stalePath)
+	c, err = net.Dial("unix", stalePath)
+	if err != nil {
+		t.Fatalf("socket over the stale one: %v", err)
+	}
+	c.Close()
+}
+
+// Root is refused without a user to switch to, and with user = root.
+func TestGuardRootRefused(t *testing.T) {
+	needRoot(t)
+	for _, settings := range []map[string]string{{}, {"user": "root"}} {
+		g := runGuarded(t, true, guardIni(t, guardDir(t), settings))
+		if code := g.exitCode(t); code != 1 || !strings.Contains(g.out.String(), "FATAL PgBouncer should not run as root") {
+			t.Errorf("%v as root: exit %d, want 1 and FATAL PgBouncer should not run as root; output:\n%s", settings, code, g.out.String())
+		}
+	}
+}
+
+// Started as root with user = (or -u) naming PostgreSQL's OS user, the
+// pooler switches after opening its listeners: every uid and gid of the
+// process is that user's, its only group that user's group, the pidfile
+// and the logfile it created are that user's, and it serves; on SIGTERM
+// it exits 0 and removes its pidfile.
+func TestGuardUserSwitchAsRoot(t *testing.T) {
+	needRoot(t)
+	for _, how := range []string{"user =", "-u"} {
+		t.Run(strings.TrimSuffix(how, " ="), func(t *testing.T) {
+			dir := guardDir(t)
+			settings := map[string]string{"pidfile": filepath.Join(dir, "p.pid"), "logfile": filepath.Join(dir, "l.log")}
+			var args []string
+			if how == "-u" {
+				args = []string{"-u", "postgres"}
+			} else {
+				settings["user"] = "postgres"
+			}
+			g := runGuarded(t, true, append(args, guardIni(t, dir, settings))...)
+			g.waitOutput(t, "process up")
+			pid := g.cmd.Process.Pid
+			checkRunsAsPostgresUser(t, pid)
+			if got := readPid(t, settings["pidfile"]); got != pid {
+				t.Errorf("pidfile holds %d, want %d", got, pid)
+			}
+			for _, f := range []string{settings["pidfile"], settings["logfile"]} {
+				if fi, err := os.Stat(f); err != nil || fi.Sys().(*syscall.Stat_t).Uid != pg.cred.Uid {
+					t.Errorf("%s: not owned by uid %d (%v)", f, pg.cred.Uid, err)
+				}
+			}
+			selectOneThrough(t, g.out.String())
+			g.cmd.Process.Signal(syscall.SIGTERM)
+			if code := g.exitCode(t); code != 0 {
+				t.Fatalf("exit %d after SIGTERM; output:\n%s", code, g.out.String())
+			}
+			if _, err := os.Stat(settings["pidfile"]); !os.IsNotExist(err) {
+				t.Errorf("pidfile left after exit: %v", err)
+			}
+		})
+	}
+}
+
+// -d: the command returns 0 once the daemon is up; the daemon, found by
+// its pidfile, runs in its own session, as the user it switched to, with
+// its log in the logfile, and serves; SIGTERM stops it and removes the
+// pidfile. -d without a pidfile, or with neither logfile nor syslog, is
+// refused.
+func TestGuardDaemon(t *testing.T) {
+	needRoot(t)
+	dir := guardDir(t)
+	pidPath, logPath := filepath.Join(dir, "p.pid"), filepath.Join(dir, "l.log")
+	ini := guardIni(t, dir, map[string]string{"pidfile": pidPath, "logfile": logPath, "user": "postgres"})
+	g := runGuarded(t, true, "-d", ini)
+	if code := g.exitCode(t); code != 0 || g.out.String() != "" {
+		t.Fatalf("-d: exit %d, output %q; want 0 and nothing", code, g.out.String())
+	}
+	pid := readPid(t, pidPath)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	checkRunsAsPostgresUser(t, pid)
+	if ppid := procStatus(t, pid, "PPid")[0]; ppid == strconv.Itoa(g.cmd.Process.Pid) || ppid == strconv.Itoa(os.Getpid()) {
+		t.Errorf("daemon's parent is %s: not detached", ppid)
+	}
+	if sid := procSession(t, pid); sid != pid {
+		t.Errorf("daemon's session %d, want its own (%d)", sid, pid)
+	}
+	// The parent returns once the pidfile is written, just before this line.
+	var logText []byte
+	for i := 0; !strings.Contains(string(logText), "["+strconv.Itoa(pid)+"] LOG process up"); i++ {
+		if i == 100 {
+			t.Fatalf("logfile lacks the daemon's process up line:\n%s", logText)
+		}
+		time.Sleep(100 * time.Millisecond)
+		logText, _ = os.ReadFile(logPath)
+	}
+	selectOneThrough(t, string(logText))
+	syscall.Kill(pid, syscall.SIGTERM)
+	for i := 0; ; i++ {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); os.IsNotExist(err) {
+			break
+		}
+		if i == 150 {
+			t.Fatalf("daemon still running 15 s after SIGTERM")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := os.Stat(pidPath); !os.IsNotExist(err) {
+		t.Errorf("pidfile left after exit: %v", err)
+	}
+
+	for _, c := range []struct {
+		settings map[string]string
+		want     string
+	}{
+		{map[string]string{"logfile": logPath, "user": "postgres"}, "FATAL daemon needs pidfile configured"},
+		{map[string]string{"pidfile": pidPath, "user": "postgres"}, "FATAL daemon needs logfile or syslog configured"},
+	} {
+		g := runGuarded(t, true, "-d", guardIni(t, guardDir(t), c.settings))
+		if code := g.exitCode(t); code != 1 || !strings.Contains(g.out.String(), c.want) {
+			t.Errorf("-d with %v: exit %d, output %q; want 1 and %q", c.settings, code, g.out.String(), c.want)
+		}
+	}
+}
