@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -401,5 +402,102 @@ func TestGuardDaemon(t *testing.T) {
 		if code := g.exitCode(t); code != 1 || !strings.Contains(g.out.String(), c.want) {
 			t.Errorf("-d with %v: exit %d, output %q; want 1 and %q", c.settings, code, g.out.String(), c.want)
 		}
+	}
+}
+
+// Debian's /etc/init.d/pgbouncer (pgbouncer package) starts, reloads and
+// stops pgturnstile unchanged but for its paths: DAEMON pointing at our
+// binary, the pidfile and config in a temp dir. It runs start-stop-daemon
+// --chuid postgres -- -d CONFIG, then finds the process by its pidfile.
+func TestDebianInitScript(t *testing.T) {
+	needRoot(t)
+	const script = "/etc/init.d/pgbouncer"
+	orig, err := os.ReadFile(script)
+	if err != nil {
+		t.Skip("no " + script + " (Debian's pgbouncer package)")
+	}
+	for _, tool := range []string{"/sbin/start-stop-daemon", "/lib/lsb/init-functions"} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Skip("no " + tool)
+		}
+	}
+	dir := guardDir(t)
+	// The binary where the postgres user can run it.
+	bin := filepath.Join(dir, "pgturnstile")
+	b, err := os.ReadFile(poolerBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pidPath, logPath := filepath.Join(dir, "pgbouncer.pid"), filepath.Join(dir, "pgbouncer.log")
+	ini := guardIni(t, dir, map[string]string{"pidfile": pidPath, "logfile": logPath})
+	text := string(orig)
+	for _, r := range [][2]string{
+		{"\nDAEMON=/usr/sbin/$NAME\n", "\nDAEMON=" + bin + "\n"},
+		{"\nPIDDIR=/var/run/postgresql\n", "\nPIDDIR=" + dir + "\n"},
+		{"\nOPTS=\"-d /etc/pgbouncer/$NAME.ini\"\n", "\nOPTS=\"-d " + ini + "\"\n"},
+		{"if [ -f /etc/default/pgbouncer ] ; then", "if false ; then"},
+	} {
+		if !strings.Contains(text, r[0]) {
+			t.Skipf("%s has no line %q to point elsewhere", script, r[0])
+		}
+		text = strings.Replace(text, r[0], r[1], 1)
+	}
+	initScript := filepath.Join(dir, "init-pgbouncer")
+	if err := os.WriteFile(initScript, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	initd := func(action string) (string, int) {
+		out, err := exec.CommandContext(ctxT(t, 60*time.Second), initScript, action).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %s: %v", initScript, action, err)
+		}
+		return string(out), 0
+	}
+	if out, code := initd("start"); code != 0 {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("start: exit %d, %q; log:\n%s", code, out, log)
+	}
+	pid := readPid(t, pidPath)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if u := procStatus(t, pid, "Uid")[0]; u != strconv.Itoa(int(pg.cred.Uid)) {
+		t.Errorf("daemon runs as uid %s, want postgres's %d", u, pg.cred.Uid)
+	}
+	if out, code := initd("status"); code != 0 {
+		t.Errorf("status while running: exit %d, %q", code, out)
+	}
+	if out, code := initd("reload"); code != 0 {
+		t.Errorf("reload: exit %d, %q", code, out)
+	}
+	waitFile(t, logPath, "got SIGHUP, re-reading config")
+	if out, code := initd("stop"); code != 0 {
+		t.Fatalf("stop: exit %d, %q", code, out)
+	}
+	waitFile(t, logPath, "shutdown complete")
+	if _, err := os.Stat(pidPath); !os.IsNotExist(err) {
+		t.Errorf("pidfile left after stop: %v", err)
+	}
+	if out, code := initd("status"); code != 3 {
+		t.Errorf("status after stop: exit %d, %q; want 3 (not running)", code, out)
+	}
+}
+
+// waitFile waits until the file at path holds s.
+func waitFile(t *testing.T, path, s string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), s) {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("%s lacks %q after 10 s:\n%s", path, s, b)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
