@@ -501,3 +501,20 @@ func waitFile(t *testing.T, path, s string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Not root, -u naming the user it already runs as is fine (PgBouncer's
+// setgid/setuid to oneself succeed); naming another user fails as
+// PgBouncer's does.
+func TestGuardUserFlagNotRoot(t *testing.T) {
+	needRoot(t) // to run it as PostgreSQL's OS user, the harness's way
+	ok := runGuarded(t, false, "-u", "postgres", guardIni(t, guardDir(t), nil))
+	ok.waitOutput(t, "process up")
+	// Not root, the groups are left as they were (PgBouncer's rule).
+	if u := procStatus(t, ok.cmd.Process.Pid, "Uid")[0]; u != strconv.Itoa(int(pg.cred.Uid)) {
+		t.Errorf("runs as uid %s, want %d", u, pg.cred.Uid)
+	}
+	other := runGuarded(t, false, "-u", "nobody", guardIni(t, guardDir(t), nil))
+	if code := other.exitCode(t); code != 1 || !strings.Contains(other.out.String(), "FATAL failed to assume identity of user 'nobody': Operation not permitted") {
+		t.Errorf("-u nobody as postgres: exit %d; output:\n%s", code, other.out.String())
+	}
+}
