@@ -138,7 +138,14 @@ func readPid(t *testing.T, path string) int {
 // "Groups", "PPid").
 func procStatus(t *testing.T, pid int, key string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return procStatusOf(t, strconv.Itoa(pid), key)
+}
+
+// procStatusOf is procStatus for /proc/WHICH/status (WHICH: PID or
+// PID/task/TID).
+func procStatusOf(t *testing.T, which, key string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + which + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,18 +154,25 @@ func procStatus(t *testing.T, pid int, key string) []string {
 			return strings.Fields(v)
 		}
 	}
-	t.Fatalf("/proc/%d/status has no %s", pid, key)
+	t.Fatalf("/proc/%s/status has no %s", which, key)
 	return nil
 }
 
-// checkRunsAsPostgresUser fails unless every uid and gid of pid is the
-// one PostgreSQL runs as and its only group is that user's.
+// checkRunsAsPostgresUser fails unless every uid and gid of every thread
+// of pid is the one PostgreSQL runs as and its only group is that user's.
 func checkRunsAsPostgresUser(t *testing.T, pid int) {
 	t.Helper()
 	uid, gid := strconv.Itoa(int(pg.cred.Uid)), strconv.Itoa(int(pg.cred.Gid))
-	for key, want := range map[string]string{"Uid": uid + " " + uid + " " + uid + " " + uid, "Gid": gid + " " + gid + " " + gid + " " + gid, "Groups": gid} {
-		if got := strings.Join(procStatus(t, pid, key), " "); got != want {
-			t.Errorf("/proc/%d/status %s: %q, want %q", pid, key, got, want)
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) < 2 {
+		t.Fatalf("threads of %d: %d (%v)", pid, len(tasks), err)
+	}
+	for _, task := range tasks {
+		status := strconv.Itoa(pid) + "/task/" + task.Name()
+		for key, want := range map[string]string{"Uid": uid + " " + uid + " " + uid + " " + uid, "Gid": gid + " " + gid + " " + gid + " " + gid, "Groups": gid} {
+			if got := strings.Join(procStatusOf(t, status, key), " "); got != want {
+				t.Errorf("/proc/%s/status %s: %q, want %q", status, key, got, want)
+			}
 		}
 	}
 }
