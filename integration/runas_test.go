@@ -3,35 +3,22 @@
 package integration
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgtest"
 )
 
-// capDACOverride is CAP_DAC_OVERRIDE (linux/capability.h).
-const capDACOverride = 1
-
-// poolerProcAttr is how the harness starts the pooler. The pooler refuses
-// to run as root (as PgBouncer), and the tests run as root in CI, so there
-// it runs as the OS user PostgreSQL runs as, keeping CAP_DAC_OVERRIDE so
-// that it still reads and writes the files the tests create as root (0600
-// configs and userlists, TLS keys, temp dirs, rewritten before a RELOAD).
-// The capability takes effect only once the binary runs, so dir (its
-// working directory, a t.TempDir() whose parent is root's 0700) is made
-// reachable first. The guards' own tests (guards_test.go) start it as
-// root on purpose.
+// poolerProcAttr is how the harness starts the pooler: not as root
+// (pgtest.PoolerProcAttr). The guards' own tests (guards_test.go) start it
+// as root on purpose.
 func poolerProcAttr(dir string) *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 && pg != nil && pg.cred != nil {
-		a.Credential = pg.cred
-		a.AmbientCaps = []uintptr{capDACOverride}
-		if dir != "" {
-			os.Chmod(filepath.Dir(dir), 0o711)
-		}
+	var cred *syscall.Credential
+	if pg != nil {
+		cred = pg.cred
 	}
-	return a
+	return pgtest.PoolerProcAttr(cred, dir)
 }
 
 // psqlAsPooler is psql run as the pooler's OS user: the console lets that
