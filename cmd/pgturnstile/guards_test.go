@@ -168,3 +168,28 @@ func TestSyslog(t *testing.T) {
 		t.Errorf("levelName(levelFatal) = %q", got)
 	}
 }
+
+// -u wins over user =; an unknown user is PgBouncer's error; root needs a
+// user to switch to that is not root.
+func TestTargetUserAndRoot(t *testing.T) {
+	if tg, err := lookupTarget("", ""); tg != nil || err != nil {
+		t.Fatalf("no user: %+v %v", tg, err)
+	}
+	tg, err := lookupTarget("root", "no_such_user_pgt")
+	if err != nil || tg.name != "root" || tg.uid != 0 || tg.gid != 0 {
+		t.Fatalf("-u root over user = no_such_user_pgt: %+v %v", tg, err)
+	}
+	if _, err := lookupTarget("", "no_such_user_pgt"); err == nil || err.Error() != "could not find user 'no_such_user_pgt' to switch to" {
+		t.Fatalf("unknown user: %v", err)
+	}
+	nobody := &target{name: "nobody", uid: 65534, gid: 65534}
+	for _, c := range []struct {
+		t    *target
+		root bool // refused when we are root
+	}{{nil, true}, {tg, true}, {nobody, false}} {
+		err := checkRoot(c.t)
+		if want := c.root && os.Getuid() == 0; (err != nil) != want || (err != nil && err.Error() != "PgBouncer should not run as root") {
+			t.Errorf("checkRoot(%+v) as uid %d: %v", c.t, os.Getuid(), err)
+		}
+	}
+}
