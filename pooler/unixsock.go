@@ -27,9 +27,8 @@ func UnixSocketPath(dir string, port int) string {
 // is removed. Anything else (no file, not a socket, no permission to
 // connect) is left for the bind to report.
 func ClearUnixSocket(path string) error {
-	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	err := probeUnixSocket(path)
 	if err == nil {
-		c.Close()
 		return ErrUnixSocketInUse
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
@@ -43,4 +42,24 @@ func ClearUnixSocket(path string) error {
 		return err
 	}
 	return nil
+}
+
+// CheckUnixSocket is PgBouncer's check_old_process_unix, run before the
+// pidfile check: ErrUnixSocketInUse when a process accepts on path. It
+// removes nothing; Listen clears a stale socket when it binds.
+func CheckUnixSocket(path string) error {
+	if probeUnixSocket(path) == nil {
+		return ErrUnixSocketInUse
+	}
+	return nil
+}
+
+// probeUnixSocket connects to path and hangs up: nil when a process
+// accepts there.
+func probeUnixSocket(path string) error {
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }

@@ -73,7 +73,7 @@ func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, 
 	// With listen_port = 0 (tests) the socket's name is known only after
 	// the TCP bind; Listen applies the same guard then.
 	if st.UnixSocketDir != "" && st.ListenPort != 0 {
-		if err := pooler.ClearUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); errors.Is(err, pooler.ErrUnixSocketInUse) {
+		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
 			fatal(log, err.Error())
 			return nil, 1
 		}
