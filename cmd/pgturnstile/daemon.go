@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 
 	"github.com/pgturnstile/pgturnstile/config"
 )
@@ -24,6 +23,9 @@ func daemonChild() bool { return os.Getenv(daemonEnv) != "" }
 // somewhere for the log to go, since stderr is /dev/null from then on
 // (PgBouncer's documentation requires logfile or syslog).
 func checkDaemonConfig(st *config.Settings) error {
+	if errDaemonPlatform != nil {
+		return errDaemonPlatform
+	}
 	if st.Pidfile == "" {
 		return errors.New("daemon needs pidfile configured")
 	}
@@ -58,7 +60,7 @@ func daemonize(stderr io.Writer) int {
 	cmd.Args[0] = os.Args[0]
 	cmd.Env = append(os.Environ(), daemonEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w} // fd 3 in the child
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = detached()
 	err = cmd.Start()
 	w.Close()
 	if err != nil {

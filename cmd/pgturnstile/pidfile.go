@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // checkPidfile is PgBouncer's check_pidfile, run before the listeners open:
@@ -31,8 +30,7 @@ func checkPidfile(path string) (stale bool, err error) {
 	if !ok {
 		return false, inUse
 	}
-	// Signal 0 checks the process exists; only ESRCH says it does not.
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+	if processMayExist(pid) {
 		return false, inUse
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"runtime"
 	"strconv"
 	"syscall"
 )
@@ -29,6 +30,9 @@ func lookupTarget(flagUser, iniUser string) (*target, error) {
 	if name == "" {
 		return nil, nil
 	}
+	if runtime.GOOS == "windows" {
+		return nil, errors.New("option --user (-u) is not supported on this platform")
+	}
 	u, err := user.Lookup(name)
 	if err != nil {
 		return nil, fmt.Errorf("could not find user '%s' to switch to", name)
@@ -50,30 +54,6 @@ func checkRoot(t *target) error {
 	}
 	if t == nil || t.uid == 0 {
 		return errRunAsRoot
-	}
-	return nil
-}
-
-// switchUser becomes t as PgBouncer's change_user does: the supplementary
-// groups reduced to t's primary group (only root may, and only root needs
-// to), then the gid, then the uid. Since Go 1.16 these apply to every
-// thread of the process on Linux, so no goroutine keeps root. A non-root
-// process naming itself succeeds; naming another user fails with EPERM,
-// as in PgBouncer.
-func switchUser(t *target) error {
-	if os.Getuid() == 0 {
-		if err := syscall.Setgroups([]int{t.gid}); err != nil {
-			return fmt.Errorf("failed to reset groups: %v", errnoText(err))
-		}
-	}
-	if err := syscall.Setgid(t.gid); err != nil {
-		return fmt.Errorf("failed to assume identity of user '%s': %v", t.name, errnoText(err))
-	}
-	if err := syscall.Setuid(t.uid); err != nil {
-		return fmt.Errorf("failed to assume identity of user '%s': %v", t.name, errnoText(err))
-	}
-	if os.Getuid() != t.uid || os.Geteuid() != t.uid {
-		return errors.New("setuid() failed to work")
 	}
 	return nil
 }
