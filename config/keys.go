@@ -166,7 +166,7 @@ func init() {
 		{Name: "unix_socket_mode", Kind: KindInt, Default: "0777", max: 07777, Status: NotSupported, Doc: "file mode of the Unix socket", Note: notImpl,
 			field: func(s *Settings) any { return &s.UnixSocketMode }},
 		{Name: "unix_socket_group", Kind: KindString, Status: NotSupported, Doc: "group of the Unix socket", Note: notImpl},
-		{Name: "user", Kind: KindString, Status: NotSupported, Doc: "Unix user to switch to when started as root", Note: "Go cannot setuid a multi-threaded process safely; run as the target user (systemd User=)",
+		{Name: "user", Kind: KindString, Doc: "Unix user to switch to when started as root (`-u` wins); root is refused without it", Note: "switched after the listeners open (PgBouncer: before), so a port below 1024 works; setgroups/setgid/setuid apply to every thread (Go 1.16+)",
 			field: func(s *Settings) any { return &s.User }},
 		{Name: "pidfile", Kind: KindString, Doc: "PID file",
 			field: func(s *Settings) any { return &s.Pidfile }},
@@ -315,11 +315,11 @@ func init() {
 		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tlsNote},
 
 		// Logging.
-		{Name: "syslog", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "log to syslog", Note: "logs go to stderr/logfile (journald reads stderr)",
+		{Name: "syslog", Kind: KindBool, Default: "0", Status: Partial, Doc: "log to syslog (as well as stderr/logfile), LOG level and above", Note: "read at start; a RELOAD does not turn it on or off yet",
 			field: func(s *Settings) any { return &s.Syslog }},
-		{Name: "syslog_ident", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "syslog program name", Note: "syslog is not implemented",
+		{Name: "syslog_ident", Kind: KindString, Default: "pgbouncer", Status: Partial, Doc: "syslog program name", Note: "read at start",
 			field: func(s *Settings) any { return &s.SyslogIdent }},
-		{Name: "syslog_facility", Kind: KindString, Default: "daemon", Status: NotSupported, Doc: "syslog facility", Note: "syslog is not implemented",
+		{Name: "syslog_facility", Kind: KindString, Default: "daemon", Status: Partial, Doc: "syslog facility: auth, authpriv, daemon, user, local0-7 (others: daemon)", Note: "read at start",
 			field: func(s *Settings) any { return &s.SyslogFacility }},
 		{Name: "log_connections", Kind: KindBool, Default: "1", Doc: "log successful logins",
 			field: func(s *Settings) any { return &s.LogConnections }},

@@ -410,7 +410,6 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 `)
 	want := []string{
 		`setting "so_reuseport" is not supported yet and is ignored (pgbouncer.ini:2)`,
-		`setting "syslog" is not supported yet and is ignored (pgbouncer.ini:7)`,
 		`auth_type "pam" is not supported yet (pgbouncer.ini:8)`,
 		`database parameter "load_balance_hosts" is not supported yet and is ignored (pgbouncer.ini:11)`,
 		`database parameter "server_lifetime" is not supported yet and is ignored (pgbouncer.ini:11)`,

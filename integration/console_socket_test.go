@@ -15,7 +15,7 @@ func TestConsoleUnixSocketLogin(t *testing.T) {
 	needPG(t)
 	sock := t.TempDir()
 	p := startPooler(t, iniSettings(map[string]string{"unix_socket_dir": sock}, ""), testUserlist)
-	out, stderr, err := psql(t, "", "-X", "-tA", "-h", sock, "-p", strconv.Itoa(p.Port), "-U", "pgbouncer", "-d", "pgbouncer", "-c", "SHOW VERSION")
+	out, stderr, err := psqlAsPooler(t, "", "-X", "-tA", "-h", sock, "-p", strconv.Itoa(p.Port), "-U", "pgbouncer", "-d", "pgbouncer", "-c", "SHOW VERSION")
 	if err != nil || !strings.HasPrefix(out, "PgBouncer ") {
 		t.Fatalf("socket login: %q %v %s", out, err, stderr)
 	}

@@ -171,7 +171,7 @@ func startPoolerEnv(t testing.TB, ini, userlist string, env []string) *Pooler {
 	p.cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
 	p.cmd.Stdout = p.log
 	p.cmd.Stderr = p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = poolerProcAttr(dir) // not root (runas_test.go)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting pooler: %v", err)
 	}
@@ -517,8 +517,15 @@ func clientEnv(password string) []string {
 // and the exit error.
 func psql(t testing.TB, password string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return psqlWith(t, func(*exec.Cmd) {}, password, args...)
+}
+
+// psqlWith is psql with setup applied to the command before it runs.
+func psqlWith(t testing.TB, setup func(*exec.Cmd), password string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	cmd := exec.CommandContext(ctxT(t, 30*time.Second), psqlPath, append([]string{"-X", "-v", "ON_ERROR_STOP=1"}, args...)...)
 	cmd.Env = clientEnv(password)
+	setup(cmd)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -118,7 +118,7 @@ func TestShutdownKeepsConsoleOnUnixSocket(t *testing.T) {
 		c.Close()
 		t.Error("the TCP listener still accepts during SHUTDOWN")
 	}
-	out, stderr, err := psql(t, "", "-X", "-tA", "-h", sock, "-p", port, "-U", "pgbouncer", "-d", "pgbouncer", "-c", "SHOW VERSION")
+	out, stderr, err := psqlAsPooler(t, "", "-X", "-tA", "-h", sock, "-p", port, "-U", "pgbouncer", "-d", "pgbouncer", "-c", "SHOW VERSION")
 	if err != nil || !strings.HasPrefix(out, "PgBouncer ") {
 		t.Fatalf("console over the Unix socket during SHUTDOWN: %q %v %s", out, err, stderr)
 	}

@@ -5,6 +5,7 @@
 //
 //	service.go         Service: listeners, accept, the client registry (cancel
 //	                   keys), pools by (database, user), auth_query
+//	unixsock.go        the Unix socket guard: refuse a live one, remove a stale one
 //	apply.go           Service.Apply: a configuration derived, then swapped in
 //	console.go         the admin console's view of the service (consoleView)
 //	objects.go         server states and the pool's server lists, one writer

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,11 +202,10 @@ func (s *Service) Listen() error {
 		s.listeners = append(s.listeners, ln)
 	}
 	if dir := st.UnixSocketDir; dir != "" {
-		path := filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(port))
-		if _, err := os.Stat(path); err == nil {
-			// A stale socket of a process that died; a live one would
-			// have refused our TCP bind on the same port already.
-			os.Remove(path)
+		path := UnixSocketPath(dir, port)
+		if err := ClearUnixSocket(path); err != nil {
+			s.Close()
+			return err
 		}
 		ln, err := net.Listen("unix", path)
 		if err != nil {

@@ -33,6 +33,8 @@ func (h *pgbHandler) Enabled(_ context.Context, l slog.Level) bool { return l >=
 
 func levelName(l slog.Level) string {
 	switch {
+	case l >= levelFatal:
+		return "FATAL"
 	case l >= slog.LevelError:
 		return "ERROR"
 	case l >= slog.LevelWarn:

@@ -44,12 +44,11 @@ Usage:
   pgturnstile --dev-backend=HOST:PORT
 
 Options:
-  -d, --daemon           not supported: run under systemd or a supervisor
-                         (refused with an error)
+  -d, --daemon           run in background (as a daemon); needs pidfile,
+                         and logfile or syslog
   -q, --quiet            run quietly (no log to stderr)
   -v, --verbose          increase verbosity (repeatable)
-  -u, --user=USERNAME    not supported: start as the intended user
-                         (refused with an error)
+  -u, --user=USERNAME    switch to USERNAME after opening the listeners
   -V, --version          show version, then exit
   -h, --help             show this help, then exit
       --dev-backend=HOST:PORT
@@ -100,12 +99,6 @@ func run(args []string, stderr io.Writer) int {
 	case version:
 		printVersion(os.Stdout)
 		return 0
-	case daemon:
-		fmt.Fprintln(stderr, "pgturnstile: -d (daemonize) is not supported; run it under systemd (Type=notify) or another supervisor")
-		return 1
-	case user != "":
-		fmt.Fprintln(stderr, "pgturnstile: -u (switch user) is not supported; start pgturnstile as the user it should run as")
-		return 1
 	}
 
 	var cfg *config.Config
@@ -128,6 +121,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 
+	logCreated := logfileMissing(cfg.Settings.Logfile)
 	logOut, closeLog, err := logWriter(cfg, quiet, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "pgturnstile: %v\n", err)
@@ -139,14 +133,14 @@ func run(args []string, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(newHandler(logOut, level))
-
-	if pf := cfg.Settings.Pidfile; pf != "" {
-		if err := os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-			log.Error("cannot write pidfile: " + err.Error())
-			return 1
-		}
-		defer os.Remove(pf)
+	log, closeSyslog := withSyslog(log, &cfg.Settings)
+	defer closeSyslog()
+	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
+	start, code := beforeListen(cfg, user, daemon, logCreated, log, stderr)
+	if code >= 0 {
+		return code
 	}
+	defer start.exit()
 
 	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine))
 	if err != nil {
@@ -179,6 +173,10 @@ func run(args []string, stderr io.Writer) int {
 			runtime.MemProfileRate = n
 		}
 		go http.ListenAndServe(addr, nil)
+	}
+	// The user switch and the pidfile, once every listener is open.
+	if !start.afterListen() {
+		return 1
 	}
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 

@@ -15,13 +15,18 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("[pgbouncer]\nlisten_port = 6432\nno_such_setting = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	good := filepath.Join(dir, "good.ini")
+	if err := os.WriteFile(good, []byte("[databases]\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = 0\nunix_socket_dir =\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int
 		want string // in stderr
 	}{
-		{[]string{"-d", "x.ini"}, 1, "-d (daemonize) is not supported"},
-		{[]string{"-u", "postgres", "x.ini"}, 1, "-u (switch user) is not supported"},
+		{[]string{"-d", "x.ini"}, 1, "cannot load config file"},
+		{[]string{"-u", "no_such_user_pgt", good}, 1, "FATAL could not find user 'no_such_user_pgt' to switch to"},
+		{[]string{"--user=no_such_user_pgt", good}, 1, "FATAL could not find user 'no_such_user_pgt' to switch to"},
 		{[]string{}, 1, "Usage:"},
 		{[]string{"a.ini", "b.ini"}, 1, "Usage:"},
 		{[]string{filepath.Join(dir, "missing.ini")}, 1, "cannot load config file"},

@@ -120,7 +120,7 @@ ignore_startup_parameters = extra_float_digits
 	p.cmd = exec.Command(bin, iniPath)
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = pgtest.PoolerProcAttr(pg.cred, dir) // not root
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting pooler: %v", err)
 	}

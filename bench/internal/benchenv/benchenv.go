@@ -232,8 +232,8 @@ type Pooler struct {
 	// Name names its files in Dir: Name.ini, Name.stderr (its stdout and
 	// stderr) and, for PgBouncer, Name.log.
 	Name string
-	// Bouncer: this is PgBouncer, which runs as the postgres OS user when
-	// we are root and logs to Name.log; otherwise it is pgturnstile.
+	// Bouncer: this is PgBouncer, which logs to Name.log; otherwise it is
+	// pgturnstile. Both run as the postgres OS user when we are root.
 	Bouncer bool
 	Bin     string
 	Env     []string // added to our environment
@@ -269,12 +269,10 @@ func (e *Env) StartPooler(pl Pooler) (*Proc, error) {
 	if err := os.WriteFile(ini, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
-	var cmd *exec.Cmd
+	// Both refuse to run as root: as the postgres OS user when we are root.
+	cmd := e.command(pl.Bin, ini)
 	if pl.Bouncer {
-		cmd = e.command(pl.Bin, "-q", ini) // PgBouncer refuses to run as root
-	} else {
-		cmd = exec.Command(pl.Bin, ini)
-		cmd.Dir = e.Dir
+		cmd = e.command(pl.Bin, "-q", ini)
 	}
 	cmd.Env = append(os.Environ(), pl.Env...)
 	lf, err := os.OpenFile(stderrPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
