@@ -28,6 +28,12 @@ import (
 // Version is the pgturnstile release.
 const Version = "0.1.0"
 
+// versionLine is both SHOW VERSION's answer and the first line of
+// --version, as in PgBouncer (its suite compares the two). Monitoring
+// (pgbouncer_exporter) parses "PgBouncer x.y.z" from SHOW VERSION to
+// decide which columns to expect, so it names the PgBouncer level we match.
+const versionLine = "PgBouncer 1.25.0 (pgturnstile " + Version + ")"
+
 //go:embed default.ini
 var defaultConfig string
 
@@ -92,7 +98,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprint(os.Stdout, usage)
 		return 0
 	case version:
-		fmt.Fprintf(os.Stdout, "pgturnstile %s (PgBouncer-compatible)\n", Version)
+		fmt.Fprintln(os.Stdout, versionLine)
 		return 0
 	case daemon:
 		fmt.Fprintln(stderr, "pgturnstile: -d (daemonize) is not supported; run it under systemd (Type=notify) or another supervisor")
@@ -142,9 +148,7 @@ func run(args []string, stderr io.Writer) int {
 		defer os.Remove(pf)
 	}
 
-	// Monitoring (pgbouncer_exporter) parses "PgBouncer x.y.z" to decide
-	// which columns to expect: report the PgBouncer level we match.
-	svc, err := pooler.New(cfg, log, pooler.WithVersion("PgBouncer 1.25.0 (pgturnstile "+Version+")"))
+	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
