@@ -80,6 +80,12 @@ type Service struct {
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
 
+	// socketIDs numbers clients and servers from one sequence, from 1 in
+	// the order they are made, as PgBouncer numbers its sockets: SHOW
+	// CLIENTS, SERVERS and SOCKETS, C-n and S-n in the log, and
+	// KILL_CLIENT's id all use it.
+	socketIDs atomic.Uint64
+
 	// changes is notified whenever a server closes (or a login in flight
 	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
 	// SHUTDOWN wait on it for their conditions.
@@ -341,7 +347,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	sio := wire.SocketIO(conn)
 	c := &client{
 		svc:       s,
-		id:        clientIDs.Add(1),
+		id:        s.socketIDs.Add(1),
 		conn:      conn,
 		r:         wire.NewReader(sio, clientReadBuffer),
 		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
