@@ -177,6 +177,9 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	if c.svc.isDisabled(c.dbName) {
 		return nil, newError(CodeDatabaseDisabled, c.dbName)
 	}
+	if c.svc.registerAutoDB(cfg, c.dbName) {
+		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s registered new auto-database: %s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName))
+	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,10 @@ type Service struct {
 	// KILL_CLIENT's id all use it.
 	socketIDs atomic.Uint64
 
+	// autoDBs are the database names served from the "*" entry so far
+	// (autodb.go), each registered once.
+	autoDBs sync.Map
+
 	// changes is notified whenever a server closes (or a login in flight
 	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
 	// SHUTDOWN wait on it for their conditions.
