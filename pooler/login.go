@@ -321,10 +321,13 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 	return params, unrecognized, nil
 }
 
+// readOptions reads the -c settings of the options startup parameter as
+// PgBouncer's set_startup_options does: tracked parameters are kept, an
+// ignored one is dropped, and with "options" itself in
+// ignore_startup_parameters every other one is dropped too (the tracked
+// ones are still kept); an argument that is not -c/-- name=value is
+// refused either way.
 func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
-	if ignored("options") {
-		return nil
-	}
 	fields := splitOptions(opts)
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -358,7 +361,7 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		}
 		if name := c.svc.trackedName(k); name != "" {
 			params[name] = v
-		} else if !ignored(k) {
+		} else if !ignored(k) && !ignored("options") {
 			return newError(CodeUnsupportedOptionsParam, k)
 		}
 	}
