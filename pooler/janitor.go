@@ -34,6 +34,9 @@ func (s *Service) janitor(ctx context.Context) {
 					p.stats.rollPeriod(period)
 				}
 			}
+			if roll {
+				s.consoleStats.rollPeriod(period)
+			}
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now
 				s.requestParks(now)

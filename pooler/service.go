@@ -86,6 +86,10 @@ type Service struct {
 	// KILL_CLIENT's id all use it.
 	socketIDs atomic.Uint64
 
+	// consoleStats are the admin console's SHOW STATS counters (the
+	// pgbouncer database's row): its queries, each a transaction.
+	consoleStats poolStats
+
 	// autoDBs are the database names served from the "*" entry so far
 	// (autodb.go), each registered once.
 	autoDBs sync.Map
