@@ -162,7 +162,6 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	conn.SetDeadline(time.Time{})
 	now := p.svc.clock.Now()
-	s.id = p.svc.socketIDs.Add(1)
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
 	s.noteAppName(login.Params["application_name"])

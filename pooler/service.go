@@ -79,6 +79,8 @@ type Service struct {
 
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
+	// cmdVerbose is the command line's -v count (WithVerbose, verbose.go).
+	cmdVerbose int
 
 	// socketIDs numbers clients and servers from one sequence, from 1 in
 	// the order they are made, as PgBouncer numbers its sockets: SHOW

@@ -47,7 +47,11 @@ Options:
   -d, --daemon           not supported: run under systemd or a supervisor
                          (refused with an error)
   -q, --quiet            run quietly (no log to stderr)
-  -v, --verbose          increase verbosity (repeatable)
+  -v, --verbose          increase verbosity, added to the verbose setting:
+                         -v logs DEBUG lines (startup parameters, logins,
+                         server logins launched, the SETs that align a
+                         server's parameters with its client's), -vv
+                         NOISE lines too (each server assignment)
   -u, --user=USERNAME    not supported: start as the intended user
                          (refused with an error)
   -V, --version          show version, then exit
@@ -134,11 +138,8 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer closeLog()
-	level := slog.LevelInfo
-	if verbose+cfg.Settings.Verbose > 0 {
-		level = slog.LevelDebug
-	}
-	log := slog.New(newHandler(logOut, level))
+	handler := newHandler(logOut, verbose+cfg.Settings.Verbose)
+	log := slog.New(handler)
 
 	if pf := cfg.Settings.Pidfile; pf != "" {
 		if err := os.WriteFile(pf, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
@@ -148,11 +149,12 @@ func run(args []string, stderr io.Writer) int {
 		defer os.Remove(pf)
 	}
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine))
+	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
 	}
+	handler.setVerbose(svc.Verbose)
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
