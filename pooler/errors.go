@@ -61,6 +61,7 @@ const (
 	CodeStatementNameTooLong
 	CodeStatementBudget
 	CodeStatementExists
+	CodeQueryTimeoutWaiting
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -126,6 +127,11 @@ var codes = map[Code]codeInfo{
 	CodeStatementNameTooLong: {"ERROR", "54000", "prepared statement name too long"},
 	CodeStatementBudget:      {"ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
 	CodeStatementExists:      {"ERROR", "42P05", `prepared statement "%s" already exists`},
+
+	// query_timeout of a client still waiting for a server: PgBouncer's
+	// janitor says it with the setting's name, unlike the "query timeout"
+	// of a query that ran too long on its server.
+	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

@@ -69,6 +69,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementNameTooLong, nil, "ERROR", "54000", "prepared statement name too long"},
 		{CodeStatementBudget, nil, "ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
 		{CodeStatementExists, []any{"s1"}, "ERROR", "42P05", `prepared statement "s1" already exists`},
+		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 	}
 	pinned := map[Code]bool{}
 	for _, c := range cases {
