@@ -56,7 +56,15 @@ func (c *client) logAt(level slog.Level, text string) {
 	if !c.local {
 		addr = c.raddr.String()
 	}
-	c.svc.log.Log(context.Background(), level, fmt.Sprintf("%s: %s/%s@%s %s", c, c.dbName, c.user, addr, text))
+	// Before the startup packet names them, PgBouncer's words for none.
+	db, user := c.dbName, c.user
+	if db == "" {
+		db = "(nodb)"
+	}
+	if user == "" {
+		user = "(nouser)"
+	}
+	c.svc.log.Log(context.Background(), level, fmt.Sprintf("%s: %s/%s@%s %s", c, db, user, addr, text))
 }
 
 // serverDebugf logs a DEBUG line about server s in PgBouncer's form
