@@ -38,6 +38,10 @@ type Console interface {
 	WaitClose(db string) error
 	Reload() error
 	Shutdown(mode ShutdownMode)
+	// ConsoleQuery is told of each query the console is about to run:
+	// SHOW STATS counts it in the pgbouncer database, one transaction and
+	// one query, as PgBouncer does.
+	ConsoleQuery()
 	// Set changes one [pgbouncer] setting as SET key = value does.
 	Set(key, value string) error
 	// SetUser and SetPool apply Cloudflare's runtime overrides; settings is

@@ -27,6 +27,7 @@ type fakeConsole struct {
 	state     State
 	lists     Lists
 	admission []AdmissionRow
+	queries   int // ConsoleQuery calls
 }
 
 func (f *fakeConsole) record(format string, args ...any) error {
@@ -44,6 +45,7 @@ func (f *fakeConsole) Users() []User             { return f.users }
 func (f *fakeConsole) Stats() []Stats            { return f.stats }
 func (f *fakeConsole) State() State              { return f.state }
 func (f *fakeConsole) Lists() Lists              { return f.lists }
+func (f *fakeConsole) ConsoleQuery()             { f.queries++ }
 func (f *fakeConsole) Admission() []AdmissionRow { return f.admission }
 func (f *fakeConsole) Pause(db string) error     { return f.record("Pause(%q)", db) }
 func (f *fakeConsole) Resume(db string) error    { return f.record("Resume(%q)", db) }

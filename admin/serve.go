@@ -58,6 +58,7 @@ func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) 
 			if i < 0 {
 				return s.close(fmt.Errorf("%w: %s", ErrProtocol, msgIncompleteQuery), msgIncompleteQuery)
 			}
+			con.ConsoleQuery()
 			s.exec(string(body[:i]))
 			if s.done {
 				return s.flush()

@@ -329,7 +329,7 @@ func init() {
 			field: func(s *Settings) any { return &s.LogPoolerErrors }},
 		{Name: "log_stats", Kind: KindBool, Default: "1", Status: NotSupported, Doc: "log a stats line every stats_period", Note: "not yet: no periodic stats line is logged",
 			field: func(s *Settings) any { return &s.LogStats }},
-		{Name: "verbose", Kind: KindInt, Default: "0", Doc: "log verbosity, like -v",
+		{Name: "verbose", Kind: KindInt, Default: "0", Doc: "log verbosity, added to -v's: 1 logs DEBUG lines, 2 NOISE lines too",
 			field: func(s *Settings) any { return &s.Verbose }},
 
 		// Low-level TCP.

@@ -17,8 +17,6 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-var clientIDs atomic.Uint64
-
 // errSilent ends a connection without an error message (EOF, cancel request).
 var errSilent = errors.New("silent close")
 

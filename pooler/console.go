@@ -275,9 +275,18 @@ func (v consoleView) Users() []admin.User {
 	return out
 }
 
+// ConsoleQuery counts a console query in the pgbouncer database's stats.
+func (v consoleView) ConsoleQuery() {
+	v.s.consoleStats.queries.Add(1)
+	v.s.consoleStats.xacts.Add(1)
+}
+
 func (v consoleView) Stats() []admin.Stats {
 	s := v.s
-	byDB := map[string]*admin.Stats{}
+	// The console's own database is listed, as PgBouncer lists its pool.
+	byDB := map[string]*admin.Stats{adminDB: {
+		Database: adminDB, Total: s.consoleStats.totals(), Average: s.consoleStats.averages(),
+	}}
 	for _, p := range s.allPools() {
 		st := byDB[p.key.db]
 		if st == nil {

@@ -38,6 +38,8 @@
 //	clock.go           the injected clock
 //	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           SHOW STATS
+//	autodb.go          databases served from "*": registered once, logged
+//	verbose.go         -v/-vv and verbose: PgBouncer's DEBUG and NOISE lines
 //	metrics.go         /metrics
 //	metrics_help.go    /metrics' HELP texts; the runtime collector's renames
 //

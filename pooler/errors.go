@@ -62,6 +62,7 @@ const (
 	CodeStatementExists
 	CodeTrustFailed
 	CodeStatementNotFound
+	CodeQueryTimeoutWaiting
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -131,6 +132,11 @@ var codes = map[Code]codeInfo{
 	// client stays connected.
 	CodeStatementExists:   {"ERROR", "08P01", "prepared statement name is already in use"},
 	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
+
+	// query_timeout of a client still waiting for a server: PgBouncer's
+	// janitor says it with the setting's name, unlike the "query timeout"
+	// of a query that ran too long on its server.
+	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

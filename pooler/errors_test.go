@@ -70,6 +70,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementBudget, nil, "ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
 		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
+		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 	}
 	pinned := map[Code]bool{}
 	for _, c := range cases {

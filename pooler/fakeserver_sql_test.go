@@ -213,6 +213,10 @@ func (fc *fakeConn) setStatements(q []byte) {
 			continue
 		}
 		if name, value, ok := fakeParseSet(stmt); ok {
+			if strings.EqualFold(name, "datestyle") && value == "German" {
+				// Postgres reports the canonical form of what was set.
+				value = "German, DMY"
+			}
 			switch strings.ToLower(name) {
 			case "application_name", "client_encoding", "datestyle", "timezone", "intervalstyle", "standard_conforming_strings":
 				fc.send(&pgproto3.ParameterStatus{Name: name, Value: value})

@@ -3,6 +3,8 @@ package pooler
 import (
 	"context"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/config"
 )
 
 // janitor runs periodic pool maintenance.
@@ -33,6 +35,9 @@ func (s *Service) janitor(ctx context.Context) {
 				if roll {
 					p.stats.rollPeriod(period)
 				}
+			}
+			if roll {
+				s.consoleStats.rollPeriod(period)
 			}
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now
@@ -108,16 +113,38 @@ func (p *serverPool) maintain(now time.Time) {
 	for _, s := range doomed {
 		p.setServerStateLocked(s, serverClosed)
 	}
-	expired := p.expireWaitersLocked(now, st.QueryWaitTimeout)
+	expired := p.expireWaitersLocked(now, waitLimit(st))
 	p.regrowLocked(now)
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: newError(CodeQueryWaitTimeout)}
+		w.grant <- grant{err: newError(waitTimeoutCode(st, now.Sub(w.Enqueued)))}
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
 	}
+}
+
+// waitLimit is how long a client may wait for a server: query_timeout or
+// query_wait_timeout, whichever is set and shorter (0: no limit). As in
+// PgBouncer's janitor, query_timeout also bounds the wait, so a client
+// waiting for a server that cannot log in hears of it at query_timeout.
+func waitLimit(st *config.Settings) time.Duration {
+	limit := st.QueryWaitTimeout
+	if q := st.QueryTimeout; q > 0 && (limit <= 0 || q < limit) {
+		limit = q
+	}
+	return limit
+}
+
+// waitTimeoutCode is what a client that waited waited for is told:
+// "query_timeout" once query_timeout has passed (PgBouncer checks it
+// first), else "query_wait_timeout".
+func waitTimeoutCode(st *config.Settings, waited time.Duration) Code {
+	if st.QueryTimeout > 0 && waited >= st.QueryTimeout {
+		return CodeQueryTimeoutWaiting
+	}
+	return CodeQueryWaitTimeout
 }
 
 // overLimitLocked reports whether the pool holds more servers than its

@@ -183,6 +183,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 		c.pool.discard(s, "invalid server parameter")
 		return nil, err
 	}
+	c.noisef("linking client to %s", s)
 	s.linkedTo.Store(c.id)
 	// The wait ends where the link begins, under one lock: a cancel
 	// request in between finds no query to cancel either way.
@@ -280,7 +281,10 @@ func (f *pumpFreed) signal() {
 }
 
 // syncParams sends one SET for the tracked parameters whose server value
-// differs from the client's (PgBouncer compares case-insensitively).
+// differs from the client's (PgBouncer compares case-insensitively), in
+// PgBouncer's form ("SET name=value;"). The values the server reports
+// back are the canonical ones (DateStyle ISO is "ISO, MDY"): the client
+// takes them (setCanonical), or the next checkout would SET them again.
 func (c *client) syncParams(s *server) error {
 	if s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
 		return nil
@@ -293,7 +297,7 @@ func (c *client) syncParams(s *server) error {
 		}
 		sb.WriteString("SET ")
 		sb.WriteString(quoteIdent(name))
-		sb.WriteString(" = ")
+		sb.WriteString("=")
 		sb.WriteString(quoteLiteral(want))
 		sb.WriteString(";")
 	}
@@ -301,6 +305,7 @@ func (c *client) syncParams(s *server) error {
 		s.syncedWith, s.syncedGen = c.params, s.paramsGen
 		return nil
 	}
+	c.pool.serverDebugf(s, "varcache_apply: %s", sb.String())
 	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
 	if err != nil {
 		return err
@@ -316,7 +321,25 @@ func (c *client) syncParams(s *server) error {
 		}
 	}
 	s.paramsGen++
+	c.setCanonical(s)
 	return nil
+}
+
+// setCanonical gives the client the server's spelling of each tracked
+// value that differs only in form after a SET, as PgBouncer's
+// varcache_set_canonical does: Postgres sends no ParameterStatus when the
+// value it holds is the canonical form of the one set.
+func (c *client) setCanonical(s *server) {
+	for name, have := range c.params {
+		canon, ok := s.params[name]
+		if !ok || canon == have {
+			continue
+		}
+		c.debugf("varcache_set_canonical: setting %s to its canonical version %s -> %s", name, have, canon)
+		c.mu.Lock()
+		c.setParamLocked(name, canon)
+		c.mu.Unlock()
+	}
 }
 
 // sameMap reports whether a and b are the same map (not equal contents).

@@ -48,7 +48,11 @@ func (c *client) login() error {
 	if err := c.joinPool(st, pool); err != nil {
 		return err
 	}
-	return c.welcome(st, pool, startupParams)
+	if err := c.welcome(st, pool, startupParams); err != nil {
+		return err
+	}
+	c.debugf("logged in")
+	return nil
 }
 
 // encryptionAsked records which encryption requests a client has made:
@@ -176,6 +180,9 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	}
 	if c.svc.isDisabled(c.dbName) {
 		return nil, newError(CodeDatabaseDisabled, c.dbName)
+	}
+	if c.svc.registerAutoDB(cfg, c.dbName) {
+		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s registered new auto-database: %s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName))
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
@@ -307,7 +314,9 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 			}
 		case c.svc.trackedName(p.Name) != "":
 			params[c.svc.trackedName(p.Name)] = p.Value
+			c.debugf("got var: %s=%s", p.Name, p.Value)
 		case ignored(p.Name):
+			c.debugf("ignoring startup parameter: %s=%s", p.Name, p.Value)
 		default:
 			return nil, nil, newError(CodeUnsupportedStartupParam, p.Name)
 		}
@@ -318,10 +327,14 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 	return params, unrecognized, nil
 }
 
+// readOptions reads the -c settings of the options startup parameter as
+// PgBouncer's set_startup_options does: tracked parameters are kept, an
+// ignored one is dropped, and with "options" itself in
+// ignore_startup_parameters every other one is dropped too (the tracked
+// ones are still kept); an argument that is not -c/-- name=value is
+// refused either way.
 func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
-	if ignored("options") {
-		return nil
-	}
+	c.debugf("received options: %s", opts)
 	fields := splitOptions(opts)
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -355,7 +368,10 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		}
 		if name := c.svc.trackedName(k); name != "" {
 			params[name] = v
-		} else if !ignored(k) {
+			c.debugf("got var from options: %s=%s", k, v)
+		} else if ignored(k) || ignored("options") {
+			c.debugf("ignoring startup parameter from options: %s=%s", k, v)
+		} else {
 			return newError(CodeUnsupportedOptionsParam, k)
 		}
 	}

@@ -136,11 +136,11 @@ func (p *serverPool) setServerStateLocked(s *server, to serverState) {
 }
 
 // newLoginLocked makes the object of a server about to log in: from this
-// moment the pool counts it (in login, and in total). Its id (S-n) comes
-// with a successful login (dialServer), so the numbers in the logs stay
-// those of servers that existed. p.mu is held.
+// moment the pool counts it (in login, and in total). It takes its id
+// (S-n) now, as PgBouncer numbers a socket when it makes it, so the log
+// lines of its login name it. p.mu is held.
 func (p *serverPool) newLoginLocked() *server {
-	s := &server{pool: p, target: p.target.Load()}
+	s := &server{pool: p, target: p.target.Load(), id: p.svc.socketIDs.Add(1)}
 	p.setServerStateLocked(s, serverLogin)
 	return s
 }

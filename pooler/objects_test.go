@@ -328,7 +328,7 @@ func TestShowReadsServerStates(t *testing.T) {
 			// place in the pool's server set, as connect gives it.
 			a, b := net.Pipe()
 			t.Cleanup(func() { a.Close(); b.Close() })
-			s.id, s.conn, s.params = serverIDs.Add(1), a, map[string]string{}
+			s.id, s.conn, s.params = p.svc.socketIDs.Add(1), a, map[string]string{}
 			if p.servers == nil {
 				p.servers = map[*server]struct{}{}
 			}

@@ -457,6 +457,11 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 		return "limit lowered"
 	case idle && st.ServerIdleTimeout > 0 && now.Sub(s.lastUsed) > st.ServerIdleTimeout && aboveMin:
 		return "server idle timeout"
+	case st.ServerLifetime == 0 && !idle && s.linkedTo.Load() != 0 && aboveMin:
+		// server_lifetime = 0: each server serves one client, then
+		// closes, as PgBouncer's life_over on release. The check-out
+		// for a pool's first welcome links no client and is no use.
+		return "server lifetime over"
 	case st.ServerLifetime > 0 && now.Sub(s.created) > jitteredLifetime(st.ServerLifetime, st.ServerLifetimeJitter, s.lifeDraw) && aboveMin:
 		return "server lifetime over"
 	}

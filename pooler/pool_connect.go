@@ -15,6 +15,7 @@ func (p *serverPool) connect(s *server) {
 	if s.fromReserve {
 		p.log.Info("taking connection from reserve_pool")
 	}
+	p.serverDebugf(s, "launching new connection to server")
 	err := p.logIn(s)
 	switch {
 	case errors.Is(err, errDialAborted):

@@ -18,8 +18,6 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-var serverIDs atomic.Uint64
-
 // server is one connection to Postgres.
 type server struct {
 	id   uint64
@@ -164,7 +162,6 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	conn.SetDeadline(time.Time{})
 	now := p.svc.clock.Now()
-	s.id = serverIDs.Add(1)
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
 	s.noteAppName(login.Params["application_name"])

@@ -78,6 +78,22 @@ type Service struct {
 
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
+	// cmdVerbose is the command line's -v count (WithVerbose, verbose.go).
+	cmdVerbose int
+
+	// socketIDs numbers clients and servers from one sequence, from 1 in
+	// the order they are made, as PgBouncer numbers its sockets: SHOW
+	// CLIENTS, SERVERS and SOCKETS, C-n and S-n in the log, and
+	// KILL_CLIENT's id all use it.
+	socketIDs atomic.Uint64
+
+	// consoleStats are the admin console's SHOW STATS counters (the
+	// pgbouncer database's row): its queries, each a transaction.
+	consoleStats poolStats
+
+	// autoDBs are the database names served from the "*" entry so far
+	// (autodb.go), each registered once.
+	autoDBs sync.Map
 
 	// changes is notified whenever a server closes (or a login in flight
 	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
@@ -339,7 +355,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	sio := wire.SocketIO(conn)
 	c := &client{
 		svc:       s,
-		id:        clientIDs.Add(1),
+		id:        s.socketIDs.Add(1),
 		conn:      conn,
 		r:         wire.NewReader(sio, clientReadBuffer),
 		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),

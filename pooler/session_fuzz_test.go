@@ -63,7 +63,7 @@ import (
 //     query text and parameter types (and a PGTS_n name always has the
 //     same text), or its empty scratch statement; Describe and Close name
 //     a client's object, a PGTS_n or the scratch name. The pooler's own
-//     queries (SET name = 'value'; ..., ROLLBACK, DISCARD ALL, the
+//     queries (SET name='value'; ..., ROLLBACK, DISCARD ALL, the
 //     DEALLOCATE stand-in) are recognised and allowed.
 //
 // The fake answers as Postgres does where that matters to the pooler's
@@ -562,7 +562,7 @@ func (h *sessionHarness) afterClose(t *testing.T) {
 
 var (
 	pgtsName   = regexp.MustCompile(`^PGTS_[0-9]+$`)
-	poolerSets = regexp.MustCompile(`^(SET (?:"(?:[^"]|"")*"|[A-Za-z0-9_.]+) = '(?:[^']|'')*';)+\x00$`)
+	poolerSets = regexp.MustCompile(`^(SET (?:"(?:[^"]|"")*"|[A-Za-z0-9_.]+)='(?:[^']|'')*';)+\x00$`)
 	// poolerQueries are the pooler's own queries: the drain's ROLLBACK,
 	// server_reset_query, and what replaces a client's DEALLOCATE of a
 	// mapped name (the stand-in, or the DEALLOCATE of the scratch name).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,18 +19,35 @@ import (
 //
 // Attributes follow the message as key=value pairs.
 type pgbHandler struct {
-	mu    *sync.Mutex
-	w     io.Writer
-	level slog.Level
-	attrs []slog.Attr
-	pid   int
+	mu      *sync.Mutex
+	w       io.Writer
+	verbose *atomic.Pointer[func() int]
+	attrs   []slog.Attr
+	pid     int
 }
 
-func newHandler(w io.Writer, level slog.Level) *pgbHandler {
-	return &pgbHandler{mu: &sync.Mutex{}, w: w, level: level, pid: os.Getpid()}
+// newHandler writes LOG and above, and DEBUG (NOISE) lines while
+// verbose() is at least 1 (2). verbose is read per line, so SET verbose
+// on the console takes effect at once; until setVerbose, it is fixed.
+func newHandler(w io.Writer, verbose int) *pgbHandler {
+	h := &pgbHandler{mu: &sync.Mutex{}, w: w, verbose: &atomic.Pointer[func() int]{}, pid: os.Getpid()}
+	h.setVerbose(func() int { return verbose })
+	return h
 }
 
-func (h *pgbHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+// setVerbose makes fn the source of the verbosity (the service's, once it
+// exists: -v plus the verbose setting).
+func (h *pgbHandler) setVerbose(fn func() int) { h.verbose.Store(&fn) }
+
+func (h *pgbHandler) Enabled(_ context.Context, l slog.Level) bool {
+	switch {
+	case l >= slog.LevelInfo:
+		return true
+	case l >= slog.LevelDebug:
+		return (*h.verbose.Load())() >= 1
+	}
+	return (*h.verbose.Load())() >= 2
+}
 
 func levelName(l slog.Level) string {
 	switch {
@@ -41,8 +59,10 @@ func levelName(l slog.Level) string {
 		return "WARNING"
 	case l >= slog.LevelInfo:
 		return "LOG"
+	case l >= slog.LevelDebug:
+		return "DEBUG"
 	}
-	return "DEBUG"
+	return "NOISE"
 }
 
 func (h *pgbHandler) Handle(_ context.Context, r slog.Record) error {

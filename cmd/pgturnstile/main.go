@@ -47,7 +47,11 @@ Options:
   -d, --daemon           run in background (as a daemon); needs pidfile,
                          and logfile or syslog
   -q, --quiet            run quietly (no log to stderr)
-  -v, --verbose          increase verbosity (repeatable)
+  -v, --verbose          increase verbosity, added to the verbose setting:
+                         -v logs DEBUG lines (startup parameters, logins,
+                         server logins launched, the SETs that align a
+                         server's parameters with its client's), -vv
+                         NOISE lines too (each server assignment)
   -u, --user=USERNAME    switch to USERNAME after opening the listeners
   -V, --version          show version, then exit
   -h, --help             show this help, then exit
@@ -128,11 +132,8 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer closeLog()
-	level := slog.LevelInfo
-	if verbose+cfg.Settings.Verbose > 0 {
-		level = slog.LevelDebug
-	}
-	log := slog.New(newHandler(logOut, level))
+	handler := newHandler(logOut, verbose+cfg.Settings.Verbose)
+	log := slog.New(handler)
 	log, closeSyslog := withSyslog(log, &cfg.Settings)
 	defer closeSyslog()
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
@@ -142,11 +143,12 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer start.exit()
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine))
+	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
 	}
+	handler.setVerbose(svc.Verbose)
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1

@@ -63,3 +63,25 @@ func TestDevConfigIsValid(t *testing.T) {
 		t.Fatalf("settings: port %d auth %s warnings %v", cfg.Settings.ListenPort, cfg.Settings.AuthType, cfg.Warnings)
 	}
 }
+
+// --version's first line is what SHOW VERSION reports (versionLine), as
+// in PgBouncer: its suite compares the two.
+func TestVersionMatchesShowVersion(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdout
+	os.Stdout = w
+	code := run([]string{"--version"}, &bytes.Buffer{})
+	os.Stdout = saved
+	w.Close()
+	var out bytes.Buffer
+	if _, err := out.ReadFrom(r); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	if code != 0 || first != "PgBouncer 1.25.0 (pgturnstile "+Version+")" {
+		t.Fatalf("exit %d, first line %q", code, first)
+	}
+}
