@@ -61,6 +61,7 @@ const (
 	CodeStatementBudget
 	CodeStatementExists
 	CodeTrustFailed
+	CodeNoSuchUser
 	CodeStatementNotFound
 	CodeQueryTimeoutWaiting
 
@@ -132,6 +133,8 @@ var codes = map[Code]codeInfo{
 	// client stays connected.
 	CodeStatementExists:   {"ERROR", "08P01", "prepared statement name is already in use"},
 	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
+	// auth_query found no row for a user under trust.
+	CodeNoSuchUser: {"FATAL", "08P01", "no such user"},
 
 	// query_timeout of a client still waiting for a server: PgBouncer's
 	// janitor says it with the setting's name, unlike the "query timeout"

@@ -441,7 +441,20 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		return nil, none, nil
 	}
 	secret, found, err := c.userSecret(st, db, dbKnown)
-	if err != nil {
+	switch {
+	case errors.Is(err, errAuthQueryNoRow) && m == auth.MethodTrust:
+		// Trust tells a user it does not admit that anyway, so
+		// PgBouncer's words cost nothing here.
+		return nil, none, newError(CodeNoSuchUser)
+	case errors.Is(err, errAuthQueryNoRow):
+		// A password method runs the mock exchange and fails exactly as
+		// a wrong password does, as for an unknown auth_file user and as
+		// PostgreSQL does, so that nobody can probe which roles exist. A
+		// deliberate difference: PgBouncer answers "no such user" at once
+		// (its source marks the missing mock as a TODO);
+		// pgbouncer-compat.md lists the suite tests that expect it.
+		err = nil
+	case err != nil:
 		return nil, none, err
 	}
 	if !found && st.LogConnections {
@@ -510,12 +523,7 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
 // returns now. A row whose secret is NULL (a role without a password, or
 // past its VALID UNTIL) is found with a nil secret: no password matches
 // it, but trust admits it, as PgBouncer's impossible "md5" secret does.
-// No row is not found: the client then gets the mock exchange and fails
-// exactly as with a wrong password, as an unknown auth_file user does and
-// as PostgreSQL does, so that nobody can probe which roles exist. This is
-// a deliberate difference: PgBouncer answers "no such user" at once there
-// (its source marks the missing mock as a TODO); pgbouncer-compat.md lists
-// the suite tests that expect its text.
+// No row is errAuthQueryNoRow, for authenticate to decide.
 func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, found bool, err error) {
 	if u, ok := c.svc.users.Load().Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
 		return u.Secret, true, nil
@@ -528,7 +536,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 		return nil, false, c.authQueryError(err)
 	}
 	if !found {
-		return nil, false, nil // the mock exchange, as for any unknown user
+		return nil, false, errAuthQueryNoRow
 	}
 	c.svc.users.Load().NoteAuthQuery(c.user)
 	return secret, true, nil

@@ -13,8 +13,9 @@ import (
 // words). Under trust, an auth_file user and a role auth_query finds are
 // admitted, a role without a password included; a name only in [users]
 // (limits, never a login) or known to nobody is refused with FATAL 08P01
-// "\"trust\" authentication failed". A role auth_query does not find
-// gets, under a password method, the mock exchange and the wrong
+// "\"trust\" authentication failed". A role auth_query does not find is
+// told "no such user" under trust (which admits any role that exists, so
+// this tells nothing more) and gets, under a password method, the mock exchange and the wrong
 // password's error (a deliberate difference: PgBouncer says "no such
 // user", which tells a prober the role does not exist); a role it finds
 // with a NULL secret is admitted by trust but matches no password.
@@ -69,7 +70,7 @@ func TestLoginAuthSources(t *testing.T) {
 			{"usersSectionOnly", "dave", "ldb", "", trustFailed},
 			{"unknown", "carol", "ldb", "", trustFailed},
 			{"authQueryNullSecret", "carol", "nulldb", "", welcome},
-			{"authQueryNoRow", "carol", "norowdb", "", trustFailed},
+			{"authQueryNoRow", "carol", "norowdb", "", "E(FATAL 08P01 no such user)"},
 			{"authQueryError", "carol", "faildb", "", "E(FATAL 08P01 bouncer config error)"},
 			{"consoleUnknown", "carol", "pgbouncer", "", trustFailed},
 		})

@@ -636,6 +636,9 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 // server_connect_timeout.
 var errAuthQueryNoServer = errors.New("no server for auth_query within server_connect_timeout")
 
+// errAuthQueryNoRow: auth_query ran and returned no row for the user.
+var errAuthQueryNoRow = errors.New("auth_query found no such user")
+
 // authQueryPrelude resets search_path, for the rest of the auth query's
 // implicit transaction only, to the auth_user's default (a NULL value is
 // RESET); the function is schema-qualified, as the search_path it cleans
