@@ -133,12 +133,12 @@ func (p *serverPool) loggedIn(s *server) {
 	// PgBouncer's line: S-n: db/user@server new connection to server
 	// (from local address). Built now: s may be another client's once
 	// p.mu is released.
-	line := s.String() + ": " + p.key.db + "/" + p.key.user + "@" + s.conn.RemoteAddr().String() +
-		" new connection to server (from " + s.conn.LocalAddr().String() + ")"
+	log := p.serverLoggerAt(s, s.conn.RemoteAddr().String())
+	line := "new connection to server (from " + s.conn.LocalAddr().String() + ")"
 	p.handOffLocked(s)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
 	if p.svc.logConnections() {
-		p.log.Info(line)
+		log.Info(line)
 	}
 }

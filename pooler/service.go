@@ -25,6 +25,8 @@ import (
 // always means a Postgres backend connection.
 type Service struct {
 	log *slog.Logger
+	// afterReload is WithReloadHook's function (reloadhook.go); nil: none.
+	afterReload func(*config.Settings)
 
 	cfg atomic.Pointer[config.Config]
 	// users is the global user store (auth_file, [users], auth_query).

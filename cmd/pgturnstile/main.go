@@ -126,16 +126,16 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	logCreated := logfileMissing(cfg.Settings.Logfile)
-	logOut, closeLog, err := logWriter(cfg, quiet, stderr)
+	logOut, err := newLogOutput(cfg.Settings.Logfile, stderrUnless(quiet, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "pgturnstile: %v\n", err)
 		return 1
 	}
-	defer closeLog()
+	defer logOut.Close()
 	handler := newHandler(logOut, verbose+cfg.Settings.Verbose)
-	log := slog.New(handler)
-	log, closeSyslog := withSyslog(log, &cfg.Settings)
-	defer closeSyslog()
+	handler.setFormat(cfg.Settings.LogFormat)
+	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
+	defer syslogOut.Close()
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
 	start, code := beforeListen(cfg, user, daemon, logCreated, log, stderr)
 	if code >= 0 {
@@ -143,7 +143,8 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer start.exit()
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose))
+	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
+		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, handler, syslogOut, st) }))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
@@ -298,23 +299,4 @@ func devConfig(backend string) (*config.Config, error) {
 	}
 	text := strings.NewReplacer("@HOST@", host, "@PORT@", port).Replace(defaultConfig)
 	return config.Parse("default.ini", []byte(text))
-}
-
-// logWriter returns where log lines go: logfile when set (appended), and
-// stderr unless -q.
-func logWriter(cfg *config.Config, quiet bool, stderr io.Writer) (io.Writer, func(), error) {
-	var ws []io.Writer
-	closeFn := func() {}
-	if f := cfg.Settings.Logfile; f != "" {
-		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cannot open logfile: %v", err)
-		}
-		ws = append(ws, fh)
-		closeFn = func() { fh.Close() }
-	}
-	if !quiet {
-		ws = append(ws, stderr)
-	}
-	return io.MultiWriter(ws...), closeFn, nil
 }
