@@ -523,7 +523,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 	if authUserFor(db, st) == "" || !(dbKnown || st.AuthDBName != "") {
 		return nil, false, nil
 	}
-	secret, found, err = c.svc.authQuery(db, c.user)
+	secret, found, err = c.svc.authQuery(c.logger(), db, c.user)
 	if err != nil {
 		return nil, false, c.authQueryError(err)
 	}

@@ -550,8 +550,9 @@ func (s *Service) ShuttingDown() bool { return s.shuttingDown.Load() }
 // changed in Postgres counts at once. found=false means no row; a row
 // with a NULL secret (the role has no password, or it expired) is found
 // with a nil secret. A server that cannot be reached gives
-// errAuthQueryNoServer within server_connect_timeout, never a hang.
-func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, bool, error) {
+// errAuthQueryNoServer within server_connect_timeout, never a hang. log is
+// the client's (its prefix on the lines about its auth database).
+func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) (*auth.Secret, bool, error) {
 	st := s.settings()
 	authUser := authUserFor(db, st)
 	query := st.AuthQuery
@@ -566,7 +567,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	if dbname == adminDB || (dbname == "" && db.Name == adminDB) {
 		// The console has no server to ask: PgBouncer's words, the
 		// cause logged, the client told "bouncer config error".
-		s.log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
+		log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
 		return nil, false, newError(CodeBouncerConfigError)
 	}
 	if dbname != "" {
@@ -574,7 +575,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 		if !ok {
 			// PgBouncer's words: the log says why, the client gets
 			// "bouncer config error".
-			s.log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
+			log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
 			return nil, false, newError(CodeBouncerConfigError)
 		}
 		if s.isDisabled(dbname) {
