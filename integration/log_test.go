@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -165,5 +166,21 @@ func TestLogFormatJSON(t *testing.T) {
 	}
 	if pid, _ := login["pid"].(float64); int(pid) != p.cmd.Process.Pid {
 		t.Errorf("pid %v, want %d", login["pid"], p.cmd.Process.Pid)
+	}
+}
+
+// A client on the Unix socket is "unix(pid):port" in the prefix, as
+// PgBouncer writes it: the client's process id and the socket's port.
+func TestLogUnixClientPrefix(t *testing.T) {
+	sock := t.TempDir()
+	p := startPooler(t, iniSettings(map[string]string{"unix_socket_dir": sock}, ""), testUserlist)
+	if !p.WaitLog("listening on unix:", 5*time.Second) { // after the TCP listeners
+		t.Fatalf("no Unix socket:\n%s", p.Log())
+	}
+	selectOne(t, fmt.Sprintf("host=%s port=%d dbname=%s user=%s password=%s", sock, p.Port, appDB, appUser, appPassword))
+	want := fmt.Sprintf("LOG C-%%d: appdb/app@unix(%d):%d login attempt: db=appdb user=app tls=no", os.Getpid(), p.Port)
+	re := regexp.MustCompile(strings.Replace(regexp.QuoteMeta(want), "%d", `\d+`, 1))
+	if !p.WaitLog("login attempt", 5*time.Second) || !re.MatchString(p.Log()) {
+		t.Errorf("no line %q in the log:\n%s", want, p.Log())
 	}
 }

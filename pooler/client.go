@@ -81,6 +81,9 @@ type client struct {
 	parkFD     int32
 	tls        bool // the connection switched to TLS
 	local      bool // connected over the Unix socket
+	// unixPeer is a Unix-socket client's address in the log prefix,
+	// PgBouncer's "unix(pid):port" (logprefix.go); set at accept.
+	unixPeer string
 	// tracking is set when protocol-level prepared statements are mapped
 	// (transaction/statement mode, max_prepared_statements > 0).
 	tracking bool

@@ -2,6 +2,11 @@ package pooler
 
 import (
 	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // A line about a client or a server carries who it is about as these
@@ -13,14 +18,14 @@ const (
 	LogKeyConn = "conn" // C-n for a client, S-n for a server
 	LogKeyDB   = "db"   // absent before the startup packet names it
 	LogKeyUser = "user" // likewise
-	LogKeyAddr = "addr" // the peer: host:port, [v6]:port, or unix
+	LogKeyAddr = "addr" // the peer: host:port, [v6]:port, unix(pid):port
 )
 
 // logger is the service's logger with the client's prefix attributes. It
 // is built for each line rather than kept: logging a client is rare, and
 // thousands of idle clients should not each hold a logger.
 func (c *client) logger() *slog.Logger {
-	addr := "unix"
+	addr := c.unixPeer
 	if !c.local {
 		addr = c.raddr.String()
 	}
@@ -44,4 +49,23 @@ func (p *serverPool) serverLogger(s *server) *slog.Logger {
 // serverLoggerAt is serverLogger with the peer's address as connected.
 func (p *serverPool) serverLoggerAt(s *server, addr string) *slog.Logger {
 	return p.svc.log.With(LogKeyConn, s.String(), LogKeyDB, p.key.db, LogKeyUser, p.key.user, LogKeyAddr, addr)
+}
+
+// unixPeerAddr is a Unix-socket client's address as PgBouncer's prefix
+// writes it: "unix(pid):port", the peer's process id (SO_PEERCRED; plain
+// "unix" where the system cannot tell) and the port in the socket's name
+// (.s.PGSQL.6432). One getsockopt per Unix-socket connection, at accept.
+func unixPeerAddr(uc *net.UnixConn) string {
+	host := "unix"
+	if pid, ok := netpoll.PeerPID(uc); ok {
+		host = "unix(" + strconv.Itoa(pid) + ")"
+	}
+	port := 0
+	if a := uc.LocalAddr(); a != nil {
+		name := a.String()
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			port, _ = strconv.Atoi(name[i+1:])
+		}
+	}
+	return host + ":" + strconv.Itoa(port)
 }

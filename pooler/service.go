@@ -364,7 +364,9 @@ func (s *Service) serveConn(conn net.Conn) {
 		connected: s.clock.Now(),
 	}
 	c.r.SetBudget(s.held)
-	_, c.local = conn.(*net.UnixConn)
+	if uc, ok := conn.(*net.UnixConn); ok {
+		c.local, c.unixPeer = true, unixPeerAddr(uc)
+	}
 	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
 	c.link = newLink(&c.mu)
 	c.setSocket(conn) // for dropClient (client.sock)
