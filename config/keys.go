@@ -348,7 +348,7 @@ func init() {
 		{Name: "metrics_addr", Kind: KindString, Doc: "address (host:port) of the Prometheus /metrics listener; empty = off", Note: "pgturnstile extension; the documented port is 6490, which no exporter in Prometheus' port allocations uses (9127, the README's earlier example, is pgbouncer_exporter's)",
 			field: func(s *Settings) any { return &s.MetricsAddr }},
 		{Name: "log_format", Kind: KindEnum, Default: "text", Values: []string{"text", "json"}, Doc: "text: PgBouncer's log lines (local time and zone, pid, level, C-n/S-n prefix); json: one slog JSON object per line with the same fields (time, level, msg, pid, conn, db, user, addr)",
-			Note:  "pgturnstile extension, for log pipelines; applies to the logfile and stderr (syslog keeps PgBouncer's text), from the next line after a RELOAD",
+			Note:  "pgturnstile extension, for log pipelines; applies to the logfile and stderr (syslog keeps PgBouncer's text), from the next line after a RELOAD or SET",
 			field: func(s *Settings) any { return &s.LogFormat }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},

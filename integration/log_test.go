@@ -127,9 +127,9 @@ func TestLogCopytruncate(t *testing.T) {
 
 // log_format = json: every line of the logfile is one JSON object with
 // time, level, msg and pid, and a line about a client has its prefix as
-// fields (conn, db, user, addr).
+// fields (conn, db, user, addr). SET log_format = 'text' switches back.
 func TestLogFormatJSON(t *testing.T) {
-	p, path := logPooler(t, map[string]string{"log_format": "json"}, testUserlist, nil)
+	p, path := logPooler(t, withConsoleUsers(map[string]string{"log_format": "json"}), opsUserlist, nil)
 	selectOne(t, p.App())
 	text := waitLogFile(t, path, "login attempt")
 	var login map[string]any
@@ -166,6 +166,15 @@ func TestLogFormatJSON(t *testing.T) {
 	}
 	if pid, _ := login["pid"].(float64); int(pid) != p.cmd.Process.Pid {
 		t.Errorf("pid %v, want %d", login["pid"], p.cmd.Process.Pid)
+	}
+
+	// SET log_format on the console applies from the next line.
+	admin := adminConsole(t, p)
+	adminExec(t, admin, "SET log_format = 'text'")
+	selectOne(t, p.App())
+	waitLogFile(t, path, "LOG C-")
+	if !logLoginRE.MatchString(readLog(t, path)) {
+		t.Errorf("after SET log_format = 'text', no text login line:\n%s", readLog(t, path))
 	}
 }
 

@@ -18,3 +18,8 @@ func (s *Service) reloaded() {
 		s.afterReload(s.settings())
 	}
 }
+
+// Settings returns the [pgbouncer] settings in force. The command's log
+// handler reads log_format from it per line, so that SET and RELOAD take
+// effect from the next line.
+func (s *Service) Settings() *config.Settings { return s.settings() }

@@ -29,8 +29,8 @@ type pgbHandler struct {
 	mu      *sync.Mutex
 	w       io.Writer
 	verbose *atomic.Pointer[func() int]
-	json    *atomic.Bool // log_format = json; shared by every derived handler
-	jsonH   slog.Handler // the JSON form of this handler (its attrs included)
+	format  *atomic.Pointer[func() string] // log_format: "json" or text
+	jsonH   slog.Handler                   // the JSON form of this handler (its attrs included)
 	attrs   []slog.Attr
 	pid     int
 	loc     *time.Location // time.Local, but for tests
@@ -39,11 +39,12 @@ type pgbHandler struct {
 // newHandler writes LOG and above, and DEBUG (NOISE) lines while
 // verbose() is at least 1 (2). verbose is read per line, so SET verbose
 // on the console takes effect at once; until setVerbose, it is fixed.
-// The lines are text until setFormat("json").
+// The lines are text until setFormat says json.
 func newHandler(w io.Writer, verbose int) *pgbHandler {
-	h := &pgbHandler{mu: &sync.Mutex{}, w: w, verbose: &atomic.Pointer[func() int]{}, json: &atomic.Bool{}, pid: os.Getpid(), loc: time.Local}
+	h := &pgbHandler{mu: &sync.Mutex{}, w: w, verbose: &atomic.Pointer[func() int]{}, format: &atomic.Pointer[func() string]{}, pid: os.Getpid(), loc: time.Local}
 	h.jsonH = newJSONHandler(w, h.pid)
 	h.setVerbose(func() int { return verbose })
+	h.setFormat(func() string { return "text" })
 	return h
 }
 
@@ -51,9 +52,10 @@ func newHandler(w io.Writer, verbose int) *pgbHandler {
 // exists: -v plus the verbose setting).
 func (h *pgbHandler) setVerbose(fn func() int) { h.verbose.Store(&fn) }
 
-// setFormat switches every handler derived from h to log_format's value
-// (text or json) from the next line on; RELOAD calls it.
-func (h *pgbHandler) setFormat(format string) { h.json.Store(format == "json") }
+// setFormat makes fn the source of log_format for h and every handler
+// derived from it (the service's settings, once it exists). It is read per
+// line, so RELOAD and SET log_format take effect from the next line.
+func (h *pgbHandler) setFormat(fn func() string) { h.format.Store(&fn) }
 
 func (h *pgbHandler) Enabled(_ context.Context, l slog.Level) bool {
 	switch {
@@ -82,7 +84,7 @@ func levelName(l slog.Level) string {
 }
 
 func (h *pgbHandler) Handle(ctx context.Context, r slog.Record) error {
-	if h.json.Load() {
+	if (*h.format.Load())() == "json" {
 		return h.jsonH.Handle(ctx, r)
 	}
 	var b strings.Builder

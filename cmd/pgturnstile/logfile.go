@@ -109,10 +109,9 @@ func stderrUnless(quiet bool, stderr io.Writer) io.Writer {
 
 // reopenLogs is what RELOAD and SIGHUP do to the logs, as PgBouncer's
 // reset_logging after each load_config: the logfile is closed and opened
-// again (at the logfile setting in force), syslog reconnected with its
-// settings in force, and log_format applied.
-func reopenLogs(log *slog.Logger, out *logOutput, h *pgbHandler, sys *syslogSink, st *config.Settings) {
-	h.setFormat(st.LogFormat)
+// again (at the logfile setting in force) and syslog reconnected with its
+// settings in force.
+func reopenLogs(log *slog.Logger, out *logOutput, sys *syslogSink, st *config.Settings) {
 	if err := out.reopen(st.Logfile); err != nil {
 		log.Error(err.Error())
 	}

@@ -73,12 +73,13 @@ func TestHandlerTextLine(t *testing.T) {
 // log_format = json: one JSON object per line with the text line's
 // fields: time (local, with its offset, milliseconds), level in PgBouncer's
 // words, msg without the prefix, pid, and the prefix's parts as fields;
-// verbose still decides which levels are written, and the format can be
-// switched back (RELOAD).
+// verbose still decides which levels are written, and the format is read
+// per line (SET log_format, RELOAD).
 func TestHandlerJSON(t *testing.T) {
 	var out bytes.Buffer
 	h := newHandler(&out, 0)
-	h.setFormat("json")
+	format := "json"
+	h.setFormat(func() string { return format })
 	log := slog.New(h)
 	r := slog.NewRecord(at, slog.LevelInfo, "login attempt: db=appdb user=app tls=no", 0)
 	client := log.With(pooler.LogKeyConn, "C-7", pooler.LogKeyDB, "appdb", pooler.LogKeyUser, "app", pooler.LogKeyAddr, "127.0.0.1:5555")
@@ -116,9 +117,9 @@ func TestHandlerJSON(t *testing.T) {
 		t.Errorf("line 2 = %s", lines[1])
 	}
 	out.Reset()
-	h.setFormat("text")
+	format = "text"
 	log.Info("back to text")
 	if !strings.Contains(out.String(), "] LOG back to text\n") {
-		t.Errorf("after setFormat(text): %q", out.String())
+		t.Errorf("after log_format = text: %q", out.String())
 	}
 }

@@ -133,7 +133,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer logOut.Close()
 	handler := newHandler(logOut, verbose+cfg.Settings.Verbose)
-	handler.setFormat(cfg.Settings.LogFormat)
+	handler.setFormat(func() string { return cfg.Settings.LogFormat })
 	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
 	defer syslogOut.Close()
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
@@ -144,12 +144,13 @@ func run(args []string, stderr io.Writer) int {
 	defer start.exit()
 
 	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
-		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, handler, syslogOut, st) }))
+		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
 	}
 	handler.setVerbose(svc.Verbose)
+	handler.setFormat(func() string { return svc.Settings().LogFormat })
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
