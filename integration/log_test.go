@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Logs (issue 19, items 2 and 5) on the real binary: the logfile reopened
@@ -191,5 +194,35 @@ func TestLogUnixClientPrefix(t *testing.T) {
 	re := regexp.MustCompile(strings.Replace(regexp.QuoteMeta(want), "%d", `\d+`, 1))
 	if !p.WaitLog("login attempt", 5*time.Second) || !re.MatchString(p.Log()) {
 		t.Errorf("no line %q in the log:\n%s", want, p.Log())
+	}
+}
+
+// Lines about a server carry its prefix, "S-n: db/user@host:port": a new
+// connection, and a login that failed (nothing listens on port 1).
+func TestLogServerPrefix(t *testing.T) {
+	c := needPG(t)
+	ini := strings.Replace(iniSettings(map[string]string{"server_login_retry": "30", "query_wait_timeout": "3"}, ""),
+		"[databases]\n", "[databases]\ndeaddb = host=127.0.0.1 port=1 dbname=deaddb\n", 1)
+	p := startPooler(t, ini, testUserlist)
+	selectOne(t, p.App())
+	dead := p.ConnString("deaddb", appUser, appPassword)
+	go func() {
+		// Fails with query_wait_timeout, or when the pooler stops.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, dead); err == nil {
+			conn.Close(ctx)
+		}
+	}()
+	if !p.WaitLog("server login failed: closing because", 10*time.Second) {
+		t.Fatalf("no failed server login:\n%s", p.Log())
+	}
+	for _, re := range []string{
+		fmt.Sprintf(`LOG S-\d+: appdb/app@127\.0\.0\.1:%d new connection to server \(from 127\.0\.0\.1:\d+\)`, c.port),
+		`WARNING S-\d+: deaddb/app@127\.0\.0\.1:1 server login failed: closing because: connect failed \(`,
+	} {
+		if !regexp.MustCompile(re).MatchString(p.Log()) {
+			t.Errorf("no line matching %s in\n%s", re, p.Log())
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (p *serverPool) logIn(s *server) error {
 			s.conn.Close()
 			err = qerr
 		} else if res.err != nil {
-			p.log.Warn("connect_query failed: " + res.err.Message)
+			p.serverLogger(s).Warn("connect_query failed: " + res.err.Message)
 		}
 	}
 	return err
@@ -84,10 +84,11 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// because: connect failed"), the Go error (address, system error) as
 	// the detail.
 	if se := (*auth.ServerError)(nil); errors.As(err, &se) {
-		// PgBouncer's line for a refusal: the server's own words.
-		p.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
+		// PgBouncer's line for a refusal: the server's own words, with
+		// no prefix (its log_warning).
+		p.svc.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
 	}
-	p.log.Warn(p.key.db + "/" + p.key.user + "@" + s.target.address + " server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
+	p.serverLogger(s).Warn("server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
 	p.metrics.loginFailures.Inc()
 	werr := serverLoginError(err)
 	for _, w := range waiters {
