@@ -171,7 +171,7 @@ func init() {
 		{Name: "pidfile", Kind: KindString, Doc: "PID file",
 			field: func(s *Settings) any { return &s.Pidfile }},
 		{Name: "logfile", Kind: KindString, Status: Partial, Doc: "log file, appended to (O_APPEND: logrotate's copytruncate works); closed and opened again, at the path in force, on RELOAD/SIGHUP (mv, then kill -HUP, rotates it)",
-			Note:  "a file that cannot be opened again is an ERROR line and lines keep going to the one open (PgBouncer exits)",
+			Note:  "a file that cannot be opened again is PgBouncer's line (ERROR Cannot open logfile: 'PATH': REASON) and lines keep going to the one open (PgBouncer exits)",
 			field: func(s *Settings) any { return &s.Logfile }},
 		{Name: "conffile", Kind: KindString, Status: NotSupported, Doc: "config file to read on the next RELOAD (default: the file from the command line)", Note: "RELOAD always rereads the file given at start"},
 		{Name: "service_name", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "Windows service name", Note: "Windows services are not supported"},

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -28,11 +30,7 @@ type logOutput struct {
 
 // openLogfile opens path for appending, creating it if needed.
 func openLogfile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open logfile: %v", err)
-	}
-	return f, nil
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 }
 
 // newLogOutput opens the logfile (path, when not empty); stderr is nil
@@ -42,7 +40,7 @@ func newLogOutput(path string, stderr io.Writer) (*logOutput, error) {
 	if path != "" {
 		f, err := openLogfile(path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cannot open logfile: %v", err)
 		}
 		o.file = f
 	}
@@ -113,7 +111,13 @@ func stderrUnless(quiet bool, stderr io.Writer) io.Writer {
 // settings in force.
 func reopenLogs(log *slog.Logger, out *logOutput, sys *syslogSink, st *config.Settings) {
 	if err := out.reopen(st.Logfile); err != nil {
-		log.Error(err.Error())
+		// PgBouncer's words (it exits after them).
+		reason := err
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err
+		}
+		log.Error(fmt.Sprintf("Cannot open logfile: '%s': %v", st.Logfile, reason))
 	}
 	sys.reset(log, st)
 }

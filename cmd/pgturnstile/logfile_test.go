@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/config"
 )
 
 func readFile(t *testing.T, path string) string {
@@ -92,5 +96,25 @@ func TestLogOutputReopenFailureKeepsOld(t *testing.T) {
 	o.Write([]byte("stderr only\n"))
 	if got := readFile(t, path); got != "still here\n" {
 		t.Errorf("file after logfile = \"\": %q", got)
+	}
+}
+
+// RELOAD with a logfile that cannot be opened logs PgBouncer's words for
+// it, in the file still open.
+func TestReopenLogsFailureLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pgbouncer.log")
+	o, err := newLogOutput(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	st := config.Settings{Logfile: filepath.Join(dir, "missing", "x.log")}
+	log, sys := withSyslog(slog.New(newHandler(o, 0)), &st)
+	defer sys.Close()
+	reopenLogs(log, o, sys, &st)
+	want := "ERROR Cannot open logfile: '" + st.Logfile + "': no such file or directory\n"
+	if got := readFile(t, path); !strings.HasSuffix(got, want) {
+		t.Errorf("log = %q, want a line ending %q", got, want)
 	}
 }
