@@ -151,6 +151,11 @@ func run(args []string, stderr io.Writer) int {
 	}
 	handler.setVerbose(svc.Verbose)
 	handler.setFormat(func() string { return svc.Settings().LogFormat })
+	// Caught from before the listeners open, and kept until handleSignals
+	// runs: a SIGHUP sent as soon as the port answers (a reload right
+	// after the start) must not end the process, as an uncaught one does.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, handledSignals...)
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
@@ -187,8 +192,6 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	notify := newNotifier()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, handledSignals...)
 	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
