@@ -91,6 +91,7 @@ type Settings struct {
 	StatsPeriod                                                  time.Duration
 	User                                                         string
 
+	LogFormat     string // pgturnstile extension: "text" or "json"
 	AdmissionFile string // pgturnstile extension, accepted and stored
 	MetricsAddr   string // pgturnstile extension: the /metrics listener
 	// LimitEvictGrace (extension): how long a busy server over a lowered

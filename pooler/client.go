@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -82,6 +81,9 @@ type client struct {
 	parkFD     int32
 	tls        bool // the connection switched to TLS
 	local      bool // connected over the Unix socket
+	// unixPeer is a Unix-socket client's address in the log prefix,
+	// PgBouncer's "unix(pid):port" (logprefix.go); set at accept.
+	unixPeer string
 	// tracking is set when protocol-level prepared statements are mapped
 	// (transaction/statement mode, max_prepared_statements > 0).
 	tracking bool
@@ -134,21 +136,6 @@ func (c *client) closeSocket() {
 }
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }
-
-// logger is the service's logger with the client's attributes. It is built
-// for each message rather than kept: logging a client is rare, and thousands
-// of idle clients should not each hold a logger.
-func (c *client) logger() *slog.Logger {
-	addr := "unix"
-	if !c.local {
-		addr = c.raddr.String()
-	}
-	l := c.svc.log.With("conn", c.String(), "addr", addr)
-	if c.user != "" {
-		l = l.With("db", c.dbName, "user", c.user)
-	}
-	return l
-}
 
 // addrParts is an address as SHOW CLIENTS lists it: "unix" and port 0 for
 // the Unix socket.

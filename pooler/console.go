@@ -590,6 +590,7 @@ func (v consoleView) Reload() error {
 	if err != nil {
 		s.log.Error("RELOAD failed: " + err.Error())
 	}
+	s.reloaded()
 	return err
 }
 

@@ -40,6 +40,9 @@
 //	stats.go           SHOW STATS
 //	autodb.go          databases served from "*": registered once, logged
 //	verbose.go         -v/-vv and verbose: PgBouncer's DEBUG and NOISE lines
+//	logprefix.go       who a line is about (conn, db, user, addr attributes),
+//	                   which the command writes as PgBouncer's C-n/S-n prefix
+//	reloadhook.go      WithReloadHook: the command reopens its logs on RELOAD
 //	metrics.go         /metrics
 //	metrics_help.go    /metrics' HELP texts; the runtime collector's renames
 //

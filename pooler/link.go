@@ -176,7 +176,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 		if !errors.As(err, &pe) {
 			// The server failed under the SET: the detail is for the
 			// log, the client hears PgBouncer's word for it.
-			c.logger().Warn(c.String() + ": server failed while setting parameters: " + err.Error())
+			c.logger().Warn("server failed while setting parameters: " + err.Error())
 			c.pool.discard(s, "var change failed")
 			return nil, newError(CodeServerCrashed)
 		}
@@ -354,9 +354,9 @@ func sameMap(a, b map[string]string) bool {
 // closed; the pump is woken by an expired read deadline.
 func (c *client) leave(err error) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	} else if c.svc.logDisconnections() {
-		c.logger().Info(c.String() + ": closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	c.abandonLink()
 }

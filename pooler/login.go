@@ -141,7 +141,7 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 		return nil, newError(CodeNoUserName)
 	}
 	if st.LogConnections {
-		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s login attempt: db=%s user=%s tls=%s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName, c.user, c.tlsVersion()))
+		c.logger().Info(fmt.Sprintf("login attempt: db=%s user=%s tls=%s", c.dbName, c.user, c.tlsVersion()))
 	}
 	if su.Minor > 0 || len(unrecognized) > 0 {
 		// We speak 3.0: tell a newer client so, and name the protocol
@@ -174,7 +174,7 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	}
 	if !dbKnown {
 		if st.LogConnections {
-			c.logger().Info(fmt.Sprintf("%s: login failed: db=%s user=%s", c, c.dbName, c.user))
+			c.logger().Info(fmt.Sprintf("login failed: db=%s user=%s", c.dbName, c.user))
 		}
 		return nil, newError(CodeNoSuchDatabase, c.dbName)
 	}
@@ -182,7 +182,7 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 		return nil, newError(CodeDatabaseDisabled, c.dbName)
 	}
 	if c.svc.registerAutoDB(cfg, c.dbName) {
-		c.logger().Info(fmt.Sprintf("%s: %s/%s@%s registered new auto-database: %s", c, c.dbName, c.user, c.conn.RemoteAddr(), c.dbName))
+		c.logger().Info("registered new auto-database: " + c.dbName)
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
@@ -458,7 +458,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		return nil, none, err
 	}
 	if !found && st.LogConnections {
-		c.logger().Info(c.String() + ": no such user: " + c.user)
+		c.logger().Info("no such user: " + c.user)
 	}
 	if m == auth.MethodTrust {
 		// Trust admits a user with an auth source only: an auth_file
@@ -531,7 +531,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 	if authUserFor(db, st) == "" || !(dbKnown || st.AuthDBName != "") {
 		return nil, false, nil
 	}
-	secret, found, err = c.svc.authQuery(db, c.user)
+	secret, found, err = c.svc.authQuery(c.logger(), db, c.user)
 	if err != nil {
 		return nil, false, c.authQueryError(err)
 	}
@@ -557,10 +557,10 @@ func (c *client) authQueryError(err error) error {
 	case errors.As(err, &told), errors.As(err, &refused):
 		return err
 	case errors.Is(err, errAuthQueryNoServer):
-		c.logger().Warn(c.String() + ": auth_query failed: " + err.Error())
+		c.logger().Warn("auth_query failed: " + err.Error())
 		return newError(CodeAuthQueryFailed)
 	}
-	c.logger().Error(c.String() + ": error in auth_query: " + err.Error())
+	c.logger().Error("error in auth_query: " + err.Error())
 	return newError(CodeBouncerConfigError)
 }
 
@@ -694,7 +694,7 @@ func (c *client) consoleLogin() error {
 	c.conn.SetDeadline(time.Time{})
 	err := admin.Serve(c.svc.Console(), c.r, c.w, c.user, role)
 	if err != nil && !errors.Is(err, io.EOF) {
-		c.logger().Info(c.String() + ": console closed: " + err.Error())
+		c.logger().Info("console closed: " + err.Error())
 	}
 	return errSilent
 }

@@ -91,6 +91,7 @@ func TestLoginAuthSources(t *testing.T) {
 			{"authQueryNoRow", "carol", "norowdb", "pw", "R3 E(FATAL 28P01 password authentication failed)"},
 			{"consoleAsAuthDB", "carol", "pgbouncer", "pw", "E(FATAL 08P01 bouncer config error)"},
 		})
-		wantLogs(t, tp, `cannot use the reserved "pgbouncer" database as an auth_dbname`)
+		// With the client's prefix attributes, as PgBouncer's slog_error(client, …).
+		wantLogs(t, tp, `cannot use the reserved "pgbouncer" database as an auth_dbname conn=C-`)
 	})
 }

@@ -80,11 +80,12 @@ ignore_startup_parameters = extra_float_digits
 	}
 
 	// log_connections: the attempt and, for an unknown database, the
-	// failure, in PgBouncer's words.
+	// failure, in PgBouncer's words, with the client's prefix attributes
+	// (the command's handler writes them as "C-n: db/user@addr ").
 	logs := tp.log.tail()
 	for _, re := range []string{
-		`INFO C-\d+: nope/alice@127\.0\.0\.1:\d+ login attempt: db=nope user=alice tls=no conn=`,
-		`INFO C-\d+: login failed: db=nope user=alice conn=`,
+		`INFO login attempt: db=nope user=alice tls=no conn=C-\d+ db=nope user=alice addr=127\.0\.0\.1:\d+`,
+		`INFO login failed: db=nope user=alice conn=C-\d+ db=nope user=alice addr=127\.0\.0\.1:\d+`,
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {
 			t.Errorf("no log line matching %q in\n%s", re, logs)

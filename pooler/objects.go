@@ -206,7 +206,7 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	p.userLimit.give()
 	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
-		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
+		p.serverLogger(s).Info("closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
 	}
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }

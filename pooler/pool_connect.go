@@ -38,7 +38,7 @@ func (p *serverPool) logIn(s *server) error {
 			s.conn.Close()
 			err = qerr
 		} else if res.err != nil {
-			p.log.Warn("connect_query failed: " + res.err.Message)
+			p.serverLogger(s).Warn("connect_query failed: " + res.err.Message)
 		}
 	}
 	return err
@@ -84,10 +84,11 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// because: connect failed"), the Go error (address, system error) as
 	// the detail.
 	if se := (*auth.ServerError)(nil); errors.As(err, &se) {
-		// PgBouncer's line for a refusal: the server's own words.
-		p.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
+		// PgBouncer's line for a refusal: the server's own words, with
+		// no prefix (its log_warning).
+		p.svc.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
 	}
-	p.log.Warn(p.key.db + "/" + p.key.user + "@" + s.target.address + " server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
+	p.serverLogger(s).Warn("server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
 	p.metrics.loginFailures.Inc()
 	werr := serverLoginError(err)
 	for _, w := range waiters {
@@ -133,12 +134,12 @@ func (p *serverPool) loggedIn(s *server) {
 	// PgBouncer's line: S-n: db/user@server new connection to server
 	// (from local address). Built now: s may be another client's once
 	// p.mu is released.
-	line := s.String() + ": " + p.key.db + "/" + p.key.user + "@" + s.conn.RemoteAddr().String() +
-		" new connection to server (from " + s.conn.LocalAddr().String() + ")"
+	log := p.serverLoggerAt(s, s.conn.RemoteAddr().String())
+	line := "new connection to server (from " + s.conn.LocalAddr().String() + ")"
 	p.handOffLocked(s)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
 	if p.svc.logConnections() {
-		p.log.Info(line)
+		log.Info(line)
 	}
 }

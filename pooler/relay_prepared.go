@@ -193,9 +193,9 @@ func (c *client) refuseUnknownLocked() {
 // its ERROR line for the cause and, with log_pooler_errors, the "pooler
 // error" line of the text the client gets. Called without c.mu.
 func (c *client) logStmtRefusal(cause string, e *Error) {
-	c.logger().Error(c.String() + ": " + cause)
+	c.logger().Error(cause)
 	if c.svc.settings().LogPoolerErrors {
-		c.logger().Warn(c.String() + ": pooler error: " + e.Message)
+		c.logger().Warn("pooler error: " + e.Message)
 	}
 }
 

@@ -370,7 +370,7 @@ func (p *serverPool) drainCancel(s *server) bool {
 	}
 	defer func() { <-p.drainCancelPath }()
 	if err := s.sendCancel(drainCancelTimeout); err != nil {
-		p.log.Warn(s.String() + ": cancel of an abandoned query failed: " + err.Error())
+		p.serverLogger(s).Warn("cancel of an abandoned query failed: " + err.Error())
 		p.metrics.count("pgturnstile_server_drain_cancels_total", "result", "failed")
 		return false
 	}

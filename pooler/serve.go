@@ -127,19 +127,19 @@ func (c *client) fail(err error) {
 		// Go's error strings (addresses, ports, system errors) are for
 		// the log only. A failure of the client's own connection gets
 		// no message: it could not be delivered.
-		c.logger().Warn(c.String() + ": " + err.Error())
+		c.logger().Warn(err.Error())
 		if isConnError(err) {
 			return
 		}
 		pe = newError(CodeServerConnectFailed, loginReason(err))
 	}
 	if c.svc.settings().LogPoolerErrors {
-		c.logger().Warn(c.String() + ": pooler error: " + pe.Message)
+		c.logger().Warn("pooler error: " + pe.Message)
 	}
 	if c.svc.logDisconnections() {
 		// PgBouncer's line for every client it closes, with the reason
 		// it told the client.
-		c.logger().Info(c.String() + ": closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(appendError(c.scratch[:0], pe))
@@ -602,7 +602,7 @@ func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
 // detail, when set, is logged.
 func (c *client) closeBadInput(e *Error, detail string) {
 	if detail != "" {
-		c.logger().Warn(c.String() + ": " + detail)
+		c.logger().Warn(detail)
 	}
 	var done chan struct{}
 	if c.link.pumpStarted {

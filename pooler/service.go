@@ -25,6 +25,8 @@ import (
 // always means a Postgres backend connection.
 type Service struct {
 	log *slog.Logger
+	// afterReload is WithReloadHook's function (reloadhook.go); nil: none.
+	afterReload func(*config.Settings)
 
 	cfg atomic.Pointer[config.Config]
 	// users is the global user store (auth_file, [users], auth_query).
@@ -362,7 +364,9 @@ func (s *Service) serveConn(conn net.Conn) {
 		connected: s.clock.Now(),
 	}
 	c.r.SetBudget(s.held)
-	_, c.local = conn.(*net.UnixConn)
+	if uc, ok := conn.(*net.UnixConn); ok {
+		c.local, c.unixPeer = true, unixPeerAddr(uc)
+	}
 	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
 	c.link = newLink(&c.mu)
 	c.setSocket(conn) // for dropClient (client.sock)
@@ -548,8 +552,9 @@ func (s *Service) ShuttingDown() bool { return s.shuttingDown.Load() }
 // changed in Postgres counts at once. found=false means no row; a row
 // with a NULL secret (the role has no password, or it expired) is found
 // with a nil secret. A server that cannot be reached gives
-// errAuthQueryNoServer within server_connect_timeout, never a hang.
-func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, bool, error) {
+// errAuthQueryNoServer within server_connect_timeout, never a hang. log is
+// the client's (its prefix on the lines about its auth database).
+func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) (*auth.Secret, bool, error) {
 	st := s.settings()
 	authUser := authUserFor(db, st)
 	query := st.AuthQuery
@@ -564,7 +569,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 	if dbname == adminDB || (dbname == "" && db.Name == adminDB) {
 		// The console has no server to ask: PgBouncer's words, the
 		// cause logged, the client told "bouncer config error".
-		s.log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
+		log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
 		return nil, false, newError(CodeBouncerConfigError)
 	}
 	if dbname != "" {
@@ -572,7 +577,7 @@ func (s *Service) authQuery(db *config.Database, user string) (*auth.Secret, boo
 		if !ok {
 			// PgBouncer's words: the log says why, the client gets
 			// "bouncer config error".
-			s.log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
+			log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
 			return nil, false, newError(CodeBouncerConfigError)
 		}
 		if s.isDisabled(dbname) {

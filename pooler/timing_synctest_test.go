@@ -103,7 +103,7 @@ func TestTimingClientIdleTimeout(t *testing.T) {
 		if n := len(r.svc.Console().Clients()); n != 0 {
 			t.Errorf("SHOW CLIENTS has %d rows after the timeout; want 0", n)
 		}
-		if !strings.Contains(r.log.String(), ": pooler error: client_idle_timeout") {
+		if !strings.Contains(r.log.String(), "msg=\"pooler error: client_idle_timeout\" conn=C-") {
 			t.Errorf("log lacks the close line:\n%s", r.log.String())
 		}
 		// The server the client used stays, idle, for the next client.

@@ -36,8 +36,8 @@ func (s *Service) Verbose() int { return s.cmdVerbose + s.settings().Verbose }
 func (s *Service) debugOn() bool { return s.Verbose() >= 1 }
 func (s *Service) noiseOn() bool { return s.Verbose() >= 2 }
 
-// debugf logs a DEBUG line about the client in PgBouncer's form
-// ("C-n: db/user@addr text") when -v or verbose asks for it.
+// debugf logs a DEBUG line about the client, with its prefix attributes
+// (logprefix.go), when -v or verbose asks for it.
 func (c *client) debugf(format string, args ...any) {
 	if c.svc.debugOn() {
 		c.logAt(slog.LevelDebug, fmt.Sprintf(format, args...))
@@ -52,26 +52,13 @@ func (c *client) noisef(format string, args ...any) {
 }
 
 func (c *client) logAt(level slog.Level, text string) {
-	addr := "unix"
-	if !c.local {
-		addr = c.raddr.String()
-	}
-	// Before the startup packet names them, PgBouncer's words for none.
-	db, user := c.dbName, c.user
-	if db == "" {
-		db = "(nodb)"
-	}
-	if user == "" {
-		user = "(nouser)"
-	}
-	c.svc.log.Log(context.Background(), level, fmt.Sprintf("%s: %s/%s@%s %s", c, db, user, addr, text))
+	c.logger().Log(context.Background(), level, text)
 }
 
-// serverDebugf logs a DEBUG line about server s in PgBouncer's form
+// serverDebugf logs a DEBUG line about server s with its prefix
 // ("S-n: db/user@addr text").
 func (p *serverPool) serverDebugf(s *server, format string, args ...any) {
 	if p.svc.debugOn() {
-		addr := s.target.address
-		p.svc.log.Debug(fmt.Sprintf("%s: %s/%s@%s %s", s, p.key.db, p.key.user, addr, fmt.Sprintf(format, args...)))
+		p.serverLogger(s).Debug(fmt.Sprintf(format, args...))
 	}
 }

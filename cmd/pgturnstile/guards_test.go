@@ -130,8 +130,8 @@ func TestSyslog(t *testing.T) {
 
 	var local bytes.Buffer
 	st := config.Settings{Syslog: true, SyslogIdent: "pgt-test", SyslogFacility: "local3"}
-	log, closeSyslog := withSyslog(slog.New(slog.NewTextHandler(&local, &slog.HandlerOptions{Level: slog.LevelDebug})), &st)
-	defer closeSyslog()
+	log, sink := withSyslog(slog.New(slog.NewTextHandler(&local, &slog.HandlerOptions{Level: slog.LevelDebug})), &st)
+	defer sink.Close()
 	log.Debug("a debug line")
 	log.Info("process up", "k", 1)
 	log.Warn("a warning")

@@ -126,16 +126,16 @@ func run(args []string, stderr io.Writer) int {
 	}
 
 	logCreated := logfileMissing(cfg.Settings.Logfile)
-	logOut, closeLog, err := logWriter(cfg, quiet, stderr)
+	logOut, err := newLogOutput(cfg.Settings.Logfile, stderrUnless(quiet, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "pgturnstile: %v\n", err)
 		return 1
 	}
-	defer closeLog()
+	defer logOut.Close()
 	handler := newHandler(logOut, verbose+cfg.Settings.Verbose)
-	log := slog.New(handler)
-	log, closeSyslog := withSyslog(log, &cfg.Settings)
-	defer closeSyslog()
+	handler.setFormat(func() string { return cfg.Settings.LogFormat })
+	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
+	defer syslogOut.Close()
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
 	start, code := beforeListen(cfg, user, daemon, logCreated, log, stderr)
 	if code >= 0 {
@@ -143,12 +143,19 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer start.exit()
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose))
+	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
+		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }))
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
 	}
 	handler.setVerbose(svc.Verbose)
+	handler.setFormat(func() string { return svc.Settings().LogFormat })
+	// Caught from before the listeners open, and kept until handleSignals
+	// runs: a SIGHUP sent as soon as the port answers (a reload right
+	// after the start) must not end the process, as an uncaught one does.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, handledSignals...)
 	if err := svc.Listen(); err != nil {
 		log.Error("cannot listen: " + err.Error())
 		return 1
@@ -185,8 +192,6 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	notify := newNotifier()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, handledSignals...)
 	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
@@ -298,23 +303,4 @@ func devConfig(backend string) (*config.Config, error) {
 	}
 	text := strings.NewReplacer("@HOST@", host, "@PORT@", port).Replace(defaultConfig)
 	return config.Parse("default.ini", []byte(text))
-}
-
-// logWriter returns where log lines go: logfile when set (appended), and
-// stderr unless -q.
-func logWriter(cfg *config.Config, quiet bool, stderr io.Writer) (io.Writer, func(), error) {
-	var ws []io.Writer
-	closeFn := func() {}
-	if f := cfg.Settings.Logfile; f != "" {
-		fh, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cannot open logfile: %v", err)
-		}
-		ws = append(ws, fh)
-		closeFn = func() { fh.Close() }
-	}
-	if !quiet {
-		ws = append(ws, stderr)
-	}
-	return io.MultiWriter(ws...), closeFn, nil
 }

@@ -4,10 +4,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"log/syslog"
-	"strings"
+	"sync"
 
 	"github.com/pgturnstile/pgturnstile/config"
 )
@@ -40,29 +39,73 @@ func openSyslog(st *config.Settings) (*syslog.Writer, error) {
 	return syslog.Dial(syslogNetwork, syslogAddr, fac|syslog.LOG_INFO, st.SyslogIdent)
 }
 
-// withSyslog adds syslog to log when the syslog setting is on: every line
-// also goes there, without the time and pid (syslog adds its own), at the
-// priority PgBouncer gives its level (FATAL crit, ERROR err, WARNING
+// withSyslog adds syslog to log: while the syslog setting is on, every
+// line also goes there, without the time and pid (syslog adds its own), at
+// the priority PgBouncer gives its level (FATAL crit, ERROR err, WARNING
 // warning, LOG info); DEBUG lines stay out, as PgBouncer's syslog level is
-// LOG. It returns the logger and what closes the connection. A syslog it
-// cannot reach is a warning, not a reason to stop: PgBouncer's openlog
-// cannot fail either.
-func withSyslog(log *slog.Logger, st *config.Settings) (*slog.Logger, func()) {
+// LOG. The returned sink is what RELOAD resets (PgBouncer's reset_logging:
+// syslog, syslog_ident and syslog_facility follow the file) and what
+// closes the connection at exit. A syslog it cannot reach is a warning,
+// not a reason to stop: PgBouncer's openlog cannot fail either.
+func withSyslog(log *slog.Logger, st *config.Settings) (*slog.Logger, *syslogSink) {
+	sink := &syslogSink{}
+	l := slog.New(&syslogHandler{next: log.Handler(), sink: sink})
+	sink.reset(l, st)
+	return l, sink
+}
+
+// syslogSink is the connection to syslog, nil while syslog is off.
+type syslogSink struct {
+	mu sync.Mutex
+	w  *syslog.Writer
+}
+
+// reset closes the connection and opens one as st says, if st.Syslog;
+// log takes the warning when syslog cannot be reached.
+func (s *syslogSink) reset(log *slog.Logger, st *config.Settings) {
 	w, err := openSyslog(st)
 	if err != nil {
 		log.Warn("cannot connect to syslog: " + err.Error())
-		return log, func() {}
 	}
-	if w == nil {
-		return log, func() {}
+	s.mu.Lock()
+	old := s.w
+	s.w = w
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
 	}
-	return slog.New(&syslogHandler{next: log.Handler(), w: w}), func() { w.Close() }
 }
 
-// syslogHandler passes each record to next and to syslog.
+// Close closes the connection.
+func (s *syslogSink) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w != nil {
+		s.w.Close()
+		s.w = nil
+	}
+}
+
+func (s *syslogSink) write(l slog.Level, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.w == nil:
+	case l >= levelFatal:
+		s.w.Crit(msg)
+	case l >= slog.LevelError:
+		s.w.Err(msg)
+	case l >= slog.LevelWarn:
+		s.w.Warning(msg)
+	default:
+		s.w.Info(msg)
+	}
+}
+
+// syslogHandler passes each record to next and to the sink.
 type syslogHandler struct {
 	next  slog.Handler
-	w     *syslog.Writer
+	sink  *syslogSink
 	attrs []slog.Attr
 }
 
@@ -75,39 +118,17 @@ func (h *syslogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if h.next.Enabled(ctx, r.Level) {
 		err = h.next.Handle(ctx, r)
 	}
-	if r.Level < slog.LevelInfo {
-		return err
-	}
-	var b strings.Builder
-	b.WriteString(r.Message)
-	write := func(a slog.Attr) bool {
-		if a.Key != "" {
-			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		}
-		return true
-	}
-	for _, a := range h.attrs {
-		write(a)
-	}
-	r.Attrs(write)
-	msg := b.String()
-	switch {
-	case r.Level >= levelFatal:
-		h.w.Crit(msg)
-	case r.Level >= slog.LevelError:
-		h.w.Err(msg)
-	case r.Level >= slog.LevelWarn:
-		h.w.Warning(msg)
-	default:
-		h.w.Info(msg)
+	if r.Level >= slog.LevelInfo {
+		// PgBouncer's line without its time, pid and level.
+		h.sink.write(r.Level, lineText(r, h.attrs))
 	}
 	return err
 }
 
 func (h *syslogHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &syslogHandler{next: h.next.WithAttrs(as), w: h.w, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+	return &syslogHandler{next: h.next.WithAttrs(as), sink: h.sink, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
 }
 
 func (h *syslogHandler) WithGroup(name string) slog.Handler {
-	return &syslogHandler{next: h.next.WithGroup(name), w: h.w, attrs: h.attrs}
+	return &syslogHandler{next: h.next.WithGroup(name), sink: h.sink, attrs: h.attrs}
 }

@@ -85,6 +85,22 @@ func PeerUID(uc *net.UnixConn) (uid int, ok bool) {
 	return uid, ok
 }
 
+// PeerPID returns the process id at the other end of a Unix socket
+// (SO_PEERCRED), for the log prefix; ok is false when it cannot be told.
+func PeerPID(uc *net.UnixConn) (pid int, ok bool) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	raw.Control(func(fd uintptr) {
+		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		if err == nil && cred.Pid > 0 {
+			pid, ok = int(cred.Pid), true
+		}
+	})
+	return pid, ok
+}
+
 // DupCloexec duplicates a descriptor, close-on-exec like every descriptor
 // Go opens.
 func DupCloexec(fd int) (int, error) {

@@ -33,6 +33,9 @@ func PeekClosed(fd uintptr, buf *[1]byte) bool { return false }
 // PeerUID cannot tell here.
 func PeerUID(uc *net.UnixConn) (uid int, ok bool) { return 0, false }
 
+// PeerPID cannot tell here.
+func PeerPID(uc *net.UnixConn) (pid int, ok bool) { return 0, false }
+
 // DupCloexec is not available here.
 func DupCloexec(fd int) (int, error) { return -1, errUnsupported }
 
