@@ -75,8 +75,10 @@ func ClientTLSRequired(mode string) bool {
 // host, or nil when server_tls_sslmode is disable. allow, prefer and
 // require encrypt without verifying the server (allow is prefer, as in
 // PgBouncer: TLS is asked for first, plaintext accepted when the server
-// refuses it); verify-ca checks the chain against server_tls_ca_file;
-// verify-full also checks the host name.
+// refuses it); verify-ca checks the chain against server_tls_ca_file, or
+// against the system's trust store when no CA file is set (as PgBouncer's
+// libtls does); verify-full also checks the host name. host may be empty
+// for a configuration that ServerTLSForHost completes per server.
 func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, err error) {
 	if s.Mode == "" || s.Mode == TLSDisable {
 		return nil, "", nil
@@ -98,12 +100,13 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		// Encryption without authentication of the server, as libpq.
 		cfg.InsecureSkipVerify = true
 	case TLSVerifyCA, TLSVerifyFull:
-		if s.CAFile == "" {
-			return nil, "", fmt.Errorf("server_tls_sslmode=%s needs server_tls_ca_file", s.Mode)
-		}
-		pool, err := loadCAs(s.CAFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("server_tls_ca_file: %v", err)
+		// A nil pool is the system's trust store, for crypto/tls and for
+		// verifyChainOnly alike.
+		var pool *x509.CertPool
+		if s.CAFile != "" {
+			if pool, err = loadCAs(s.CAFile); err != nil {
+				return nil, "", fmt.Errorf("server_tls_ca_file: %v", err)
+			}
 		}
 		cfg.RootCAs = pool
 		if s.Mode == TLSVerifyFull {
@@ -118,6 +121,18 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		return nil, "", fmt.Errorf("unknown server_tls_sslmode %q", s.Mode)
 	}
 	return cfg, warn, nil
+}
+
+// ServerTLSForHost is base (from ServerTLSConfig with no host) for a
+// connection to host: under verify-full the certificate must name host.
+// base is shared by every login and is not changed.
+func ServerTLSForHost(base *tls.Config, mode, host string) *tls.Config {
+	if mode != TLSVerifyFull {
+		return base
+	}
+	cfg := base.Clone()
+	cfg.ServerName = host
+	return cfg
 }
 
 // ServerTLSRequired reports whether a server that refuses TLS is an error.
