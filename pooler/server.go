@@ -122,7 +122,8 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	t := s.target
 	// Read before the dial: a change of server_tls_* after this makes the
 	// login stale (loggedIn closes it), as a retarget does.
-	s.serverTLS = p.svc.sec.Load().serverTLS
+	sec := p.svc.sec.Load()
+	s.serverTLS = sec.serverTLS
 	conn, err := p.svc.dialTimeout(t.network, t.address, timeout)
 	if err != nil {
 		return err
@@ -150,7 +151,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	if t.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer.
-		if conn, err = startServerTLS(conn, s.serverTLS, t.host); err != nil {
+		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, t.host); err != nil {
 			return err
 		}
 	}
@@ -330,17 +331,15 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-// startServerTLS asks Postgres for TLS as server_tls_sslmode says: allow
-// and prefer fall back to plaintext when the server answers 'N', require
-// and verify-* fail instead.
-func startServerTLS(conn net.Conn, ts auth.TLSSettings, host string) (net.Conn, error) {
-	cfg, _, err := auth.ServerTLSConfig(ts, host)
-	if err != nil || cfg == nil {
-		if err != nil {
-			conn.Close()
-		}
-		return conn, err
+// startServerTLS asks Postgres for TLS as server_tls_sslmode (mode) says,
+// with base, the server TLS in force (nil: disable): allow and prefer fall
+// back to plaintext when the server answers 'N', require and verify-* fail
+// instead.
+func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Conn, error) {
+	if base == nil {
+		return conn, nil
 	}
+	cfg := auth.ServerTLSForHost(base, mode, host)
 	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
 		conn.Close()
 		return nil, err
@@ -359,9 +358,9 @@ func startServerTLS(conn net.Conn, ts auth.TLSSettings, host string) (net.Conn, 
 		}
 		return tc, nil
 	case 'N':
-		if auth.ServerTLSRequired(ts.Mode) {
+		if auth.ServerTLSRequired(mode) {
 			conn.Close()
-			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + ts.Mode + " requires it")}
+			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + mode + " requires it")}
 		}
 		return conn, nil
 	}

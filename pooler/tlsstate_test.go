@@ -1,0 +1,198 @@
+package pooler
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// A certificate is rotated from the console one SET at a time, as
+// PgBouncer's suite does: between the key's SET and the certificate's the
+// pair does not match. Each value is kept (SHOW CONFIG shows it), the SET
+// answers with PgBouncer's NOTICE, and the TLS in force stays the old one
+// until the set is consistent; then clients get the new certificate.
+func TestClientTLSRotatedOneSetAtATime(t *testing.T) {
+	ca1, ca2 := newTestCA(t, "one"), newTestCA(t, "two")
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"db": ""}, "client_tls_sslmode = require\n"+
+		"client_tls_key_file = "+ca1.key+"\nclient_tls_cert_file = "+ca1.cert+"\nclient_tls_ca_file = "+ca1.caFile+"\n")
+	defer tp.shutdown(t, fake)
+	con := tp.svc.Console()
+	if err := clientHandshake(tp.addr, ca1.pool); err != nil {
+		t.Fatalf("before the rotation, a client trusting CA one: %v", err)
+	}
+
+	err := con.Set("client_tls_key_file", ca2.key)
+	var n *admin.Notice
+	if !errors.As(err, &n) || n.Message != "TLS settings could not be applied, still using old configuration" {
+		t.Fatalf("SET of the new key alone: %v; want the NOTICE", err)
+	}
+	if got := tp.svc.settings().ClientTLSKeyFile; got != ca2.key {
+		t.Errorf("client_tls_key_file after its SET = %q; want the value given, %q", got, ca2.key)
+	}
+	if err := clientHandshake(tp.addr, ca1.pool); err != nil {
+		t.Errorf("between the SETs, a client trusting CA one: %v; want the old certificate still served", err)
+	}
+	// A SET of another key neither applies nor reports the pending TLS.
+	if err := con.Set("default_pool_size", "7"); err != nil {
+		t.Errorf("SET default_pool_size between the TLS SETs: %v", err)
+	}
+
+	if err := con.Set("client_tls_cert_file", ca2.cert); err != nil {
+		t.Fatalf("SET of the matching certificate: %v", err)
+	}
+	if err := con.Set("client_tls_ca_file", ca2.caFile); err != nil {
+		t.Fatalf("SET client_tls_ca_file: %v", err)
+	}
+	if err := clientHandshake(tp.addr, ca2.pool); err != nil {
+		t.Errorf("after the rotation, a client trusting CA two: %v", err)
+	}
+	if err := clientHandshake(tp.addr, ca1.pool); err == nil {
+		t.Error("after the rotation, a client trusting only CA one completed the handshake")
+	}
+}
+
+// RELOAD with a TLS set that does not load applies the rest of the file,
+// keeps the TLS in force (client_tls_sslmode included), and fails, as
+// PgBouncer's RELOAD does. A server_tls_* set that does not load is kept
+// out the same way and closes no server.
+func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
+	ca1, ca2 := newTestCA(t, "one"), newTestCA(t, "two")
+	fake := startFakePostgres(t)
+	tls1 := "client_tls_sslmode = require\nclient_tls_key_file = " + ca1.key + "\nclient_tls_cert_file = " + ca1.cert + "\n"
+	tp := startTestPooler(t, fake, map[string]string{"db": ""}, tls1)
+	defer tp.shutdown(t, fake)
+	before := tp.svc.sec.Load()
+
+	// The file as RELOAD reads it: a new key with the old certificate,
+	// another mode, another pool size.
+	cfg := tp.svc.config().Clone()
+	for k, v := range map[string]string{"client_tls_key_file": ca2.key, "client_tls_sslmode": "allow", "default_pool_size": "9"} {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := tp.svc.Apply(cfg, true)
+	var tna *tlsNotAppliedError
+	if !errors.As(err, &tna) {
+		t.Fatalf("Apply with a mismatched key: %v; want a tlsNotAppliedError", err)
+	}
+	if got := tp.svc.settings().DefaultPoolSize; got != 9 {
+		t.Errorf("default_pool_size after the RELOAD = %d; want 9 (the rest of the file applies)", got)
+	}
+	sec := tp.svc.sec.Load()
+	if sec.clientTLS != before.clientTLS || sec.clientMode != "require" {
+		t.Errorf("client TLS after the failed set: mode %q, same config %v; want the old one in force", sec.clientMode, sec.clientTLS == before.clientTLS)
+	}
+	if err := clientHandshake(tp.addr, ca1.pool); err != nil {
+		t.Errorf("a client trusting CA one after the failed RELOAD: %v", err)
+	}
+	if !strings.Contains(tp.log.tail(), "ERROR TLS setup failed: client TLS key pair: ") {
+		t.Errorf("the cause is not logged:\n%s", tp.log.tail())
+	}
+
+	// server_tls_*: a key without its certificate.
+	if err := tp.svc.Console().Set("server_tls_key_file", ca2.key); !errors.As(err, new(*admin.Notice)) {
+		t.Fatalf("SET server_tls_key_file alone: %v; want the NOTICE", err)
+	}
+	if got := tp.svc.sec.Load().serverTLS; got != before.serverTLS {
+		t.Errorf("server TLS in force after the failed SET: %+v; want %+v", got, before.serverTLS)
+	}
+}
+
+// clientHandshake asks the pooler at addr for TLS and completes the
+// handshake, trusting roots for 127.0.0.1.
+func clientHandshake(addr string, roots *x509.CertPool) error {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
+		return err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return err
+	}
+	if b[0] != 'S' {
+		return errors.New("the pooler answered the SSLRequest with " + string(b[:]))
+	}
+	return tls.Client(conn, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}).Handshake()
+}
+
+// testCA is a throwaway CA with a server certificate for 127.0.0.1, as
+// PEM files in a temp dir.
+type testCA struct {
+	caFile, cert, key string
+	pool              *x509.CertPool
+}
+
+func newTestCA(t *testing.T, name string) testCA {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := testCA{caFile: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "server.crt"), key: filepath.Join(dir, "server.key"), pool: x509.NewCertPool()}
+	ca.pool.AddCert(caCert)
+	for path, block := range map[string]*pem.Block{
+		ca.caFile: {Type: "CERTIFICATE", Bytes: caDER},
+		ca.cert:   {Type: "CERTIFICATE", Bytes: der},
+		ca.key:    {Type: "PRIVATE KEY", Bytes: pk},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca
+}
