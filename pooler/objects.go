@@ -206,9 +206,16 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	p.userLimit.give()
 	p.svc.countEvent("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
-		p.log.Info(s.String() + ": closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
+		p.log.Info(p.serverLogPrefix(s) + " closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
 	}
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
+}
+
+// serverLogPrefix is PgBouncer's prefix of a logged-in server's log
+// lines, "S-n: db/user@address", which operators' alerting and the suite
+// match per pool (e.g. "pTxnPool.*database configuration changed").
+func (p *serverPool) serverLogPrefix(s *server) string {
+	return s.String() + ": " + p.key.db + "/" + p.key.user + "@" + s.conn.RemoteAddr().String()
 }
 
 // cancelStarted marks s as the target of a cancel request about to be

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +35,11 @@ func TestTimingServerTLSChangeClosesOldServers(t *testing.T) {
 		r.sleepUntil(time.Since(r.start) + 2*janitorPeriod)
 		if how := r.pg.endedHow(1); how == "" {
 			t.Error("the plaintext server is still open after server_tls_sslmode was changed to prefer")
+		}
+		// PgBouncer's line, with the server's prefix that the suite
+		// matches per pool ("pTxnPool.*database configuration changed").
+		if re := regexp.MustCompile(`S-\d+: db/u@\S+ closing because: database configuration changed \(age=`); !re.MatchString(r.log.String()) {
+			t.Errorf("no log line matching %q in\n%s", re, r.log.String())
 		}
 		if rep := c.query("SELECT 2"); !rep.ready || rep.err != nil {
 			t.Fatalf("query after the change: %v", rep)
