@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -100,8 +101,7 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		// Encryption without authentication of the server, as libpq.
 		cfg.InsecureSkipVerify = true
 	case TLSVerifyCA, TLSVerifyFull:
-		// A nil pool is the system's trust store, for crypto/tls and for
-		// verifyChainOnly alike.
+		// A nil pool is the system's trust store.
 		var pool *x509.CertPool
 		if s.CAFile != "" {
 			if pool, err = loadCAs(s.CAFile); err != nil {
@@ -109,13 +109,13 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 			}
 		}
 		cfg.RootCAs = pool
+		// Verified by verifyServer rather than by crypto/tls, which
+		// refuses a certificate that names its host only in the Common
+		// Name; libtls (PgBouncer) and libpq accept one without SANs.
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = verifyServer(pool, s.Mode, host)
 		if s.Mode == TLSVerifyFull {
-			cfg.ServerName = host
-		} else {
-			// Chain only: Go verifies host names unless told not to, so
-			// verify the chain ourselves.
-			cfg.InsecureSkipVerify = true
-			cfg.VerifyPeerCertificate = verifyChainOnly(pool)
+			cfg.ServerName = host // sent as SNI
 		}
 	default:
 		return nil, "", fmt.Errorf("unknown server_tls_sslmode %q", s.Mode)
@@ -132,34 +132,57 @@ func ServerTLSForHost(base *tls.Config, mode, host string) *tls.Config {
 	}
 	cfg := base.Clone()
 	cfg.ServerName = host
+	cfg.VerifyConnection = verifyServer(base.RootCAs, mode, host)
 	return cfg
 }
 
-// ServerTLSRequired reports whether a server that refuses TLS is an error.
-func ServerTLSRequired(mode string) bool {
-	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
-}
-
-func verifyChainOnly(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
-	return func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
+// verifyServer checks a server's certificate chain against roots (nil:
+// the system's) and, under verify-full, that it is for host: by its SANs,
+// or by its Common Name when it has none, as libtls and libpq do.
+func verifyServer(roots *x509.CertPool, mode, host string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		certs := cs.PeerCertificates
+		if len(certs) == 0 {
 			return errors.New("server sent no certificate")
-		}
-		certs := make([]*x509.Certificate, len(raw))
-		for i, b := range raw {
-			c, err := x509.ParseCertificate(b)
-			if err != nil {
-				return err
-			}
-			certs[i] = c
 		}
 		inter := x509.NewCertPool()
 		for _, c := range certs[1:] {
 			inter.AddCert(c)
 		}
-		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-		return err
+		leaf := certs[0]
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
+			return err
+		}
+		if mode != TLSVerifyFull {
+			return nil
+		}
+		if len(leaf.DNSNames) > 0 || len(leaf.IPAddresses) > 0 {
+			return leaf.VerifyHostname(host)
+		}
+		if !commonNameMatches(leaf.Subject.CommonName, host) {
+			return x509.HostnameError{Certificate: leaf, Host: host}
+		}
+		return nil
 	}
+}
+
+// commonNameMatches matches a certificate's Common Name against host,
+// ignoring case; "*." matches one leftmost label of a host name.
+func commonNameMatches(cn, host string) bool {
+	cn, host = strings.ToLower(strings.TrimSuffix(cn, ".")), strings.ToLower(strings.TrimSuffix(host, "."))
+	if cn == "" || host == "" {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(cn, "*."); ok {
+		_, after, found := strings.Cut(host, ".")
+		return found && net.ParseIP(host) == nil && after == rest
+	}
+	return cn == host
+}
+
+// ServerTLSRequired reports whether a server that refuses TLS is an error.
+func ServerTLSRequired(mode string) bool {
+	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
 }
 
 func loadCAs(path string) (*x509.CertPool, error) {

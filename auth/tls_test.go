@@ -80,9 +80,57 @@ func TestServerTLSVerifyWithoutCAFileUsesSystemRoots(t *testing.T) {
 	}
 }
 
+// verify-full accepts a certificate without SANs whose Common Name is
+// the host, as libtls (PgBouncer) and libpq do and crypto/tls does not,
+// and refuses one whose Common Name is another host.
+func TestServerTLSVerifyFullCommonName(t *testing.T) {
+	server, caFile := testCAFor(t, "localhost", nil)
+	base, _, err := ServerTLSConfig(TLSSettings{Mode: TLSVerifyFull, CAFile: caFile}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handshakeWith(t, server, ServerTLSForHost(base, TLSVerifyFull, "LocalHost")); err != nil {
+		t.Errorf("verify-full to localhost, certificate with CN=localhost and no SANs: %v", err)
+	}
+	var hostErr x509.HostnameError
+	if err := handshakeWith(t, server, ServerTLSForHost(base, TLSVerifyFull, "db.example")); !errors.As(err, &hostErr) {
+		t.Errorf("verify-full to db.example, certificate with CN=localhost: %v; want x509.HostnameError", err)
+	}
+	// verify-ca checks no name.
+	ca, _, err := ServerTLSConfig(TLSSettings{Mode: TLSVerifyCA, CAFile: caFile}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handshakeWith(t, server, ServerTLSForHost(ca, TLSVerifyCA, "db.example")); err != nil {
+		t.Errorf("verify-ca to db.example: %v", err)
+	}
+	for _, tc := range []struct {
+		cn, host string
+		want     bool
+	}{
+		{"*.example.com", "db.example.com", true},
+		{"*.example.com", "a.db.example.com", false},
+		{"*.example.com", "example.com", false},
+		{"localhost.", "localhost", true},
+		{"127.0.0.1", "127.0.0.1", true},
+		{"", "", false},
+	} {
+		if got := commonNameMatches(tc.cn, tc.host); got != tc.want {
+			t.Errorf("commonNameMatches(%q, %q) = %v; want %v", tc.cn, tc.host, got, tc.want)
+		}
+	}
+}
+
 // testCA is a throwaway CA and a server certificate for 127.0.0.1 it
 // signed, with the CA's PEM file.
 func testCA(t *testing.T) (server tls.Certificate, caFile string) {
+	return testCAFor(t, "127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)})
+}
+
+// testCAFor is testCA with a server certificate whose Common Name is cn
+// and whose only SANs are ips (none: a certificate of the Common Name
+// alone, as PgBouncer's suite makes).
+func testCAFor(t *testing.T, cn string, ips []net.IP) (server tls.Certificate, caFile string) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -103,8 +151,8 @@ func testCA(t *testing.T) (server tls.Certificate, caFile string) {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
+		IPAddresses: ips,
 		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -354,7 +355,7 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 		tc := tls.Client(conn, cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
-			return nil, &reasonError{"TLS startup failed", fmt.Errorf("server TLS handshake: %w", err)}
+			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
 		}
 		return tc, nil
 	case 'N':
@@ -366,6 +367,20 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 	}
 	conn.Close()
 	return nil, &reasonError{"bad sslreq answer", fmt.Errorf("server answered the SSLRequest with %q", b[0])}
+}
+
+// tlsHandshakeError words a failed server TLS handshake as PgBouncer logs
+// it ("TLS handshake error: … certificate verify failed"), which the
+// suite and operators' alerting look for, with Go's error after it.
+func tlsHandshakeError(err error) error {
+	var cve *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	if errors.As(err, &cve) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) {
+		return fmt.Errorf("TLS handshake error: certificate verify failed: %w", err)
+	}
+	return fmt.Errorf("TLS handshake error: %w", err)
 }
 
 // queryRow runs sql with text parameters through the extended protocol on

@@ -1,20 +1,26 @@
 package pooler
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,4 +201,174 @@ func newTestCA(t *testing.T, name string) testCA {
 		}
 	}
 	return ca
+}
+
+// A server whose certificate fails verification is lost before its login,
+// as in PgBouncer: the log says "certificate verify failed", the waiting
+// client stays queued for the retry instead of failing, and once
+// server_tls_ca_file names the right CA the retry serves it.
+func TestServerTLSVerifyFailureKeepsWaiters(t *testing.T) {
+	pgCA, other := newTestCA(t, "pg"), newTestCA(t, "other")
+	fake := startFakePostgres(t)
+	proxy, stopProxy := startTLSProxy(t, pgCA, fake.port())
+	redirect := func(s *Service) {
+		s.dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, proxy)
+		}
+	}
+	tp := startTestPooler(t, fake, map[string]string{"db": ""}, "server_tls_sslmode = verify-full\n"+
+		"server_tls_ca_file = "+other.caFile+"\nserver_login_retry = 1\nquery_wait_timeout = 60\n", redirect)
+	defer tp.shutdown(t, fake)
+	defer stopProxy() // first: the pooler's check wants no goroutine of this package left
+
+	done := make(chan error, 1)
+	go func() {
+		conn, err := connectAndQuery(tp.addr, "db", "SELECT 1")
+		if conn != nil {
+			conn.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "the failed TLS login to be logged", func() bool {
+		return strings.Contains(tp.log.tail(), "certificate verify failed")
+	})
+	if line := tp.log.tail(); !regexp.MustCompile(`db/\S+ server login failed: closing because: TLS startup failed \(TLS handshake error: certificate verify failed: `).MatchString(line) {
+		t.Errorf("the failed login is not logged in PgBouncer's words:\n%s", line)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the client's wait ended when the server's certificate failed verification: %v; want it queued for the retry", err)
+	default:
+	}
+	if err := tp.svc.Console().Set("server_tls_ca_file", pgCA.caFile); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the waiting client after server_tls_ca_file was fixed: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting client was not served after server_tls_ca_file was fixed")
+	}
+}
+
+// startTLSProxy serves Postgres's TLS for the fake at port: it answers an
+// SSLRequest with 'S', completes the handshake with ca's server
+// certificate and relays the rest. It returns its address, and stop,
+// which closes it and its connections and waits for its goroutines.
+func startTLSProxy(t *testing.T, ca testCA, port int) (addr string, stop func()) {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(ca.cert, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	relay := func(c net.Conn) {
+		var req [8]byte
+		if _, err := io.ReadFull(c, req[:]); err != nil || string(req[:]) != string(wire.AppendSSLRequest(nil)) {
+			return
+		}
+		if _, err := c.Write([]byte{'S'}); err != nil {
+			return
+		}
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+		if tc.Handshake() != nil {
+			return
+		}
+		pg, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return
+		}
+		track(pg)
+		go func() { io.Copy(pg, tc); pg.Close() }()
+		io.Copy(tc, pg)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(c)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				relay(c)
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}
+}
+
+// connectAndQuery logs in to db at addr (user u) and runs q, returning
+// the first error the pooler sent or the connection's.
+func connectAndQuery(addr, db, q string) (net.Conn, error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a failsafe, not a measurement
+	br := newBackendReader(conn)
+	untilReady := func() error {
+		for {
+			typ, body, err := br.next()
+			switch {
+			case err != nil:
+				return err
+			case typ == 'E':
+				return fmt.Errorf("error %q", body)
+			case typ == 'Z':
+				return nil
+			}
+		}
+	}
+	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "u"}, {"database", db}})); err != nil {
+		return conn, err
+	}
+	if err := untilReady(); err != nil {
+		return conn, err
+	}
+	msg := append([]byte{'Q', 0, 0, 0, 0}, q+"\x00"...)
+	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
+	if _, err := conn.Write(msg); err != nil {
+		return conn, err
+	}
+	return conn, untilReady()
+}
+
+// waitFor polls cond until it holds, failing the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
