@@ -548,9 +548,10 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	return nil
 }
 
+// tlsVersion is the client's TLS in PgBouncer's words (tlsInfo), or "no".
 func (c *client) tlsVersion() string {
 	if tc, ok := c.conn.(*tls.Conn); ok {
-		return tls.VersionName(tc.ConnectionState().Version)
+		return tlsInfo(tc.ConnectionState())
 	}
 	return "no"
 }
