@@ -6,6 +6,8 @@
 //	service.go         Service: listeners, accept, the client registry (cancel
 //	                   keys), pools by (database, user), auth_query
 //	apply.go           Service.Apply: a configuration derived, then swapped in
+//	tlsstate.go        the TLS in force: applied only as a consistent set
+//	tlsinfo.go         a TLS connection described in PgBouncer's words
 //	console.go         the admin console's view of the service (consoleView)
 //	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
