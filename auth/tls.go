@@ -16,6 +16,9 @@ type TLSSettings struct {
 	Mode                      string // disable allow prefer require verify-ca verify-full
 	KeyFile, CertFile, CAFile string
 	Protocols, Ciphers        string
+	// Ciphers13 is *_tls13_ciphers: checked (as OpenSSL would refuse
+	// it), not applied: crypto/tls chooses TLS 1.3 suites itself.
+	Ciphers13 string
 }
 
 // TLS modes, PgBouncer's (and libpq's) names.
@@ -50,6 +53,9 @@ func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
 		return nil, "", fmt.Errorf("client_tls_protocols: %v", err)
 	}
 	warn = cipherWarning("client_tls_ciphers", s.Ciphers)
+	if err := checkTLS13Ciphers(s.Ciphers13); err != nil {
+		return nil, "", err
+	}
 	if s.CAFile != "" {
 		pool, err := loadCAs(s.CAFile)
 		if err != nil {
@@ -89,6 +95,9 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		return nil, "", fmt.Errorf("server_tls_protocols: %v", err)
 	}
 	warn = cipherWarning("server_tls_ciphers", s.Ciphers)
+	if err := checkTLS13Ciphers(s.Ciphers13); err != nil {
+		return nil, "", err
+	}
 	if s.CertFile != "" || s.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
 		if err != nil {
@@ -225,6 +234,28 @@ func tlsVersions(spec string) (minV, maxV uint16, err error) {
 		return 0, 0, errors.New("no protocol enabled")
 	}
 	return minV, maxV, nil
+}
+
+// tls13Suites are the TLS 1.3 cipher suites by their OpenSSL (and IANA)
+// names.
+var tls13Suites = map[string]bool{
+	"TLS_AES_128_GCM_SHA256": true, "TLS_AES_256_GCM_SHA384": true, "TLS_CHACHA20_POLY1305_SHA256": true,
+	"TLS_AES_128_CCM_SHA256": true, "TLS_AES_128_CCM_8_SHA256": true,
+}
+
+// checkTLS13Ciphers refuses a *_tls13_ciphers list that names no TLS 1.3
+// suite, with libtls's words, which PgBouncer logs after "TLS setup
+// failed: ". Unknown names beside known ones are skipped, as OpenSSL does.
+func checkTLS13Ciphers(spec string) error {
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	for _, name := range strings.Split(spec, ":") {
+		if tls13Suites[strings.TrimSpace(name)] {
+			return nil
+		}
+	}
+	return errors.New("failed to set the TLSv1.3 cipher suites")
 }
 
 // cipherWarning explains that OpenSSL cipher strings do not apply: Go's

@@ -91,7 +91,7 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 	}
 	sec := &securityState{}
 	var tlsWarnings []string
-	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(s.sec.Load(), st, fromFile)
+	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(s.sec.Load(), cfg, fromFile)
 	warnings = append(warnings, tlsWarnings...)
 	if err != nil {
 		return nil, warnings, err

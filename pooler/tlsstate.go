@@ -28,15 +28,21 @@ type appliedTLS struct {
 // tlsWanted is a set of TLS settings as the configuration gives them.
 type tlsWanted struct{ client, server auth.TLSSettings }
 
-func tlsWantedOf(st *config.Settings) tlsWanted {
+func tlsWantedOf(cfg *config.Config) tlsWanted {
+	st := &cfg.Settings
+	// *_tls13_ciphers have no Settings field: they are checked only.
+	client13, _ := cfg.Value("client_tls13_ciphers")
+	server13, _ := cfg.Value("server_tls13_ciphers")
 	return tlsWanted{
 		client: auth.TLSSettings{
 			Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
 			CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
+			Ciphers13: client13,
 		},
 		server: auth.TLSSettings{
 			Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,
 			CAFile: st.ServerTLSCAFile, Protocols: st.ServerTLSProtocols, Ciphers: st.ServerTLSCiphers,
+			Ciphers13: server13,
 		},
 	}
 }
@@ -63,14 +69,14 @@ func buildTLS(w tlsWanted) (t appliedTLS, warnings []string, err error) {
 	return appliedTLS{clientTLS: cfg, clientMode: w.client.Mode, serverTLS: w.server, serverBase: base}, warnings, nil
 }
 
-// deriveTLS decides the TLS that a configuration with settings st puts in
+// deriveTLS decides the TLS that a configuration cfg puts in
 // force, given the running security state old (nil at start). The files
 // are read again at start, RELOAD and SIGHUP, and when a TLS setting
 // changed (PgBouncer applies TLS on those and on a SET of a TLS key, not
 // on other SETs). A set that does not load is an error at start; later it
 // leaves old's TLS in force and is returned as notApplied.
-func deriveTLS(old *securityState, st *config.Settings, fromFile bool) (t appliedTLS, want tlsWanted, warnings []string, notApplied, err error) {
-	want = tlsWantedOf(st)
+func deriveTLS(old *securityState, cfg *config.Config, fromFile bool) (t appliedTLS, want tlsWanted, warnings []string, notApplied, err error) {
+	want = tlsWantedOf(cfg)
 	if old != nil && !fromFile && old.tlsWant == want {
 		return old.appliedTLS, want, nil, nil, nil
 	}

@@ -372,3 +372,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// client_tls13_ciphers naming no TLS 1.3 suite is refused as PgBouncer's
+// libtls refuses it: the SET answers the NOTICE, "TLS setup failed: failed
+// to set the TLSv1.3 cipher suites" is logged, and the TLS in force stays.
+// A list with a known suite applies (crypto/tls still picks the suite).
+func TestTLS13CiphersChecked(t *testing.T) {
+	ca := newTestCA(t, "one")
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"db": ""}, "client_tls_sslmode = require\n"+
+		"client_tls_key_file = "+ca.key+"\nclient_tls_cert_file = "+ca.cert+"\n")
+	defer tp.shutdown(t, fake)
+	before := tp.svc.sec.Load()
+	con := tp.svc.Console()
+	if err := con.Set("client_tls13_ciphers", "TLS_AES_256_GCM_SHA384"); err != nil {
+		t.Fatalf("SET client_tls13_ciphers to a TLS 1.3 suite: %v", err)
+	}
+	applied := tp.svc.sec.Load()
+	if applied.clientTLS == before.clientTLS {
+		t.Error("a valid client_tls13_ciphers was not applied")
+	}
+	if err := con.Set("client_tls13_ciphers", "unknown"); !errors.As(err, new(*admin.Notice)) {
+		t.Fatalf("SET client_tls13_ciphers = 'unknown': %v; want the NOTICE", err)
+	}
+	if !strings.Contains(tp.log.tail(), "ERROR TLS setup failed: failed to set the TLSv1.3 cipher suites") {
+		t.Errorf("PgBouncer's line is not logged:\n%s", tp.log.tail())
+	}
+	if tp.svc.sec.Load().clientTLS != applied.clientTLS {
+		t.Error("the TLS in force changed after a client_tls13_ciphers that names no suite")
+	}
+	if err := clientHandshake(tp.addr, ca.pool); err != nil {
+		t.Errorf("a client after the refused SET: %v", err)
+	}
+}
