@@ -84,20 +84,28 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 	tls1 := "client_tls_sslmode = require\nclient_tls_key_file = " + ca1.key + "\nclient_tls_cert_file = " + ca1.cert + "\n"
 	tp := startTestPooler(t, fake, map[string]string{"db": ""}, tls1)
 	defer tp.shutdown(t, fake)
-	before := tp.svc.sec.Load()
 
-	// The file as RELOAD reads it: a new key with the old certificate,
-	// another mode, another pool size.
-	cfg := tp.svc.config().Clone()
-	for k, v := range map[string]string{"client_tls_key_file": ca2.key, "client_tls_sslmode": "allow", "default_pool_size": "9"} {
-		if err := cfg.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
+	// The file RELOAD reads: a new key with the old certificate, another
+	// mode, another pool size.
+	ini := filepath.Join(t.TempDir(), "pgbouncer.ini")
+	running := tp.svc.config().Clone()
+	running.Path = ini
+	if err := tp.svc.Apply(running, true); err != nil {
+		t.Fatal(err)
 	}
-	err := tp.svc.Apply(cfg, true)
+	before := tp.svc.sec.Load()
+	bad := fmt.Sprintf("[databases]\ndb = host=127.0.0.1 port=%d dbname=fake\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = 0\n%s%s", fake.port(), testPoolerSettings,
+		"client_tls_sslmode = allow\nclient_tls_key_file = "+ca2.key+"\nclient_tls_cert_file = "+ca1.cert+"\ndefault_pool_size = 9\n")
+	if err := os.WriteFile(ini, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := tp.svc.Console().Reload()
 	var tna *tlsNotAppliedError
 	if !errors.As(err, &tna) {
-		t.Fatalf("Apply with a mismatched key: %v; want a tlsNotAppliedError", err)
+		t.Fatalf("RELOAD with a mismatched key: %v; want a tlsNotAppliedError", err)
+	}
+	if !strings.Contains(tp.log.tail(), "ERROR TLS configuration could not be reloaded, keeping old configuration") {
+		t.Errorf("RELOAD does not say it kept the TLS in PgBouncer's words:\n%s", tp.log.tail())
 	}
 	if got := tp.svc.settings().DefaultPoolSize; got != 9 {
 		t.Errorf("default_pool_size after the RELOAD = %d; want 9 (the rest of the file applies)", got)
