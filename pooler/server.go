@@ -155,6 +155,10 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, t.host); err != nil {
 			return err
 		}
+		if tc, ok := conn.(*tls.Conn); ok && p.svc.logConnections() {
+			// PgBouncer's line, before the login.
+			p.log.Info(s.String() + ": " + p.key.db + "/" + p.key.user + "@" + conn.RemoteAddr().String() + " SSL established: " + tlsInfo(tc.ConnectionState()))
+		}
 	}
 	sio := wire.SocketIO(conn)
 	r := wire.NewReader(sio, wire.DefaultBufferSize)

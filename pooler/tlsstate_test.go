@@ -225,7 +225,7 @@ func TestServerTLSVerifyFailureKeepsWaiters(t *testing.T) {
 		}
 	}
 	tp := startTestPooler(t, fake, map[string]string{"db": ""}, "server_tls_sslmode = verify-full\n"+
-		"server_tls_ca_file = "+other.caFile+"\nserver_login_retry = 1\nquery_wait_timeout = 60\n", redirect)
+		"server_tls_ca_file = "+other.caFile+"\nserver_login_retry = 1\nquery_wait_timeout = 60\nlog_connections = 1\n", redirect)
 	defer tp.shutdown(t, fake)
 	defer stopProxy() // first: the pooler's check wants no goroutine of this package left
 
@@ -258,6 +258,10 @@ func TestServerTLSVerifyFailureKeepsWaiters(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiting client was not served after server_tls_ca_file was fixed")
+	}
+	// log_connections: PgBouncer's line for the server's TLS.
+	if re := regexp.MustCompile(`INFO S-\d+: db/\S+@127\.0\.0\.1:\d+ SSL established: TLSv1\.3/TLS_\w+/ECDH=\w+`); !re.MatchString(tp.log.tail()) {
+		t.Errorf("no log line matching %q in\n%s", re, tp.log.tail())
 	}
 }
 
