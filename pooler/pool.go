@@ -369,10 +369,9 @@ func isStartingUp(err error) bool {
 // the server refused, a protocol violation). A server that could not be
 // reached (connect refused or timed out, DNS), whose TLS handshake failed
 // (PgBouncer loses such a server before its login) or that hung up
-// mid-login is retried
-// every server_login_retry while its clients keep waiting, up to
-// query_wait_timeout: a restart or failover costs them latency, not
-// errors.
+// mid-login is retried every server_login_retry while its clients keep
+// waiting, up to query_wait_timeout: a restart or failover costs them
+// latency, not errors.
 func failsWaiters(err error) bool {
 	if isStartingUp(err) {
 		return false
