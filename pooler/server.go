@@ -155,10 +155,6 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, t.host); err != nil {
 			return err
 		}
-		if tc, ok := conn.(*tls.Conn); ok && p.svc.logConnections() {
-			// PgBouncer's line, before the login.
-			p.log.Info(s.String() + ": " + p.key.db + "/" + p.key.user + "@" + conn.RemoteAddr().String() + " SSL established: " + tlsInfo(tc.ConnectionState()))
-		}
 	}
 	sio := wire.SocketIO(conn)
 	r := wire.NewReader(sio, wire.DefaultBufferSize)
@@ -171,6 +167,11 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	conn.SetDeadline(time.Time{})
 	now := p.svc.clock.Now()
 	s.id = serverIDs.Add(1)
+	if tc, ok := conn.(*tls.Conn); ok && p.svc.logConnections() {
+		// PgBouncer's line, which it logs before the login: a server
+		// has its id (S-n) only once logged in.
+		p.log.Info(s.String() + ": " + p.key.db + "/" + p.key.user + "@" + conn.RemoteAddr().String() + " SSL established: " + tlsInfo(tc.ConnectionState()))
+	}
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
 	s.noteAppName(login.Params["application_name"])
