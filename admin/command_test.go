@@ -279,3 +279,16 @@ func TestConsoleQueryTooLong(t *testing.T) {
 		t.Fatalf("query of 4096 bytes: %+v", r)
 	}
 }
+
+// A *Notice from Set is not a failure: the value was taken, and the client
+// gets the NOTICE and then the SET tag (PgBouncer's SET of a TLS setting
+// that cannot be applied yet).
+func TestSetNoticeIsNotAFailure(t *testing.T) {
+	con := newFake()
+	con.err = &Notice{Message: "TLS settings could not be applied, still using old configuration", Detail: "key does not match"}
+	r := run1(t, con, RoleAdmin, "SET client_tls_key_file = '/k.pem'")
+	wantOK(t, r, "SET client_tls_key_file=/k.pem")
+	if len(r.notices) != 1 || r.notices[0].Message != con.err.Error() || r.notices[0].Detail != "key does not match" || r.notices[0].Severity != "NOTICE" {
+		t.Errorf("notices %+v; want one NOTICE %q with the detail", r.notices, con.err.Error())
+	}
+}

@@ -54,3 +54,13 @@ var ErrProtocol = errors.New("admin: unsupported message for the admin console")
 
 // ErrQueryTooLong ends Serve after a query longer than pkt_buf.
 var ErrQueryTooLong = errors.New("admin: query too long")
+
+// Notice is a Console answer that is not a failure: the command took
+// effect, and the client is told something about it in a NOTICE before
+// the command's tag (PgBouncer's SET of a TLS setting that cannot be
+// applied yet).
+type Notice struct {
+	Message, Detail string
+}
+
+func (n *Notice) Error() string { return n.Message }

@@ -208,8 +208,12 @@ func (s *session) set(cmd Command) {
 		return
 	}
 	if err := s.con.Set(cmd.Arg, cmd.Value); err != nil {
-		s.setFailed(err)
-		return
+		var n *Notice
+		if !errors.As(err, &n) {
+			s.setFailed(err)
+			return
+		}
+		s.notice(n.Message, n.Detail)
 	}
 	s.complete("SET " + cmd.Arg + "=" + cmd.Value)
 }

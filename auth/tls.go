@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -15,6 +16,9 @@ type TLSSettings struct {
 	Mode                      string // disable allow prefer require verify-ca verify-full
 	KeyFile, CertFile, CAFile string
 	Protocols, Ciphers        string
+	// Ciphers13 is *_tls13_ciphers: checked (as OpenSSL would refuse
+	// it), not applied: crypto/tls chooses TLS 1.3 suites itself.
+	Ciphers13 string
 }
 
 // TLS modes, PgBouncer's (and libpq's) names.
@@ -49,6 +53,9 @@ func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
 		return nil, "", fmt.Errorf("client_tls_protocols: %v", err)
 	}
 	warn = cipherWarning("client_tls_ciphers", s.Ciphers)
+	if err := checkTLS13Ciphers(s.Ciphers13); err != nil {
+		return nil, "", err
+	}
 	if s.CAFile != "" {
 		pool, err := loadCAs(s.CAFile)
 		if err != nil {
@@ -75,8 +82,10 @@ func ClientTLSRequired(mode string) bool {
 // host, or nil when server_tls_sslmode is disable. allow, prefer and
 // require encrypt without verifying the server (allow is prefer, as in
 // PgBouncer: TLS is asked for first, plaintext accepted when the server
-// refuses it); verify-ca checks the chain against server_tls_ca_file;
-// verify-full also checks the host name.
+// refuses it); verify-ca checks the chain against server_tls_ca_file, or
+// against the system's trust store when no CA file is set (as PgBouncer's
+// libtls does); verify-full also checks the host name. host may be empty
+// for a configuration that ServerTLSForHost completes per server.
 func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, err error) {
 	if s.Mode == "" || s.Mode == TLSDisable {
 		return nil, "", nil
@@ -86,6 +95,9 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		return nil, "", fmt.Errorf("server_tls_protocols: %v", err)
 	}
 	warn = cipherWarning("server_tls_ciphers", s.Ciphers)
+	if err := checkTLS13Ciphers(s.Ciphers13); err != nil {
+		return nil, "", err
+	}
 	if s.CertFile != "" || s.KeyFile != "" {
 		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
 		if err != nil {
@@ -98,21 +110,21 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		// Encryption without authentication of the server, as libpq.
 		cfg.InsecureSkipVerify = true
 	case TLSVerifyCA, TLSVerifyFull:
-		if s.CAFile == "" {
-			return nil, "", fmt.Errorf("server_tls_sslmode=%s needs server_tls_ca_file", s.Mode)
-		}
-		pool, err := loadCAs(s.CAFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("server_tls_ca_file: %v", err)
+		// A nil pool is the system's trust store.
+		var pool *x509.CertPool
+		if s.CAFile != "" {
+			if pool, err = loadCAs(s.CAFile); err != nil {
+				return nil, "", fmt.Errorf("server_tls_ca_file: %v", err)
+			}
 		}
 		cfg.RootCAs = pool
+		// Verified by verifyServer rather than by crypto/tls, which
+		// refuses a certificate that names its host only in the Common
+		// Name; libtls (PgBouncer) and libpq accept one without SANs.
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = verifyServer(pool, s.Mode, host)
 		if s.Mode == TLSVerifyFull {
-			cfg.ServerName = host
-		} else {
-			// Chain only: Go verifies host names unless told not to, so
-			// verify the chain ourselves.
-			cfg.InsecureSkipVerify = true
-			cfg.VerifyPeerCertificate = verifyChainOnly(pool)
+			cfg.ServerName = host // sent as SNI
 		}
 	default:
 		return nil, "", fmt.Errorf("unknown server_tls_sslmode %q", s.Mode)
@@ -120,31 +132,66 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 	return cfg, warn, nil
 }
 
-// ServerTLSRequired reports whether a server that refuses TLS is an error.
-func ServerTLSRequired(mode string) bool {
-	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
+// ServerTLSForHost is base (from ServerTLSConfig with no host) for a
+// connection to host: under verify-full the certificate must name host.
+// base is shared by every login and is not changed.
+func ServerTLSForHost(base *tls.Config, mode, host string) *tls.Config {
+	if mode != TLSVerifyFull {
+		return base
+	}
+	cfg := base.Clone()
+	cfg.ServerName = host
+	cfg.VerifyConnection = verifyServer(base.RootCAs, mode, host)
+	return cfg
 }
 
-func verifyChainOnly(roots *x509.CertPool) func([][]byte, [][]*x509.Certificate) error {
-	return func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
+// verifyServer checks a server's certificate chain against roots (nil:
+// the system's) and, under verify-full, that it is for host: by its SANs,
+// or by its Common Name when it has none, as libtls and libpq do.
+func verifyServer(roots *x509.CertPool, mode, host string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		certs := cs.PeerCertificates
+		if len(certs) == 0 {
 			return errors.New("server sent no certificate")
-		}
-		certs := make([]*x509.Certificate, len(raw))
-		for i, b := range raw {
-			c, err := x509.ParseCertificate(b)
-			if err != nil {
-				return err
-			}
-			certs[i] = c
 		}
 		inter := x509.NewCertPool()
 		for _, c := range certs[1:] {
 			inter.AddCert(c)
 		}
-		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-		return err
+		leaf := certs[0]
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
+			return err
+		}
+		if mode != TLSVerifyFull {
+			return nil
+		}
+		if len(leaf.DNSNames) > 0 || len(leaf.IPAddresses) > 0 {
+			return leaf.VerifyHostname(host)
+		}
+		if !commonNameMatches(leaf.Subject.CommonName, host) {
+			return x509.HostnameError{Certificate: leaf, Host: host}
+		}
+		return nil
 	}
+}
+
+// commonNameMatches matches a certificate's Common Name against host,
+// ignoring case; "*." matches one leftmost label of a host name.
+func commonNameMatches(cn, host string) bool {
+	cn, host = strings.ToLower(strings.TrimSuffix(cn, ".")), strings.ToLower(strings.TrimSuffix(host, "."))
+	if cn == "" || host == "" {
+		return false
+	}
+	if rest, ok := strings.CutPrefix(cn, "*."); ok {
+		_, after, found := strings.Cut(host, ".")
+		return found && net.ParseIP(host) == nil && after == rest
+	}
+	return cn == host
+}
+
+// ServerTLSRequired reports whether a server that refuses TLS is an error.
+func ServerTLSRequired(mode string) bool {
+	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
 }
 
 func loadCAs(path string) (*x509.CertPool, error) {
@@ -187,6 +234,28 @@ func tlsVersions(spec string) (minV, maxV uint16, err error) {
 		return 0, 0, errors.New("no protocol enabled")
 	}
 	return minV, maxV, nil
+}
+
+// tls13Suites are the TLS 1.3 cipher suites by their OpenSSL (and IANA)
+// names.
+var tls13Suites = map[string]bool{
+	"TLS_AES_128_GCM_SHA256": true, "TLS_AES_256_GCM_SHA384": true, "TLS_CHACHA20_POLY1305_SHA256": true,
+	"TLS_AES_128_CCM_SHA256": true, "TLS_AES_128_CCM_8_SHA256": true,
+}
+
+// checkTLS13Ciphers refuses a *_tls13_ciphers list that names no TLS 1.3
+// suite, with libtls's words, which PgBouncer logs after "TLS setup
+// failed: ". Unknown names beside known ones are skipped, as OpenSSL does.
+func checkTLS13Ciphers(spec string) error {
+	if strings.TrimSpace(spec) == "" {
+		return nil
+	}
+	for _, name := range strings.Split(spec, ":") {
+		if tls13Suites[strings.TrimSpace(name)] {
+			return nil
+		}
+	}
+	return errors.New("failed to set the TLSv1.3 cipher suites")
 }
 
 // cipherWarning explains that OpenSSL cipher strings do not apply: Go's

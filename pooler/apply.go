@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 
@@ -16,9 +15,9 @@ import (
 
 // securityState is derived from the auth and TLS settings at (re)load.
 type securityState struct {
-	clientTLS *tls.Config // nil: SSLRequest is answered 'N'
-	serverTLS auth.TLSSettings
-	hba       *auth.HBA // auth_type=hba
+	appliedTLS           // the TLS in force (tlsstate.go)
+	tlsWant    tlsWanted // the TLS settings last given, applied or not
+	hba        *auth.HBA // auth_type=hba
 }
 
 // derivedState is what derive computes from a configuration and swap
@@ -33,11 +32,17 @@ type derivedState struct {
 	// unless they were set again meanwhile.
 	dropUsers map[string]*config.User
 	dropPools map[string]*config.Pool
+	// tlsNotApplied is set when the TLS settings did not load and the
+	// TLS in force was kept (deriveTLS).
+	tlsNotApplied error
 }
 
 // Apply swaps in a new configuration and re-reads auth_file, the HBA file
-// and the TLS files. Nothing changes unless all of them load: a bad file
-// leaves the running configuration as it was. Existing pools keep their
+// and the TLS files. Nothing changes unless auth_file and the HBA file
+// load: a bad file leaves the running configuration as it was. TLS
+// settings that do not load are kept but not applied (tlsstate.go): the
+// rest is swapped in and Apply returns a *tlsNotAppliedError, except at
+// start, where they are an error like the others. Existing pools keep their
 // servers; their limits follow the new configuration (servers over a
 // lowered limit are closed: idle ones at once, busy ones when released).
 //
@@ -55,7 +60,11 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 		return err
 	}
 	s.swap(next)
-	return nil
+	if next.tlsNotApplied != nil {
+		// The cause; the caller says what was kept in its own words.
+		s.log.Error("TLS setup failed: " + errors.Unwrap(next.tlsNotApplied).Error())
+	}
+	return next.tlsNotApplied
 }
 
 // derive reads the files cfg names and computes the state Apply installs;
@@ -80,27 +89,12 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 			users[name] = sec
 		}
 	}
-	sec := &securityState{serverTLS: auth.TLSSettings{
-		Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,
-		CAFile: st.ServerTLSCAFile, Protocols: st.ServerTLSProtocols, Ciphers: st.ServerTLSCiphers,
-	}}
-	var warn string
-	sec.clientTLS, warn, err = auth.ClientTLSConfig(auth.TLSSettings{
-		Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
-		CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
-	})
+	sec := &securityState{}
+	var tlsWarnings []string
+	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(s.sec.Load(), cfg, fromFile)
+	warnings = append(warnings, tlsWarnings...)
 	if err != nil {
 		return nil, warnings, err
-	}
-	if warn != "" {
-		warnings = append(warnings, warn)
-	}
-	// Check the server side once now (files, protocols), so a bad file is
-	// refused at load rather than at the first server login.
-	if _, warn, err := auth.ServerTLSConfig(sec.serverTLS, "localhost"); err != nil {
-		return nil, warnings, err
-	} else if warn != "" {
-		warnings = append(warnings, warn)
 	}
 	// A SET of another key keeps the admission policy (and every pool's
 	// gate); the file is read again at start, RELOAD, SIGHUP, or when SET

@@ -587,7 +587,13 @@ func (v consoleView) Reload() error {
 	if err == nil {
 		err = s.Apply(cfg, true)
 	}
-	if err != nil {
+	var tna *tlsNotAppliedError
+	switch {
+	case errors.As(err, &tna):
+		// The rest of the file is in force; RELOAD still fails, as
+		// PgBouncer's does.
+		s.log.Error(msgTLSReloadNotApplied)
+	case err != nil:
 		s.log.Error("RELOAD failed: " + err.Error())
 	}
 	s.reloaded()
@@ -601,7 +607,14 @@ func (v consoleView) Set(key, value string) error {
 	if err := cfg.Set(key, value); err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
-	return s.Apply(cfg, false)
+	err := s.Apply(cfg, false)
+	var tna *tlsNotAppliedError
+	if errors.As(err, &tna) {
+		// The value is kept (SHOW CONFIG shows it) and applied once
+		// the set is consistent: the SET succeeds with a warning.
+		return &admin.Notice{Message: msgTLSSetNotApplied, Detail: tna.err.Error()}
+	}
+	return err
 }
 
 // SetUser and SetPool are Cloudflare's runtime overrides: the settings

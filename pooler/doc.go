@@ -7,6 +7,8 @@
 //	                   keys), pools by (database, user), auth_query
 //	unixsock.go        the Unix socket guard: refuse a live one, remove a stale one
 //	apply.go           Service.Apply: a configuration derived, then swapped in
+//	tlsstate.go        the TLS in force: applied only as a consistent set
+//	tlsinfo.go         a TLS connection described in PgBouncer's words
 //	console.go         the admin console's view of the service (consoleView)
 //	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer

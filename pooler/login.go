@@ -121,7 +121,9 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 // attempt and tells a newer client, or one with _pq_ options, what the
 // pooler speaks. It returns the tracked parameters the client asked for.
 func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[string]string, error) {
-	if !c.tls && auth.ClientTLSRequired(st.ClientTLSSSLMode) && !c.local {
+	// The mode in force, not the one last given: a client_tls_* set
+	// that did not load leaves the previous TLS, mode included.
+	if !c.tls && auth.ClientTLSRequired(c.svc.sec.Load().clientMode) && !c.local {
 		return nil, newError(CodeSSLRequired)
 	}
 	startupParams, unrecognized, err := c.readParams(su)
@@ -604,9 +606,10 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	return nil
 }
 
+// tlsVersion is the client's TLS in PgBouncer's words (tlsInfo), or "no".
 func (c *client) tlsVersion() string {
 	if tc, ok := c.conn.(*tls.Conn); ok {
-		return tls.VersionName(tc.ConnectionState().Version)
+		return tlsInfo(tc.ConnectionState())
 	}
 	return "no"
 }

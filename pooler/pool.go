@@ -366,17 +366,18 @@ func isStartingUp(err error) bool {
 // waiting for it, as in PgBouncer: when the server answered and refused or
 // broke the login (an ErrorResponse other than "the database system is
 // starting up", a password the server's method cannot use, a required TLS
-// that failed, a protocol violation). A server that could not be reached
-// (connect refused or timed out, DNS) or hung up mid-login is retried
-// every server_login_retry while its clients keep waiting, up to
-// query_wait_timeout: a restart or failover costs them latency, not
-// errors.
+// the server refused, a protocol violation). A server that could not be
+// reached (connect refused or timed out, DNS), whose TLS handshake failed
+// (PgBouncer loses such a server before its login) or that hung up
+// mid-login is retried every server_login_retry while its clients keep
+// waiting, up to query_wait_timeout: a restart or failover costs them
+// latency, not errors.
 func failsWaiters(err error) bool {
 	if isStartingUp(err) {
 		return false
 	}
 	switch loginReason(err) {
-	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?":
+	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?", "TLS startup failed":
 		return false
 	}
 	return true

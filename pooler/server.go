@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -120,7 +121,8 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	t := s.target
 	// Read before the dial: a change of server_tls_* after this makes the
 	// login stale (loggedIn closes it), as a retarget does.
-	s.serverTLS = p.svc.sec.Load().serverTLS
+	sec := p.svc.sec.Load()
+	s.serverTLS = sec.serverTLS
 	conn, err := p.svc.dialTimeout(t.network, t.address, timeout)
 	if err != nil {
 		return err
@@ -148,7 +150,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	if t.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer.
-		if conn, err = startServerTLS(conn, s.serverTLS, t.host); err != nil {
+		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, t.host); err != nil {
 			return err
 		}
 	}
@@ -162,6 +164,10 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	conn.SetDeadline(time.Time{})
 	now := p.svc.clock.Now()
+	if tc, ok := conn.(*tls.Conn); ok && p.svc.logConnections() {
+		// PgBouncer's line, which it logs before the login.
+		p.serverLoggerAt(s, conn.RemoteAddr().String()).Info("SSL established: " + tlsInfo(tc.ConnectionState()))
+	}
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
 	s.noteAppName(login.Params["application_name"])
@@ -327,17 +333,15 @@ func quoteIdent(n string) string {
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
-// startServerTLS asks Postgres for TLS as server_tls_sslmode says: allow
-// and prefer fall back to plaintext when the server answers 'N', require
-// and verify-* fail instead.
-func startServerTLS(conn net.Conn, ts auth.TLSSettings, host string) (net.Conn, error) {
-	cfg, _, err := auth.ServerTLSConfig(ts, host)
-	if err != nil || cfg == nil {
-		if err != nil {
-			conn.Close()
-		}
-		return conn, err
+// startServerTLS asks Postgres for TLS as server_tls_sslmode (mode) says,
+// with base, the server TLS in force (nil: disable): allow and prefer fall
+// back to plaintext when the server answers 'N', require and verify-* fail
+// instead.
+func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Conn, error) {
+	if base == nil {
+		return conn, nil
 	}
+	cfg := auth.ServerTLSForHost(base, mode, host)
 	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
 		conn.Close()
 		return nil, err
@@ -352,18 +356,32 @@ func startServerTLS(conn net.Conn, ts auth.TLSSettings, host string) (net.Conn, 
 		tc := tls.Client(conn, cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
-			return nil, &reasonError{"TLS startup failed", fmt.Errorf("server TLS handshake: %w", err)}
+			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
 		}
 		return tc, nil
 	case 'N':
-		if auth.ServerTLSRequired(ts.Mode) {
+		if auth.ServerTLSRequired(mode) {
 			conn.Close()
-			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + ts.Mode + " requires it")}
+			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + mode + " requires it")}
 		}
 		return conn, nil
 	}
 	conn.Close()
 	return nil, &reasonError{"bad sslreq answer", fmt.Errorf("server answered the SSLRequest with %q", b[0])}
+}
+
+// tlsHandshakeError words a failed server TLS handshake as PgBouncer logs
+// it ("TLS handshake error: … certificate verify failed"), which the
+// suite and operators' alerting look for, with Go's error after it.
+func tlsHandshakeError(err error) error {
+	var cve *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	if errors.As(err, &cve) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) {
+		return fmt.Errorf("TLS handshake error: certificate verify failed: %w", err)
+	}
+	return fmt.Errorf("TLS handshake error: %w", err)
 }
 
 // queryRow runs sql with text parameters through the extended protocol on

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +35,12 @@ func TestTimingServerTLSChangeClosesOldServers(t *testing.T) {
 		r.sleepUntil(time.Since(r.start) + 2*janitorPeriod)
 		if how := r.pg.endedHow(1); how == "" {
 			t.Error("the plaintext server is still open after server_tls_sslmode was changed to prefer")
+		}
+		// PgBouncer's line; the server's prefix (S-n: db/user@addr),
+		// which the suite matches per pool ("pTxnPool.*database
+		// configuration changed"), comes from the attributes.
+		if re := regexp.MustCompile(`closing because: database configuration changed \(age=\S+\)" conn=S-\d+ db=db user=u addr=`); !re.MatchString(r.log.String()) {
+			t.Errorf("no log line matching %q in\n%s", re, r.log.String())
 		}
 		if rep := c.query("SELECT 2"); !rep.ready || rep.err != nil {
 			t.Fatalf("query after the change: %v", rep)

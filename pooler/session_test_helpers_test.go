@@ -54,7 +54,7 @@ type testPooler struct {
 // startTestPooler parses an ini whose [databases] section lists dbs (name
 // = extra connection settings) pointing at fake, with settings added to
 // [pgbouncer], and starts serving.
-func startTestPooler(tb testing.TB, fake *fakePostgres, dbs map[string]string, settings string) *testPooler {
+func startTestPooler(tb testing.TB, fake *fakePostgres, dbs map[string]string, settings string, opts ...Option) *testPooler {
 	tb.Helper()
 	var ini strings.Builder
 	ini.WriteString("[databases]\n")
@@ -68,7 +68,7 @@ func startTestPooler(tb testing.TB, fake *fakePostgres, dbs map[string]string, s
 		tb.Fatalf("config: %v\n%s", err, ini.String())
 	}
 	lg := &captureLog{}
-	svc, err := New(cfg, slog.New(&captureHandler{log: lg}))
+	svc, err := New(cfg, slog.New(&captureHandler{log: lg}), opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
