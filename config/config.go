@@ -126,8 +126,9 @@ type Settings struct {
 // (inherit); durations are -1 when unset.
 type Database struct {
 	Name                                                               string // the name clients connect to ("*" for the fallback)
-	Host                                                               string // hostname/IP, or a directory (starts with '/') = unix socket dir; "" = default
-	Port                                                               int    // default 5432
+	Host                                                               string // hostname/IP, or a directory (starts with '/') = unix socket dir; "" = default; a comma-separated list for several hosts
+	Port                                                               int    // default 5432; the first of Ports when a list was given
+	Ports                                                              []int  // per-host ports (port=5432,5433); nil when one port serves every host
 	DBName                                                             string // "" = same as Name (client's db name)
 	User, Password, AuthUser                                           string
 	PoolSize, MinPoolSize, ReservePoolSize, MaxDBConnections           int // -1 = unset (inherit)

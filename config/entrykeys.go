@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -123,17 +124,30 @@ func limitField[T any](f func(*T) *int) field[T] {
 	}
 }
 
-// portField: a TCP port; unset is Postgres's 5432.
-func portField[T any](f func(*T) *int) field[T] {
-	return field[T]{
-		unset: func(e *T) { *f(e) = 5432 },
-		set: func(e *T, v string) error {
-			i, err := parseInt(v)
-			if err == nil && (i < 1 || i > 65535) {
-				err = errors.New("must be between 1 and 65535")
+// portListField: a TCP port, or a comma-separated list of them, one per
+// host of a host list (port=5432,5433); the first is also Port, which
+// SHOW DATABASES shows. Unset is Postgres's 5432.
+func portListField(f func(*Database) (*int, *[]int)) field[Database] {
+	return field[Database]{
+		unset: func(d *Database) { p, l := f(d); *p, *l = 5432, nil },
+		set: func(d *Database, v string) error {
+			p, l := f(d)
+			var ports []int
+			for _, s := range strings.Split(v, ",") {
+				i, err := parseInt(s)
+				if err == nil && (i < 1 || i > 65535) {
+					err = errors.New("must be between 1 and 65535")
+				}
+				if err != nil {
+					return err
+				}
+				ports = append(ports, int(i))
 			}
-			*f(e) = int(i)
-			return err
+			*p, *l = ports[0], nil
+			if len(ports) > 1 {
+				*l = ports
+			}
+			return nil
 		},
 	}
 }
@@ -206,15 +220,15 @@ func optDuration(s string) (time.Duration, error) {
 
 var (
 	loadBalanceValues  = []string{"round-robin", "disable"}
-	sessionAttrsValues = []string{"any", "read-write", "read-only", "primary", "standby"}
+	sessionAttrsValues = []string{"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}
 )
 
 // dbKeys are the keys of a [databases] connection string.
 var dbKeys = newEntryTable("database", "unrecognized connection parameter", []entryKey[Database]{
-	{param{"host", KindString, Partial, "host name, IP, or Unix socket directory (starts with `/`); empty = Unix socket in unix_socket_dir", "comma-separated host lists (round-robin over several hosts) are not implemented yet"},
+	{param{"host", KindString, Supported, "host name, IP, or Unix socket directory (starts with `/`); empty = Unix socket in unix_socket_dir; a comma-separated list: new server connections go to the hosts in turn (load_balance_hosts), a host that fails is skipped until its next turn", ""},
 		stringField(func(d *Database) *string { return &d.Host })},
-	{param{"port", KindInt, Supported, "server port (default 5432)", ""},
-		portField(func(d *Database) *int { return &d.Port })},
+	{param{"port", KindInt, Supported, "server port (default 5432); with a host list, one port for all or a comma-separated list with one per host", ""},
+		portListField(func(d *Database) (*int, *[]int) { return &d.Port, &d.Ports })},
 	{param{"dbname", KindString, Supported, "database on the server (default: the client's database name)", ""},
 		stringField(func(d *Database) *string { return &d.DBName })},
 	{param{"user", KindString, Supported, "forced user: all clients share one pool logged in as this user", ""},
@@ -253,11 +267,11 @@ var dbKeys = newEntryTable("database", "unrecognized connection parameter", []en
 		stringField(func(d *Database) *string { return &d.ApplicationName })},
 	{param{"server_lifetime", KindDuration, NotSupported, "per-database server_lifetime", "the global server_lifetime applies"},
 		durationField(func(d *Database) *time.Duration { return &d.ServerLifetime })},
-	{param{"load_balance_hosts", KindEnum, NotSupported, "`round-robin` or `disable` for host lists", "host lists are not implemented yet"},
+	{param{"load_balance_hosts", KindEnum, Supported, "with a host list: `round-robin` (each new server connection takes the next host) or `disable` (the same host until a connection to it fails)", ""},
 		enumField(func(d *Database) *string { return &d.LoadBalanceHosts }, loadBalanceValues)},
 	{param{"query_wait_timeout", KindDuration, NotSupported, "per-database query_wait_timeout; -1 = unset", "the global query_wait_timeout applies"},
 		optDurationField(func(d *Database) *time.Duration { return &d.QueryWaitTimeout })},
-	{param{"target_session_attrs", KindEnum, NotSupported, "which servers are accepted: any, read-write, read-only, primary, standby", notImpl},
+	{param{"target_session_attrs", KindEnum, Supported, "which servers a new connection accepts, checked as libpq does: any, read-write, read-only, primary, standby, prefer-standby; a server that fails it is closed and the next host tried; servers of a host that turns read-only are recycled (pgturnstile extension)", ""},
 		enumField(func(d *Database) *string { return &d.TargetSessionAttrs }, sessionAttrsValues)},
 })
 

@@ -118,7 +118,7 @@ func TestEntryKeysErrors(t *testing.T) {
 		{"[databases]\nfoo = server_lifetime=-1\n", `pgbouncer.ini:2: database "foo": invalid value "-1" for server_lifetime: duration must not be negative: "-1"`},
 		{"[databases]\nfoo = port=65536\n", `pgbouncer.ini:2: database "foo": invalid value "65536" for port: must be between 1 and 65535`},
 		{"[databases]\nfoo = pool_size=-2\n", `pgbouncer.ini:2: database "foo": invalid value "-2" for pool_size: must be between 0 and 2147483647 (or -1 = unset)`},
-		{"[databases]\nfoo = target_session_attrs=any-old\n", `pgbouncer.ini:2: database "foo": invalid value "any-old" for target_session_attrs: must be one of any, read-write, read-only, primary, standby`},
+		{"[databases]\nfoo = target_session_attrs=any-old\n", `pgbouncer.ini:2: database "foo": invalid value "any-old" for target_session_attrs: must be one of any, read-write, read-only, primary, standby, prefer-standby`},
 		{"[databases]\npgbouncer = host=x\n", `pgbouncer.ini:2: database "pgbouncer": the name is reserved for the admin console`},
 		{"[databases]\nfoo = host\n", `pgbouncer.ini:2: database "foo": syntax error in connection string: expected '=' after "host"`},
 		{"[users]\nalice = bogus=1\n", `pgbouncer.ini:2: user "alice": unrecognized user parameter: bogus`},

@@ -399,6 +399,9 @@ func (p *parser) database(file string, n int, name, val string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkHosts(d); err != nil {
+		return &ParseError{File: file, Line: n, Msg: fmt.Sprintf("database %q: %v", name, err)}
+	}
 	d.Name, d.File, d.Line = name, file, n
 	p.c.Databases[name] = d
 	return nil
