@@ -95,15 +95,16 @@ func (v consoleView) Pools() []admin.Pool {
 		// cl_active_cancel_req count anything: cancel requests are
 		// forwarded at once (Service.cancel), not held as clients.
 		row := admin.Pool{
-			Database:        p.key.db,
-			User:            p.key.user,
-			ClWaiting:       p.queue.Len(),
-			SvActive:        p.active,
-			SvBeingCanceled: p.beingCanceled,
-			SvIdle:          len(p.idle),
-			SvLogin:         p.connecting,
-			PoolMode:        p.eff.PoolMode.String(),
-			PoolSize:        p.eff.PoolSize,
+			Database:         p.key.db,
+			User:             p.key.user,
+			ClWaiting:        p.queue.Len(),
+			SvActive:         p.active,
+			SvBeingCanceled:  p.beingCanceled,
+			SvIdle:           len(p.idle),
+			SvLogin:          p.connecting,
+			PoolMode:         p.eff.PoolMode.String(),
+			LoadBalanceHosts: shownLoadBalance(p.dbEntry()),
+			PoolSize:         p.eff.PoolSize,
 		}
 		// The queue can hold waits that are no pool client's (an
 		// auth_query's): cl_active never goes below zero for them.
@@ -226,6 +227,7 @@ func (v consoleView) Databases() []admin.Database {
 		if row.Port == 0 {
 			row.Port = 5432
 		}
+		row.LoadBalanceHosts = shownLoadBalance(d)
 		if d.PoolMode == config.PoolModeUnset {
 			row.PoolMode = ""
 		}

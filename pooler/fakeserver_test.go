@@ -72,6 +72,11 @@ type fakePostgres struct {
 	errors int
 	nextID int
 	closed bool
+	// standby, when set ("on" or "off"), is reported as in_hot_standby
+	// and default_transaction_read_only, as PostgreSQL 14+ does: at
+	// login, and to open connections at their next ReadyForQuery
+	// (setStandby, hosts_test.go).
+	standby string
 
 	wg sync.WaitGroup
 }
@@ -220,7 +225,8 @@ type fakeConn struct {
 	copyBytes      int
 	stmts          map[string]*fakeStmt // "" is the unnamed statement
 	portals        map[string]*fakePortal
-	dead           bool // FATAL sent: close after flushing
+	dead           bool   // FATAL sent: close after flushing
+	standby        string // the role this connection last reported
 }
 
 func (fc *fakeConn) serve() {
@@ -342,6 +348,7 @@ func (fc *fakeConn) login() bool {
 			fc.send(&pgproto3.ParameterStatus{Name: p.name, Value: p.value})
 		}
 		fc.send(&pgproto3.BackendKeyData{ProcessID: uint32(fc.id), SecretKey: []byte{1, 2, 3, byte(fc.id)}})
+		fc.reportStandby()
 		fc.ready()
 		return fc.flush()
 	}
@@ -365,6 +372,7 @@ func (fc *fakeConn) flush() bool {
 }
 
 func (fc *fakeConn) ready() {
+	fc.reportStandby()
 	fc.send(&pgproto3.ReadyForQuery{TxStatus: fc.tx})
 	fc.flush()
 }

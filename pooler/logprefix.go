@@ -43,7 +43,7 @@ func (c *client) logger() *slog.Logger {
 // attributes, its address the one it dials (host:port as configured):
 // s.conn may be written by its login while another goroutine logs.
 func (p *serverPool) serverLogger(s *server) *slog.Logger {
-	return p.serverLoggerAt(s, s.target.address)
+	return p.serverLoggerAt(s, s.ep.address)
 }
 
 // serverLoggerAt is serverLogger with the peer's address as connected.

@@ -141,6 +141,7 @@ func (p *serverPool) setServerStateLocked(s *server, to serverState) {
 // lines of its login name it. p.mu is held.
 func (p *serverPool) newLoginLocked() *server {
 	s := &server{pool: p, target: p.target.Load(), id: p.svc.socketIDs.Add(1)}
+	s.ep = p.pickEndpointLocked(s.target)
 	p.setServerStateLocked(s, serverLogin)
 	return s
 }

@@ -263,7 +263,7 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.target = &poolTarget{network: "tcp", address: ln.Addr().String()} // the cancel target
+	s.ep = endpoint{network: "tcp", address: ln.Addr().String()} // the cancel target
 	s.pid, s.cancelKey = 42, []byte{1, 2, 3, 4}
 	c := &client{svc: p.svc, id: 7, pool: p, key: [8]byte{9, 9}}
 	c.link = newLink(&c.mu)

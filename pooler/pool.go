@@ -71,7 +71,9 @@ type serverPool struct {
 	// to clients for server_login_retry instead of hammering Postgres.
 	lastLoginErr   error
 	lastLoginErrAt time.Time
-	lastUsed       time.Time
+	// hosts chooses the host of each login (hosts.go).
+	hosts    hostChoice
+	lastUsed time.Time
 	// servers are all of the pool's server connections, for SHOW SERVERS.
 	servers map[*server]struct{}
 	// paused (PAUSE, KILL): no server is handed out or kept; clients wait.
@@ -327,7 +329,7 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 		if limit > 0 && p.total >= limit {
 			return
 		}
-		if !p.mayConnectLocked(now) {
+		if !p.mayConnectLocked(now) || p.probingLocked() {
 			return
 		}
 		// Eviction locks sibling pools, so it runs outside p.mu.
@@ -377,7 +379,8 @@ func failsWaiters(err error) bool {
 		return false
 	}
 	switch loginReason(err) {
-	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?", "TLS startup failed":
+	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?", "TLS startup failed",
+		sessionAttrsReason:
 		return false
 	}
 	return true
@@ -448,6 +451,10 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 	switch {
 	case p.paused:
 		return "pause"
+	case s.wrongRole():
+		// Its host changed role (a failover): new servers find the
+		// host that suits target_session_attrs.
+		return sessionAttrsReason
 	case s.closeNeeded:
 		if s.doomReason != "" {
 			return s.doomReason

@@ -33,6 +33,12 @@ func (p *serverPool) connect(s *server) {
 func (p *serverPool) logIn(s *server) error {
 	st := p.svc.settings()
 	err := dialServer(p, s, st.ServerConnectTimeout)
+	if err == nil {
+		if err = p.checkSessionAttrs(s, st.ServerConnectTimeout); err != nil {
+			s.conn.Close()
+			return err
+		}
+	}
 	if err == nil && s.target.db.ConnectQuery != "" {
 		if res, qerr := s.exec(s.target.db.ConnectQuery, st.ServerConnectTimeout); qerr != nil {
 			s.conn.Close()
@@ -65,8 +71,15 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	p.mu.Lock()
 	p.setServerStateLocked(s, serverClosed)
 	p.syncGateLocked()
-	p.lastLoginErr = err
-	p.lastLoginErrAt = p.svc.clock.Now()
+	if p.noteLoginLocked(err) {
+		// Another host of the list may suit target_session_attrs:
+		// tried now, not after server_login_retry.
+		p.lastLoginErr = nil
+		p.regrowLocked(p.svc.clock.Now())
+	} else {
+		p.lastLoginErr = err
+		p.lastLoginErrAt = p.svc.clock.Now()
+	}
 	// Every waiter gets the server's own error now (as PgBouncer
 	// forwards it) when the server refused the login.
 	var waiters []*poolWaiter
@@ -101,6 +114,7 @@ func (p *serverPool) loginFailed(s *server, err error) {
 func (p *serverPool) loggedIn(s *server) {
 	p.mu.Lock()
 	p.lastLoginErr = nil
+	p.noteLoginLocked(nil)
 	if p.servers == nil {
 		p.servers = map[*server]struct{}{}
 	}

@@ -19,25 +19,47 @@ import (
 // [databases] entry. Immutable: RELOAD installs a new one (retarget).
 type poolTarget struct {
 	db *config.Database
-	// network and address of the Postgres server (cancel requests for a
-	// server go there too); host is for TLS host name verification;
+	// endpoints are the entry's hosts (one, or a host list), each with
+	// the network and address of its Postgres server and the host name
+	// TLS verifies; a server dials the one its login was given
+	// (pickEndpointLocked), and cancel requests for it go there too.
 	// params is the startup packet of every new server connection.
+	endpoints []endpoint
+	params    []wire.Param
+	// attrs is target_session_attrs ("" = any); balance is
+	// load_balance_hosts ("disable" or round-robin).
+	attrs, balance string
+}
+
+// endpoint is one host of a target: where its servers dial, and the host
+// name their TLS verifies (verify-full checks the host actually dialled).
+type endpoint struct {
 	network, address, host string
-	params                 []wire.Param
+}
+
+// newEndpoint resolves one configured host and port the way PgBouncer
+// does: a path is a Unix socket directory (TLS is not used there), empty
+// is /tmp, anything else a TCP host name or address.
+func newEndpoint(host string, port int) endpoint {
+	if host == "" {
+		host = "/tmp"
+	}
+	if port == 0 {
+		port = 5432
+	}
+	if strings.HasPrefix(host, "/") {
+		return endpoint{"unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port)), host}
+	}
+	return endpoint{"tcp", net.JoinHostPort(host, strconv.Itoa(port)), host}
 }
 
 // newPoolTarget builds the target of entry db for servers logging in as
 // user.
 func newPoolTarget(db *config.Database, user string) *poolTarget {
-	host := db.Host
-	if host == "" {
-		host = "/tmp"
+	t := &poolTarget{db: db, attrs: db.TargetSessionAttrs, balance: db.LoadBalanceHosts}
+	for _, e := range db.Endpoints() {
+		t.endpoints = append(t.endpoints, newEndpoint(e.Host, e.Port))
 	}
-	port := db.Port
-	if port == 0 {
-		port = 5432
-	}
-	t := &poolTarget{db: db, host: host}
 	t.params = []wire.Param{{Name: "user", Value: user}, {Name: "database", Value: db.ServerDBName()}}
 	for _, kv := range []wire.Param{
 		{Name: "client_encoding", Value: db.ClientEncoding},
@@ -49,20 +71,15 @@ func newPoolTarget(db *config.Database, user string) *poolTarget {
 			t.params = append(t.params, kv)
 		}
 	}
-	if strings.HasPrefix(host, "/") {
-		t.network, t.address = "unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(port))
-	} else {
-		t.network, t.address = "tcp", net.JoinHostPort(host, strconv.Itoa(port))
-	}
 	return t
 }
 
 // sameServers reports whether servers logged in for t are what t2 would
-// log in: the same address, startup packet, forced user and password, and
-// connect_query. Anything else in the entry (pool sizes, modes) applies to
-// the servers a pool has.
+// log in: the same hosts, startup packet, forced user and password,
+// connect_query and target_session_attrs. Anything else in the entry (pool
+// sizes, modes, load_balance_hosts) applies to the servers a pool has.
 func (t *poolTarget) sameServers(t2 *poolTarget) bool {
-	return t.network == t2.network && t.address == t2.address && t.host == t2.host &&
+	return slices.Equal(t.endpoints, t2.endpoints) && t.attrs == t2.attrs &&
 		slices.Equal(t.params, t2.params) &&
 		t.db.User == t2.db.User && t.db.Password == t2.db.Password &&
 		t.db.ConnectQuery == t2.db.ConnectQuery

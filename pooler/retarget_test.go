@@ -42,7 +42,7 @@ func TestRetarget(t *testing.T) {
 	if !p.retarget(&moved) {
 		t.Fatal("a changed port did not retarget the pool")
 	}
-	if got := p.target.Load().address; got != "127.0.0.1:6543" {
+	if got := p.target.Load().endpoints[0].address; got != "127.0.0.1:6543" {
 		t.Errorf("target address %s, want 127.0.0.1:6543", got)
 	}
 	p.mu.Lock()

@@ -26,6 +26,13 @@ type server struct {
 	// target is the pool's target this server dialled; after a RELOAD
 	// changed it, the server is closed rather than reused (retarget).
 	target *poolTarget
+	// ep is the host of target this server dials (pickEndpointLocked),
+	// set when the object is made; cancel requests for it go there.
+	ep endpoint
+	// readOnly mirrors what the server last reported of
+	// in_hot_standby / default_transaction_read_only (PG 14+), or what
+	// the login's target_session_attrs check found (hosts.go).
+	readOnly, hotStandby atomic.Bool
 	// fromReserve: the login was started past pool_size, for the reserve
 	// pool (set before its goroutine starts, read by it).
 	fromReserve bool
@@ -123,7 +130,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	// login stale (loggedIn closes it), as a retarget does.
 	sec := p.svc.sec.Load()
 	s.serverTLS = sec.serverTLS
-	conn, err := p.svc.dialTimeout(t.network, t.address, timeout)
+	conn, err := p.svc.dialTimeout(s.ep.network, s.ep.address, timeout)
 	if err != nil {
 		return err
 	}
@@ -148,9 +155,10 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	if timeout > 0 {
 		conn.SetDeadline(time.Now().Add(timeout))
 	}
-	if t.network == "tcp" {
-		// TLS is not used on Unix sockets, as with PgBouncer.
-		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, t.host); err != nil {
+	if s.ep.network == "tcp" {
+		// TLS is not used on Unix sockets, as with PgBouncer. The
+		// host verified is the one dialled, not the list.
+		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, s.ep.host); err != nil {
 			return err
 		}
 	}
@@ -170,6 +178,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	}
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params
+	s.noteReadOnly()
 	s.noteAppName(login.Params["application_name"])
 	s.created, s.lastUsed = now, now
 	return nil
@@ -195,6 +204,9 @@ var errDialAborted = errors.New("server login aborted: limit lowered")
 type execResult struct {
 	status byte
 	err    *wire.ErrorFields // first ErrorResponse, if any
+	// value is the first column of the first row, if any (NULL reads "").
+	value    string
+	hasValue bool
 }
 
 // exec runs sql as a simple query on a server nobody else is reading, and
@@ -242,6 +254,16 @@ func (s *server) exec(sql string, timeout time.Duration) (execResult, error) {
 				return res, err
 			}
 			s.noteParameter(body)
+		case wire.MsgDataRow:
+			body, err := s.r.Body()
+			if err != nil {
+				return res, err
+			}
+			if row, ok := wire.DecodeDataRow(body); ok && !res.hasValue {
+				if v, _, ok := row.Next(); ok {
+					res.value, res.hasValue = string(v), true
+				}
+			}
 		default:
 			if err := s.r.Skip(); err != nil {
 				return res, err
@@ -264,8 +286,11 @@ func (s *server) noteParameter(body []byte) (name, value string) {
 	value = string(v)
 	s.params[name] = value
 	s.paramsGen++
-	if name == "application_name" {
+	switch name {
+	case "application_name":
 		s.noteAppName(value)
+	case "in_hot_standby", "default_transaction_read_only":
+		s.noteReadOnly()
 	}
 	return name, value
 }
@@ -284,7 +309,7 @@ func (s *server) shownAppName() string {
 // sendCancel asks Postgres to cancel whatever s is running, on a new
 // connection, as the protocol requires.
 func (s *server) sendCancel(timeout time.Duration) error {
-	c, err := s.pool.svc.dialTimeout(s.target.network, s.target.address, timeout)
+	c, err := s.pool.svc.dialTimeout(s.ep.network, s.ep.address, timeout)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,150 @@
+package pooler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// setStandby makes the fake report in_hot_standby and
+// default_transaction_read_only as v ("on" or "off").
+func (f *fakePostgres) setStandby(v string) {
+	f.mu.Lock()
+	f.standby = v
+	f.mu.Unlock()
+}
+
+// reportStandby sends the fake's role when it changed since this
+// connection last reported it, as Postgres reports a GUC_REPORT change.
+func (fc *fakeConn) reportStandby() {
+	fc.f.mu.Lock()
+	v := fc.f.standby
+	fc.f.mu.Unlock()
+	if v == "" || v == fc.standby {
+		return
+	}
+	fc.standby = v
+	fc.send(&pgproto3.ParameterStatus{Name: "in_hot_standby", Value: v})
+	fc.send(&pgproto3.ParameterStatus{Name: "default_transaction_read_only", Value: v})
+}
+
+// queries counts the client's SELECTs a fake received since the last
+// take (not the pooler's own SETs).
+func (f *fakePostgres) queries() int {
+	n := 0
+	for _, m := range f.take() {
+		if m.typ == 'Q' && strings.HasPrefix(string(m.body), "SELECT") {
+			n++
+		}
+	}
+	return n
+}
+
+// poolOf is the pool of database db (user sd), or nil.
+func (tp *testPooler) poolOf(db string) *serverPool {
+	for _, p := range tp.svc.allPools() {
+		if p.key.db == db {
+			return p
+		}
+	}
+	return nil
+}
+
+// Round-robin takes the hosts in turn; disable stays on a host until a
+// login to it fails, then moves to the next (PgBouncer's rrcounter).
+func TestPickEndpoint(t *testing.T) {
+	p := benchPool(t, 0)
+	d := *p.dbEntry()
+	d.Host = "a,b,c"
+	p.retarget(&d)
+	picks := func(n int, fail bool) string {
+		var out []string
+		for i := 0; i < n; i++ {
+			p.mu.Lock()
+			ep := p.pickEndpointLocked(p.target.Load())
+			if fail {
+				p.noteLoginLocked(errors.New("connect failed"))
+			} else {
+				p.noteLoginLocked(nil)
+			}
+			p.mu.Unlock()
+			out = append(out, ep.host)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := picks(4, false); got != "a,b,c,a" {
+		t.Errorf("round-robin: %s, want a,b,c,a", got)
+	}
+	d2 := d
+	d2.LoadBalanceHosts = "disable"
+	p.retarget(&d2)
+	p.mu.Lock()
+	p.hosts = hostChoice{}
+	p.mu.Unlock()
+	if got := picks(3, false); got != "a,a,a" {
+		t.Errorf("disable, all good: %s, want a,a,a", got)
+	}
+	if got := picks(2, true); got != "a,b" {
+		t.Errorf("disable, failing: %s, want a,b", got)
+	}
+	if got := picks(2, false); got != "c,c" {
+		t.Errorf("disable after failures: %s, want c,c", got)
+	}
+	if ep := p.target.Load().endpoints[1]; ep.host != "b" || ep.address != "b:5432" {
+		t.Errorf("endpoint %+v: TLS must verify the host dialled", ep)
+	}
+}
+
+// target_session_attrs=read-write skips a standby for the primary, and
+// after a failover (the primary reports in_hot_standby=on, the standby
+// off) the servers of the old primary are recycled when released and new
+// ones log in to the new primary.
+func TestTargetSessionAttrsFollowsPrimary(t *testing.T) {
+	standby, primary := startFakePostgres(t), startFakePostgres(t)
+	standby.setStandby("on")
+	primary.setStandby("off")
+	tp := startTestPooler(t, standby, map[string]string{
+		"rw": fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d target_session_attrs=read-write pool_mode=transaction", standby.port(), primary.port()),
+	}, "")
+	t.Cleanup(func() { tp.shutdown(t, primary); standby.Close() })
+
+	conn := sessionClient(t, tp, "rw")
+	if n := standby.queries(); n != 0 {
+		t.Errorf("the standby ran %d queries", n)
+	}
+	if n := primary.queries(); n != 1 {
+		t.Errorf("the primary ran %d queries, want 1", n)
+	}
+	if log := tp.log.tail(); !strings.Contains(log, "closing because: target_session_attrs not met (target_session_attrs not met\nsession is read-only (target_session_attrs=read-write))") {
+		t.Errorf("the standby's refusal is not logged:\n%s", log)
+	}
+
+	// Failover: the old primary turns standby (its servers hear of it at
+	// their next ReadyForQuery), the standby is promoted.
+	primary.setStandby("on")
+	standby.setStandby("off")
+	stateQuery(t, conn, "SELECT 2", 'I') // on the old primary: in flight
+	for i := 0; i < 3; i++ {
+		stateQuery(t, conn, "SELECT 3", 'I')
+	}
+	if n := standby.queries(); n != 3 {
+		t.Errorf("the new primary ran %d queries, want 3", n)
+	}
+	if n := primary.queries(); n != 1 {
+		t.Errorf("the old primary ran %d queries after failover, want 1 (in flight)", n)
+	}
+	p := tp.poolOf("rw")
+	p.mu.Lock()
+	for s := range p.servers {
+		if s.state != serverClosed && s.ep.address != fmt.Sprintf("127.0.0.1:%d", standby.port()) {
+			t.Errorf("%s still attached to %s", s, s.ep.address)
+		}
+	}
+	p.mu.Unlock()
+	if log := tp.log.tail(); !strings.Contains(log, "closing because: target_session_attrs not met") {
+		t.Errorf("the recycled server's close is not logged:\n%s", log)
+	}
+}
