@@ -71,9 +71,9 @@ type serverPool struct {
 	// to clients for server_login_retry instead of hammering Postgres.
 	lastLoginErr   error
 	lastLoginErrAt time.Time
+	lastUsed       time.Time
 	// hosts chooses the host of each login (hosts.go).
-	hosts    hostChoice
-	lastUsed time.Time
+	hosts hostChoice
 	// servers are all of the pool's server connections, for SHOW SERVERS.
 	servers map[*server]struct{}
 	// paused (PAUSE, KILL): no server is handed out or kept; clients wait.
