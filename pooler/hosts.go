@@ -80,8 +80,14 @@ func (p *serverPool) noteLoginLocked(err error) (retryNow bool) {
 	return h.misses < len(p.target.Load().endpoints)
 }
 
-// errSessionAttrs is a login that reached a server of the wrong role.
+// errSessionAttrs is a login that reached a server of the wrong role;
+// a sessionAttrsError is one, with libpq's words for why.
 var errSessionAttrs = errors.New("target_session_attrs not met")
+
+type sessionAttrsError struct{ why string }
+
+func (e *sessionAttrsError) Error() string        { return e.why }
+func (e *sessionAttrsError) Is(target error) bool { return target == errSessionAttrs }
 
 // sessionAttrsReason is the login's reason (loginReason) for it.
 const sessionAttrsReason = "target_session_attrs not met"
@@ -109,7 +115,7 @@ func (p *serverPool) checkSessionAttrs(s *server, timeout time.Duration) error {
 			return err
 		}
 		if res.err != nil || !res.hasValue {
-			return &reasonError{reason: sessionAttrsReason, err: errors.Join(errSessionAttrs, errors.New("could not check the server's role: "+sql))}
+			return &reasonError{reason: sessionAttrsReason, err: &sessionAttrsError{"could not check the server's role: " + sql}}
 		}
 		on := res.value == "on" || res.value == "t"
 		s.readOnly.Store(on)
@@ -119,7 +125,7 @@ func (p *serverPool) checkSessionAttrs(s *server, timeout time.Duration) error {
 	fallback := attrs == "prefer-standby" && p.hosts.misses >= len(s.target.endpoints)
 	p.mu.Unlock()
 	if why := roleMismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()); why != "" && !fallback {
-		return &reasonError{reason: sessionAttrsReason, err: errors.Join(errSessionAttrs, errors.New(why+" (target_session_attrs="+attrs+")"))}
+		return &reasonError{reason: sessionAttrsReason, err: &sessionAttrsError{why + " (target_session_attrs=" + attrs + ")"}}
 	}
 	return nil
 }

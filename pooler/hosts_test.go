@@ -118,7 +118,7 @@ func TestTargetSessionAttrsFollowsPrimary(t *testing.T) {
 	if n := primary.queries(); n != 1 {
 		t.Errorf("the primary ran %d queries, want 1", n)
 	}
-	if log := tp.log.tail(); !strings.Contains(log, "closing because: target_session_attrs not met (target_session_attrs not met\nsession is read-only (target_session_attrs=read-write))") {
+	if log := tp.log.tail(); !strings.Contains(log, "closing because: target_session_attrs not met (session is read-only (target_session_attrs=read-write))") {
 		t.Errorf("the standby's refusal is not logged:\n%s", log)
 	}
 
