@@ -29,6 +29,9 @@
 //	pool.go            serverPool: checkout, waiting, growth, release
 //	pool_connect.go    a server's login and its three endings
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
+//	hosts.go           host lists: which host a login dials
+//	                   (load_balance_hosts), target_session_attrs, servers
+//	                   of a host that changed role recycled
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	limiter.go         max_db_connections and max_user_connections
