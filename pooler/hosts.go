@@ -77,7 +77,13 @@ func (p *serverPool) noteLoginLocked(err error) (retryNow bool) {
 		return false
 	}
 	h.misses++
-	return h.misses < len(p.target.Load().endpoints)
+	t := p.target.Load()
+	if t.attrs == "prefer-standby" {
+		// After a round with no standby, one more login takes any
+		// server (checkSessionAttrs).
+		return h.misses <= len(t.endpoints)
+	}
+	return h.misses < len(t.endpoints)
 }
 
 // errSessionAttrs is a login that reached a server of the wrong role;

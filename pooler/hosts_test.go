@@ -148,3 +148,24 @@ func TestTargetSessionAttrsFollowsPrimary(t *testing.T) {
 		t.Errorf("the recycled server's close is not logged:\n%s", log)
 	}
 }
+
+// prefer-standby takes a standby when there is one, and a primary when a
+// whole round of hosts found none, without waiting server_login_retry.
+func TestPreferStandby(t *testing.T) {
+	a, b := startFakePostgres(t), startFakePostgres(t)
+	a.setStandby("off")
+	b.setStandby("off")
+	tp := startTestPooler(t, a, map[string]string{
+		"ps": fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d target_session_attrs=prefer-standby pool_mode=session", a.port(), b.port()),
+	}, "server_login_retry = 60\n")
+	t.Cleanup(func() { tp.shutdown(t, b); a.Close() })
+	sessionClient(t, tp, "ps") // no standby: a primary serves it
+	if n := a.queries() + b.queries(); n != 1 {
+		t.Errorf("%d queries ran, want 1", n)
+	}
+	b.setStandby("on")
+	sessionClient(t, tp, "ps")
+	if n := b.queries(); n != 1 {
+		t.Errorf("the standby ran %d queries, want 1", n)
+	}
+}
