@@ -169,3 +169,38 @@ func TestPreferStandby(t *testing.T) {
 		t.Errorf("the standby ran %d queries, want 1", n)
 	}
 }
+
+// With load_balance_hosts=disable, a host not yet proven gets one login at
+// a time, so that one failure moves every later login to the next host
+// (PgBouncer launches one connection at a time).
+func TestDisableProbesOneLoginAtATime(t *testing.T) {
+	p := benchPool(t, 0)
+	d := *p.dbEntry()
+	d.Host, d.LoadBalanceHosts = "a,b", "disable"
+	p.retarget(&d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.probingLocked() {
+		t.Error("probing with no login in flight")
+	}
+	s := p.newLoginLocked()
+	if !p.probingLocked() {
+		t.Error("a second login may start while the first host is unproven")
+	}
+	p.noteLoginLocked(nil)
+	if p.probingLocked() {
+		t.Error("still probing after a login succeeded")
+	}
+	p.setServerStateLocked(s, serverClosed)
+	d2 := d
+	d2.LoadBalanceHosts = "round-robin"
+	p.mu.Unlock()
+	p.retarget(&d2)
+	p.mu.Lock()
+	p.hosts = hostChoice{}
+	s = p.newLoginLocked()
+	if p.probingLocked() {
+		t.Error("round-robin waits for a probe")
+	}
+	p.setServerStateLocked(s, serverClosed)
+}
