@@ -3,8 +3,11 @@ package pooler
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -203,4 +206,61 @@ func TestDisableProbesOneLoginAtATime(t *testing.T) {
 		t.Error("round-robin waits for a probe")
 	}
 	p.setServerStateLocked(s, serverClosed)
+}
+
+// load_balance_hosts=disable with a failing first host: one login finds
+// it failing, and every later login goes to the next host; two clients
+// needing two servers at once cost one failed login, not one each
+// (PgBouncer's test_load_balance_hosts_disable_bad_first). The first host
+// accepts and hangs up once both clients wait, so both are queued when
+// the login fails (a client arriving after it would be failed fast).
+func TestDisableSkipsDeadHostOnce(t *testing.T) {
+	fake := startFakePostgres(t)
+	bad, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := bad.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	tp := startTestPooler(t, fake, map[string]string{
+		"hb": fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d load_balance_hosts=disable pool_mode=session", bad.Addr().(*net.TCPAddr).Port, fake.port()),
+	}, "server_login_retry = 0.05\n")
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessionClient(t, tp, "hb")
+		}()
+	}
+	c := <-accepted
+	for queued := 0; queued < 2; time.Sleep(time.Millisecond) {
+		if p := tp.poolOf("hb"); p != nil {
+			p.mu.Lock()
+			queued = p.queue.Len()
+			p.mu.Unlock()
+		}
+	}
+	c.Close()
+	wg.Wait()
+	if n := len(accepted); n != 0 {
+		t.Errorf("%d more logins went to the failing host", n)
+	}
+	log := tp.log.tail()
+	if n := strings.Count(log, "server login failed: closing because"); n != 1 {
+		t.Errorf("%d failed logins, want 1:\n%s", n, log)
+	}
+	if n := fake.queries(); n != 2 {
+		t.Errorf("the second host ran %d queries, want 2", n)
+	}
 }
