@@ -264,3 +264,35 @@ func TestDisableSkipsDeadHostOnce(t *testing.T) {
 		t.Errorf("the second host ran %d queries, want 2", n)
 	}
 }
+
+// SHOW DATABASES and SHOW POOLS list load_balance_hosts for a host list
+// only (round-robin unless disable), as PgBouncer does.
+func TestShowLoadBalanceHosts(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{
+		"one":  "pool_mode=session",
+		"rr":   fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d", fake.port()),
+		"off":  fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d load_balance_hosts=disable", fake.port()),
+		"lone": "load_balance_hosts=disable",
+	}, "")
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	want := map[string]string{"one": "", "rr": "round-robin", "off": "disable", "lone": ""}
+	for _, d := range tp.svc.Console().Databases() {
+		if w, ok := want[d.Name]; ok && d.LoadBalanceHosts != w {
+			t.Errorf("SHOW DATABASES %s: load_balance_hosts %q, want %q", d.Name, d.LoadBalanceHosts, w)
+		}
+	}
+	sessionClient(t, tp, "off")
+	found := false
+	for _, p := range tp.svc.Console().Pools() {
+		if p.Database == "off" {
+			found = true
+			if p.LoadBalanceHosts != "disable" {
+				t.Errorf("SHOW POOLS off: load_balance_hosts %q, want disable", p.LoadBalanceHosts)
+			}
+		}
+	}
+	if !found {
+		t.Error("no pool for off")
+	}
+}
