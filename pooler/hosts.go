@@ -26,12 +26,13 @@ type hostChoice struct {
 	// failure. With disable, a host not yet proven gets one login at a
 	// time, so one failure moves every later login to the next host.
 	proven bool
-	// misses counts logins in a row that reached a server the entry's
-	// target_session_attrs refused: until a whole round of hosts has
-	// missed, the next host is tried at once rather than after
-	// server_login_retry; prefer-standby, after a round with no standby,
+	// fails counts logins in a row that failed: refused, unreachable, or
+	// reaching a server the entry's target_session_attrs refused. Until
+	// a whole round of the host list has failed, the next host is tried
+	// at once rather than after server_login_retry (a failover costs no
+	// retry interval); prefer-standby, after a round with no standby,
 	// takes any server.
-	misses int
+	fails int
 }
 
 // pickEndpointLocked chooses the host of a login about to start, as
@@ -62,28 +63,24 @@ func (p *serverPool) probingLocked() bool {
 }
 
 // noteLoginLocked records how a login ended for the host choice; it
-// reports whether the next login should start at once (a refused role
-// with hosts of the round still untried) instead of after
-// server_login_retry.
+// reports whether the next login should start at once (a host list with
+// hosts of the round still untried) instead of after server_login_retry.
+// A single host keeps PgBouncer's retry interval.
 func (p *serverPool) noteLoginLocked(err error) (retryNow bool) {
 	h := &p.hosts
 	if err == nil {
-		h.lastFailed, h.proven, h.misses = false, true, 0
+		h.lastFailed, h.proven, h.fails = false, true, 0
 		return false
 	}
 	h.lastFailed, h.proven = true, false
-	if !errors.Is(err, errSessionAttrs) {
-		h.misses = 0
-		return false
-	}
-	h.misses++
+	h.fails++
 	t := p.target.Load()
-	if t.attrs == "prefer-standby" {
+	if t.attrs == "prefer-standby" && errors.Is(err, errSessionAttrs) {
 		// After a round with no standby, one more login takes any
 		// server (checkSessionAttrs).
-		return h.misses <= len(t.endpoints)
+		return h.fails <= len(t.endpoints)
 	}
-	return h.misses < len(t.endpoints)
+	return h.fails < len(t.endpoints)
 }
 
 // errSessionAttrs is a login that reached a server of the wrong role;
@@ -128,7 +125,7 @@ func (p *serverPool) checkSessionAttrs(s *server, timeout time.Duration) error {
 		s.hotStandby.Store(on && sql != "SHOW transaction_read_only")
 	}
 	p.mu.Lock()
-	fallback := attrs == "prefer-standby" && p.hosts.misses >= len(s.target.endpoints)
+	fallback := attrs == "prefer-standby" && p.hosts.fails >= len(s.target.endpoints)
 	p.mu.Unlock()
 	if why := roleMismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()); why != "" && !fallback {
 		return &reasonError{reason: sessionAttrsReason, err: &sessionAttrsError{why + " (target_session_attrs=" + attrs + ")"}}

@@ -209,7 +209,9 @@ func TestDisableProbesOneLoginAtATime(t *testing.T) {
 }
 
 // load_balance_hosts=disable with a failing first host: one login finds
-// it failing, and every later login goes to the next host; two clients
+// it failing, and every later login goes to the next host, the first of
+// them at once (not after server_login_retry: a host list has hosts
+// left to try); two clients
 // needing two servers at once cost one failed login, not one each
 // (PgBouncer's test_load_balance_hosts_disable_bad_first). The first host
 // accepts and hangs up once both clients wait, so both are queued when
@@ -233,7 +235,7 @@ func TestDisableSkipsDeadHostOnce(t *testing.T) {
 	}()
 	tp := startTestPooler(t, fake, map[string]string{
 		"hb": fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d load_balance_hosts=disable pool_mode=session", bad.Addr().(*net.TCPAddr).Port, fake.port()),
-	}, "server_login_retry = 0.05\n")
+	}, "server_login_retry = 60\n") // the next host is tried at once
 	t.Cleanup(func() { tp.shutdown(t, fake) })
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {

@@ -72,8 +72,9 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	p.setServerStateLocked(s, serverClosed)
 	p.syncGateLocked()
 	if p.noteLoginLocked(err) {
-		// Another host of the list may suit target_session_attrs:
-		// tried now, not after server_login_retry.
+		// Another host of the list may answer, or suit
+		// target_session_attrs: tried now, not after
+		// server_login_retry.
 		p.lastLoginErr = nil
 		p.regrowLocked(p.svc.clock.Now())
 	} else {
