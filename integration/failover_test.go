@@ -80,8 +80,9 @@ type foTx struct {
 // target_session_attrs=read-write writes to the primary; the primary is
 // stopped and the standby promoted (pg_ctl promote), with no change to the
 // pooler's configuration. Clients writing in a loop see errors only for
-// transactions begun before the promotion was done, and every transaction
-// begun after it commits on the new primary.
+// the transactions in flight when the primary stopped (those begun later
+// wait for a server), and every transaction begun after the promotion
+// commits on the new primary.
 func TestFailoverFollowsPrimary(t *testing.T) {
 	needPG(t)
 	primary := startSecondCluster(t)
@@ -191,6 +192,7 @@ func TestFailoverFollowsPrimary(t *testing.T) {
 	}
 
 	primary.stopServer()
+	stopped := time.Now()
 	standby.promote(t)
 	promoted := time.Now()
 	waitCommitted(promoted, standby.port, 3)
@@ -201,10 +203,10 @@ func TestFailoverFollowsPrimary(t *testing.T) {
 	for i, list := range txs {
 		for _, tx := range list {
 			switch {
-			case tx.err != nil && tx.start.Before(promoted):
-				failed++ // in flight across the failover
+			case tx.err != nil && tx.start.Before(stopped):
+				failed++ // in flight when the primary stopped
 			case tx.err != nil:
-				t.Errorf("client %d: a transaction begun after the promotion failed: %v", i, tx.err)
+				t.Errorf("client %d: a transaction begun after the primary stopped failed: %v", i, tx.err)
 			case tx.start.Before(promoted) && tx.port == primary.port:
 				before++
 			case !tx.start.Before(promoted) && tx.port == standby.port:
