@@ -3,6 +3,7 @@ package pooler
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -296,5 +297,58 @@ func TestShowLoadBalanceHosts(t *testing.T) {
 	}
 	if !found {
 		t.Error("no pool for off")
+	}
+}
+
+// A server that does not report in_hot_standby (before PostgreSQL 14) is
+// asked, as libpq does: SHOW transaction_read_only for read-write,
+// pg_is_in_recovery() for standby. (The fake answers neither with on/t,
+// so it is a writable primary.)
+func TestSessionAttrsAskOlderServers(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{
+		"rw": "target_session_attrs=read-write pool_mode=session",
+		"sb": "target_session_attrs=standby pool_mode=session",
+	}, "server_login_retry = 60\nquery_wait_timeout = 1\n") // the waiting client ends by itself
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	sessionClient(t, tp, "rw")
+	asked := false
+	for _, m := range fake.take() {
+		if m.typ == 'Q' && strings.HasPrefix(string(m.body), "SHOW transaction_read_only") {
+			asked = true
+		}
+	}
+	if !asked {
+		t.Error("read-write did not ask SHOW transaction_read_only")
+	}
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a failsafe
+	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "sd"}, {"database", "sb"}})); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's only login found no standby: the client waits for the
+	// retry; the log says why.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(tp.log.tail(), "server is not in hot standby mode (target_session_attrs=standby)"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // a failsafe
+			t.Fatalf("the standby check's failure is not logged:\n%s", tp.log.tail())
+		}
+	}
+	recovery := false
+	for _, m := range fake.take() {
+		if m.typ == 'Q' && strings.HasPrefix(string(m.body), "SELECT pg_catalog.pg_is_in_recovery()") {
+			recovery = true
+		}
+	}
+	if !recovery {
+		t.Error("standby did not ask pg_is_in_recovery()")
+	}
+	// query_wait_timeout ends the waiting client (before the shutdown,
+	// which does not end a login waiting for a pool's first server).
+	if b, _ := io.ReadAll(conn); !strings.Contains(string(b), "query_wait_timeout") {
+		t.Errorf("the waiting client got %q, want the query_wait_timeout error", b)
 	}
 }
