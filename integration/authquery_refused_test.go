@@ -4,8 +4,10 @@ package integration
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAuthQueryServerRefused: when Postgres refuses the auth_user's own
@@ -26,9 +28,9 @@ func TestAuthQueryServerRefused(t *testing.T) {
 	// pool's cached error, as with PgBouncer.
 	_, err := tryConnectPgx(t, pgxConfig(t, p.ConnString(db, scenOther, scenOtherPw)))
 	checkPgError(t, "auth_query in a database Postgres does not have", err, "3D000", msg)
+	// The client may read its error before the pooler's lines are
+	// written: wait for them.
 	for _, line := range []string{"server login failed: FATAL " + msg, "closing because: " + msg + " (age="} {
-		if !strings.Contains(p.Log(), line) {
-			t.Errorf("no log line with %q in\n%s", line, p.Log())
-		}
+		waitFor(t, 5*time.Second, "log line "+strconv.Quote(line), func() bool { return strings.Contains(p.Log(), line) })
 	}
 }
