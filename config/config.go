@@ -65,6 +65,7 @@ type Settings struct {
 	MaxClientConn, DefaultPoolSize, MinPoolSize, ReservePoolSize int
 	ReservePoolTimeout                                           time.Duration
 	MaxDBConnections, MaxUserConnections                         int // 0 = unlimited
+	MaxDBClientConnections, MaxUserClientConnections             int // 0 = unlimited
 	ServerRoundRobin                                             bool
 	MaxPreparedStatements                                        int
 	MaxPacketSize                                                int
