@@ -79,13 +79,21 @@ func (cc *clientCaps) snapshot() (byDB, byUser map[string]int) {
 // exist, which PgBouncer counts on a throwaway object that never fills)
 // and in its user, and refuses it over either cap, database first, as
 // PgBouncer's set_pool does.
+//
+// Under auth_type=any a database's forced user is the one counted: PgBouncer
+// takes it as the login user there, the name the client gave being
+// unchecked.
 func (c *client) checkClientCaps(cfg *config.Config, db *config.Database, dbKnown bool) error {
 	if dbKnown {
 		if err := c.checkDBClients(cfg, db); err != nil {
 			return err
 		}
 	}
-	return c.checkUserClients(cfg)
+	user := c.user
+	if cfg.Settings.AuthType == "any" && db != nil && db.User != "" {
+		user = db.User
+	}
+	return c.checkUserClients(cfg, user)
 }
 
 // checkDBClients counts the client in its database and refuses it over
@@ -104,28 +112,28 @@ func (c *client) checkDBClients(cfg *config.Config, db *config.Database) error {
 	return newError(CodeMaxDBClientConns)
 }
 
-// checkUserClients counts the client in its login user and refuses it
+// checkUserClients counts the client in its login user (user) and refuses it
 // over the user's cap. Only a user the pooler knows counts (auth_file,
 // [users], SET USER, or found by auth_query, which calls this again once
 // it has): PgBouncer keeps no count for names nobody defined, so that
 // mistyped or probing names do not fill SHOW USERS. An admin_users user
 // on the admin console is counted but never refused.
-func (c *client) checkUserClients(cfg *config.Config) error {
-	if _, known := c.svc.users.Load().Lookup(c.user); !known {
+func (c *client) checkUserClients(cfg *config.Config, user string) error {
+	if _, known := c.svc.users.Load().Lookup(user); !known {
 		return nil
 	}
 	cc := &c.svc.caps
 	cc.mu.Lock()
-	n := cc.takeLocked(&cc.byUser, &c.caps.inUser, &c.caps.user, c.user)
+	n := cc.takeLocked(&cc.byUser, &c.caps.inUser, &c.caps.user, user)
 	cc.mu.Unlock()
 	if c.capsExempt(cfg) {
 		return nil
 	}
-	max := cfg.MaxUserClients(c.user)
+	max := cfg.MaxUserClients(user)
 	if max <= 0 || n <= max {
 		return nil
 	}
-	c.debugf("set_pool: user '%s' full (%d >= %d)", c.user, n, max)
+	c.debugf("set_pool: user '%s' full (%d >= %d)", user, n, max)
 	return newError(CodeMaxUserClientConns)
 }
 

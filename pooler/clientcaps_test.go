@@ -236,6 +236,11 @@ func TestClientCapsUser(t *testing.T) {
 	if got, _ := capLogin(t, tp, "erin", "a", ""); got != userFull {
 		t.Errorf("erin 3: %q, want %q", got, userFull)
 	}
+	// Also to a database that does not exist: the user cap comes first,
+	// as PgBouncer checks it on its stand-in database.
+	if got, _ := capLogin(t, tp, "erin", "nodb", ""); got != userFull {
+		t.Errorf("erin 3 to an unknown database: %q, want %q", got, userFull)
+	}
 	// frank, the forced user, counts only his own logins: the global 3.
 	for i := 1; i <= 3; i++ {
 		if got, _ := capLogin(t, tp, "frank", "a", ""); got != "R0 Z" {
@@ -292,5 +297,25 @@ func TestClientCapsUser(t *testing.T) {
 	}
 	if u, _ := userRow(tp, "erin"); u.MaxUserClientConnections != 1 || u.CurrentClientConnections != 3 {
 		t.Errorf("SHOW USERS erin after the reload: %+v", u)
+	}
+}
+
+// TestClientCapsAuthAny: under auth_type=any the user counted is the
+// database's forced user, whatever name the client gives, as PgBouncer
+// takes the forced user as the login user there.
+func TestClientCapsAuthAny(t *testing.T) {
+	fake := startFakePostgres(t)
+	users := capsAuthFile(t, "frank")
+	tp := startTestPooler(t, fake, map[string]string{"forced": "user=frank"},
+		fmt.Sprintf("auth_file = %s\n[users]\nfrank = max_user_client_connections=1\n", users))
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	if got, _ := capLogin(t, tp, "x", "forced", ""); got != "R0 Z" {
+		t.Fatalf("first client: %q", got)
+	}
+	if got, _ := capLogin(t, tp, "y", "forced", ""); got != userFull {
+		t.Errorf("second client of frank's: %q, want %q", got, userFull)
+	}
+	if u, ok := userRow(tp, "frank"); !ok || u.CurrentClientConnections != 1 {
+		t.Errorf("SHOW USERS frank: %+v (listed %v), want current_client_connections 1", u, ok)
 	}
 }

@@ -547,7 +547,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 	}
 	c.svc.users.Load().NoteAuthQuery(c.user)
 	// A user first known through auth_query counts from here on.
-	if err := c.checkUserClients(c.svc.config()); err != nil {
+	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
 		return nil, false, err
 	}
 	return secret, true, nil
