@@ -65,6 +65,7 @@ type Settings struct {
 	MaxClientConn, DefaultPoolSize, MinPoolSize, ReservePoolSize int
 	ReservePoolTimeout                                           time.Duration
 	MaxDBConnections, MaxUserConnections                         int // 0 = unlimited
+	MaxDBClientConnections, MaxUserClientConnections             int // 0 = unlimited
 	ServerRoundRobin                                             bool
 	MaxPreparedStatements                                        int
 	MaxPacketSize                                                int
@@ -138,7 +139,7 @@ type Database struct {
 	// Parsed and kept for SHOW DATABASES, but not enforced yet (a warning
 	// is added when set).
 	AuthQuery, AuthDBName  string
-	MaxDBClientConnections int           // -1 = unset
+	MaxDBClientConnections int           // -1 = unset; enforced (Config.MaxDBClients)
 	ServerLifetime         time.Duration // -1 = unset
 	QueryWaitTimeout       time.Duration // -1 = unset
 	LoadBalanceHosts       string        // "" = unset (round-robin)
@@ -163,7 +164,7 @@ type User struct {
 	PoolSize, ReservePoolSize, MaxUserConnections int // -1 = unset
 
 	// Parsed but not enforced yet (a warning is added when set).
-	MaxUserClientConnections                                                                      int           // -1 = unset
+	MaxUserClientConnections                                                                      int           // -1 = unset; enforced (Config.MaxUserClients)
 	QueryTimeout, IdleTransactionTimeout, TransactionTimeout, ClientIdleTimeout, QueryWaitTimeout time.Duration // -1 = unset
 
 	File string

@@ -50,6 +50,9 @@ type client struct {
 	// canonical name. serve reads them when it links a server; the pump
 	// updates them from ParameterStatus while linked.
 	params map[string]string
+	// caps is what the client counts in the client caps (clientcaps.go),
+	// guarded by the service's caps.mu.
+	caps capCount
 
 	mu sync.Mutex
 	// queryStart is when the current (or last) request started.

@@ -207,14 +207,11 @@ func (v consoleView) Databases() []admin.Database {
 			names[p.key.db] = p.dbEntry() // auto-created from "*"
 		}
 	}
-	clientsByDB := map[string]int{}
-	for _, c := range s.allClients() {
-		clientsByDB[c.dbName]++
-	}
+	clientsByDB, _ := s.caps.snapshot()
 	out := []admin.Database{{
 		Name: "pgbouncer", Port: st.ListenPort, Database: "pgbouncer", ForceUser: "pgbouncer",
 		PoolSize: 2, PoolMode: "statement", ReservePoolSize: 0,
-		CurrentClientConnections: clientsByDB["pgbouncer"],
+		MaxClientConnections: cfg.MaxDBClients(nil), CurrentClientConnections: clientsByDB[adminDB],
 	}}
 	for name, d := range names {
 		eff := cfg.Resolve(d, d.User)
@@ -223,6 +220,7 @@ func (v consoleView) Databases() []admin.Database {
 			PoolSize: eff.PoolSize, MinPoolSize: eff.MinPoolSize, ReservePoolSize: eff.ReservePoolSize,
 			ServerLifetime: st.ServerLifetime, PoolMode: eff.PoolMode.String(),
 			MaxConnections: eff.MaxDBConnections, CurrentClientConnections: clientsByDB[name],
+			MaxClientConnections: cfg.MaxDBClients(d),
 		}
 		if row.Port == 0 {
 			row.Port = 5432
@@ -250,14 +248,12 @@ func (v consoleView) Databases() []admin.Database {
 func (v consoleView) Users() []admin.User {
 	s := v.s
 	cfg := s.config()
-	clientsByUser := map[string]int{}
-	for _, c := range s.allClients() {
-		clientsByUser[c.user]++
-	}
+	_, clientsByUser := s.caps.snapshot()
 	var out []admin.User
 	for _, u := range s.users.Load().Users() {
 		row := admin.User{Name: u.Name, PoolSize: -1, ReservePoolSize: -1,
-			MaxUserConnections: cfg.Settings.MaxUserConnections, CurrentClientConnections: clientsByUser[u.Name]}
+			MaxUserConnections: cfg.Settings.MaxUserConnections, CurrentClientConnections: clientsByUser[u.Name],
+			MaxUserClientConnections: cfg.MaxUserClients(u.Name)}
 		if cu := cfg.Users[u.Name]; cu != nil {
 			row.PoolSize, row.ReservePoolSize = cu.PoolSize, cu.ReservePoolSize
 			row.PoolMode = cu.PoolMode.String()

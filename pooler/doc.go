@@ -35,6 +35,8 @@
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	limiter.go         max_db_connections and max_user_connections
+//	clientcaps.go      max_db_client_connections, max_user_client_connections:
+//	                   clients counted by database and user at login
 //	server.go          server: one connection to Postgres
 //	admission.go       the admission gate of each pool (admission_file)
 //	errors.go          every error a client can see, with its SQLSTATE
@@ -171,8 +173,8 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu and liveHeapMu are leaves taken under
-// nothing. The gate calls its decisions' callbacks after releasing
+// poolStats.mu, changeSignal.mu, clientCaps.mu and liveHeapMu are leaves
+// taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,
 // so a callback only sends on its own buffered channel.
 //

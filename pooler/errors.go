@@ -64,6 +64,8 @@ const (
 	CodeNoSuchUser
 	CodeStatementNotFound
 	CodeQueryTimeoutWaiting
+	CodeMaxDBClientConns
+	CodeMaxUserClientConns
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -140,6 +142,11 @@ var codes = map[Code]codeInfo{
 	// janitor says it with the setting's name, unlike the "query timeout"
 	// of a query that ran too long on its server.
 	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
+
+	// A login over max_db_client_connections / max_user_client_connections
+	// (clientcaps.go).
+	CodeMaxDBClientConns:   {"FATAL", "08P01", "client connections exceeded (max_db_client_connections)"},
+	CodeMaxUserClientConns: {"FATAL", "08P01", "client connections exceeded (max_user_client_connections)"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

@@ -170,6 +170,11 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	if !dbKnown {
 		db = &config.Database{Name: c.dbName}
 	}
+	// The client caps come before the password exchange, as in
+	// PgBouncer's set_pool.
+	if err := c.checkClientCaps(cfg, db, dbKnown); err != nil {
+		return nil, err
+	}
 	secret, res, err := c.authenticate(db, dbKnown)
 	if err != nil {
 		return nil, err
@@ -541,6 +546,10 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 		return nil, false, errAuthQueryNoRow
 	}
 	c.svc.users.Load().NoteAuthQuery(c.user)
+	// A user first known through auth_query counts from here on.
+	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
+		return nil, false, err
+	}
 	return secret, true, nil
 }
 
@@ -664,7 +673,14 @@ func (c *client) consoleLogin() error {
 	role, ok := admin.RoleFor(cfg, c.user)
 	if c.user == adminDB && c.local && c.peerIsSelf() {
 		role, ok = admin.RoleAdmin, true
+		// PgBouncer counts this login in the console's database only.
+		if err := c.checkDBClients(cfg, nil); err != nil {
+			return err
+		}
 	} else {
+		if err := c.checkClientCaps(cfg, nil, true); err != nil {
+			return err
+		}
 		if _, _, err := c.authenticate(&config.Database{Name: adminDB}, true); err != nil {
 			return err
 		}

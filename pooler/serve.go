@@ -64,6 +64,7 @@ func (c *client) serve() {
 		}
 	}()
 	if err := c.login(); err != nil {
+		c.releaseCaps()
 		c.fail(err)
 		return
 	}

@@ -53,6 +53,9 @@ type Service struct {
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
 
+	// caps counts clients by database and user (clientcaps.go).
+	caps clientCaps
+
 	// stmts is the pooler-wide registry of mapped prepared statements.
 	stmts *stmtRegistry
 	// held bounds the bytes of client messages held whole at once, all
@@ -377,6 +380,7 @@ func (s *Service) serveConn(conn net.Conn) {
 // clientClosed forgets a client when its goroutine ends.
 func (s *Service) clientClosed(c *client) {
 	s.clientCount.Add(-1)
+	c.releaseCaps()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {
 		delete(s.cancels, c.key)
