@@ -64,6 +64,7 @@ const (
 	CodeNoSuchUser
 	CodeStatementNotFound
 	CodeQueryTimeoutWaiting
+	CodeLoginFailed
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -140,6 +141,11 @@ var codes = map[Code]codeInfo{
 	// janitor says it with the setting's name, unlike the "query timeout"
 	// of a query that ran too long on its server.
 	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
+
+	// A replication client whose own server refused the login (no
+	// replication role, no hba line for replication): PgBouncer tells
+	// the client this and logs the server's words.
+	CodeLoginFailed: {"FATAL", "08P01", "login failed"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the
