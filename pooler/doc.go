@@ -33,6 +33,8 @@
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	limiter.go         max_db_connections and max_user_connections
 //	server.go          server: one connection to Postgres
+//	replication.go     replication connections: the login, the relay
+//	pool_replication.go a replication client's own server in its pool
 //	admission.go       the admission gate of each pool (admission_file)
 //	errors.go          every error a client can see, with its SQLSTATE
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server

@@ -117,3 +117,22 @@ func (p *serverPool) closeReplication(s *server, reason string) {
 	p.mu.Unlock()
 	p.closeServer(s, reason)
 }
+
+// replicationDoomedLocked marks the replication servers that are to be
+// closed (close_needed: RECONNECT, a changed database, a lowered limit)
+// with PgBouncer's reason and returns them, for their sockets to be
+// closed once p.mu is released: unlike a pooled server, which is closed
+// when its client releases it, a replication server may never be
+// released (a subscription streams for ever). Its client's relay then
+// ends the link with that reason.
+func (p *serverPool) replicationDoomedLocked() []*server {
+	var out []*server
+	for s := range p.servers {
+		if s.repl != replNone && s.closeNeeded && s.state == serverActive && s.replEnd.Load() == nil {
+			reason := "database configuration changed"
+			s.replEnd.Store(&reason)
+			out = append(out, s)
+		}
+	}
+	return out
+}

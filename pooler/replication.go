@@ -184,58 +184,87 @@ func (c *client) serveReplication() {
 		clientFirst int32 = iota + 1
 		serverFirst
 	)
+	// first is the side whose end ended the link; a failed write is the
+	// end of the side written to.
 	var first atomic.Int32
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
-		_, _ = relayMessages(s.r, c.w)
-		if first.CompareAndSwap(0, serverFirst) {
+		_, writeFailed, _ := relayMessages(s.r, c.w)
+		if writeFailed {
+			if first.CompareAndSwap(0, clientFirst) {
+				s.conn.Close()
+			}
 			c.conn.Close()
+			return
+		}
+		if first.CompareAndSwap(0, serverFirst) {
+			// Wakes serve's read of the client, which is then told why.
+			c.conn.SetReadDeadline(time.Now())
 		}
 	}()
-	lastClient, errClient := relayMessages(c.r, s.w)
-	if first.CompareAndSwap(0, clientFirst) {
-		s.conn.Close()
+	lastClient, writeFailed, errClient := relayMessages(c.r, s.w)
+	side := clientFirst
+	if writeFailed {
+		side = serverFirst
 	}
+	if first.CompareAndSwap(0, side) {
+		s.conn.Close()
+		if side == serverFirst {
+			c.conn.SetReadDeadline(time.Now())
+		}
+	}
+	s.conn.Close()
 	<-serverDone
 	// A Terminate the client sent closes the server, whose end may be
 	// seen first: the client still ended the link.
 	serverEnded := first.Load() == serverFirst && lastClient != wire.MsgTerminate
 	reason := "replication client disconnected"
 	if serverEnded {
-		// The server went away (or was closed: RECONNECT, KILL); the
-		// client hears it as PgBouncer says it.
+		// The server went away, or the pooler closed it (close_needed:
+		// replEnd); the client hears it in PgBouncer's words.
 		reason = "server conn crashed?"
+		if r := s.replEnd.Load(); r != nil {
+			reason = *r
+		}
 	}
 	if c.svc.logDisconnections() {
 		switch {
 		case serverEnded:
 			c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-		case lastClient != wire.MsgTerminate && errClient != nil && !errors.Is(errClient, io.EOF) && !errors.Is(errClient, net.ErrClosed):
+		case lastClient != wire.MsgTerminate && !errors.Is(errClient, io.EOF) && !errors.Is(errClient, net.ErrClosed):
 			c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 		default:
 			c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 		}
+	}
+	if serverEnded {
+		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		pe := &Error{Severity: "FATAL", SQLState: "08P01", Message: reason}
+		c.w.Write(appendError(nil, pe))
+		c.w.Flush()
 	}
 	c.endReplication(s, reason)
 }
 
 // relayMessages copies whole messages from r to w, flushing whenever r
 // has nothing more buffered, until a read or write fails; it returns the
-// type of the last message relayed.
-func relayMessages(r *wire.Reader, w *wire.Writer) (last byte, err error) {
+// type of the last message relayed and whether the write failed.
+func relayMessages(r *wire.Reader, w *wire.Writer) (last byte, writeFailed bool, err error) {
 	for {
 		typ, _, err := r.Next()
 		if err != nil {
-			return last, err
+			return last, false, err
 		}
 		if err := r.Forward(w); err != nil {
-			return last, err
+			// Forward streams a large message: its error is the
+			// reader's or the writer's.
+			return last, w.Err() != nil, err
 		}
 		last = typ
 		if r.Buffered() == 0 {
 			if err := w.Flush(); err != nil {
-				return last, err
+				return last, true, err
 			}
 		}
 	}

@@ -219,3 +219,24 @@ func TestReplicationHBA(t *testing.T) {
 	}
 	logical.conn.Close()
 }
+
+// TestReplicationReconnect: RECONNECT closes a replication server at
+// once, as PgBouncer does (it may never be released), and its client is
+// told "database configuration changed".
+func TestReplicationReconnect(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"rdb": ""}, "")
+	defer tp.shutdown(t, fake)
+	rc := dialRepl(t, tp.addr, [][2]string{{"user", "alice"}, {"database", "rdb"}, {"replication", "database"}})
+	if got, _ := rc.untilReady(); !strings.HasSuffix(got, "K Z") {
+		t.Fatalf("replication login: %q", got)
+	}
+	if err := (consoleView{tp.svc}).Reconnect("rdb"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rc.untilReady(); got != "E(database configuration changed)" {
+		t.Errorf("after RECONNECT the replication client got %q, want E(database configuration changed)", got)
+	}
+	waitLog(t, tp, "closing because: database configuration changed", "conn=S-")
+	waitLog(t, tp, "closing because: database configuration changed", "conn=C-")
+}

@@ -117,6 +117,9 @@ type server struct {
 	// parameters (pool_replication.go); set before its login.
 	repl      replication
 	replExtra []wire.Param
+	// replEnd is why the pooler closed a replication server on purpose
+	// (its client is told so); nil while it has not.
+	replEnd atomic.Pointer[string]
 }
 
 func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
