@@ -217,7 +217,9 @@ func TestReplicationHBA(t *testing.T) {
 	if got, _ := logical.untilReady(); !strings.HasSuffix(got, "K Z") {
 		t.Errorf("logical replication under host all all: %q", got)
 	}
-	logical.conn.Close()
+	// Still connected at the shutdown, which must end its relay (the
+	// deferred shutdown checks that no pooler goroutine is left).
+	t.Cleanup(func() { logical.conn.Close() })
 }
 
 // TestReplicationReconnect: RECONNECT closes a replication server at
