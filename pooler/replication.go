@@ -190,7 +190,7 @@ func (c *client) serveReplication() {
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
-		_, writeFailed, _ := relayMessages(s.r, c.w)
+		_, writeFailed, _ := relayMessages(s.r, c.w, &s.pool.stats.sent)
 		if writeFailed {
 			if first.CompareAndSwap(0, clientFirst) {
 				s.conn.Close()
@@ -203,7 +203,7 @@ func (c *client) serveReplication() {
 			c.conn.SetReadDeadline(time.Now())
 		}
 	}()
-	lastClient, writeFailed, errClient := relayMessages(c.r, s.w)
+	lastClient, writeFailed, errClient := relayMessages(c.r, s.w, &s.pool.stats.received)
 	side := clientFirst
 	if writeFailed {
 		side = serverFirst
@@ -248,11 +248,12 @@ func (c *client) serveReplication() {
 }
 
 // relayMessages copies whole messages from r to w, flushing whenever r
-// has nothing more buffered, until a read or write fails; it returns the
-// type of the last message relayed and whether the write failed.
-func relayMessages(r *wire.Reader, w *wire.Writer) (last byte, writeFailed bool, err error) {
+// has nothing more buffered, until a read or write fails, and adds their
+// sizes to bytes (SHOW STATS); it returns the type of the last message
+// relayed and whether the write failed.
+func relayMessages(r *wire.Reader, w *wire.Writer, bytes *atomic.Int64) (last byte, writeFailed bool, err error) {
 	for {
-		typ, _, err := r.Next()
+		typ, n, err := r.Next()
 		if err != nil {
 			return last, false, err
 		}
@@ -262,6 +263,7 @@ func relayMessages(r *wire.Reader, w *wire.Writer) (last byte, writeFailed bool,
 			return last, w.Err() != nil, err
 		}
 		last = typ
+		bytes.Add(int64(5 + n))
 		if r.Buffered() == 0 {
 			if err := w.Flush(); err != nil {
 				return last, true, err

@@ -143,9 +143,15 @@ func TestReplicationConnection(t *testing.T) {
 	}
 
 	fake.take()
+	pool := tp.svc.allPools()[0]
+	recv0, sent0 := pool.stats.received.Load(), pool.stats.sent.Load()
 	rc.query("IDENTIFY_SYSTEM")
 	if got, _ := rc.untilReady(); got != "T D C Z" {
 		t.Errorf("IDENTIFY_SYSTEM through the pooler: %s, want T D C Z", got)
+	}
+	// SHOW STATS counts the relayed bytes: the Query's 21 in, the reply out.
+	if recv, sent := pool.stats.received.Load()-recv0, pool.stats.sent.Load()-sent0; recv != 21 || sent <= 0 {
+		t.Errorf("stats after IDENTIFY_SYSTEM: received %d bytes, sent %d; want 21 and some", recv, sent)
 	}
 	if msgs := fake.take(); len(msgs) != 1 || msgs[0].typ != 'Q' || !strings.HasPrefix(string(msgs[0].body), "IDENTIFY_SYSTEM") {
 		t.Errorf("the server got %v, want the Query", msgs)
