@@ -50,6 +50,9 @@ func (rc *replClient) untilReady() (string, map[string]string) {
 		switch typ {
 		case 'E':
 			out = append(out, "E("+errorMessage(body)+")")
+		case 'K':
+			params["\x00key"] = string(body)
+			out = append(out, "K")
 		case 'S':
 			kv := strings.SplitN(string(body), "\x00", 3)
 			params[kv[0]] = kv[1]
@@ -127,6 +130,7 @@ func TestReplicationConnection(t *testing.T) {
 		{"replication", "database"}, {"application_name", "sub1"},
 		{"options", "-c extra_float_digits=3 -c work_mem=64kB"}})
 	got, params := rc.untilReady()
+	replKey := []byte(params["\x00key"])
 	if !strings.HasPrefix(got, "R S") || !strings.HasSuffix(got, "K Z") {
 		t.Fatalf("replication login: %s", got)
 	}
@@ -157,6 +161,29 @@ func TestReplicationConnection(t *testing.T) {
 		t.Errorf("the server got %v, want the Query", msgs)
 	}
 
+	// A cancel request reaches the replication client's own server.
+	cancel := []byte{0, 0, 0, 16, 0x04, 0xd2, 0x16, 0x2e}
+	cancel = append(cancel, replKey...)
+	if cc, err := net.Dial("tcp", tp.addr); err != nil {
+		t.Fatal(err)
+	} else {
+		cc.Write(cancel)
+		cc.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fake.mu.Lock()
+		n := fake.cancels
+		fake.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server got %d cancel requests, want 1", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	cv := consoleView{tp.svc}
 	var clientRepl, serverRepl []string
 	for _, c := range cv.Clients() {
@@ -173,7 +200,7 @@ func TestReplicationConnection(t *testing.T) {
 	rc.conn.Close()
 	waitLog(t, tp, "closing because: replication client disconnected")
 	waitLog(t, tp, "closing because: client close request")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for len(cv.Servers()) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("servers left after the replication client: %v", cv.Servers())
