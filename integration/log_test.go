@@ -23,7 +23,7 @@ import (
 
 // logLoginRE is the line of a client's login attempt as PgBouncer writes
 // it, its prefix included.
-var logLoginRE = regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+ \[\d+\] LOG C-\d+: appdb/app@127\.0\.0\.1:\d+ login attempt: db=appdb user=app tls=no$`)
+var logLoginRE = regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+ \[\d+\] LOG C-\d+: appdb/app@127\.0\.0\.1:\d+ login attempt: db=appdb user=app tls=no replication=no$`)
 
 // logPooler starts a pooler that logs to pgbouncer.log in a directory of
 // its own and returns it with the logfile's path.
@@ -158,7 +158,7 @@ func TestLogFormatJSON(t *testing.T) {
 	if login == nil {
 		t.Fatalf("no login attempt line:\n%s", text)
 	}
-	if login["level"] != "LOG" || login["msg"] != "login attempt: db=appdb user=app tls=no" || login["db"] != "appdb" || login["user"] != "app" {
+	if login["level"] != "LOG" || login["msg"] != "login attempt: db=appdb user=app tls=no replication=no" || login["db"] != "appdb" || login["user"] != "app" {
 		t.Errorf("login line %v", login)
 	}
 	if c, _ := login["conn"].(string); !regexp.MustCompile(`^C-\d+$`).MatchString(c) {
@@ -190,7 +190,7 @@ func TestLogUnixClientPrefix(t *testing.T) {
 		t.Fatalf("no Unix socket:\n%s", p.Log())
 	}
 	selectOne(t, fmt.Sprintf("host=%s port=%d dbname=%s user=%s password=%s", sock, p.Port, appDB, appUser, appPassword))
-	want := fmt.Sprintf("LOG C-%%d: appdb/app@unix(%d):%d login attempt: db=appdb user=app tls=no", os.Getpid(), p.Port)
+	want := fmt.Sprintf("LOG C-%%d: appdb/app@unix(%d):%d login attempt: db=appdb user=app tls=no replication=no", os.Getpid(), p.Port)
 	re := regexp.MustCompile(strings.Replace(regexp.QuoteMeta(want), "%d", `\d+`, 1))
 	if !p.WaitLog("login attempt", 5*time.Second) || !re.MatchString(p.Log()) {
 		t.Errorf("no line %q in the log:\n%s", want, p.Log())

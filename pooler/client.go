@@ -45,7 +45,13 @@ type client struct {
 	dbName string // database name the client asked for
 	pool   *serverPool
 	mode   config.PoolMode
-	key    [8]byte
+	// repl is set for a replication connection (replication.go), with
+	// its options startup parameter as given (replOptionsSet when there
+	// was one): its server logs in with them. Set at login.
+	repl           replication
+	replOptions    string
+	replOptionsSet bool
+	key            [8]byte
 	// params are the client's values of tracked parameters, keyed by the
 	// canonical name. serve reads them when it links a server; the pump
 	// updates them from ParameterStatus while linked.

@@ -139,7 +139,7 @@ func (v consoleView) Clients() []admin.Conn {
 	now := s.clock.Now()
 	for _, c := range s.allClients() {
 		row := admin.Conn{
-			Type: "C", User: c.user, Database: c.dbName, Replication: "none",
+			Type: "C", User: c.user, Database: c.dbName, Replication: c.repl.show(),
 			ConnectTime: c.connected, Ptr: c.String(), ID: c.id,
 		}
 		row.Addr, row.Port = c.addrParts(c.raddr)
@@ -173,7 +173,7 @@ func (v consoleView) Servers() []admin.Conn {
 		p.mu.Lock()
 		for srv := range p.servers {
 			row := admin.Conn{
-				Type: "S", User: p.key.user, Database: p.key.db, Replication: "none",
+				Type: "S", User: p.key.user, Database: p.key.db, Replication: srv.repl.show(),
 				State: srv.state.show(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
 				CloseNeeded: srv.closeNeeded, Ptr: srv.String(), RemotePID: int(srv.pid), ID: srv.id,
 				PreparedStatements: srv.stmts.shown(),

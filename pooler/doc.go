@@ -38,6 +38,8 @@
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
 //	server.go          server: one connection to Postgres
+//	replication.go     replication connections: the login, the relay
+//	pool_replication.go a replication client's own server in its pool
 //	admission.go       the admission gate of each pool (admission_file)
 //	errors.go          every error a client can see, with its SQLSTATE
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server

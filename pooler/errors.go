@@ -66,6 +66,7 @@ const (
 	CodeQueryTimeoutWaiting
 	CodeMaxDBClientConns
 	CodeMaxUserClientConns
+	CodeLoginFailed
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -147,6 +148,11 @@ var codes = map[Code]codeInfo{
 	// (clientcaps.go).
 	CodeMaxDBClientConns:   {"FATAL", "08P01", "client connections exceeded (max_db_client_connections)"},
 	CodeMaxUserClientConns: {"FATAL", "08P01", "client connections exceeded (max_user_client_connections)"},
+
+	// A replication client whose own server refused the login (no
+	// replication role, no hba line for replication): PgBouncer tells
+	// the client this and logs the server's words.
+	CodeLoginFailed: {"FATAL", "08P01", "login failed"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

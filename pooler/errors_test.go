@@ -64,6 +64,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeCertAuthFailed, []any{"app"}, "FATAL", "28000", `certificate authentication failed for user "app"`},
 		{CodeExpectedPassword, []any{byte('Q')}, "FATAL", "08P01", "expected password response, got message type 'Q'"},
 		{CodeAdminNotAllowed, nil, "FATAL", "08P01", "not allowed"},
+		{CodeLoginFailed, nil, "FATAL", "08P01", "login failed"},
 		{CodeCopyUnexpectedMessage, []any{byte('Q')}, "FATAL", "08P01", "unexpected message type 0x51 during COPY from stdin"},
 		{CodeHeldMessageTooLarge, nil, "ERROR", "54000", "Parse message too large to be prepared by the pooler (max_held_message_size)"},
 		{CodeStatementNameTooLong, nil, "ERROR", "54000", "prepared statement name too long"},

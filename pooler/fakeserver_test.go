@@ -77,6 +77,8 @@ type fakePostgres struct {
 	// login, and to open connections at their next ReadyForQuery
 	// (setStandby, hosts_test.go).
 	standby string
+	// startups are the startup parameters of every login, in order.
+	startups []map[string]string
 
 	wg sync.WaitGroup
 }
@@ -326,6 +328,16 @@ func (fc *fakeConn) login() bool {
 		fields := bytes.Split(bytes.TrimRight(pkt[4:], "\x00"), []byte{0})
 		for i := 0; i+1 < len(fields); i += 2 {
 			params[string(fields[i])] = string(fields[i+1])
+		}
+		fc.f.mu.Lock()
+		fc.f.startups = append(fc.f.startups, params)
+		fc.f.mu.Unlock()
+		if params["replication"] != "" && params["user"] == "norepl" {
+			// Postgres 16's refusal of a walsender to a role without
+			// REPLICATION.
+			fc.fatal("42501", "permission denied to start WAL sender")
+			fc.flush()
+			return false
 		}
 		fc.send(&pgproto3.AuthenticationOk{})
 		reported := []struct{ name, value string }{

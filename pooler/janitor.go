@@ -90,6 +90,9 @@ func (p *serverPool) maintain(now time.Time) {
 			}
 		}
 	}
+	// Replication servers, which live as long as their client, are
+	// closed as soon as they are marked close_needed (pool_replication.go).
+	evict = append(evict, p.replicationDoomedLocked()...)
 	defer func() {
 		for _, s := range evict {
 			s.conn.Close()

@@ -45,6 +45,9 @@ func (c *client) login() error {
 	if err != nil {
 		return err
 	}
+	if c.repl != replNone {
+		return c.replicationLogin(st, pool, startupParams)
+	}
 	if err := c.joinPool(st, pool); err != nil {
 		return err
 	}
@@ -143,7 +146,7 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 		return nil, newError(CodeNoUserName)
 	}
 	if st.LogConnections {
-		c.logger().Info(fmt.Sprintf("login attempt: db=%s user=%s tls=%s", c.dbName, c.user, c.tlsVersion()))
+		c.logger().Info(fmt.Sprintf("login attempt: db=%s user=%s tls=%s replication=%s", c.dbName, c.user, c.tlsVersion(), c.repl.param()))
 	}
 	if su.Minor > 0 || len(unrecognized) > 0 {
 		// We speak 3.0: tell a newer client so, and name the protocol
@@ -307,8 +310,21 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 	}
 	params := map[string]string{}
 	var unrecognized []string
+	// replication first: it decides how options is read, wherever it is.
+	for _, p := range su.Params {
+		if p.Name == "replication" {
+			c.debugf("got var: %s=%s", p.Name, p.Value)
+			c.repl = parseReplication(p.Value)
+		}
+	}
 	for _, p := range su.Params {
 		switch {
+		case p.Name == "replication":
+		case p.Name == "options" && c.repl != replNone:
+			// A replication client's server is its own: its options
+			// go to it unchanged, any setting in them (CREATE
+			// SUBSCRIPTION sets extra_float_digits there).
+			c.replOptions, c.replOptionsSet = p.Value, true
 		case p.Name == "user":
 			c.user = p.Value
 		case p.Name == "database":
@@ -490,6 +506,7 @@ func (c *client) authMethod(st *config.Settings) (m auth.Method, cert bool, err 
 	case "hba":
 		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
 			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
+			Replication: c.repl == replPhysical,
 		})
 		if !ok || rule.Method == auth.HBAReject {
 			return m, false, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)

@@ -84,7 +84,7 @@ ignore_startup_parameters = extra_float_digits
 	// (the command's handler writes them as "C-n: db/user@addr ").
 	logs := tp.log.tail()
 	for _, re := range []string{
-		`INFO login attempt: db=nope user=alice tls=no conn=C-\d+ db=nope user=alice addr=127\.0\.0\.1:\d+`,
+		`INFO login attempt: db=nope user=alice tls=no replication=no conn=C-\d+ db=nope user=alice addr=127\.0\.0\.1:\d+`,
 		`INFO login failed: db=nope user=alice conn=C-\d+ db=nope user=alice addr=127\.0\.0\.1:\d+`,
 	} {
 		if !regexp.MustCompile(re).MatchString(logs) {

@@ -61,8 +61,12 @@ type serverPool struct {
 	queue admission.Queue
 	// queued is queue.Len() for readers without mu (hasWaiters); set
 	// under mu after every change to queue.
-	queued  atomic.Int32
-	welcome map[string]string
+	queued atomic.Int32
+	// replWaiting counts replication clients waiting for room for their
+	// own server (pool_replication.go): a server going idle wakes them,
+	// as one they may evict.
+	replWaiting atomic.Int32
+	welcome     map[string]string
 	// paramSets interns clients' parameter maps (initialParams): most
 	// clients of a pool log in with the same parameters, and thousands of
 	// idle clients then share one read-only map.
@@ -422,6 +426,8 @@ func (p *serverPool) release(s *server) {
 	p.mu.Unlock()
 	if reason != "" {
 		p.closeServer(s, reason)
+	} else if p.replWaiting.Load() > 0 {
+		p.svc.changes.notify()
 	}
 }
 

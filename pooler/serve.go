@@ -69,6 +69,10 @@ func (c *client) serve() {
 		return
 	}
 	loggedIn = true
+	if c.repl != replNone {
+		go c.serveReplication()
+		return
+	}
 	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
 	// stack, which Go only shrinks at a garbage collection. The rest of
 	// the client's life, mostly idle, runs on a fresh goroutine whose stack

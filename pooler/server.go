@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -117,6 +118,15 @@ type server struct {
 	unnamedGen   uint64
 
 	scratch []byte
+
+	// repl is the kind of a replication client's own server, and
+	// replExtra what it logs in with beyond the pool's startup
+	// parameters (pool_replication.go); set before its login.
+	repl      replication
+	replExtra []wire.Param
+	// replEnd is why the pooler closed a replication server on purpose
+	// (its client is told so); nil while it has not.
+	replEnd atomic.Pointer[string]
 }
 
 func (s *server) String() string { return fmt.Sprintf("S-%d", s.id) }
@@ -165,7 +175,11 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	sio := wire.SocketIO(conn)
 	r := wire.NewReader(sio, wire.DefaultBufferSize)
 	w := wire.NewWriter(sio, wire.DefaultBufferSize)
-	login, err := auth.LoginToServer(r, w, t.params, p.credentials())
+	params := t.params
+	if s.repl != replNone {
+		params = append(slices.Clip(t.params), s.replExtra...)
+	}
+	login, err := auth.LoginToServer(r, w, params, p.credentials())
 	if err != nil {
 		conn.Close()
 		return err

@@ -439,7 +439,9 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	srv := c.link.srv
-	if srv == nil || c.link.ls.outstanding == 0 {
+	// A replication client's requests are relayed unread: its server
+	// gets every cancel (replication.go).
+	if srv == nil || c.link.ls.outstanding == 0 && c.repl == replNone {
 		c.mu.Unlock()
 		return
 	}
