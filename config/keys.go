@@ -278,7 +278,7 @@ func init() {
 			field: func(s *Settings) any { return &s.IdleTransactionTimeout }},
 		{Name: "transaction_timeout", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "close clients whose transaction is open longer than this (seconds); 0 = off", Note: notImpl},
 		{Name: "suspend_timeout", Kind: KindDuration, Default: "10", Status: NotSupported, Doc: "buffer flush wait for SUSPEND (seconds)", Note: "SUSPEND and online restart are not implemented"},
-		{Name: "stats_period", Kind: KindDuration, Default: "60", Status: NotSupported, Doc: "averaging period of SHOW STATS and the log stats line (seconds)", Note: notImpl,
+		{Name: "stats_period", Kind: KindDuration, Default: "60", Doc: "averaging period of SHOW STATS and the log stats line (seconds)",
 			field: func(s *Settings) any { return &s.StatsPeriod }},
 
 		// DNS.
@@ -330,7 +330,7 @@ func init() {
 			field: func(s *Settings) any { return &s.LogDisconnections }},
 		{Name: "log_pooler_errors", Kind: KindBool, Default: "1", Doc: "log errors the pooler sends to clients",
 			field: func(s *Settings) any { return &s.LogPoolerErrors }},
-		{Name: "log_stats", Kind: KindBool, Default: "1", Status: NotSupported, Doc: "log a stats line every stats_period", Note: "not yet: no periodic stats line is logged",
+		{Name: "log_stats", Kind: KindBool, Default: "1", Doc: "log a stats line every stats_period", Note: "PgBouncer's `stats: N xacts/s, …` line, all pools' averages over the period",
 			field: func(s *Settings) any { return &s.LogStats }},
 		{Name: "verbose", Kind: KindInt, Default: "0", Doc: "log verbosity, added to -v's: 1 logs DEBUG lines, 2 NOISE lines too",
 			field: func(s *Settings) any { return &s.Verbose }},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
 )
 
@@ -30,14 +31,18 @@ func (s *Service) janitor(ctx context.Context) {
 			if roll {
 				lastRoll = now
 			}
+			var grown admin.Counters // all pools' growth over the period
 			for _, p := range pools {
 				p.maintain(now)
 				if roll {
-					p.stats.rollPeriod(period)
+					grown = addCounters(grown, p.stats.rollPeriod(period))
 				}
 			}
 			if roll {
-				s.consoleStats.rollPeriod(period)
+				grown = addCounters(grown, s.consoleStats.rollPeriod(period))
+				if s.settings().LogStats {
+					s.log.Info(statsLine(periodAverages(grown, period)))
+				}
 			}
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now

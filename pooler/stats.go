@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +41,22 @@ func (ps *poolStats) totals() admin.Counters {
 }
 
 // rollPeriod closes a stats_period: averages become the per-second rates
-// over it (times: per transaction or query, as PgBouncer reports them).
-func (ps *poolStats) rollPeriod(period time.Duration) {
+// over it (times: per transaction or query, as PgBouncer reports them). It
+// returns the period's growth of the totals, for the stats log line.
+func (ps *poolStats) rollPeriod(period time.Duration) admin.Counters {
 	t := ps.totals()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	d := subCounters(t, ps.prev)
+	ps.avg = periodAverages(d, period)
+	ps.prev = t
+	return d
+}
+
+// periodAverages turns a stats_period's growth of the counters into
+// PgBouncer's averages: counts and bytes per second, transaction and
+// query times per transaction and query, the wait per server assignment.
+func periodAverages(d admin.Counters, period time.Duration) admin.Counters {
 	secs := int64(period / time.Second)
 	if secs < 1 {
 		secs = 1
@@ -70,8 +81,15 @@ func (ps *poolStats) rollPeriod(period time.Duration) {
 	if d.ServerAssignmentCount > 0 {
 		avg.WaitTime = d.WaitTime / d.ServerAssignmentCount
 	}
-	ps.avg = avg
-	ps.prev = t
+	return avg
+}
+
+// statsLine is PgBouncer's periodic log line (log_stats): the averages of
+// all pools over the last stats_period.
+func statsLine(a admin.Counters) string {
+	return fmt.Sprintf("stats: %d xacts/s, %d queries/s, %d client parses/s, %d server parses/s, %d binds/s, in %d B/s, out %d B/s, xact %d us, query %d us, wait %d us",
+		a.XactCount, a.QueryCount, a.ClientParseCount, a.ServerParseCount, a.BindCount,
+		a.Received, a.Sent, a.XactTime, a.QueryTime, a.WaitTime)
 }
 
 func (ps *poolStats) averages() admin.Counters {
