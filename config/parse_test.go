@@ -412,9 +412,7 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 		`setting "so_reuseport" is not supported yet and is ignored (pgbouncer.ini:2)`,
 		`auth_type "pam" is not supported yet (pgbouncer.ini:8)`,
 		`database parameter "load_balance_hosts" is not supported yet and is ignored (pgbouncer.ini:11)`,
-		`database parameter "server_lifetime" is not supported yet and is ignored (pgbouncer.ini:11)`,
 		`database parameter "max_db_client_connections" is not supported yet and is ignored (pgbouncer.ini:12)`,
-		`user parameter "query_timeout" is not supported yet and is ignored (pgbouncer.ini:14)`,
 		`user parameter "max_user_client_connections" is not supported yet and is ignored (pgbouncer.ini:14)`,
 		`section [peers] is not supported yet and is ignored (pgbouncer.ini:15)`,
 	}

@@ -64,6 +64,7 @@ const (
 	CodeNoSuchUser
 	CodeStatementNotFound
 	CodeQueryTimeoutWaiting
+	CodeTransactionTimeout
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -140,6 +141,8 @@ var codes = map[Code]codeInfo{
 	// janitor says it with the setting's name, unlike the "query timeout"
 	// of a query that ran too long on its server.
 	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
+	// transaction_timeout (PgBouncer 1.25), said as its janitor says it.
+	CodeTransactionTimeout: {"FATAL", "08P01", "transaction timeout"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

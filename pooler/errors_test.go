@@ -71,6 +71,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
+		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
 		{CodeNoSuchUser, nil, "FATAL", "08P01", "no such user"},
 	}
 	pinned := map[Code]bool{}

@@ -31,6 +31,8 @@ type serverPool struct {
 	// the entry (retarget); each server keeps the one it dialled.
 	target atomic.Pointer[poolTarget]
 	log    *slog.Logger
+	// st: the settings with this pool's timeouts (poolsettings.go).
+	st atomic.Pointer[config.Settings]
 
 	dbLimit, userLimit *limiter
 	stats              poolStats
@@ -402,7 +404,7 @@ func (p *serverPool) hasWaiters() bool { return p.queued.Load() > 0 }
 func (p *serverPool) release(s *server) {
 	// Taken now: once handed off, the server carries its next holder's.
 	defer releaseTicket(s.takeTicket())
-	st := p.svc.settings()
+	st := p.settings()
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	if s.state != serverActive {

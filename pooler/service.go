@@ -473,6 +473,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	}
 	cfg := s.config()
 	p.eff = cfg.Resolve(db, serverUser)
+	p.setSettings(cfg, p.eff.Timeouts)
 	p.dbLimit = s.limiterLocked(s.dbLimits, db.Name, p.eff.MaxDBConnections)
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
 	p.dbLimit.add(p)
