@@ -79,6 +79,10 @@ type Settings struct {
 
 	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
 	TransactionTimeout                                                                            time.Duration
+	// QueryWaitNotify: a client queued this long is sent a NOTICE; 0 = never.
+	QueryWaitNotify time.Duration
+	// LoginNotifyMessage: a NOTICE sent with every client's welcome; "" = none.
+	LoginNotifyMessage string
 
 	TrackExtraParameters, IgnoreStartupParameters []string
 

@@ -248,8 +248,10 @@ func init() {
 			field: func(s *Settings) any { return &s.ServerCheckQuery }},
 		{Name: "server_check_delay", Kind: KindDuration, Default: "30", Doc: "idle time after which a server is checked before reuse (seconds); 0 = check on every reuse",
 			field: func(s *Settings) any { return &s.ServerCheckDelay }},
-		{Name: "login_notify_message", Kind: KindString, Status: NotSupported, Doc: "NOTICE sent to clients after login", Note: notImpl},
-		{Name: "query_wait_notify", Kind: KindDuration, Default: "5", Status: NotSupported, Doc: "send a NOTICE to clients queued this long (seconds); 0 = off", Note: notImpl},
+		{Name: "login_notify_message", Kind: KindString, Doc: "NOTICE sent to clients after login",
+			field: func(s *Settings) any { return &s.LoginNotifyMessage }},
+		{Name: "query_wait_notify", Kind: KindDuration, Default: "5", Doc: "send a NOTICE to clients queued this long (seconds); 0 = off",
+			field: func(s *Settings) any { return &s.QueryWaitNotify }},
 
 		// Timeouts.
 		{Name: "server_lifetime", Kind: KindDuration, Default: "3600", Doc: "close unused servers older than this (seconds); 0 = single use",

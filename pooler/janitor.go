@@ -115,6 +115,7 @@ func (p *serverPool) maintain(now time.Time) {
 		p.setServerStateLocked(s, serverClosed)
 	}
 	expired := p.expireWaitersLocked(now, waitLimit(queryTimeout, st.QueryWaitTimeout))
+	p.notifyWaitersLocked(now, st.QueryWaitNotify)
 	p.regrowLocked(now)
 	p.fillMinLocked(now)
 	p.mu.Unlock()

@@ -156,6 +156,12 @@ type poolWaiter struct {
 	// seq numbers the client's waits, so a cancel request aimed at one
 	// wait cannot end a later one that reuses the waiter (cancelWaiter).
 	seq atomic.Uint64
+	// query_wait_notify (queuenotice.go): the janitor signals notify,
+	// once per wait (notified, under the pool's mu), and the waiting
+	// goroutine calls onQueued. nil for a waiter that is never told.
+	notify   chan struct{}
+	notified bool
+	onQueued func()
 }
 
 type grant struct {
@@ -209,21 +215,26 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 	if w.grant == nil {
 		w.grant = make(chan grant, 1)
 	}
+	w.newWaitLocked()
 	w.Waiter = admission.Waiter{Enqueued: now, Data: w}
 	p.queue.Push(&w.Waiter)
 	p.queued.Store(int32(p.queue.Len()))
 	p.growLocked(now, false)
 	p.mu.Unlock()
 
-	if cancel == nil {
+	if cancel == nil && w.notify == nil {
 		g := <-w.grant
 		return g.s, g.err
 	}
-	select {
-	case g := <-w.grant:
-		return g.s, g.err
-	case <-cancel:
-		return p.abandon(w, errWaitCanceled)
+	for {
+		select {
+		case g := <-w.grant:
+			return g.s, g.err
+		case <-cancel:
+			return p.abandon(w, errWaitCanceled)
+		case <-w.notify: // nil for a waiter that is never told
+			w.onQueued()
+		}
 	}
 }
 
