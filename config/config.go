@@ -79,6 +79,9 @@ type Settings struct {
 
 	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
 	TransactionTimeout                                                                            time.Duration
+	// ServerFastClose: a server marked close_needed is taken from its
+	// session-mode client as soon as it is idle between transactions.
+	ServerFastClose bool
 	// QueryWaitNotify: a client queued this long is sent a NOTICE; 0 = never.
 	QueryWaitNotify time.Duration
 	// LoginNotifyMessage: a NOTICE sent with every client's welcome; "" = none.

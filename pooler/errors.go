@@ -65,6 +65,7 @@ const (
 	CodeStatementNotFound
 	CodeQueryTimeoutWaiting
 	CodeTransactionTimeout
+	CodeConfigChanged
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -143,6 +144,9 @@ var codes = map[Code]codeInfo{
 	CodeQueryTimeoutWaiting: {"FATAL", "08P01", "query_timeout"},
 	// transaction_timeout (PgBouncer 1.25), said as its janitor says it.
 	CodeTransactionTimeout: {"FATAL", "08P01", "transaction timeout"},
+	// server_fast_close: the client's server closed because RECONNECT or
+	// a RELOAD changed its database.
+	CodeConfigChanged: {"FATAL", "08P01", "database configuration changed"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

@@ -72,6 +72,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
+		{CodeConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},
 		{CodeNoSuchUser, nil, "FATAL", "08P01", "no such user"},
 	}
 	pinned := map[Code]bool{}

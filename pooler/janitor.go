@@ -125,6 +125,9 @@ func (p *serverPool) maintain(now time.Time) {
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
 	}
+	if st.ServerFastClose {
+		p.fastClose()
+	}
 }
 
 // waitLimit is how long a client may wait for a server: query_timeout or

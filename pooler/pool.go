@@ -465,6 +465,10 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 		if s.doomReason != "" {
 			return s.doomReason
 		}
+		if idle {
+			// PgBouncer's janitor says it so; its release, "close_needed".
+			return reasonConfigChanged
+		}
 		return "close_needed"
 	case !idle && p.overLimitLocked():
 		// A limit was lowered while this server was busy (or logging in).

@@ -525,6 +525,9 @@ func (c *client) lostReasonLocked(s *server) (string, Code) {
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
 	}
+	if s.fastClosed.Load() {
+		reason, code = reasonConfigChanged, CodeConfigChanged
+	}
 	return reason, code
 }
 
