@@ -79,6 +79,10 @@ type Settings struct {
 
 	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
 	TransactionTimeout                                                                            time.Duration
+	// CancelWaitTimeout bounds a cancel request's connection to Postgres;
+	// 0 = server_connect_timeout's bound (a server holding a cancel
+	// in flight is lent to nobody, so the wait is never unbounded).
+	CancelWaitTimeout time.Duration
 	// ServerFastClose: a server marked close_needed is taken from its
 	// session-mode client as soon as it is idle between transactions.
 	ServerFastClose bool

@@ -441,8 +441,13 @@ func (s *Service) cancel(key [8]byte) {
 	}
 	srv.cancelStarted()
 	c.mu.Unlock()
-	if err := srv.sendCancel(2 * time.Second); err != nil {
-		c.logger().Warn("cancel request failed: " + err.Error())
+	if err := srv.sendCancel(cancelWait(s.settings())); err != nil {
+		if isTimeout(err) {
+			// PgBouncer's words for a cancel that got no server in time.
+			c.logger().Info("closing because: cancel_wait_timeout")
+		} else {
+			c.logger().Warn("cancel request failed: " + err.Error())
+		}
 	}
 	srv.pool.cancelDone(srv)
 }
