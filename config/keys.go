@@ -273,7 +273,7 @@ func init() {
 		{Name: "query_wait_timeout", Kind: KindDuration, Default: "120", Doc: "maximum wait for a server (seconds); 0 = forever",
 			field: func(s *Settings) any { return &s.QueryWaitTimeout }},
 		{Name: "cancel_wait_timeout", Kind: KindDuration, Default: "10", Status: Partial, Doc: "maximum wait of a cancel request for a server (seconds)",
-			Note: "bounds the cancel's own connection to Postgres (the pooler sends each cancel on a new connection); 0 uses server_connect_timeout instead of waiting forever",
+			Note:  "bounds the cancel's own connection to Postgres (the pooler sends each cancel on a new connection); 0 uses server_connect_timeout instead of waiting forever",
 			field: func(s *Settings) any { return &s.CancelWaitTimeout }},
 		{Name: "client_idle_timeout", Kind: KindDuration, Default: "0", Doc: "close clients idle longer than this (seconds); 0 = off",
 			field: func(s *Settings) any { return &s.ClientIdleTimeout }},
