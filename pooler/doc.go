@@ -31,6 +31,12 @@
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
+//	poolsettings.go    the settings a pool lives by: the [users]/[databases]
+//	                   timeouts over the global ones
+//	txtimeout.go       transaction_timeout's deadlines
+//	queuenotice.go     query_wait_notify's and login_notify_message's NOTICEs
+//	fastclose.go       server_fast_close
+//	cancelwait.go      cancel_wait_timeout
 //	limiter.go         max_db_connections and max_user_connections
 //	server.go          server: one connection to Postgres
 //	admission.go       the admission gate of each pool (admission_file)
