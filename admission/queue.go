@@ -28,6 +28,9 @@ type Queue interface {
 	Len() int
 	// Oldest returns the longest-waiting waiter without removing it, or nil.
 	Oldest() *Waiter
+	// Younger returns the waiter queued next after w (which must be
+	// queued), or nil: Oldest, then Younger, walks the waiters by age.
+	Younger(w *Waiter) *Waiter
 }
 
 // FIFO serves waiters in arrival order, as PgBouncer does.
@@ -84,3 +87,5 @@ func (q *FIFO) Remove(w *Waiter) bool {
 func (q *FIFO) Len() int { return q.n }
 
 func (q *FIFO) Oldest() *Waiter { return q.head }
+
+func (q *FIFO) Younger(w *Waiter) *Waiter { return w.next }

@@ -79,6 +79,18 @@ type Settings struct {
 	ServerResetQueryAlways bool
 
 	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
+	TransactionTimeout                                                                            time.Duration
+	// CancelWaitTimeout bounds a cancel request's connection to Postgres;
+	// 0 = server_connect_timeout's bound (a server holding a cancel
+	// in flight is lent to nobody, so the wait is never unbounded).
+	CancelWaitTimeout time.Duration
+	// ServerFastClose: a server marked close_needed is taken from its
+	// session-mode client as soon as it is idle between transactions.
+	ServerFastClose bool
+	// QueryWaitNotify: a client queued this long is sent a NOTICE; 0 = never.
+	QueryWaitNotify time.Duration
+	// LoginNotifyMessage: a NOTICE sent with every client's welcome; "" = none.
+	LoginNotifyMessage string
 
 	TrackExtraParameters, IgnoreStartupParameters []string
 
@@ -300,6 +312,15 @@ type Effective struct {
 	PoolMode                               PoolMode
 	PoolSize, MinPoolSize, ReservePoolSize int
 	MaxDBConnections, MaxUserConnections   int // 0 = unlimited
+	Timeouts
+}
+
+// Timeouts are the timeouts of one pool's servers and clients (0 = off,
+// except QueryWaitTimeout, where 0 = wait forever, and ServerLifetime,
+// where 0 = single use).
+type Timeouts struct {
+	QueryTimeout, IdleTransactionTimeout, TransactionTimeout time.Duration
+	ClientIdleTimeout, QueryWaitTimeout, ServerLifetime      time.Duration
 }
 
 // Resolve returns the effective limits for the pool (db, user), where user
@@ -313,11 +334,17 @@ type Effective struct {
 //	min_pool_size:        [databases] > min_pool_size
 //	max_db_connections:   [databases] > max_db_connections
 //	max_user_connections: [users] > max_user_connections
+//	query_timeout, idle_transaction_timeout, transaction_timeout,
+//	client_idle_timeout:  [users] > the global setting
+//	query_wait_timeout:   [users] > [databases] > query_wait_timeout
+//	server_lifetime:      [databases] > server_lifetime
 //
 // A pool/user/database value applies when >= 0, except the two
-// max_*_connections, which apply only when > 0: as in PgBouncer, a per-user
-// or per-database 0 falls back to the global limit instead of meaning
-// "unlimited".
+// max_*_connections, the four per-user timeouts and the per-database
+// server_lifetime, which apply only when > 0: as in PgBouncer, a per-user
+// or per-database 0 falls back to the global setting instead of meaning
+// "unlimited" or "off". query_wait_timeout is the exception PgBouncer makes:
+// a per-user or per-database 0 (wait forever) applies; -1 is unset.
 func (c *Config) Resolve(db *Database, user string) Effective {
 	g := &c.Settings
 	e := Effective{
@@ -327,6 +354,14 @@ func (c *Config) Resolve(db *Database, user string) Effective {
 		ReservePoolSize:    g.ReservePoolSize,
 		MaxDBConnections:   g.MaxDBConnections,
 		MaxUserConnections: g.MaxUserConnections,
+		Timeouts: Timeouts{
+			QueryTimeout:           g.QueryTimeout,
+			IdleTransactionTimeout: g.IdleTransactionTimeout,
+			TransactionTimeout:     g.TransactionTimeout,
+			ClientIdleTimeout:      g.ClientIdleTimeout,
+			QueryWaitTimeout:       g.QueryWaitTimeout,
+			ServerLifetime:         g.ServerLifetime,
+		},
 	}
 	if db != nil {
 		if db.PoolMode != PoolModeUnset {
@@ -344,6 +379,12 @@ func (c *Config) Resolve(db *Database, user string) Effective {
 		if db.MaxDBConnections > 0 {
 			e.MaxDBConnections = db.MaxDBConnections
 		}
+		if db.ServerLifetime > 0 {
+			e.ServerLifetime = db.ServerLifetime
+		}
+		if db.QueryWaitTimeout >= 0 {
+			e.QueryWaitTimeout = db.QueryWaitTimeout
+		}
 	}
 	if u := c.Users[user]; u != nil {
 		if u.PoolMode != PoolModeUnset {
@@ -358,6 +399,13 @@ func (c *Config) Resolve(db *Database, user string) Effective {
 		if u.MaxUserConnections > 0 {
 			e.MaxUserConnections = u.MaxUserConnections
 		}
+		e.QueryTimeout = positiveOr(u.QueryTimeout, e.QueryTimeout)
+		e.IdleTransactionTimeout = positiveOr(u.IdleTransactionTimeout, e.IdleTransactionTimeout)
+		e.TransactionTimeout = positiveOr(u.TransactionTimeout, e.TransactionTimeout)
+		e.ClientIdleTimeout = positiveOr(u.ClientIdleTimeout, e.ClientIdleTimeout)
+		if u.QueryWaitTimeout >= 0 {
+			e.QueryWaitTimeout = u.QueryWaitTimeout
+		}
 	}
 	if db != nil {
 		if p := c.Pools[PoolKey(user, db.Name)]; p != nil && p.PoolSize >= 0 {
@@ -370,4 +418,13 @@ func (c *Config) Resolve(db *Database, user string) Effective {
 		}
 	}
 	return e
+}
+
+// positiveOr returns v when it is set and not 0, else def: PgBouncer's rule
+// for the per-user timeouts and the per-database server_lifetime.
+func positiveOr(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
 }

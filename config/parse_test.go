@@ -411,8 +411,6 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 	want := []string{
 		`setting "so_reuseport" is not supported yet and is ignored (pgbouncer.ini:2)`,
 		`auth_type "pam" is not supported yet (pgbouncer.ini:8)`,
-		`database parameter "server_lifetime" is not supported yet and is ignored (pgbouncer.ini:11)`,
-		`user parameter "query_timeout" is not supported yet and is ignored (pgbouncer.ini:14)`,
 		`section [peers] is not supported yet and is ignored (pgbouncer.ini:15)`,
 	}
 	eq(t, c.Warnings, want)

@@ -69,7 +69,7 @@ func (p *serverPool) gateFor(ap *admissionPolicy) *admission.Gate {
 	if ap == nil {
 		return nil
 	}
-	st := p.svc.settings()
+	st := p.settings()
 	p.mu.Lock()
 	g, warning := p.gateForLocked(ap, st)
 	p.mu.Unlock()

@@ -176,6 +176,7 @@ func (s *Service) swap(next *derivedState) {
 		}
 		p.mu.Lock()
 		p.eff = cfg.Resolve(db, p.key.user)
+		p.setSettings(cfg, p.eff.Timeouts)
 		p.closed = poolClosed(cfg, db, p.key.user)
 		p.syncGateLocked()
 		p.mu.Unlock()

@@ -218,7 +218,7 @@ func (v consoleView) Databases() []admin.Database {
 		row := admin.Database{
 			Name: name, Host: d.Host, Port: d.Port, Database: d.ServerDBName(), ForceUser: d.User,
 			PoolSize: eff.PoolSize, MinPoolSize: eff.MinPoolSize, ReservePoolSize: eff.ReservePoolSize,
-			ServerLifetime: st.ServerLifetime, PoolMode: eff.PoolMode.String(),
+			ServerLifetime: eff.ServerLifetime, PoolMode: eff.PoolMode.String(),
 			MaxConnections: eff.MaxDBConnections, CurrentClientConnections: clientsByDB[name],
 			MaxClientConnections: cfg.MaxDBClients(d),
 		}

@@ -34,6 +34,12 @@
 //	                   of a host that changed role recycled
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
+//	poolsettings.go    the settings a pool lives by: the [users]/[databases]
+//	                   timeouts over the global ones
+//	txtimeout.go       transaction_timeout's deadlines
+//	queuenotice.go     query_wait_notify's and login_notify_message's NOTICEs
+//	fastclose.go       server_fast_close
+//	cancelwait.go      cancel_wait_timeout
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login

@@ -67,6 +67,8 @@ const (
 	CodeMaxDBClientConns
 	CodeMaxUserClientConns
 	CodeLoginFailed
+	CodeTransactionTimeout
+	CodeConfigChanged
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -153,6 +155,12 @@ var codes = map[Code]codeInfo{
 	// replication role, no hba line for replication): PgBouncer tells
 	// the client this and logs the server's words.
 	CodeLoginFailed: {"FATAL", "08P01", "login failed"},
+
+	// transaction_timeout (PgBouncer 1.25), said as its janitor says it.
+	CodeTransactionTimeout: {"FATAL", "08P01", "transaction timeout"},
+	// server_fast_close: the client's server closed because RECONNECT or
+	// a RELOAD changed its database.
+	CodeConfigChanged: {"FATAL", "08P01", "database configuration changed"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

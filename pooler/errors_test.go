@@ -72,6 +72,8 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
+		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
+		{CodeConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},
 		{CodeNoSuchUser, nil, "FATAL", "08P01", "no such user"},
 		{CodeMaxDBClientConns, nil, "FATAL", "08P01", "client connections exceeded (max_db_client_connections)"},
 		{CodeMaxUserClientConns, nil, "FATAL", "08P01", "client connections exceeded (max_user_client_connections)"},

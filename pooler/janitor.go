@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
-	"github.com/pgturnstile/pgturnstile/config"
 )
 
 // janitor runs periodic pool maintenance.
@@ -79,7 +78,10 @@ func (p *serverPool) reserveDueLocked(now time.Time) bool {
 // maintain is the janitor's periodic pass over one pool: idle and lifetime
 // limits, query_wait_timeout, reserve pool, min_pool_size.
 func (p *serverPool) maintain(now time.Time) {
-	st := p.svc.settings()
+	st := p.settings()
+	// Waiting clients are held to the global query_timeout, as in
+	// PgBouncer's janitor; the per-user one bounds a running query.
+	queryTimeout := p.svc.settings().QueryTimeout
 	var doomed []*server
 	var reasons []string
 	p.mu.Lock()
@@ -121,15 +123,19 @@ func (p *serverPool) maintain(now time.Time) {
 	for _, s := range doomed {
 		p.setServerStateLocked(s, serverClosed)
 	}
-	expired := p.expireWaitersLocked(now, waitLimit(st))
+	expired := p.expireWaitersLocked(now, waitLimit(queryTimeout, st.QueryWaitTimeout))
+	p.notifyWaitersLocked(now, st.QueryWaitNotify)
 	p.regrowLocked(now)
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: newError(waitTimeoutCode(st, now.Sub(w.Enqueued)))}
+		w.grant <- grant{err: newError(waitTimeoutCode(queryTimeout, now.Sub(w.Enqueued)))}
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
+	}
+	if st.ServerFastClose {
+		p.fastClose()
 	}
 }
 
@@ -137,9 +143,9 @@ func (p *serverPool) maintain(now time.Time) {
 // query_wait_timeout, whichever is set and shorter (0: no limit). As in
 // PgBouncer's janitor, query_timeout also bounds the wait, so a client
 // waiting for a server that cannot log in hears of it at query_timeout.
-func waitLimit(st *config.Settings) time.Duration {
-	limit := st.QueryWaitTimeout
-	if q := st.QueryTimeout; q > 0 && (limit <= 0 || q < limit) {
+func waitLimit(queryTimeout, queryWaitTimeout time.Duration) time.Duration {
+	limit := queryWaitTimeout
+	if q := queryTimeout; q > 0 && (limit <= 0 || q < limit) {
 		limit = q
 	}
 	return limit
@@ -148,8 +154,8 @@ func waitLimit(st *config.Settings) time.Duration {
 // waitTimeoutCode is what a client that waited waited for is told:
 // "query_timeout" once query_timeout has passed (PgBouncer checks it
 // first), else "query_wait_timeout".
-func waitTimeoutCode(st *config.Settings, waited time.Duration) Code {
-	if st.QueryTimeout > 0 && waited >= st.QueryTimeout {
+func waitTimeoutCode(queryTimeout, waited time.Duration) Code {
+	if queryTimeout > 0 && waited >= queryTimeout {
 		return CodeQueryTimeoutWaiting
 	}
 	return CodeQueryWaitTimeout

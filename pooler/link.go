@@ -136,7 +136,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	default:
 	}
 	if c.link.poolWait == nil {
-		c.link.poolWait = &poolWaiter{}
+		c.link.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
 	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	c.mu.Unlock()

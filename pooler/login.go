@@ -278,6 +278,9 @@ func (c *client) appendWelcome(out []byte, pool *serverPool) []byte {
 		}
 	}
 	out = wire.AppendBackendKeyData(out, c.key)
+	if msg := c.svc.settings().LoginNotifyMessage; msg != "" {
+		out = appendNotice(out, msg)
+	}
 	return wire.AppendReadyForQuery(out, wire.TxIdle)
 }
 

@@ -162,7 +162,8 @@ func (s *Service) requestParks(now time.Time) {
 		}
 		c.mu.Lock()
 		idle := c.state == clientIdle && !c.link.skipToSync &&
-			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter)
+			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter) &&
+			c.settings().ClientIdleTimeout == 0 // a [users] client_idle_timeout: as above
 		if idle {
 			c.parkWanted.Store(true)
 			// Wakes serve's blocked read; it parks if nothing arrived.

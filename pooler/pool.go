@@ -31,6 +31,8 @@ type serverPool struct {
 	// the entry (retarget); each server keeps the one it dialled.
 	target atomic.Pointer[poolTarget]
 	log    *slog.Logger
+	// st: the settings with this pool's timeouts (poolsettings.go).
+	st atomic.Pointer[config.Settings]
 
 	dbLimit, userLimit *limiter
 	stats              poolStats
@@ -160,6 +162,12 @@ type poolWaiter struct {
 	// seq numbers the client's waits, so a cancel request aimed at one
 	// wait cannot end a later one that reuses the waiter (cancelWaiter).
 	seq atomic.Uint64
+	// query_wait_notify (queuenotice.go): the janitor signals notify,
+	// once per wait (notified, under the pool's mu), and the waiting
+	// goroutine calls onQueued. nil for a waiter that is never told.
+	notify   chan struct{}
+	notified bool
+	onQueued func()
 }
 
 type grant struct {
@@ -170,9 +178,11 @@ type grant struct {
 // acquire returns an idle or new server for a client, waiting in the queue
 // until a server is free, query_wait_timeout passes (the janitor's
 // expireWaitersLocked) or cancel is signalled. A nil cancel leaves
-// cancelling to cancelWaiter, which keeps the wait a plain channel receive:
-// at 500 clients on 20 servers every transaction waits, and a select over
-// a timer and a cancel channel cost about 2% of the pooler's CPU there.
+// cancelling to cancelWaiter, which keeps the wait free of timers: at 500
+// clients on 20 servers every transaction waits, and a select over a timer
+// and a cancel channel cost about 2% of the pooler's CPU there. A client's
+// waiter also hears its notify channel (query_wait_notify, signalled by the
+// janitor), a select over two channels and no timer.
 // The returned server is active and owned by the caller until release. w
 // is the caller's waiter, reused from one wait to the next (nil: a fresh
 // one); it is free again when acquire returns.
@@ -213,21 +223,26 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 	if w.grant == nil {
 		w.grant = make(chan grant, 1)
 	}
+	w.newWaitLocked()
 	w.Waiter = admission.Waiter{Enqueued: now, Data: w}
 	p.queue.Push(&w.Waiter)
 	p.queued.Store(int32(p.queue.Len()))
 	p.growLocked(now, false)
 	p.mu.Unlock()
 
-	if cancel == nil {
+	if cancel == nil && w.notify == nil {
 		g := <-w.grant
 		return g.s, g.err
 	}
-	select {
-	case g := <-w.grant:
-		return g.s, g.err
-	case <-cancel:
-		return p.abandon(w, errWaitCanceled)
+	for {
+		select {
+		case g := <-w.grant:
+			return g.s, g.err
+		case <-cancel:
+			return p.abandon(w, errWaitCanceled)
+		case <-w.notify: // nil for a waiter that is never told
+			w.onQueued()
+		}
 	}
 }
 
@@ -409,7 +424,7 @@ func (p *serverPool) hasWaiters() bool { return p.queued.Load() > 0 }
 func (p *serverPool) release(s *server) {
 	// Taken now: once handed off, the server carries its next holder's.
 	defer releaseTicket(s.takeTicket())
-	st := p.svc.settings()
+	st := p.settings()
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	if s.state != serverActive {
@@ -464,6 +479,10 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 	case s.closeNeeded:
 		if s.doomReason != "" {
 			return s.doomReason
+		}
+		if idle {
+			// PgBouncer's janitor says it so; its release, "close_needed".
+			return reasonConfigChanged
 		}
 		return "close_needed"
 	case !idle && p.overLimitLocked():

@@ -19,7 +19,7 @@ func benchPool(tb testing.TB, n int) *serverPool {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	db := &config.Database{Name: "bench", Host: "127.0.0.1", Port: 5432, PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1}
+	db := &config.Database{Name: "bench", Host: "127.0.0.1", Port: 5432, PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1, ServerLifetime: -1, QueryWaitTimeout: -1}
 	p, err := svc.poolFor(db, "bench")
 	if err != nil {
 		tb.Fatal(err)

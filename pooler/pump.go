@@ -39,7 +39,7 @@ const (
 // once everything sent is answered while the link stays, or when COPY IN
 // starts.
 func (c *client) pumpRun(s *server, inline bool) pumpStop {
-	st := c.svc.settings()
+	st := c.settings()
 	for {
 		typ, _, err := s.r.Next()
 		if err != nil {
@@ -50,7 +50,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			if c.gone.Load() {
 				c.link.pumpFreed.signal() // see below
 			}
-			if c.pumpTimeout(s) {
+			if c.pumpTimeout(s, st) {
 				continue
 			}
 			return pumpLinkOver
@@ -337,7 +337,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.countReadyLocked(status)
 	}
 	c.link.ls.readyForQuery(status)
-	if c.link.ls.outstanding == 0 && st.QueryTimeout > 0 {
+	if c.link.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
@@ -403,12 +403,16 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		return false
 	}
 	idleInTx := c.link.ls.idle() && status != wire.TxIdle
+	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	if !s.r.Pending() {
 		c.w.Flush()
 	}
-	if idleInTx && st.IdleTransactionTimeout > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(st.IdleTransactionTimeout))
+	if !idleInTx {
+		txTimed = false // serve's deadline, armed while the query ran, stands
+	}
+	if d, ok := earliest(st.IdleTransactionTimeout, idleInTx && st.IdleTransactionTimeout > 0, txLeft, txTimed); ok {
+		c.conn.SetReadDeadline(time.Now().Add(d))
 	}
 	return true
 }
@@ -464,19 +468,26 @@ func isCopyInput(typ byte) bool {
 
 // pumpTimeout handles an expired server read deadline: a departed client's
 // drain step, or query_timeout. False when the link is over.
-func (c *client) pumpTimeout(s *server) bool {
+func (c *client) pumpTimeout(s *server, st *config.Settings) bool {
 	c.mu.Lock()
 	gone := c.gone.Load()
+	txLeft, txTimed := c.txRemainingLocked(st)
+	queryOver := st.QueryTimeout > 0 && c.svc.clock.Since(c.queryStart) >= st.QueryTimeout
 	c.mu.Unlock()
 	if gone {
 		return c.drain(s)
 	}
-	c.closeClient(CodeQueryTimeout)
+	// query_timeout first, as PgBouncer's janitor checks it first.
+	code, reason := CodeQueryTimeout, "query timeout"
+	if !queryOver && txTimed && txLeft <= 0 {
+		code, reason = CodeTransactionTimeout, "transaction timeout"
+	}
+	c.closeClient(code)
 	c.mu.Lock()
 	c.awaitServeOffServerRelock(s)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
-	c.pool.discard(s, "query timeout")
+	c.pool.discard(s, reason)
 	return false
 }
 
@@ -513,6 +524,9 @@ func (c *client) lostReasonLocked(s *server) (string, Code) {
 	}
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
+	}
+	if s.fastClosed.Load() {
+		reason, code = reasonConfigChanged, CodeConfigChanged
 	}
 	return reason, code
 }

@@ -150,7 +150,7 @@ func safeguardPool(t *testing.T, settings map[string]string) (*serverPool, *int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := &config.Database{Name: "sg", Host: "127.0.0.1", Port: 5432, User: "forced", PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1}
+	db := &config.Database{Name: "sg", Host: "127.0.0.1", Port: 5432, User: "forced", PoolSize: -1, MinPoolSize: -1, ReservePoolSize: -1, MaxDBConnections: -1, ServerLifetime: -1, QueryWaitTimeout: -1}
 	p, err := svc.poolFor(db, "forced")
 	if err != nil {
 		t.Fatal(err)

@@ -204,8 +204,8 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 // startLoop marks the client as relaying and arms the early-park deadline
 // after a login.
 func (c *client) startLoop(afterLogin bool) loopVars {
-	st := c.svc.settings()
-	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0}
+	st := c.settings()
+	lv := loopVars{st: st, timeouts: st.ClientIdleTimeout > 0 || st.IdleTransactionTimeout > 0 || st.TransactionTimeout > 0}
 	// Idle from login, or from parked on a resumed client: only now may
 	// the janitor ask it to park (again).
 	c.mu.Lock()
@@ -439,9 +439,14 @@ func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
 // held (see route); releases it.
 func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
 	mapped := c.recordLocked(typ, n)
+	txLeft, txTimed := c.txRemainingLocked(lv.st)
 	c.mu.Unlock()
-	if lv.st.QueryTimeout > 0 && (typ == wire.MsgQuery || typ == wire.MsgSync) {
-		s.conn.SetReadDeadline(time.Now().Add(lv.st.QueryTimeout))
+	if typ == wire.MsgQuery || typ == wire.MsgSync {
+		// The reply is awaited on the server: query_timeout and
+		// transaction_timeout are its read deadline (pumpTimeout).
+		if d, ok := earliest(lv.st.QueryTimeout, lv.st.QueryTimeout > 0, txLeft, txTimed); ok {
+			s.conn.SetReadDeadline(time.Now().Add(d))
+		}
 	}
 	var err error
 	if mapped {
@@ -674,6 +679,7 @@ func (c *client) armClientDeadline(st *config.Settings) {
 	c.mu.Lock()
 	linked := c.link.srv != nil
 	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
+	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	var d time.Duration
 	switch {
@@ -682,7 +688,7 @@ func (c *client) armClientDeadline(st *config.Settings) {
 	case idleInTx:
 		d = st.IdleTransactionTimeout
 	}
-	if d > 0 {
+	if d, ok := earliest(d, d > 0, txLeft, txTimed); ok {
 		c.conn.SetReadDeadline(time.Now().Add(d))
 	} else {
 		c.conn.SetReadDeadline(time.Time{})
@@ -695,10 +701,15 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Lock()
 	linked := c.link.srv != nil
 	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
+	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	switch {
 	case !linked && st.ClientIdleTimeout > 0:
 		c.fail(newError(CodeClientIdleTimeout))
+		return true
+	case txTimed && txLeft <= 0:
+		c.unlinkAndClose("transaction timeout")
+		c.fail(newError(CodeTransactionTimeout))
 		return true
 	case idleInTx && st.IdleTransactionTimeout > 0:
 		c.unlinkAndClose("idle transaction timeout")

@@ -86,6 +86,9 @@ type server struct {
 	evictAt time.Time
 	// evicted is set when the janitor closed the server for that reason.
 	evicted atomic.Bool
+	// fastClosed is set when server_fast_close took it from its client
+	// (fastclose.go).
+	fastClosed atomic.Bool
 	// serverTLS is the server_tls_* its login used; set by the login
 	// goroutine before the dial, read by loggedIn.
 	serverTLS auth.TLSSettings

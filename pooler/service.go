@@ -447,8 +447,13 @@ func (s *Service) cancel(key [8]byte) {
 	}
 	srv.cancelStarted()
 	c.mu.Unlock()
-	if err := srv.sendCancel(2 * time.Second); err != nil {
-		c.logger().Warn("cancel request failed: " + err.Error())
+	if err := srv.sendCancel(cancelWait(s.settings())); err != nil {
+		if isTimeout(err) {
+			// PgBouncer's words for a cancel that got no server in time.
+			c.logger().Info("closing because: cancel_wait_timeout")
+		} else {
+			c.logger().Warn("cancel request failed: " + err.Error())
+		}
 	}
 	srv.pool.cancelDone(srv)
 }
@@ -479,6 +484,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	}
 	cfg := s.config()
 	p.eff = cfg.Resolve(db, serverUser)
+	p.setSettings(cfg, p.eff.Timeouts)
 	p.dbLimit = s.limiterLocked(s.dbLimits, db.Name, p.eff.MaxDBConnections)
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
 	p.dbLimit.add(p)
