@@ -42,6 +42,16 @@ func TestWithVersion(t *testing.T) {
 // in session mode it holds a server until it leaves.
 func sessionClient(t *testing.T, tp *testPooler, db string) net.Conn {
 	t.Helper()
+	conn, query := queryClient(t, tp, [][2]string{{"user", "sd"}, {"database", db}})
+	query("SELECT 1")
+	return conn
+}
+
+// queryClient logs in to tp with the startup parameters and returns the
+// connection and a function that runs one simple query to its
+// ReadyForQuery; an ErrorResponse on the way fails the test.
+func queryClient(t *testing.T, tp *testPooler, startup [][2]string) (net.Conn, func(q string)) {
+	t.Helper()
 	conn, err := net.Dial("tcp", tp.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -64,17 +74,19 @@ func sessionClient(t *testing.T, tp *testPooler, db string) net.Conn {
 			}
 		}
 	}
-	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "sd"}, {"database", db}})); err != nil {
+	if _, err := conn.Write(startupPacket(0, startup)); err != nil {
 		t.Fatal(err)
 	}
 	untilReady("login")
-	q := append([]byte{'Q', 0, 0, 0, 0}, "SELECT 1\x00"...)
-	binary.BigEndian.PutUint32(q[1:], uint32(len(q)-1))
-	if _, err := conn.Write(q); err != nil {
-		t.Fatal(err)
+	return conn, func(q string) {
+		t.Helper()
+		m := append([]byte{'Q', 0, 0, 0, 0}, q+"\x00"...)
+		binary.BigEndian.PutUint32(m[1:], uint32(len(m)-1))
+		if _, err := conn.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		untilReady(q)
 	}
-	untilReady("query")
-	return conn
 }
 
 // startSessionPooler serves database "sd" in session mode in front of a

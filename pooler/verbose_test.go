@@ -2,11 +2,8 @@ package pooler
 
 import (
 	"context"
-	"encoding/binary"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 )
@@ -15,41 +12,8 @@ import (
 // parameter and returns a function that runs one simple query.
 func optionsClient(t *testing.T, tp *testPooler, db, options string) func(q string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", tp.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a failsafe, not a measurement
-	br := newBackendReader(conn)
-	untilReady := func(step string) {
-		t.Helper()
-		for {
-			typ, body, err := br.next()
-			if err != nil {
-				t.Fatalf("%s: %v", step, err)
-			}
-			if typ == 'E' {
-				t.Fatalf("%s: error %q", step, body)
-			}
-			if typ == 'Z' {
-				return
-			}
-		}
-	}
-	if _, err := conn.Write(startupPacket(0, [][2]string{{"user", "u"}, {"database", db}, {"options", options}})); err != nil {
-		t.Fatal(err)
-	}
-	untilReady("login")
-	return func(q string) {
-		t.Helper()
-		m := append([]byte{'Q', 0, 0, 0, 0}, q+"\x00"...)
-		binary.BigEndian.PutUint32(m[1:], uint32(len(m)-1))
-		if _, err := conn.Write(m); err != nil {
-			t.Fatal(err)
-		}
-		untilReady(q)
-	}
+	_, query := queryClient(t, tp, [][2]string{{"user", "u"}, {"database", db}, {"options", options}})
+	return query
 }
 
 // A client's DateStyle is SET on its server once, in PgBouncer's form
