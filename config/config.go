@@ -72,6 +72,9 @@ type Settings struct {
 	PktBuf                                                       int
 
 	ServerLifetime, ServerIdleTimeout, ServerConnectTimeout, ServerLoginRetry, ServerCheckDelay time.Duration
+	// PoolIdleTimeout frees a pool unused that long (0 = never);
+	// AutodbIdleTimeout a database from "*" all of whose pools are.
+	PoolIdleTimeout, AutodbIdleTimeout time.Duration
 	// ServerCheckQuery: EmptyQueryCheck ("<empty>", the default) = send an
 	// empty query; "" = no check; anything else = that query.
 	ServerCheckQuery       string

@@ -197,7 +197,9 @@ func (s *Service) swap(next *derivedState) {
 	// the fork, so SHOW POOLS lists them before their first client.
 	for _, po := range cfg.Pools {
 		if db, ok := cfg.LookupDatabase(po.Database); ok && db.User == "" {
-			s.poolFor(db, po.User)
+			if p, err := s.poolFor(db, po.User); err == nil {
+				s.unpin(p)
+			}
 		}
 	}
 	s.createForcedPools(cfg)
@@ -217,9 +219,12 @@ func (s *Service) createForcedPools(cfg *config.Config) {
 		if name == "*" || db.User == "" || cfg.Resolve(db, db.User).MinPoolSize <= 0 {
 			continue
 		}
-		if _, err := s.poolFor(db, db.User); err != nil {
+		p, err := s.poolFor(db, db.User)
+		if err != nil {
 			s.log.Warn("pool warming: " + name + ": " + err.Error())
+			continue
 		}
+		s.unpin(p)
 	}
 }
 

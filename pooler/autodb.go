@@ -5,8 +5,8 @@ import "github.com/pgturnstile/pgturnstile/config"
 // registerAutoDB reports whether name is a database served from the "*"
 // entry that no client has used before: PgBouncer logs "registered new
 // auto-database" then (objects.c), and operators and its suite look for
-// that line. Databases are never unregistered (autodb_idle_timeout is not
-// supported), so each name is reported once per process.
+// that line. autodb_idle_timeout unregisters a database with its pools
+// (poolfree.go); it is then reported again on its next use.
 func (s *Service) registerAutoDB(cfg *config.Config, name string) bool {
 	if _, listed := cfg.Databases[name]; listed {
 		return false

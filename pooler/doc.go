@@ -53,7 +53,9 @@
 //	clock.go           the injected clock
 //	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           SHOW STATS
-//	autodb.go          databases served from "*": registered once, logged
+//	autodb.go          databases served from "*": registered, logged
+//	poolfree.go        pool_idle_timeout, autodb_idle_timeout: the janitor
+//	                   frees unused, unpinned pools under Service.mu
 //	verbose.go         -v/-vv and verbose: PgBouncer's DEBUG and NOISE lines
 //	logprefix.go       who a line is about (conn, db, user, addr attributes),
 //	                   which the command writes as PgBouncer's C-n/S-n prefix

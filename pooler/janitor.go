@@ -43,6 +43,7 @@ func (s *Service) janitor(ctx context.Context) {
 					s.log.Info(statsLine(periodAverages(grown, period)))
 				}
 			}
+			s.freeUnusedPools(now)
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now
 				s.requestParks(now)

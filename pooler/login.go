@@ -45,6 +45,9 @@ func (c *client) login() error {
 	if err != nil {
 		return err
 	}
+	// The pool stays pinned until the client counted itself in it (or
+	// failed): the janitor never frees it under a login (poolfree.go).
+	defer c.svc.unpin(pool)
 	if c.repl != replNone {
 		return c.replicationLogin(st, pool, startupParams)
 	}
@@ -191,12 +194,15 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	if c.svc.isDisabled(c.dbName) {
 		return nil, newError(CodeDatabaseDisabled, c.dbName)
 	}
-	if c.svc.registerAutoDB(cfg, c.dbName) {
-		c.logger().Info("registered new auto-database: " + c.dbName)
-	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
 		return nil, err
+	}
+	// Registered after the pool is pinned: the janitor forgets an
+	// auto-database only with its pools, so a database freed under this
+	// login is logged as new again (poolfree.go).
+	if c.svc.registerAutoDB(cfg, c.dbName) {
+		c.logger().Info("registered new auto-database: " + c.dbName)
 	}
 	if db.User == "" && secret != nil {
 		// The server login of this pool uses the secret the client was

@@ -38,6 +38,12 @@ type serverPool struct {
 	stats              poolStats
 	metrics            poolMetrics
 
+	// Guarded by Service.mu (poolfree.go): pins counts the poolFor
+	// callers not done with the pool yet; unusedSince is when the janitor
+	// first found it unused (zero: in use).
+	pins        int
+	unusedSince time.Time
+
 	mu sync.Mutex
 	// cred logs new servers in; auth_query and SCRAM pass-through update
 	// it at client logins.
@@ -90,6 +96,9 @@ type serverPool struct {
 	// closed: a [pools] line or SET POOL gave this pool pool_size=0 (the
 	// fork's way to shut a tenant out): no servers at all, clients wait.
 	closed bool
+	// freed: the janitor took the pool out of the service (poolfree.go);
+	// it opens no server again.
+	freed bool
 	// gate is the admission gate under an admission_file policy, nil
 	// without one (admission.go).
 	gate *poolGate
@@ -333,7 +342,7 @@ func (p *serverPool) fastFail() error {
 // grows again) and the create bucket (the grow timer retries when the next
 // token is due).
 func (p *serverPool) growLocked(now time.Time, useReserve bool) {
-	if p.paused || p.closed || p.loginRetryPendingLocked(now) {
+	if p.paused || p.closed || p.freed || p.loginRetryPendingLocked(now) {
 		return
 	}
 	// Clients queued at the admission gate are demand too: the gate's

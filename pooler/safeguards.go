@@ -170,7 +170,7 @@ func (p *serverPool) growTick() {
 // bucket as growth for waiters. After a failed login it waits
 // server_login_retry, as growth for clients does.
 func (p *serverPool) fillMinLocked(now time.Time) {
-	if p.paused || p.closed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.dbEntry().User == "") {
+	if p.paused || p.closed || p.freed || p.eff.MinPoolSize <= 0 || (p.clientsInPool() == 0 && p.dbEntry().User == "") {
 		return
 	}
 	if p.loginRetryPendingLocked(now) {
@@ -303,7 +303,9 @@ func (s *Service) Warm(ctx context.Context) {
 			s.log.Warn("pool warming: " + name + ": " + err.Error())
 			continue
 		}
-		if want := p.warm(); want > 0 {
+		want := p.warm()
+		s.unpin(p)
+		if want > 0 {
 			pending = append(pending, warming{p, want})
 		}
 	}

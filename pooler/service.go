@@ -458,7 +458,8 @@ func (s *Service) cancel(key [8]byte) {
 	srv.pool.cancelDone(srv)
 }
 
-// poolFor returns the pool of (db, user), creating it on first use. A
+// poolFor returns the pool of (db, user), creating it on first use, and
+// pins it: the caller calls s.unpin once done with it (poolfree.go). A
 // forced user in the [databases] entry replaces the client's user.
 func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error) {
 	serverUser := user
@@ -476,6 +477,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.pools[key]; ok {
+		p.pins++
 		return p, nil
 	}
 	p, err := newPool(s, key, db, cred)
@@ -493,6 +495,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	p.closed = poolClosed(cfg, db, serverUser)
 	p.metrics = s.newPoolMetrics(db.Name, serverUser)
 	s.pools[key] = p
+	p.pins++
 	return p, nil
 }
 
@@ -605,6 +608,7 @@ func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) 
 	if err != nil {
 		return nil, false, err
 	}
+	defer s.unpin(p)
 	wait := st.ServerConnectTimeout
 	if wait <= 0 {
 		wait = 15 * time.Second
