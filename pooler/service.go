@@ -478,6 +478,7 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	defer s.mu.Unlock()
 	if p, ok := s.pools[key]; ok {
 		p.pins++
+		p.unusedSince = time.Time{} // a use, even one between two janitor passes
 		return p, nil
 	}
 	p, err := newPool(s, key, db, cred)
