@@ -157,6 +157,19 @@ func TestPoolFreePinned(t *testing.T) {
 	if _, ok := svc.dbLimits["db"].pools[p]; ok {
 		t.Fatalf("freed pool still in its database's limiter")
 	}
+	// A lookup between two passes (a login that failed after poolFor)
+	// restarts the unused time.
+	svc.unpin(q)
+	svc.freeUnusedPools(t0.Add(4 * time.Hour))
+	if r, _ := svc.poolFor(db, "u"); r != q {
+		t.Fatalf("pool freed at the pass that first found it unused")
+	}
+	svc.unpin(q)
+	svc.freeUnusedPools(t0.Add(5 * time.Hour))
+	if r, _ := svc.poolFor(db, "u"); r != q {
+		t.Fatalf("pool freed although looked up since the last pass")
+	}
+	svc.unpin(q)
 }
 
 // Clients log in, query and leave while the janitor frees the pool every
