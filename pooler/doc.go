@@ -165,14 +165,17 @@
 //
 // # Locks
 //
-// Five locks are outer locks, and no two of them are ever held at once:
-// Service.mu, Service.cancelMu, client.mu, serverPool.mu and parker.mu.
-// Code that needs two copies what it needs under the first, releases it,
-// then takes the second: Service.cancel takes client.mu, then the pool's;
-// Apply and the janitor copy the pool list under Service.mu, then lock
-// each pool; limiter.deferred locks one pool at a time. Should two ever
-// have to nest, the order is Service.mu, cancelMu, client.mu,
-// serverPool.mu, parker.mu.
+// Five locks are outer locks: Service.mu, Service.cancelMu, client.mu,
+// serverPool.mu and parker.mu. No two of them are held at once, with one
+// exception. Code that needs two copies what it needs under the first,
+// releases it, then takes the second: Service.cancel takes client.mu, then
+// the pool's; Apply and the janitor copy the pool list under Service.mu,
+// then lock each pool; limiter.deferred locks one pool at a time. The
+// exception is freeUnusedPools (poolfree.go): it must decide that a pool
+// is unused and remove it while no poolFor can hand it out, so it holds
+// Service.mu while it locks each pool in turn. Nothing takes Service.mu
+// under serverPool.mu, so the order is Service.mu, cancelMu, client.mu,
+// serverPool.mu, parker.mu wherever two nest.
 //
 // Under an outer lock only leaves are taken, and nothing is taken under a
 // leaf:
