@@ -387,9 +387,22 @@ func (p *serverPool) regrowLocked(now time.Time) {
 	p.fillMinLocked(now)
 }
 
-func isStartingUp(err error) bool {
+// isServerGoingAway: the server refused a login only because it is
+// starting up or shutting down ("the database system is starting up" /
+// "is shutting down", 57P03), or ended the backend mid-login for a
+// shutdown (57P01 admin_shutdown, "terminating connection due to
+// administrator command"; 57P02 crash_shutdown). A restart sends all
+// three, depending on where each login is when it begins.
+func isServerGoingAway(err error) bool {
 	var se *auth.ServerError
-	return errors.As(err, &se) && se.Fields.Code == "57P03"
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Fields.Code {
+	case "57P01", "57P02", "57P03":
+		return true
+	}
+	return false
 }
 
 // failsWaiters reports whether a failed server login fails the clients
@@ -403,7 +416,7 @@ func isStartingUp(err error) bool {
 // waiting, up to query_wait_timeout: a restart or failover costs them
 // latency, not errors.
 func failsWaiters(err error) bool {
-	if isStartingUp(err) {
+	if isServerGoingAway(err) {
 		return false
 	}
 	switch loginReason(err) {
