@@ -119,14 +119,7 @@ func TestCheckDaemonConfig(t *testing.T) {
 // With syslog on, lines go to syslog as well, tagged ident[pid], at the
 // facility and PgBouncer's priority for the level; DEBUG lines do not.
 func TestSyslog(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "log")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	syslogNetwork, syslogAddr = "unixgram", sock
-	defer func() { syslogNetwork, syslogAddr = "", "" }()
+	conn := fakeSyslog(t)
 
 	var local bytes.Buffer
 	st := config.Settings{Syslog: true, SyslogIdent: "pgt-test", SyslogFacility: "local3"}
@@ -194,4 +187,21 @@ func TestTargetUserAndRoot(t *testing.T) {
 			t.Errorf("checkRoot(%+v) as uid %d: %v", c.t, os.Getuid(), err)
 		}
 	}
+}
+
+// fakeSyslog points the syslog writer at a Unix datagram socket of the
+// test's own for its duration and returns the socket to read lines from.
+func fakeSyslog(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "log")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syslogNetwork, syslogAddr = "unixgram", sock
+	t.Cleanup(func() {
+		syslogNetwork, syslogAddr = "", ""
+		conn.Close()
+	})
+	return conn
 }

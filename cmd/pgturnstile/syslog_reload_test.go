@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"log/slog"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +18,7 @@ import (
 // nothing more goes there. A line about a client carries its prefix there
 // too.
 func TestSyslogFollowsReload(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "log")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	syslogNetwork, syslogAddr = "unixgram", sock
-	defer func() { syslogNetwork, syslogAddr = "", "" }()
+	conn := fakeSyslog(t)
 
 	var local bytes.Buffer
 	st := config.Settings{SyslogIdent: "before", SyslogFacility: "daemon"}
