@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +41,9 @@ application_name = "batch-*"
 priority = "low"
 `
 
+// pgkeeperLong is pgkeeperPolicy's long_timeout.
+const pgkeeperLong = 100 * time.Millisecond
+
 const (
 	mixedLowClients  = 64
 	mixedHighClients = 4
@@ -62,6 +67,7 @@ type classFigures struct {
 	// firstShed and lastShed: when the first and last sheds came, from
 	// the start of the load.
 	firstShed, lastShed time.Duration
+	shedAt              []time.Duration // every shed, from the start of the load
 }
 
 func (f *classFigures) successPct() float64 {
@@ -105,6 +111,7 @@ func (f *classFigures) merge(g *classFigures) {
 		}
 		f.lastShed = max(f.lastShed, g.lastShed)
 	}
+	f.shedAt = append(f.shedAt, g.shedAt...)
 }
 
 func (f *classFigures) String() string {
@@ -219,6 +226,7 @@ func (l *mixedLoad) run(c *mixedClient) {
 				f.firstShed = at
 			}
 			f.lastShed = at
+			f.shedAt = append(f.shedAt, at)
 			f.shedAll++
 			if f.shedReasons == nil {
 				f.shedReasons = map[string]int{}
@@ -302,11 +310,23 @@ func nonEmpty(s string) any {
 // gate's timeouts during the first logins is a matter of tens of
 // milliseconds, so one round may pass by luck: five give the gate that
 // many chances to shed.
+//
+// The warm-up ends when the proxy lets the pool's last server login
+// through, plus long_timeout: the queue that formed behind the logins has
+// had that long to drain before the gate may judge the top tier by CoDel
+// (it restarts the top tier's clock when the pool is full). A high shed
+// in that window fails the test. What comes after is the steady overload
+// TestAdmissionPriorityUnderOverload covers, and is held to its rule:
+// high priority succeeds ≥ 99 %. (A fresh-clone CI run on a busy machine
+// once saw one LIFO shed of 7643 high statements there, 166 ms after the
+// last client logged in.)
 func TestAdmissionWarmupNoHighSheds(t *testing.T) {
 	proxy := startFaultProxy(t, pgProxyTarget(t))
 	proxy.SetLoginDelay(50 * time.Millisecond)
 	var total classFigures
+	var warmupSheds []string
 	const rounds = 5
+	poolSize, _ := strconv.ParseInt(mixedPoolSize, 10, 64)
 	for round := 1; round <= rounds; round++ {
 		waitNoBackends(t, appDB, appUser)
 		p := startAdmissionPoolerVia(t, proxy, pgkeeperPolicy, map[string]string{
@@ -333,8 +353,15 @@ func TestAdmissionWarmupNoHighSheds(t *testing.T) {
 		logins := time.Since(start)
 		time.Sleep(500 * time.Millisecond)
 		high, low, _ := l.stop()
-		t.Logf("MEASURED round %d: logins took %v, %d server logins held; high: %v", round,
-			logins.Round(time.Millisecond), proxy.Delayed()-held, &high)
+		// The warm-up's end: the pool's last server login let through,
+		// plus long_timeout. A pool that never filled was warming up
+		// all along.
+		warmupEnd := time.Duration(math.MaxInt64)
+		if at, ok := proxy.ReleasedAt(held + poolSize); ok {
+			warmupEnd = at.Sub(l.began) + pgkeeperLong
+		}
+		t.Logf("MEASURED round %d: logins took %v, %d server logins held, warm-up until %v; high: %v", round,
+			logins.Round(time.Millisecond), proxy.Delayed()-held, warmupEnd.Round(time.Millisecond), &high)
 		t.Logf("MEASURED round %d: low: %v", round, &low)
 		if high.other+low.other > 0 {
 			t.Fatalf("round %d: errors other than sheds: high %d, low %d; first: %v", round, high.other, low.other,
@@ -346,12 +373,21 @@ func TestAdmissionWarmupNoHighSheds(t *testing.T) {
 		if proxy.Delayed() == held {
 			t.Fatalf("round %d: the proxy held no login reply: the pool did not log in again", round)
 		}
+		for _, at := range high.shedAt {
+			if at < warmupEnd {
+				warmupSheds = append(warmupSheds, fmt.Sprintf("round %d at %v", round, at.Round(time.Millisecond)))
+			}
+		}
 		total.merge(&high)
 		p.Stop()
 	}
-	t.Logf("MEASURED high over %d rounds: %d attempts, %d shed %v", rounds, total.attempts, total.shed, total.shedReasons)
-	if total.shed > 0 {
-		t.Errorf("%d high-priority statements shed during warm-up (%v), want 0", total.shed, total.shedReasons)
+	t.Logf("MEASURED high over %d rounds: %d attempts, %d shed %v; during warm-up %d %v",
+		rounds, total.attempts, total.shed, total.shedReasons, len(warmupSheds), warmupSheds)
+	if len(warmupSheds) > 0 {
+		t.Errorf("%d high-priority statements shed during warm-up (%v), want 0", len(warmupSheds), warmupSheds)
+	}
+	if total.ok < total.attempts*99/100 {
+		t.Errorf("high priority: %d of %d succeeded over the rounds, want ≥ 99 %%", total.ok, total.attempts)
 	}
 }
 

@@ -39,10 +39,11 @@ type faultProxy struct {
 	loginDelay atomic.Int64 // nanoseconds
 	delayed    atomic.Int64 // logins whose reply was held
 
-	mu     sync.Mutex
-	closed bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	closed   bool
+	released []time.Time // when each held reply was let through, in order
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
 }
 
 // startFaultProxy listens on 127.0.0.1:0 and relays every connection to
@@ -183,12 +184,26 @@ func (fp *faultProxy) relay(fromPooler net.Conn) {
 	<-done
 }
 
-// hold sleeps for the login delay and counts it.
+// hold sleeps for the login delay, counts it and notes when it ended.
 func (fp *faultProxy) hold() {
 	if d := time.Duration(fp.loginDelay.Load()); d > 0 {
 		fp.delayed.Add(1)
 		time.Sleep(d)
+		fp.mu.Lock()
+		fp.released = append(fp.released, time.Now())
+		fp.mu.Unlock()
 	}
+}
+
+// ReleasedAt is when the n-th held reply (counting from 1, over the
+// proxy's life) was let through; ok is false if it has not been yet.
+func (fp *faultProxy) ReleasedAt(n int64) (at time.Time, ok bool) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if n < 1 || n > int64(len(fp.released)) {
+		return time.Time{}, false
+	}
+	return fp.released[n-1], true
 }
 
 // login relays the start of a connection up to and including the server's
