@@ -49,6 +49,9 @@ type Service struct {
 	dbLimits   map[string]*limiter
 	userLimits map[string]*limiter
 	listeners  []net.Listener
+	// inherited are listeners opened by someone else (WithListeners):
+	// Listen serves them instead of binding its own.
+	inherited []net.Listener
 
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
@@ -192,11 +195,33 @@ func (s *Service) secret(user string) (auth.Secret, bool) {
 	return *u.Secret, true
 }
 
+// WithListeners hands the service listening sockets opened elsewhere:
+// passed by systemd (socket activation) or taken over from the process an
+// online restart replaces. Listen serves exactly these and binds nothing
+// of its own; listen_addr, listen_port and unix_socket_dir then only
+// describe them.
+func WithListeners(lns []net.Listener) Option {
+	return func(s *Service) { s.inherited = lns }
+}
+
 // Listen opens the TCP listeners of listen_addr/listen_port and the Unix
 // socket in unix_socket_dir. Each TCP listener is logged as
 // "listening on ADDR:PORT" with the real port (listen_port = 0 picks one).
+// With WithListeners it serves the listeners it was handed instead.
 func (s *Service) Listen() error {
 	st := s.settings()
+	if s.inherited != nil {
+		for _, ln := range s.inherited {
+			s.log.Info("listening on " + listenerName(ln) + " (inherited)")
+		}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, s.inherited...)
+		s.mu.Unlock()
+		if len(s.listeners) == 0 {
+			return errors.New("nothing to listen on: no listening socket was handed over")
+		}
+		return nil
+	}
 	var addrs []string
 	for _, a := range strings.Split(st.ListenAddr, ",") {
 		a = strings.TrimSpace(a)
@@ -243,6 +268,15 @@ func (s *Service) Listen() error {
 		return errors.New("nothing to listen on: set listen_addr or unix_socket_dir")
 	}
 	return nil
+}
+
+// listenerName is a listener's address as the log writes it: ADDR:PORT,
+// or unix:PATH.
+func listenerName(ln net.Listener) string {
+	if a, ok := ln.Addr().(*net.UnixAddr); ok {
+		return "unix:" + a.Name
+	}
+	return ln.Addr().String()
 }
 
 // Addrs returns the listening addresses.
