@@ -84,7 +84,6 @@ func TestCommandErrors(t *testing.T) {
 		{"SUSPEND x", "invalid command 'SUSPEND x', use SHOW HELP;"},
 		{"SHUTDOWN later", "invalid command 'SHUTDOWN later', use SHOW HELP;"},
 		{"PAUSE a; PAUSE b", "invalid command 'PAUSE a; PAUSE b', use SHOW HELP;"},
-		{"SUSPEND", msgSuspend},
 		{"DISABLE", "a database is required"},
 		{"ENABLE", "a database is required"},
 		{"KILL_CLIENT abc", "invalid client pointer supplied"},

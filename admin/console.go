@@ -48,6 +48,35 @@ type Console interface {
 	// the quoted string of the command, e.g. "max_user_connections=2 pool_mode=session".
 	SetUser(name, settings string) error
 	SetPool(user, db, settings string) error
+
+	// Suspend is SUSPEND: accept nothing, read nothing, bring every
+	// client that can move to another process to rest; Resume("") ends it.
+	Suspend() error
+	// FDs lists what an online restart hands over (SHOW FDS): the
+	// listening sockets and the clients at rest, each with a duplicate
+	// of its descriptor (FD) that the caller closes.
+	FDs() []FD
+	// HandOver is told that the clients and listeners of a SHOW FDS
+	// (their IDs) now belong to the process that took them over: the
+	// service lets go of them and ends once its remaining clients left.
+	HandOver(ids []uint64)
+}
+
+// FD is one row of SHOW FDS: PgBouncer's columns, and State, pgturnstile's
+// own (a JSON document with the rest of what a client's session is made
+// of: its parameters, prepared statements, addresses).
+type FD struct {
+	FD                                       int    // a duplicate of the descriptor; -1: none
+	ID                                       uint64 // the client's or listener's id in this process
+	Task                                     string // "pooler" (a listener) or "client"
+	User, Database, Addr                     string
+	Port                                     int
+	Cancel                                   int64
+	Link                                     int
+	ClientEncoding, StdStrings               string
+	DateStyle, TimeZone, Password            string
+	ScramClientKey, ScramServerKey           []byte
+	State                                    string
 }
 
 // ShutdownMode is how SHUTDOWN ends the process.

@@ -31,9 +31,6 @@ const (
 	msgBadPacket        = "bad packet"
 	msgQueryTooLong     = "query too long for the admin console (pkt_buf = %d)"
 	msgConsoleUsage     = "Console usage"
-	// SUSPEND exists for online restart (-R), which PgBouncer removed in
-	// 1.26; pgturnstile never had it.
-	msgSuspend = "SUSPEND is not supported: online restart (-R) was removed in PgBouncer 1.26; use SHUTDOWN WAIT_FOR_CLIENTS with so_reuseport instead"
 )
 
 var errBadArguments = &Error{SQLState: CodeProtocolViolation, Message: msgBadArguments}

@@ -69,6 +69,13 @@ func (f *fakeConsole) SetPool(user, db, settings string) error {
 	return f.record("SetPool(%q, %q, %q)", user, db, settings)
 }
 
+func (f *fakeConsole) Suspend() error { return f.record("Suspend()") }
+func (f *fakeConsole) FDs() []FD {
+	return []FD{{FD: -1, ID: 7, Task: "client", User: "u", Database: "d", Addr: "127.0.0.1", Port: 5000, Cancel: 42,
+		ScramClientKey: []byte{1, 2}, State: `{"key":"00"}`}}
+}
+func (f *fakeConsole) HandOver(ids []uint64) { f.record("HandOver(%v)", ids) }
+
 var t0 = time.Date(2026, 3, 1, 12, 30, 45, 0, time.UTC)
 
 // newFake returns a console in a known state: 3 clients waiting in pool

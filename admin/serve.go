@@ -20,6 +20,13 @@ type session struct {
 	role Role
 	buf  []byte // reply being built; written and flushed once per query
 	done bool   // SHUTDOWN (immediate): stop serving without a reply
+
+	// sendFD passes descriptors with SHOW FDS (ServeFDs); nil: plain.
+	sendFD FDSender
+	// handover are the IDs a SHOW FDS passed, for the SHUTDOWN that
+	// hands them over; handedOver once it did.
+	handover   []uint64
+	handedOver bool
 }
 
 // Serve runs the console's simple-query loop on an authenticated
@@ -30,7 +37,20 @@ type session struct {
 // (AuthenticationOk, ParameterStatus, BackendKeyData, ReadyForQuery) has
 // already been sent by the pooler.
 func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) error {
-	s := &session{con: con, w: w, user: user, role: role}
+	return ServeFDs(con, r, w, user, role, nil)
+}
+
+// ServeFDs is Serve for a session that may take part in an online restart:
+// send passes SHOW FDS's descriptors (fds.go). A session that got them and
+// ends without the SHUTDOWN that hands them over resumes the service: the
+// restart failed, and the old process goes on.
+func ServeFDs(con Console, r *wire.Reader, w *wire.Writer, user string, role Role, send FDSender) error {
+	s := &session{con: con, w: w, user: user, role: role, sendFD: send}
+	defer func() {
+		if s.handover != nil && !s.handedOver {
+			con.Resume("")
+		}
+	}()
 	for {
 		typ, n, err := r.Next()
 		if err != nil {
@@ -183,6 +203,12 @@ func (s *session) show(q, what string) {
 		s.error(newError(msgAdminNeeded))
 		return
 	}
+	if s.sendFD != nil && strings.EqualFold(what, "fds") {
+		if err := s.showFDs(); err != nil {
+			s.done = true // the connection failed: end the session
+		}
+		return
+	}
 	s.table(sc.cols, sc.rows(s.con))
 }
 
@@ -304,10 +330,16 @@ func (s *session) command(q string, cmd Command) {
 		generic = &Error{SQLState: CodeConfigFileError, Message: msgReloadFailed}
 		err = s.con.Reload()
 	case "suspend":
-		s.error(newError(msgSuspend))
-		return
+		tag, err = "SUSPEND", s.con.Suspend()
 	case "shutdown":
 		switch {
+		case arg == "" && s.handover != nil:
+			// The online restart's SHUTDOWN: what SHOW FDS passed is
+			// the new process's now. No reply: the session ends.
+			s.con.HandOver(s.handover)
+			s.handedOver = true
+			s.done = true
+			return
 		case arg == "":
 			// PgBouncer does not answer: the connection stays open until
 			// the process exits.

@@ -63,9 +63,9 @@ var (
 	peersCols     = cols("isii", "peer_id", "host", "port", "pool_size")
 	peerPoolsCols = cols("iiiii", "peer_id", "cl_active_cancel_req", "cl_waiting_cancel_req",
 		"sv_active_cancel", "sv_login")
-	fdsCols = cols("issssiqisssssbb", "fd", "task", "user", "database", "addr", "port",
+	fdsCols = cols("issssiqisssssbbs", "fd", "task", "user", "database", "addr", "port",
 		"cancel", "link", "client_encoding", "std_strings", "datestyle", "timezone",
-		"password", "scram_client_key", "scram_server_key")
+		"password", "scram_client_key", "scram_server_key", "pgturnstile_state")
 	configCols   = cols("ssss", "key", "value", "default", "changeable")
 	memCols      = cols("siiii", "name", "size", "used", "free", "memtotal")
 	dnsHostsCols = cols("sqs", "hostname", "ttl", "addrs")
@@ -100,9 +100,9 @@ var shows = map[string]showCmd{
 	// Peering is not implemented: no peers, no peer pools.
 	"peers":      {cols: peersCols, rows: noRows},
 	"peer_pools": {cols: peerPoolsCols, rows: noRows},
-	// SHOW FDS feeds online restart (-R), removed in PgBouncer 1.26 and
-	// never in pgturnstile: admin only, as in PgBouncer, and empty.
-	"fds":    {adminOnly: true, cols: fdsCols, rows: noRows},
+	// SHOW FDS feeds online restart (-R): admin only, as in PgBouncer;
+	// session.showFDs writes it, with the descriptors when it can.
+	"fds":    {adminOnly: true, cols: fdsCols, rows: fdsRows},
 	"config": {cols: configCols, rows: configRows},
 	// PgBouncer's SHOW MEM lists its slab caches; Go has none to show.
 	"mem": {cols: memCols, rows: noRows},

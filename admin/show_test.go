@@ -283,7 +283,7 @@ func TestShowListsStateVersionConfig(t *testing.T) {
 }
 
 func TestShowEmptyAndHelp(t *testing.T) {
-	for _, s := range []string{"PEERS", "PEER_POOLS", "FDS", "MEM", "DNS_HOSTS", "DNS_ZONES"} {
+	for _, s := range []string{"PEERS", "PEER_POOLS", "MEM", "DNS_HOSTS", "DNS_ZONES"} {
 		r := run1(t, newFake(), RoleAdmin, "SHOW "+s)
 		wantOK(t, r, "SHOW")
 		if len(r.rows) != 0 {
@@ -412,5 +412,25 @@ func TestShowAdmission(t *testing.T) {
 				t.Errorf("row %d %s = %q, want %q", i, col, got, w)
 			}
 		}
+	}
+}
+
+// TestShowFDsPlain: SHOW FDS over a session that cannot pass descriptors
+// is a table: PgBouncer's columns, bytea in hex, pgturnstile's state last;
+// admin only.
+func TestShowFDsPlain(t *testing.T) {
+	r := run1(t, newFake(), RoleAdmin, "SHOW FDS")
+	wantOK(t, r, "SHOW")
+	if len(r.rows) != 1 {
+		t.Fatalf("SHOW FDS: %d rows, want 1", len(r.rows))
+	}
+	for col, want := range map[string]string{"fd": "-1", "task": "client", "user": "u", "addr": "127.0.0.1", "port": "5000",
+		"cancel": "42", "scram_client_key": `\x0102`, "pgturnstile_state": `{"key":"00"}`} {
+		if got := r.get(t, 0, col); got != want {
+			t.Errorf("SHOW FDS %s = %q, want %q", col, got, want)
+		}
+	}
+	if r := run1(t, newFake(), RoleStats, "SHOW FDS"); len(r.errs) != 1 {
+		t.Error("SHOW FDS as a stats user: no error")
 	}
 }

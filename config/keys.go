@@ -285,7 +285,8 @@ func init() {
 			field: func(s *Settings) any { return &s.IdleTransactionTimeout }},
 		{Name: "transaction_timeout", Kind: KindDuration, Default: "0", Doc: "close clients whose transaction is open longer than this (seconds); 0 = off",
 			field: func(s *Settings) any { return &s.TransactionTimeout }},
-		{Name: "suspend_timeout", Kind: KindDuration, Default: "10", Status: NotSupported, Doc: "buffer flush wait for SUSPEND (seconds)", Note: "SUSPEND and online restart are not implemented"},
+		{Name: "suspend_timeout", Kind: KindDuration, Default: "10", Doc: "how long SUSPEND (and so -R) waits for clients to come to rest between transactions (seconds)",
+			Note: "a client still in a transaction then is not dropped, as PgBouncer drops it: it stays with the old process, which serves it until it leaves", field: func(s *Settings) any { return &s.SuspendTimeout }},
 		{Name: "stats_period", Kind: KindDuration, Default: "60", Doc: "averaging period of SHOW STATS and the log stats line (seconds)",
 			field: func(s *Settings) any { return &s.StatsPeriod }},
 

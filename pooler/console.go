@@ -306,7 +306,8 @@ func (v consoleView) State() admin.State {
 	s := v.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return admin.State{Active: !s.pausedAll, Paused: s.pausedAll}
+	suspended := s.isSuspended()
+	return admin.State{Active: !s.pausedAll && !suspended, Paused: s.pausedAll, Suspended: suspended}
 }
 
 func (v consoleView) Lists() admin.Lists {
@@ -433,6 +434,9 @@ func (s *Service) isPausedLocked(db string) bool {
 
 func (v consoleView) Resume(db string) error {
 	s := v.s
+	if db == "" && s.ResumeSuspended() {
+		return nil // RESUME after SUSPEND
+	}
 	if db == "" && s.ShuttingDown() {
 		// SHUTDOWN WAIT_FOR_SERVERS pauses everything to drain: a
 		// RESUME would undo that. PgBouncer refuses it in these words.

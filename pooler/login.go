@@ -697,8 +697,11 @@ func (c *client) ReadPassword() ([]byte, error) {
 func (c *client) consoleLogin() error {
 	cfg := c.svc.config()
 	role, ok := admin.RoleFor(cfg, c.user)
+	var sendFD admin.FDSender
 	if c.user == adminDB && c.local && c.peerIsSelf() {
 		role, ok = admin.RoleAdmin, true
+		// Only this session may take descriptors (online restart).
+		sendFD = c.fdSender()
 		// PgBouncer counts this login in the console's database only.
 		if err := c.checkDBClients(cfg, nil); err != nil {
 			return err
@@ -737,7 +740,7 @@ func (c *client) consoleLogin() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	err := admin.Serve(c.svc.Console(), c.r, c.w, c.user, role)
+	err := admin.ServeFDs(c.svc.Console(), c.r, c.w, c.user, role, sendFD)
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.logger().Info("console closed: " + err.Error())
 	}

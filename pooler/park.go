@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,9 +58,16 @@ type parker struct {
 	err    error
 	done   chan struct{} // closed when run returns
 
+	// suspended is SUSPEND's flag (suspend.go): a parked client whose
+	// socket becomes readable stays parked, held out of the epoll set.
+	suspended atomic.Bool
+
 	mu      sync.Mutex
 	stopped bool              // no epoll set is made after stop
 	parked  map[int32]*client // by socket descriptor
+	// held are the descriptors of parked clients out of the epoll set
+	// while suspended: readable ones, and those parked meanwhile.
+	held map[int32]bool
 	// freedAt is len(parked) at the last FreeOSMemory: many clients going
 	// idle together hand their stacks and buffers back to the OS at once.
 	// lastScan is len(parked) at the previous scan: when parking has
@@ -88,6 +96,7 @@ func (pk *parker) start() error {
 		// Under mu (taken above): the janitor's park scan reads
 		// len(parked) under mu whether or not parking has started.
 		pk.parked = map[int32]*client{}
+		pk.held = map[int32]bool{}
 		pk.done = make(chan struct{})
 		go pk.run()
 	})
@@ -134,8 +143,15 @@ func (pk *parker) run() {
 			// later cannot have its registration removed by this Del.
 			pk.mu.Lock()
 			c := pk.parked[fd]
-			delete(pk.parked, fd)
 			pk.poller.Del(int(fd))
+			if c != nil && pk.suspended.Load() {
+				// Suspended: it waits, parked, for RESUME or for
+				// the process that takes it over.
+				pk.held[fd] = true
+				c = nil
+			} else {
+				delete(pk.parked, fd)
+			}
 			pk.mu.Unlock()
 			if c != nil {
 				go c.resume(int(fd))
@@ -248,11 +264,17 @@ func (c *client) tryPark() bool {
 	pk.mu.Lock()
 	pk.parked[int32(fd)] = c
 	c.parkFD = int32(fd)
-	// Level-triggered and one-shot: bytes that arrived before this call
-	// are reported at once, and one wake-up resumes the client once.
-	err = pk.poller.Add(fd)
-	if err != nil {
-		delete(pk.parked, int32(fd))
+	if pk.suspended.Load() {
+		// Not watched until RESUME (rewatchHeld).
+		pk.held[int32(fd)] = true
+	} else {
+		// Level-triggered and one-shot: bytes that arrived before this
+		// call are reported at once, and one wake-up resumes the
+		// client once.
+		err = pk.poller.Add(fd)
+		if err != nil {
+			delete(pk.parked, int32(fd))
+		}
 	}
 	pk.mu.Unlock()
 	if err != nil {
@@ -308,9 +330,54 @@ func (s *Service) unpark(c *client) {
 	}
 	fd := c.parkFD
 	delete(pk.parked, fd)
+	delete(pk.held, fd)
 	pk.poller.Del(int(fd))
 	pk.mu.Unlock()
 	go c.resume(int(fd))
+}
+
+// rewatchHeld puts the clients held while suspended back in the epoll set
+// (RESUME): those with something to read wake at once.
+func (pk *parker) rewatchHeld() {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	for fd := range pk.held {
+		delete(pk.held, fd)
+		if pk.stopped {
+			continue // stop resumes every parked client itself
+		}
+		if err := pk.poller.Add(int(fd)); err != nil {
+			c := pk.parked[fd]
+			delete(pk.parked, fd)
+			go c.resume(int(fd))
+		}
+	}
+}
+
+// parkedNow returns the parked clients (with their descriptors).
+func (pk *parker) parkedNow() map[int32]*client {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	out := make(map[int32]*client, len(pk.parked))
+	for fd, c := range pk.parked {
+		out[fd] = c
+	}
+	return out
+}
+
+// release takes c out of the parker for good, without resuming it: its
+// descriptor is the caller's now. false if c is not parked.
+func (pk *parker) release(c *client) (fd int, ok bool) {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if pk.parked == nil || pk.parked[c.parkFD] != c {
+		return -1, false
+	}
+	fd = int(c.parkFD)
+	delete(pk.parked, c.parkFD)
+	delete(pk.held, c.parkFD)
+	pk.poller.Del(fd)
+	return fd, true
 }
 
 // ParkedClients is how many clients are parked now.

@@ -227,6 +227,9 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 // message is in whole (awaitMessage). stepOn with the message ready to be
 // routed; anything else when there is none.
 func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
+	if c.restNow() {
+		return 0, 0, stepParked // SUSPEND: at rest between transactions
+	}
 	if lv.timeouts {
 		c.armClientDeadline(lv.st)
 	} else if lv.msgArmed {

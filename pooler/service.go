@@ -83,6 +83,13 @@ type Service struct {
 
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
+	// susp is SUSPEND's state (suspend.go).
+	susp suspendState
+	// moved are the clients an online restart took over, adopted when
+	// Serve starts; afterHandOver is WithHandOverHook's function
+	// (takeover.go).
+	moved         []movedClient
+	afterHandOver func()
 
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
@@ -294,6 +301,7 @@ func (s *Service) Serve(ctx context.Context) error {
 	defer s.parker.stop()
 	jctx, stop := context.WithCancel(ctx)
 	defer stop()
+	s.adoptMoved() // an online restart's clients, before anything else runs
 	go s.janitor(jctx)
 	errc := make(chan error, len(s.listeners))
 	for _, ln := range s.listeners {
@@ -370,6 +378,11 @@ func (s *Service) accept(ln net.Listener) error {
 		conn, err := ln.Accept()
 		if err != nil {
 			var ne net.Error
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// SUSPEND's deadline: wait for RESUME.
+				s.acceptPaused(ln)
+				continue
+			}
 			if errors.As(err, &ne) && ne.Timeout() {
 				// A back-off after a temporary Accept error (as
 				// net/http's), not a poll on a condition: nothing

@@ -47,6 +47,10 @@ Options:
   -d, --daemon           run in background (as a daemon); needs pidfile,
                          and logfile or syslog
   -q, --quiet            run quietly (no log to stderr)
+  -R, --reboot           online restart: take over the listening sockets
+                         and the clients of the running process (through
+                         its Unix socket), which then exits; starts
+                         normally if none runs
   -v, --verbose          increase verbosity, added to the verbose setting:
                          -v logs DEBUG lines (startup parameters, logins,
                          server logins launched, the SETs that align a
@@ -68,11 +72,14 @@ func main() {
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pgturnstile", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var daemon, quiet, version, help bool
+	var daemon, quiet, version, help, reboot bool
 	var user, devBackend string
 	verbose := 0
 	for _, n := range []string{"d", "daemon"} {
 		fs.BoolVar(&daemon, n, false, "")
+	}
+	for _, n := range []string{"R", "reboot"} {
+		fs.BoolVar(&reboot, n, false, "")
 	}
 	for _, n := range []string{"q", "quiet"} {
 		fs.BoolVar(&quiet, n, false, "")
@@ -137,14 +144,26 @@ func run(args []string, stderr io.Writer) int {
 	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
 	defer syslogOut.Close()
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
-	start, code := beforeListen(cfg, user, daemon, logCreated, log, stderr)
+	start, code := beforeListen(cfg, user, daemon, reboot, logCreated, log, stderr)
 	if code >= 0 {
 		return code
 	}
 	defer start.exit()
+	opts := []pooler.Option{pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
+		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }),
+		// An online restart took over from us: the pidfile is its now.
+		pooler.WithHandOverHook(start.exit)}
+	if reboot {
+		h, ok := start.takeOver()
+		if !ok {
+			return 1
+		}
+		if h != nil {
+			opts = append(opts, pooler.WithHandover(h))
+		}
+	}
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
-		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }))
+	svc, err := pooler.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1

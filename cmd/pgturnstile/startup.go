@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/pooler"
@@ -45,7 +47,11 @@ func fatal(log *slog.Logger, msg string) {
 // beforeListen runs the guards that come before the listeners. It returns
 // code >= 0 when the process must exit now with that code: a guard
 // refused (logged FATAL), or this is -d's parent and the daemon is up.
-func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
+//
+// With -R (reboot) the Unix socket and the pidfile are the running
+// process's, which the takeover replaces: those two guards wait for
+// takeOver, which runs them only if there is no process to take over.
+func beforeListen(cfg *config.Config, flagUser string, daemon, reboot, logCreated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
 	st := &cfg.Settings
 	s = &startup{log: log, settings: st}
 	t, err := lookupTarget(flagUser, st.User)
@@ -70,21 +76,8 @@ func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, 
 			return nil, 1
 		}
 	}
-	// With listen_port = 0 (tests) the socket's name is known only after
-	// the TCP bind; Listen applies the same guard then.
-	if st.UnixSocketDir != "" && st.ListenPort != 0 {
-		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
-			fatal(log, err.Error())
-			return nil, 1
-		}
-	}
-	stale, err := checkPidfile(st.Pidfile)
-	if err != nil {
-		fatal(log, err.Error())
+	if !reboot && !s.processGuards() {
 		return nil, 1
-	}
-	if stale {
-		log.Info("stale pidfile, removing")
 	}
 	if daemon && !daemonChild() {
 		if err := checkDaemonConfig(st); err != nil {
@@ -94,6 +87,80 @@ func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, 
 		return nil, daemonize(stderr)
 	}
 	return s, -1
+}
+
+// processGuards refuses a live Unix socket and a live pidfile (another
+// instance runs) and removes a stale pidfile; false when the process must
+// exit 1 (logged FATAL).
+func (s *startup) processGuards() bool {
+	st, log := s.settings, s.log
+	// With listen_port = 0 (tests) the socket's name is known only after
+	// the TCP bind; Listen applies the same guard then.
+	if st.UnixSocketDir != "" && st.ListenPort != 0 {
+		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
+			fatal(log, err.Error())
+			return false
+		}
+	}
+	stale, err := checkPidfile(st.Pidfile)
+	if err != nil {
+		fatal(log, err.Error())
+		return false
+	}
+	if stale {
+		log.Info("stale pidfile, removing")
+	}
+	return true
+}
+
+// takeOver is -R: the running process's listeners and clients, taken
+// over (pooler.TakeOver), once this process runs as its user. nil with
+// true when there is no running process: the start goes on as a normal
+// one, with the guards -R put off. false: exit 1 (logged FATAL).
+func (s *startup) takeOver() (*pooler.Handover, bool) {
+	st := s.settings
+	if st.UnixSocketDir == "" {
+		fatal(s.log, "online restart (-R) needs unix_socket_dir: the takeover goes through the console's Unix socket")
+		return nil, false
+	}
+	if s.target != nil {
+		// The old process lets only its own OS user in without a
+		// password: become it first.
+		if err := switchUser(s.target); err != nil {
+			fatal(s.log, err.Error())
+			return nil, false
+		}
+		s.target = nil
+	}
+	path := pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)
+	s.log.Info("takeover_init: launching connection")
+	h, err := pooler.TakeOver(path, st.SuspendTimeout)
+	if errors.Is(err, pooler.ErrNoOldProcess) {
+		s.log.Info("old process not found, try to continue normally")
+		return nil, s.processGuards()
+	}
+	if err != nil {
+		fatal(s.log, "takeover failed: "+err.Error())
+		return nil, false
+	}
+	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets and " + strconv.Itoa(h.Clients()) + " clients")
+	if st.Pidfile != "" {
+		// The old process removes its pidfile when it lets go; wait
+		// for that, as PgBouncer does.
+		s.log.Info("waiting for old pidfile to go away")
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(st.Pidfile); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+		}
+		if stale, err := checkPidfile(st.Pidfile); err != nil {
+			fatal(s.log, err.Error())
+			return nil, false
+		} else if stale {
+			s.log.Info("stale pidfile, removing")
+		}
+	}
+	return h, true
 }
 
 // afterListen switches to the target user, writes the pidfile and tells

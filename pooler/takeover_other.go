@@ -1,0 +1,27 @@
+//go:build windows
+
+package pooler
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+)
+
+// Online restart passes descriptors over a Unix socket (SCM_RIGHTS):
+// there is none of that here.
+
+func (c *client) fdSender() admin.FDSender { return nil }
+func dupFD(int) int                        { return -1 }
+func dupListener(net.Listener) int         { return -1 }
+func closeFD(int)                          {}
+
+// ErrNoOldProcess: see takeover_unix.go.
+var ErrNoOldProcess = errors.New("old process not found")
+
+// TakeOver is not supported on this system.
+func TakeOver(string, time.Duration) (*Handover, error) {
+	return nil, errors.New("online restart is not supported on this system")
+}

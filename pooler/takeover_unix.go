@@ -1,0 +1,344 @@
+//go:build !windows
+
+package pooler
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// fdSender passes descriptors to the console's client over its Unix
+// socket: msg goes out with fd attached to its first byte.
+func (c *client) fdSender() admin.FDSender {
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	return func(msg []byte, fd int) error {
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		n, _, err := uc.WriteMsgUnix(msg, syscall.UnixRights(fd), nil)
+		if err != nil {
+			return err
+		}
+		if n < len(msg) {
+			// A stream socket may take part of it: the rest follows
+			// as plain bytes, the descriptor went with the first.
+			_, err = uc.Write(msg[n:])
+		}
+		return err
+	}
+}
+
+// dupFD duplicates a descriptor (close-on-exec); -1 on failure.
+func dupFD(fd int) int {
+	syscall.ForkLock.RLock()
+	nfd, err := syscall.Dup(fd)
+	if err == nil {
+		syscall.CloseOnExec(nfd)
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return -1
+	}
+	return nfd
+}
+
+// dupListener duplicates a listener's descriptor; -1 on failure.
+func dupListener(ln net.Listener) int {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(s uintptr) { fd = dupFD(int(s)) })
+	return fd
+}
+
+func closeFD(fd int) { syscall.Close(fd) }
+
+// takeoverTimeout bounds each step of a takeover but SUSPEND's wait, which
+// suspend_timeout bounds on the old process's side.
+const takeoverTimeout = 10 * time.Second
+
+// ErrNoOldProcess is TakeOver's answer when nothing listens on the Unix
+// socket: there is no process to take over (PgBouncer then starts
+// normally).
+var ErrNoOldProcess = errors.New("old process not found")
+
+// TakeOver is pgturnstile -R's first step: it logs in to the running
+// process's console at socketPath as the pooler's own OS user, suspends
+// it, receives its listeners and its clients at rest (SHOW FDS), and tells
+// it to let go of them (SHUTDOWN). suspendWait bounds the SUSPEND (the old
+// process's suspend_timeout, and some). On an error before the SHUTDOWN
+// the old process resumes by itself when the connection closes, and every
+// descriptor received is closed.
+func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
+	conn, err := net.DialTimeout("unix", socketPath, takeoverTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoOldProcess, err)
+	}
+	t := &takeoverConn{uc: conn.(*net.UnixConn)}
+	defer t.uc.Close()
+	h, err := t.run(suspendWait)
+	if err != nil {
+		for _, fd := range t.fds {
+			closeFD(fd)
+		}
+		if h != nil {
+			for _, ln := range h.Listeners {
+				ln.Close()
+			}
+			for _, m := range h.clients {
+				closeFD(m.fd)
+			}
+		}
+		return nil, err
+	}
+	return h, nil
+}
+
+// takeoverConn reads the old process's replies with the descriptors that
+// come with them, in order: the k-th DataRow of SHOW FDS carries the k-th
+// descriptor.
+type takeoverConn struct {
+	uc  *net.UnixConn
+	buf []byte // bytes read, not yet taken
+	fds []int  // descriptors received, not yet taken
+}
+
+func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
+	start := wire.AppendStartup(nil, []wire.Param{{Name: "user", Value: adminDB}, {Name: "database", Value: adminDB}, {Name: "application_name", Value: "pgturnstile takeover"}})
+	if err := t.send(start); err != nil {
+		return nil, err
+	}
+	if _, err := t.untilReady(takeoverTimeout, nil); err != nil {
+		return nil, fmt.Errorf("login: %w", err)
+	}
+	if err := t.send(wire.AppendQuery(nil, "SUSPEND;")); err != nil {
+		return nil, err
+	}
+	if _, err := t.untilReady(suspendWait+takeoverTimeout, nil); err != nil {
+		return nil, fmt.Errorf("SUSPEND: %w", err)
+	}
+	if err := t.send(wire.AppendQuery(nil, "SHOW FDS;")); err != nil {
+		return nil, err
+	}
+	h := &Handover{}
+	var names []string
+	_, err := t.untilReady(takeoverTimeout, func(typ byte, body []byte) error {
+		switch typ {
+		case 'T':
+			names = rowDescriptionNames(body)
+		case 'D':
+			if len(t.fds) == 0 {
+				return errors.New("a row came without its descriptor")
+			}
+			fd := t.fds[0]
+			t.fds = t.fds[1:]
+			return h.add(fd, rowValues(names, body))
+		}
+		return nil
+	})
+	if err != nil {
+		return h, fmt.Errorf("SHOW FDS: %w", err)
+	}
+	// From here on the descriptors are ours: the old process lets go of
+	// them when it reads this. Its answer is to close the connection.
+	if err := t.send(wire.AppendQuery(nil, "SHUTDOWN;")); err != nil {
+		return h, err
+	}
+	t.uc.SetReadDeadline(time.Now().Add(takeoverTimeout))
+	for {
+		if err := t.fill(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return h, nil
+			}
+			return h, fmt.Errorf("SHUTDOWN: %w", err)
+		}
+		t.buf = t.buf[:0]
+	}
+}
+
+// add takes one SHOW FDS row with its descriptor.
+func (h *Handover) add(fd int, row map[string]string) error {
+	var st movedState
+	if err := json.Unmarshal([]byte(row["pgturnstile_state"]), &st); err != nil {
+		closeFD(fd)
+		return fmt.Errorf("row of %s: %v", row["task"], err)
+	}
+	switch row["task"] {
+	case "pooler":
+		f := os.NewFile(uintptr(fd), "listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("listener %s: %v", st.Address, err)
+		}
+		if ul, ok := ln.(*net.UnixListener); ok {
+			// Ours now: removed when this process ends, as one it
+			// bound itself.
+			ul.SetUnlinkOnClose(true)
+		}
+		h.Listeners = append(h.Listeners, ln)
+	case "client":
+		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
+	default:
+		closeFD(fd)
+		return fmt.Errorf("unknown task %q", row["task"])
+	}
+	return nil
+}
+
+func (t *takeoverConn) send(b []byte) error {
+	t.uc.SetWriteDeadline(time.Now().Add(takeoverTimeout))
+	_, err := t.uc.Write(b)
+	return err
+}
+
+// fill reads more bytes, and the descriptors that come with them.
+func (t *takeoverConn) fill() error {
+	if cap(t.buf)-len(t.buf) < 4096 {
+		nb := make([]byte, len(t.buf), 2*cap(t.buf)+8192)
+		copy(nb, t.buf)
+		t.buf = nb
+	}
+	oob := make([]byte, syscall.CmsgSpace(64*4))
+	n, oobn, _, _, err := t.uc.ReadMsgUnix(t.buf[len(t.buf):cap(t.buf)], oob)
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
+		if perr == nil {
+			for i := range msgs {
+				if fds, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+					t.fds = append(t.fds, fds...)
+				}
+			}
+		}
+	}
+	t.buf = t.buf[:len(t.buf)+n]
+	if n == 0 && err == nil {
+		return io.EOF
+	}
+	return err
+}
+
+// untilReady reads messages until ReadyForQuery, handing each other one to
+// each (if not nil). An ErrorResponse is the error returned.
+func (t *takeoverConn) untilReady(timeout time.Duration, each func(typ byte, body []byte) error) (byte, error) {
+	t.uc.SetReadDeadline(time.Now().Add(timeout))
+	var failed error
+	for {
+		for len(t.buf) >= 5 {
+			typ := t.buf[0]
+			n := int(binary.BigEndian.Uint32(t.buf[1:5]))
+			if n < 4 || n > 1<<30 {
+				return 0, errors.New("bad message from the old process")
+			}
+			if len(t.buf) < 1+n {
+				break
+			}
+			body := t.buf[5 : 1+n]
+			switch typ {
+			case 'Z':
+				t.buf = t.buf[1+n:]
+				return typ, failed
+			case 'E':
+				if failed == nil {
+					failed = errors.New(takeoverErrorMessage(body))
+				}
+			case 'R':
+				if len(body) >= 4 && binary.BigEndian.Uint32(body) != 0 {
+					return 0, errors.New("the old process asks for a password: is this the same OS user?")
+				}
+			default:
+				if each != nil && failed == nil {
+					if err := each(typ, body); err != nil {
+						failed = err
+					}
+				}
+			}
+			t.buf = t.buf[1+n:]
+		}
+		if err := t.fill(); err != nil {
+			if failed != nil {
+				return 0, failed
+			}
+			return 0, err
+		}
+	}
+}
+
+// takeoverErrorMessage is an ErrorResponse's message field.
+func takeoverErrorMessage(body []byte) string {
+	for len(body) > 1 {
+		code := body[0]
+		end := 1
+		for end < len(body) && body[end] != 0 {
+			end++
+		}
+		if code == 'M' {
+			return string(body[1:end])
+		}
+		body = body[min(end+1, len(body)):]
+	}
+	return "error from the old process"
+}
+
+// rowDescriptionNames are a RowDescription's column names.
+func rowDescriptionNames(body []byte) []string {
+	if len(body) < 2 {
+		return nil
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	body = body[2:]
+	names := make([]string, 0, n)
+	for range n {
+		end := 0
+		for end < len(body) && body[end] != 0 {
+			end++
+		}
+		names = append(names, string(body[:end]))
+		if end+1+18 > len(body) {
+			break
+		}
+		body = body[end+1+18:]
+	}
+	return names
+}
+
+// rowValues maps a DataRow's text values to their columns' names.
+func rowValues(names []string, body []byte) map[string]string {
+	out := map[string]string{}
+	if len(body) < 2 {
+		return out
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	body = body[2:]
+	for i := 0; i < n && len(body) >= 4; i++ {
+		l := int(int32(binary.BigEndian.Uint32(body)))
+		body = body[4:]
+		if l < 0 || l > len(body) {
+			continue // NULL
+		}
+		if i < len(names) {
+			out[names[i]] = string(body[:l])
+		}
+		body = body[l:]
+	}
+	return out
+}
