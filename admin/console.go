@@ -66,17 +66,17 @@ type Console interface {
 // own (a JSON document with the rest of what a client's session is made
 // of: its parameters, prepared statements, addresses).
 type FD struct {
-	FD                                       int    // a duplicate of the descriptor; -1: none
-	ID                                       uint64 // the client's or listener's id in this process
-	Task                                     string // "pooler" (a listener) or "client"
-	User, Database, Addr                     string
-	Port                                     int
-	Cancel                                   int64
-	Link                                     int
-	ClientEncoding, StdStrings               string
-	DateStyle, TimeZone, Password            string
-	ScramClientKey, ScramServerKey           []byte
-	State                                    string
+	FD                             int    // a duplicate of the descriptor; -1: none
+	ID                             uint64 // the client's or listener's id in this process
+	Task                           string // "pooler" (a listener) or "client"
+	User, Database, Addr           string
+	Port                           int
+	Cancel                         int64
+	Link                           int
+	ClientEncoding, StdStrings     string
+	DateStyle, TimeZone, Password  string
+	ScramClientKey, ScramServerKey []byte
+	State                          string
 }
 
 // ShutdownMode is how SHUTDOWN ends the process.

@@ -84,8 +84,8 @@ type Settings struct {
 	ClientIdleTimeout, ClientLoginTimeout, IdleTransactionTimeout, QueryTimeout, QueryWaitTimeout time.Duration
 	// SuspendTimeout bounds SUSPEND's wait for clients to come to rest
 	// (online restart, suspend.go in pooler).
-	SuspendTimeout time.Duration
-	TransactionTimeout                                                                            time.Duration
+	SuspendTimeout     time.Duration
+	TransactionTimeout time.Duration
 	// CancelWaitTimeout bounds a cancel request's connection to Postgres;
 	// 0 = server_connect_timeout's bound (a server holding a cancel
 	// in flight is lent to nobody, so the wait is never unbounded).
