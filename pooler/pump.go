@@ -384,6 +384,13 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			// serve armed no idle deadline while linked; it starts now.
 			c.conn.SetReadDeadline(time.Now().Add(st.ClientIdleTimeout))
 		}
+		if c.svc.parker.suspended.Load() {
+			// SUSPEND: serve, blocked in its read since it sent the
+			// transaction's end, parks now, before the client's next
+			// request arrives (suspend.go).
+			c.parkWanted.Store(true)
+			c.conn.SetReadDeadline(time.Now())
+		}
 		if unsure {
 			// A reply may still be on its way (see linkState): it must
 			// not reach the next client.

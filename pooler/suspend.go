@@ -80,10 +80,12 @@ func (s *Service) Suspend() (running int, err error) {
 	ss.mu.Unlock()
 
 	timeout := s.settings().SuspendTimeout
-	deadline := time.Now().Add(timeout)
+	began := time.Now()
+	deadline := began.Add(timeout)
 	for {
 		running = s.requestRest()
 		if running == 0 {
+			s.log.Info("SUSPEND: every client at rest after " + time.Since(began).Round(time.Millisecond).String())
 			return 0, nil
 		}
 		if timeout > 0 && !time.Now().Before(deadline) {
@@ -145,8 +147,22 @@ func (c *client) restNow() bool {
 	}
 	c.mu.Lock()
 	movable := c.movableLocked()
+	var pumpDone chan struct{}
+	if c.state == clientIdle {
+		pumpDone = c.link.pumpDone
+	}
 	c.mu.Unlock()
-	return movable && c.tryPark()
+	if !movable {
+		return false
+	}
+	if pumpDone != nil {
+		// The last link's pump has released its server and is
+		// finishing its writes: wait for it here, or the client would
+		// block in its read and start its next transaction before it
+		// could park.
+		<-pumpDone
+	}
+	return c.tryPark()
 }
 
 // isSuspended reports whether SUSPEND is in force.

@@ -1,0 +1,203 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestOnlineRestartUnderLoad is issue 21's online restart: pgbench -M
+// prepared -c 50 -T 20 (named prepared statements, one connection per
+// client for the whole run) and a pgx pool with its default statement
+// cache run through pgturnstile while `pgturnstile -R` replaces the
+// running process. No transaction may fail, no client may reconnect
+// (pgbench aborts a client whose connection breaks; the pgx pool's count
+// of new connections stays where it was), and the old process exits. The
+// longest pause a pgx client saw (its slowest query) is reported.
+func TestOnlineRestartUnderLoad(t *testing.T) {
+	c := needPG(t)
+	waitNoBackends(t, benchDB, benchUser)
+	out, err := pgbench(t, benchPass, "-i", "-q", "-s", "1", "-h", "127.0.0.1", "-p", strconv.Itoa(c.port), "-U", benchUser, benchDB)
+	if err != nil {
+		t.Fatalf("pgbench -i (direct): %v\n%s", err, out)
+	}
+	sock := t.TempDir()
+	pidfile := filepath.Join(sock, "pgturnstile.pid")
+	p1 := startPooler(t, iniSettings(map[string]string{
+		"unix_socket_dir":   sock,
+		"pidfile":           pidfile,
+		"default_pool_size": "20",
+		"max_client_conn":   "150",
+	}, ""), testUserlist)
+
+	// The pgx pool: 8 connections, each looping a query with an argument
+	// (prepared by the statement cache, then Bind/Execute only).
+	cfg, err := pgxpool.ParseConfig(p1.ConnString(benchDB, benchUser, benchPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MinConns, cfg.MaxConns = 8, 8
+	cfg.HealthCheckPeriod = time.Hour // no reconnect of its own
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 10*time.Second), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for pool.Stat().TotalConns() < 8 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	newConnsBefore := pool.Stat().NewConnsCount()
+
+	// The workers stop at a flag, not by a cancelled context: pgx closes
+	// a connection whose query's context ends.
+	var stopping atomic.Bool
+	stop := func() { stopping.Store(true) }
+	defer stop()
+	var wg sync.WaitGroup
+	var queries, failures atomic.Int64
+	var firstFailure atomic.Value
+	worstPause := make([]time.Duration, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stopping.Load(); i++ {
+				start := time.Now()
+				var got int
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := pool.QueryRow(ctx, "SELECT $1::int + 1", i).Scan(&got)
+				cancel()
+				lat := time.Since(start)
+				queries.Add(1)
+				if err != nil || got != i+1 {
+					failures.Add(1)
+					firstFailure.CompareAndSwap(nil, fmt.Sprintf("worker %d query %d: got %d, %v", w, i, got, err))
+					continue
+				}
+				worstPause[w] = max(worstPause[w], lat)
+			}
+		}()
+	}
+
+	bench := make(chan string, 1)
+	go func() {
+		out, err := pgbench(t, benchPass, "-M", "prepared", "-c", "50", "-j", "2", "-T", "20", "-P", "5",
+			"-h", "127.0.0.1", "-p", strconv.Itoa(p1.Port), "-U", benchUser, benchDB)
+		if err != nil {
+			out += "\npgbench: " + err.Error()
+		}
+		bench <- out
+	}()
+
+	time.Sleep(5 * time.Second)
+	restartStart := time.Now()
+	p2 := rebootPooler(t, p1)
+	select {
+	case <-p1.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the old process did not exit within 15 s of the takeover; its log:\n%s", p1.Log())
+	}
+	restartTook := time.Since(restartStart)
+	out = <-bench
+	stop()
+	wg.Wait()
+
+	t.Logf("pgbench -M prepared -c 50 -T 20 across the restart:\n%s", out)
+	t.Logf("old process log:\n%s", p1.Log())
+	if !strings.Contains(p1.Log(), "takeover: handed over ") {
+		t.Errorf("the old process did not log its hand-over")
+	}
+	m := pgbenchProcessedRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no 'number of transactions actually processed' in pgbench output")
+	}
+	if n, _ := strconv.Atoi(m[1]); n <= 0 {
+		t.Errorf("processed %d transactions, want > 0", n)
+	}
+	if m := pgbenchFailedRE.FindStringSubmatch(out); m == nil || m[1] != "0" {
+		t.Errorf("pgbench failed transactions: %v, want 0", m)
+	}
+	if strings.Contains(out, "aborted") || strings.Contains(out, "pgbench: error") || strings.Contains(out, "\npgbench: ") {
+		t.Errorf("a pgbench client lost its connection or failed")
+	}
+	if n := failures.Load(); n > 0 {
+		t.Errorf("pgx pool: %d of %d queries failed; first: %v", n, queries.Load(), firstFailure.Load())
+	}
+	if got := pool.Stat().NewConnsCount(); got != newConnsBefore {
+		t.Errorf("pgx pool opened %d new connections during the restart, want 0", got-newConnsBefore)
+	}
+	if queries.Load() == 0 {
+		t.Fatal("the pgx pool ran no query")
+	}
+	// The new process serves them all: its SHOW CLIENTS has the 8 pgx
+	// connections (pgbench has left).
+	out2, stderr, err := psqlAsPooler(t, "", "-X", "-tA", "-h", sock, "-p", strconv.Itoa(p2.Port), "-U", "pgbouncer", "-d", "pgbouncer", "-c", "SHOW CLIENTS")
+	if err != nil {
+		t.Fatalf("SHOW CLIENTS on the new process: %v %s", err, stderr)
+	}
+	if n := strings.Count(out2, "|"+benchDB+"|"); n < 8 {
+		t.Errorf("the new process lists %d clients of %s, want the pgx pool's 8:\n%s", n, benchDB, out2)
+	}
+	slices.Sort(worstPause)
+	t.Logf("MEASURED online restart under pgbench -c 50 + 8 pgx clients: takeover and old process gone in %v; longest query latency per pgx client: p50 %v, max %v; %d pgx queries",
+		restartTook.Round(time.Millisecond), worstPause[len(worstPause)/2].Round(time.Millisecond), worstPause[len(worstPause)-1].Round(time.Millisecond), queries.Load())
+}
+
+// rebootPooler starts `pgturnstile -R` on p's configuration (its Unix
+// socket is how the new process finds the old one) and waits until it has
+// taken over. The old process ends by itself: p is marked stopped, and its
+// log is checked for crashes when it has.
+func rebootPooler(t *testing.T, p *Pooler) *Pooler {
+	t.Helper()
+	ini, err := os.ReadFile(p.IniPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// listen_port = 0 picked the port at the first start: the new process
+	// needs it to find the old one's socket.
+	text := strings.Replace(string(ini), "listen_port = 0", "listen_port = "+strconv.Itoa(p.Port), 1)
+	if err := os.WriteFile(p.IniPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.stopped.Store(true) // it exits by itself: not a failure
+	t.Cleanup(func() {
+		<-p.exited
+		for _, bad := range []string{"panic:", "WARNING: DATA RACE", "fatal error:"} {
+			if strings.Contains(p.Log(), bad) {
+				t.Errorf("old pooler log contains %q:\n%s", bad, p.Log())
+			}
+		}
+	})
+	n := &Pooler{t: t, Port: p.Port, Dir: p.Dir, IniPath: p.IniPath, log: newLogBuffer()}
+	n.cmd = exec.Command(poolerBinary(t), "-R", p.IniPath)
+	n.cmd.Dir = p.Dir
+	n.cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	n.cmd.SysProcAttr = poolerProcAttr(p.Dir)
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("starting pgturnstile -R: %v", err)
+	}
+	n.exited = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(n.exited) }()
+	poolersMu.Lock()
+	poolers[n] = struct{}{}
+	poolersMu.Unlock()
+	t.Cleanup(n.stop)
+	if !n.WaitLog("(inherited)", 20*time.Second) {
+		t.Fatalf("pgturnstile -R did not take over within 20 s; its log:\n%s\nold log:\n%s", n.Log(), p.Log())
+	}
+	return n
+}
