@@ -136,15 +136,26 @@ func run(args []string, stderr io.Writer) int {
 	handler.setFormat(func() string { return cfg.Settings.LogFormat })
 	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
 	defer syslogOut.Close()
+	// Sockets systemd passed (socket activation) are served instead of
+	// binding; -d's daemon binds its own, as PgBouncer's (activation.go).
+	inherited, err := activatedListeners(&cfg.Settings, log, daemon)
+	if err != nil {
+		fatal(log, err.Error())
+		return 1
+	}
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
-	start, code := beforeListen(cfg, user, daemon, logCreated, log, stderr)
+	start, code := beforeListen(cfg, user, daemon, logCreated, inherited != nil, log, stderr)
 	if code >= 0 {
 		return code
 	}
 	defer start.exit()
 
-	svc, err := pooler.New(cfg, log, pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
-		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }))
+	opts := []pooler.Option{pooler.WithVersion(versionLine), pooler.WithVerbose(verbose),
+		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) })}
+	if inherited != nil {
+		opts = append(opts, pooler.WithListeners(inherited))
+	}
+	svc, err := pooler.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1

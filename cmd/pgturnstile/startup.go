@@ -45,7 +45,9 @@ func fatal(log *slog.Logger, msg string) {
 // beforeListen runs the guards that come before the listeners. It returns
 // code >= 0 when the process must exit now with that code: a guard
 // refused (logged FATAL), or this is -d's parent and the daemon is up.
-func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
+// activated: the listeners are systemd's (socket activation), so the
+// Unix socket is not ours to check, as PgBouncer's check_old_process_unix.
+func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated, activated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
 	st := &cfg.Settings
 	s = &startup{log: log, settings: st}
 	t, err := lookupTarget(flagUser, st.User)
@@ -72,7 +74,7 @@ func beforeListen(cfg *config.Config, flagUser string, daemon, logCreated bool, 
 	}
 	// With listen_port = 0 (tests) the socket's name is known only after
 	// the TCP bind; Listen applies the same guard then.
-	if st.UnixSocketDir != "" && st.ListenPort != 0 {
+	if st.UnixSocketDir != "" && st.ListenPort != 0 && !activated {
 		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
 			fatal(log, err.Error())
 			return nil, 1
