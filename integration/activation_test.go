@@ -36,8 +36,17 @@ func socketActivatePath(t testing.TB) string {
 // with Accept=no), the pooler serves exactly those two: pgx runs a query
 // through each, the log has PgBouncer's lines for passed sockets, READY=1
 // still reaches NOTIFY_SOCKET, and neither listen_addr:listen_port nor
-// unix_socket_dir of its config is bound.
+// unix_socket_dir of its config is bound. It runs twice: with a config
+// that names other sockets, and with one that names the passed ones (the
+// usual setup: pgbouncer.ini and the .socket unit agree), where the
+// Unix-socket guard, which would find systemd's socket accepting and
+// refuse to start, must not run.
 func TestSocketActivation(t *testing.T) {
+	t.Run("other config", func(t *testing.T) { testSocketActivation(t, false) })
+	t.Run("same as config", func(t *testing.T) { testSocketActivation(t, true) })
+}
+
+func testSocketActivation(t *testing.T, sameAsConfig bool) {
 	needPG(t)
 	activate := socketActivatePath(t)
 	bin := poolerBinary(t)
@@ -63,6 +72,9 @@ func TestSocketActivation(t *testing.T) {
 	}
 	unixPath := filepath.Join(dir, "passed", ".s.PGSQL."+strconv.Itoa(port))
 	configDir := filepath.Join(dir, "config")
+	if sameAsConfig {
+		configPort, configDir = port, filepath.Dir(unixPath)
+	}
 
 	notifyPath := filepath.Join(dir, "notify")
 	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
@@ -128,12 +140,14 @@ func TestSocketActivation(t *testing.T) {
 	if got := listeningSockets(t, p.cmd.Process.Pid); strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the pooler listens on %q, want only the passed %q", got, want)
 	}
-	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(configPort), time.Second); err == nil {
-		c.Close()
-		t.Errorf("listen_port %d is bound", configPort)
-	}
-	if entries, _ := os.ReadDir(configDir); len(entries) != 0 {
-		t.Errorf("unix_socket_dir has %v, want nothing", entries)
+	if !sameAsConfig {
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(configPort), time.Second); err == nil {
+			c.Close()
+			t.Errorf("listen_port %d is bound", configPort)
+		}
+		if entries, _ := os.ReadDir(configDir); len(entries) != 0 {
+			t.Errorf("unix_socket_dir has %v, want nothing", entries)
+		}
 	}
 
 	// The passed Unix socket is systemd's: the pooler leaves it in place
