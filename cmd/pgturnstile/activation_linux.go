@@ -3,52 +3,25 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
 	"syscall"
-
-	"github.com/pgturnstile/pgturnstile/config"
 )
 
-// activatedListeners takes the listening sockets systemd passed (socket
-// activation: a .socket unit, or systemd-socket-activate) and returns them
-// as listeners for pooler.WithListeners; nil when none were passed. As
-// PgBouncer's pooler_setup, it warns that listen_addr, and a
-// unix_socket_dir other than the default /tmp, are then ignored (Listen
-// binds nothing of its own), and logs each descriptor it takes. A
-// descriptor that is not a listening TCP or Unix stream socket is an
-// error: the caller logs it FATAL and exits 1.
-//
-// With -d (daemon, in the process that starts the daemon) none are taken:
-// PgBouncer forks before it looks, and its daemon, whose pid is not
-// LISTEN_PID, binds its own; ours, started again, does the same.
-func activatedListeners(st *config.Settings, log *slog.Logger, daemon bool) ([]net.Listener, error) {
-	return activatedFrom(listenFDsStart, st, log, daemon)
-}
+// takeActivation takes the sockets systemd passed to this process, if it
+// did; run calls it before it opens any descriptor of its own.
+func takeActivation() *activation { return takeActivationFrom(listenFDsStart) }
 
-// activatedFrom is activatedListeners with the descriptors from start on
+// takeActivationFrom is takeActivation with the descriptors from start on
 // (tests pass theirs above the ones the process holds).
-func activatedFrom(start int, st *config.Settings, log *slog.Logger, daemon bool) ([]net.Listener, error) {
+func takeActivationFrom(start int) *activation {
 	n, names := listenFDs(os.Getpid())
-	if n == 0 || daemon {
-		return nil, nil
-	}
-	if st.ListenAddr != "" {
-		log.Warn("sockets passed from service manager, cf_listen_addr ignored")
-	}
-	if st.UnixSocketDir != "" && st.UnixSocketDir != "/tmp" {
-		log.Warn("sockets passed from service manager, cf_unix_socket_dir ignored")
+	if n == 0 {
+		return &activation{}
 	}
 	lns, err := takeListenFDs(start, n, names)
-	if err != nil {
-		return nil, err
-	}
-	for i := range lns {
-		log.Info("socket passed from service manager (fd " + strconv.Itoa(start+i) + ")")
-	}
-	return lns, nil
+	return &activation{start: start, n: n, lns: lns, err: err}
 }
 
 // takeListenFDs makes listeners of the n descriptors from start on. Each

@@ -210,9 +210,9 @@ func TestActivatedListenersLog(t *testing.T) {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, nil))
 		st := &config.Settings{ListenAddr: "*", UnixSocketDir: c.dir}
-		lns, err := activatedFrom(start, st, log, false)
+		lns, err := takeActivationFrom(start).listeners(st, log, false)
 		if err != nil || len(lns) != 1 || lns[0].Addr().String() != tcp.Addr().String() {
-			t.Fatalf("activatedFrom: %v %v", lns, err)
+			t.Fatalf("listeners: %v %v", lns, err)
 		}
 		lns[0].Close()
 		out := buf.String()
@@ -228,18 +228,49 @@ func TestActivatedListenersLog(t *testing.T) {
 			t.Errorf("unix_socket_dir %s: cf_unix_socket_dir warning %v, want %v:\n%s", c.dir, got, c.warn, out)
 		}
 	}
-	// -d: the daemon binds its own, as PgBouncer's; nothing is taken.
+	// -d: the daemon binds its own, as PgBouncer's; nothing is served,
+	// and the passed socket is closed (the daemon does not inherit it).
 	tf, _ := tcp.(*net.TCPListener).File()
 	passFDs(t, start, tf)
+	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
+	t.Setenv("LISTEN_FDS", "1")
+	var buf bytes.Buffer
+	act := takeActivationFrom(start)
+	if _, ok := os.LookupEnv("LISTEN_FDS"); ok {
+		t.Error("LISTEN_FDS still set")
+	}
+	lns, err := act.listeners(&config.Settings{ListenAddr: "*"}, slog.New(slog.NewTextHandler(&buf, nil)), true)
+	if lns != nil || err != nil || buf.Len() != 0 {
+		t.Errorf("with -d: %v %v, log %q; want nothing served", lns, err, buf.String())
+	}
+	for _, ln := range act.lns {
+		if _, err := ln.Accept(); err == nil || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("with -d: the passed socket still accepts (%v)", err)
+		}
+	}
+	if len(act.lns) != 1 {
+		t.Errorf("with -d: took %d sockets, want 1 (then closed)", len(act.lns))
+	}
+}
+
+// A passed descriptor that is refused is FATAL after PgBouncer's warnings,
+// with no socket logged as taken.
+func TestActivatedListenersRefused(t *testing.T) {
+	regular, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = 230
+	passFDs(t, start, regular)
 	defer syscall.Close(start)
 	t.Setenv("LISTEN_PID", strconv.Itoa(os.Getpid()))
 	t.Setenv("LISTEN_FDS", "1")
 	var buf bytes.Buffer
-	lns, err := activatedFrom(start, &config.Settings{}, slog.New(slog.NewTextHandler(&buf, nil)), true)
-	if lns != nil || err != nil || buf.Len() != 0 {
-		t.Errorf("with -d: %v %v, log %q; want nothing taken", lns, err, buf.String())
+	lns, err := takeActivationFrom(start).listeners(&config.Settings{ListenAddr: "*"}, slog.New(slog.NewTextHandler(&buf, nil)), false)
+	if lns != nil || err == nil || err.Error() != "socket passed from service manager (fd 230): not a socket" {
+		t.Errorf("a regular file passed: %v %v", lns, err)
 	}
-	if _, ok := os.LookupEnv("LISTEN_FDS"); ok {
-		t.Error("with -d: LISTEN_FDS still set")
+	if out := buf.String(); !strings.Contains(out, "cf_listen_addr ignored") || strings.Contains(out, "(fd 230)") {
+		t.Errorf("log:\n%s", out)
 	}
 }

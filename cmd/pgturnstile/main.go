@@ -96,6 +96,9 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pgturnstile: %v\n\n%s", err, usage)
 		return 1
 	}
+	// Sockets systemd passed (socket activation), taken before any file
+	// is opened; served instead of binding (activation.go).
+	act := takeActivation()
 	switch {
 	case help:
 		fmt.Fprint(os.Stdout, usage)
@@ -136,9 +139,7 @@ func run(args []string, stderr io.Writer) int {
 	handler.setFormat(func() string { return cfg.Settings.LogFormat })
 	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
 	defer syslogOut.Close()
-	// Sockets systemd passed (socket activation) are served instead of
-	// binding; -d's daemon binds its own, as PgBouncer's (activation.go).
-	inherited, err := activatedListeners(&cfg.Settings, log, daemon)
+	inherited, err := act.listeners(&cfg.Settings, log, daemon)
 	if err != nil {
 		fatal(log, err.Error())
 		return 1
