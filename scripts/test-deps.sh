@@ -4,7 +4,8 @@
 # node-postgres (pg, pg-cursor) into integration/drivers/node/node_modules;
 # and promtool (Debian's prometheus package: about 22 MB to download, 330 MB
 # installed with --no-install-recommends), which TestMetricsPassPromtool
-# runs on a live /metrics.
+# runs on a live /metrics; and systemd-socket-activate (Debian's systemd
+# package), under which TestSocketActivation starts the pooler.
 #
 # Idempotent and quick when everything is there: it only installs what is
 # missing and says what it did. Debian packages are installed with apt-get
@@ -27,10 +28,11 @@ declare -A probe=(
 	[python3-psycopg]="/usr/lib/python3/dist-packages/psycopg/__init__.py"
 	[libpostgresql-jdbc-java]="/usr/share/java/postgresql.jar"
 	[prometheus]="/usr/bin/promtool"
+	[systemd]="/usr/bin/systemd-socket-activate"
 )
 
 missing=()
-for pkg in python3-psycopg libpostgresql-jdbc-java prometheus; do
+for pkg in python3-psycopg libpostgresql-jdbc-java prometheus systemd; do
 	if [[ -e "${probe[$pkg]}" ]] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
 		say "$pkg: present"
 	else
@@ -67,6 +69,7 @@ fi
 /usr/bin/python3 -c 'import psycopg' 2>/dev/null || die "/usr/bin/python3 cannot import psycopg after installing python3-psycopg"
 [[ -r /usr/share/java/postgresql.jar ]] || die "/usr/share/java/postgresql.jar missing after installing libpostgresql-jdbc-java"
 /usr/bin/promtool --version >/dev/null 2>&1 || die "/usr/bin/promtool does not run after installing prometheus"
+[[ -x /usr/bin/systemd-socket-activate ]] || die "/usr/bin/systemd-socket-activate missing after installing systemd"
 
 # --- Runtimes the packages above do not bring --------------------------------
 

@@ -103,6 +103,9 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pgturnstile: %v\n\n%s", err, usage)
 		return 1
 	}
+	// Sockets systemd passed (socket activation), taken before any file
+	// is opened; served instead of binding (activation.go).
+	act := takeActivation()
 	switch {
 	case help:
 		fmt.Fprint(os.Stdout, usage)
@@ -143,8 +146,19 @@ func run(args []string, stderr io.Writer) int {
 	handler.setFormat(func() string { return cfg.Settings.LogFormat })
 	log, syslogOut := withSyslog(slog.New(handler), &cfg.Settings)
 	defer syslogOut.Close()
+	inherited, err := act.listeners(&cfg.Settings, log, daemon)
+	if err != nil {
+		fatal(log, err.Error())
+		return 1
+	}
 	// PgBouncer's guards (syslog.go, startup.go): root, socket, pidfile, -d.
-	start, code := beforeListen(cfg, user, daemon, reboot, logCreated, log, stderr)
+	if reboot && inherited != nil {
+		// The sockets are systemd's: an online restart would take
+		// over other ones (PgBouncer's rule and words).
+		fatal(log, "cannot reboot under service manager")
+		return 1
+	}
+	start, code := beforeListen(cfg, user, daemon, reboot, logCreated, inherited != nil, log, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -163,6 +177,9 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 
+	if inherited != nil {
+		opts = append(opts, pooler.WithListeners(inherited))
+	}
 	svc, err := pooler.New(cfg, log, opts...)
 	if err != nil {
 		log.Error("startup failed: " + err.Error())

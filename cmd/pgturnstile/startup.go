@@ -27,6 +27,8 @@ type startup struct {
 	settings *config.Settings
 	target   *target // user to switch to after the listeners open; nil: none
 	pid      *pidfile
+	// activated: systemd passed the listeners (socket activation).
+	activated bool
 }
 
 // logfileMissing reports whether the logfile is yet to be created; called
@@ -51,9 +53,11 @@ func fatal(log *slog.Logger, msg string) {
 // With -R (reboot) the Unix socket and the pidfile are the running
 // process's, which the takeover replaces: those two guards wait for
 // takeOver, which runs them only if there is no process to take over.
-func beforeListen(cfg *config.Config, flagUser string, daemon, reboot, logCreated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
+// activated: the listeners are systemd's (socket activation), so the
+// Unix socket is not ours to check, as PgBouncer's check_old_process_unix.
+func beforeListen(cfg *config.Config, flagUser string, daemon, reboot, logCreated, activated bool, log *slog.Logger, stderr io.Writer) (s *startup, code int) {
 	st := &cfg.Settings
-	s = &startup{log: log, settings: st}
+	s = &startup{log: log, settings: st, activated: activated}
 	t, err := lookupTarget(flagUser, st.User)
 	if err != nil {
 		fatal(log, err.Error())
@@ -96,7 +100,7 @@ func (s *startup) processGuards() bool {
 	st, log := s.settings, s.log
 	// With listen_port = 0 (tests) the socket's name is known only after
 	// the TCP bind; Listen applies the same guard then.
-	if st.UnixSocketDir != "" && st.ListenPort != 0 {
+	if st.UnixSocketDir != "" && st.ListenPort != 0 && !s.activated {
 		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
 			fatal(log, err.Error())
 			return false

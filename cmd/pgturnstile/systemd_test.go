@@ -69,9 +69,69 @@ func TestSystemdUnits(t *testing.T) {
 			if version < 253 {
 				allowed = u.oldSystemd
 			}
-			verifyUnit(t, analyze, u.file, string(text), allowed)
+			verifyUnit(t, analyze, u.file, string(text), allowed, nil)
 		})
 	}
+}
+
+// etc/pgturnstile.socket is PgBouncer's pgbouncer.socket for pgturnstile:
+// listening sockets (Accept=no) on port 6432 and the Unix socket where
+// PostgreSQL's clients look for it, passed to pgturnstile.service, which
+// systemd-analyze verify finds beside it and accepts.
+func TestSystemdSocketUnit(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "..", "etc", "pgturnstile.socket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	service, err := os.ReadFile(filepath.Join("..", "..", "etc", "pgturnstile.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(text)
+	if got, want := directiveValues(unit, "[Socket]", "ListenStream"), []string{"6432", "/run/postgresql/.s.PGSQL.6432"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("ListenStream=%q, want %q", got, want)
+	}
+	if got := directiveValues(unit, "[Socket]", "Accept"); len(got) != 1 || got[0] != "no" {
+		t.Errorf("Accept=%q, want no: pgturnstile serves listening sockets", got)
+	}
+	if got := directiveValues(unit, "[Socket]", "Service"); len(got) != 0 {
+		t.Errorf("Service=%q: the socket's own name, pgturnstile.service, is the one that takes it", got)
+	}
+	if got := directiveValues(unit, "[Install]", "WantedBy"); len(got) != 1 || got[0] != "sockets.target" {
+		t.Errorf("WantedBy=%q, want sockets.target", got)
+	}
+	// The service works without the socket unit too (TestSystemdUnits
+	// verifies it alone).
+	for _, d := range [][2]string{{"[Unit]", "Requires"}, {"[Unit]", "BindsTo"}, {"[Service]", "Sockets"}} {
+		if got := directiveValues(string(service), d[0], d[1]); len(got) != 0 {
+			t.Errorf("pgturnstile.service has %s=%q: it must start without the socket unit", d[1], got)
+		}
+	}
+	analyze, _ := exec.LookPath("systemd-analyze")
+	if analyze == "" {
+		t.Skip("systemd-analyze not installed: directives checked, unit not verified")
+	}
+	verifyUnit(t, analyze, "pgturnstile.socket", unit, nil, map[string]string{"pgturnstile.service": string(service)})
+}
+
+// directiveValues is each value of key in section, in order.
+func directiveValues(unit, section, key string) []string {
+	var out []string
+	current := ""
+	sc := bufio.NewScanner(strings.NewReader(unit))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case line[0] == '[':
+			current = line
+		case current == section:
+			if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == key {
+				out = append(out, strings.TrimSpace(v))
+			}
+		}
+	}
+	return out
 }
 
 // serviceDirectives is the [Service] section's Key=Value lines.
@@ -99,7 +159,9 @@ func serviceDirectives(unit string) map[string]string {
 // missing one): bin/pgturnstile (make test builds it first), else one built
 // here. Only complaints about this unit count; verify also loads the units
 // it depends on, which may have complaints of their own on some hosts.
-func verifyUnit(t *testing.T, analyze, name, unit string, allowed []string) {
+// beside are units written next to it (name -> text; a service's ExecStart
+// rewritten the same way), which verify finds there.
+func verifyUnit(t *testing.T, analyze, name, unit string, allowed []string, beside map[string]string) {
 	bin, err := filepath.Abs(filepath.Join("..", "..", "bin", "pgturnstile"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,14 +173,22 @@ func verifyUnit(t *testing.T, analyze, name, unit string, allowed []string) {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
-	if !strings.Contains(unit, "ExecStart=/usr/local/bin/pgturnstile ") {
-		t.Fatal("ExecStart is not /usr/local/bin/pgturnstile")
+	write := func(name, unit string) {
+		if strings.HasSuffix(name, ".service") {
+			if !strings.Contains(unit, "ExecStart=/usr/local/bin/pgturnstile ") {
+				t.Fatalf("%s: ExecStart is not /usr/local/bin/pgturnstile", name)
+			}
+			unit = strings.Replace(unit, "ExecStart=/usr/local/bin/pgturnstile ", "ExecStart="+bin+" ", 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	for n, u := range beside {
+		write(n, u)
+	}
+	write(name, unit)
 	path := filepath.Join(dir, name)
-	unit = strings.Replace(unit, "ExecStart=/usr/local/bin/pgturnstile ", "ExecStart="+bin+" ", 1)
-	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
 	if err != nil {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
