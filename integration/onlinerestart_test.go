@@ -201,3 +201,84 @@ func rebootPooler(t *testing.T, p *Pooler) *Pooler {
 	}
 	return n
 }
+
+// TestOnlineRestartKeepsSession: what a client's session is made of
+// survives pgturnstile -R: its named prepared statement (executed by name
+// on the new process, whose servers never saw its Parse), its startup
+// parameters (TimeZone, application_name), and its cancel key (a cancel
+// request sent with the key the old process gave cancels the query on the
+// new one). A session-mode client holding a server cannot move: it stays
+// with the old process, which serves it until it leaves and then exits.
+func TestOnlineRestartKeepsSession(t *testing.T) {
+	needPG(t)
+	sock := t.TempDir()
+	p1 := startPooler(t, iniSettings(map[string]string{"unix_socket_dir": sock},
+		"[databases]\nsessdb = host=127.0.0.1 port=@PGPORT@ dbname="+appDB+" pool_mode=session"), testUserlist)
+	cfg := pgxConfig(t, p1.App())
+	cfg.RuntimeParams["TimeZone"] = "America/Chicago"
+	cfg.RuntimeParams["application_name"] = "keeper"
+	a, err := tryConnectPgx(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	if _, err := a.Prepare(ctxT(t, 5*time.Second), "double_it", "SELECT $1::int * 2"); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	if err := a.QueryRow(ctxT(t, 5*time.Second), "double_it", 4).Scan(&got); err != nil || got != 8 {
+		t.Fatalf("double_it(4) before the restart = %d, %v", got, err)
+	}
+	sess := connectPgx(t, p1.ConnString("sessdb", appUser, appPassword))
+	if _, err := sess.Exec(ctxT(t, 5*time.Second), "SET my.mark = 'old'"); err != nil {
+		t.Fatal(err)
+	}
+
+	p2 := rebootPooler(t, p1)
+	if !p2.WaitLog("took over 1 clients", 5*time.Second) {
+		t.Errorf("the new process did not take over exactly the transaction-mode client; its log:\n%s", p2.Log())
+	}
+	if err := a.QueryRow(ctxT(t, 5*time.Second), "double_it", 21).Scan(&got); err != nil || got != 42 {
+		t.Fatalf("double_it(21) after the restart = %d, %v", got, err)
+	}
+	if tz := queryText(t, a, "SELECT current_setting('TimeZone')"); tz != "America/Chicago" {
+		t.Errorf("TimeZone after the restart = %q, want America/Chicago", tz)
+	}
+	if app := queryText(t, a, "SELECT current_setting('application_name')"); app != "keeper" {
+		t.Errorf("application_name after the restart = %q, want keeper", app)
+	}
+	// The cancel key from the old process's welcome, on the new process.
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Exec(context.Background(), "SELECT pg_sleep(30)")
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := a.PgConn().CancelRequest(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if pe := asPgError(t, err); pe.Code != "57014" {
+			t.Errorf("cancelled query: %v, want SQLSTATE 57014", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancel request did not cancel the query within 10 s")
+	}
+
+	// The session-mode client is still the old process's.
+	if mark := queryText(t, sess, "SELECT current_setting('my.mark')"); mark != "old" {
+		t.Errorf("session-mode client's my.mark = %q, want old (its session kept)", mark)
+	}
+	select {
+	case <-p1.exited:
+		t.Fatal("the old process exited while it still had a session-mode client")
+	default:
+	}
+	sess.Close(ctxT(t, 5*time.Second))
+	select {
+	case <-p1.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the old process did not exit within 10 s of its last client leaving; log:\n%s", p1.Log())
+	}
+}
