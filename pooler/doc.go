@@ -26,6 +26,12 @@
 //	relay_replies.go   the mapping's bookkeeping of server replies
 //	relay_unlinked.go  what serve answers with no server linked
 //	park.go            idle clients parked as bare descriptors (epoll)
+//	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every
+//	                   client that can move parked between transactions
+//	takeover.go        online restart: SHOW FDS's rows, the old process's
+//	                   hand-over, the new one adopting the clients
+//	takeover_unix.go   pgturnstile -R's side of the console conversation,
+//	                   descriptors by SCM_RIGHTS
 //	pool.go            serverPool: checkout, waiting, growth, release
 //	pool_connect.go    a server's login and its three endings
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
