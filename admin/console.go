@@ -53,9 +53,11 @@ type Console interface {
 	// client that can move to another process to rest; Resume("") ends it.
 	Suspend() error
 	// FDs lists what an online restart hands over (SHOW FDS): the
-	// listening sockets and the clients at rest, each with a duplicate
-	// of its descriptor (FD) that the caller closes.
-	FDs() []FD
+	// listening sockets, the clients at rest and the idle servers. With
+	// pass, each comes with a duplicate of its descriptor (FD) that the
+	// caller closes, and the servers listed are held for the hand-over
+	// (HandOver, or Resume("") if it does not come).
+	FDs(pass bool) []FD
 	// HandOver is told that the clients and listeners of a SHOW FDS
 	// (their IDs) now belong to the process that took them over: the
 	// service lets go of them and ends once its remaining clients left.
@@ -68,7 +70,7 @@ type Console interface {
 type FD struct {
 	FD                             int    // a duplicate of the descriptor; -1: none
 	ID                             uint64 // the client's or listener's id in this process
-	Task                           string // "pooler" (a listener) or "client"
+	Task                           string // "pooler" (a listener), "client" or "server"
 	User, Database, Addr           string
 	Port                           int
 	Cancel                         int64

@@ -70,7 +70,7 @@ func (f *fakeConsole) SetPool(user, db, settings string) error {
 }
 
 func (f *fakeConsole) Suspend() error { return f.record("Suspend()") }
-func (f *fakeConsole) FDs() []FD {
+func (f *fakeConsole) FDs(bool) []FD {
 	return []FD{{FD: -1, ID: 7, Task: "client", User: "u", Database: "d", Addr: "127.0.0.1", Port: 5000, Cancel: 42,
 		ScramClientKey: []byte{1, 2}, State: `{"key":"00"}`}}
 }

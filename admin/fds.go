@@ -21,7 +21,7 @@ type FDSender func(msg []byte, fd int) error
 
 // fdsRows is SHOW FDS as a plain table; the descriptors are closed.
 func fdsRows(c Console) [][]value {
-	rows := c.FDs()
+	rows := c.FDs(false)
 	out := make([][]value, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, fdValues(r))
@@ -51,7 +51,7 @@ func byteaOrNull(b []byte) value {
 // DataRow goes out with its descriptor, and the IDs are kept for the
 // SHUTDOWN that hands them over.
 func (s *session) showFDs() error {
-	rows := s.con.FDs()
+	rows := s.con.FDs(true)
 	defer func() {
 		for _, r := range rows {
 			if r.FD >= 0 {

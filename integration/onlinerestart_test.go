@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,6 +121,9 @@ func TestOnlineRestartUnderLoad(t *testing.T) {
 	if !strings.Contains(p1.Log(), "takeover: handed over ") {
 		t.Errorf("the old process did not log its hand-over")
 	}
+	if m := tookOverServersRE.FindStringSubmatch(p2.Log()); m == nil || m[1] == "0" {
+		t.Errorf("the new process took over no server: %v", m)
+	}
 	m := pgbenchProcessedRE.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no 'number of transactions actually processed' in pgbench output")
@@ -155,6 +159,8 @@ func TestOnlineRestartUnderLoad(t *testing.T) {
 	t.Logf("MEASURED online restart under pgbench -c 50 + 8 pgx clients: takeover and old process gone in %v; longest query latency per pgx client: p50 %v, max %v; %d pgx queries",
 		restartTook.Round(time.Millisecond), worstPause[len(worstPause)/2].Round(time.Millisecond), worstPause[len(worstPause)-1].Round(time.Millisecond), queries.Load())
 }
+
+var tookOverServersRE = regexp.MustCompile(`takeover: took over (\d+) servers`)
 
 // rebootPooler starts `pgturnstile -R` on p's configuration (its Unix
 // socket is how the new process finds the old one) and waits until it has
@@ -229,6 +235,7 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 	if err := a.QueryRow(ctxT(t, 5*time.Second), "double_it", 4).Scan(&got); err != nil || got != 8 {
 		t.Fatalf("double_it(4) before the restart = %d, %v", got, err)
 	}
+	pidBefore := queryInt(t, a, "SELECT pg_backend_pid()")
 	sess := connectPgx(t, p1.ConnString("sessdb", appUser, appPassword))
 	if _, err := sess.Exec(ctxT(t, 5*time.Second), "SET my.mark = 'old'"); err != nil {
 		t.Fatal(err)
@@ -240,6 +247,18 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 	}
 	if err := a.QueryRow(ctxT(t, 5*time.Second), "double_it", 21).Scan(&got); err != nil || got != 42 {
 		t.Fatalf("double_it(21) after the restart = %d, %v", got, err)
+	}
+	// The idle server was handed over too: the same backend, which
+	// still has the statement prepared under the name the old process
+	// gave it.
+	if pid := queryInt(t, a, "SELECT pg_backend_pid()"); pid != pidBefore {
+		t.Errorf("backend after the restart = %d, want %d (the server handed over)", pid, pidBefore)
+	}
+	if n := queryInt(t, a, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'PGTS_%' AND statement = 'SELECT $1::int * 2'"); n != 1 {
+		t.Errorf("the backend has %d copies of double_it's statement, want 1 (prepared once, before the restart)", n)
+	}
+	if !p2.LogContains("takeover: took over 1 servers") {
+		t.Errorf("the new process did not take over the idle server; its log:\n%s", p2.Log())
 	}
 	if tz := queryText(t, a, "SELECT current_setting('TimeZone')"); tz != "America/Chicago" {
 		t.Errorf("TimeZone after the restart = %q, want America/Chicago", tz)

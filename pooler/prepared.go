@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/list"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -120,6 +121,30 @@ func (r *stmtRegistry) acquire(query string, types []byte, limit int) *stmtDef {
 	return d
 }
 
+// adoptNamed returns, with one more reference, the definition for (query,
+// types) under the server-side name a server taken over from the old
+// process knows it by (takeover.go). The old process named each
+// definition once, so the names it hands over never clash; the next name
+// made here comes after the highest. A definition made here first keeps
+// its name (the server then lacks it: prepared again when needed).
+func (r *stmtRegistry) adoptNamed(name, query string, types []byte) *stmtDef {
+	key := stmtKey{query, string(types)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.byKey[key]
+	if d == nil {
+		d = &stmtDef{name: name, query: query, types: bytes.Clone(types), key: key}
+		r.reserveText(d.size(), 0)
+		r.byKey[key] = d
+		d.validated.Store(true) // Postgres parsed it
+		if n, err := strconv.ParseUint(strings.TrimPrefix(name, "PGTS_"), 10, 64); err == nil && n > r.next {
+			r.next = n
+		}
+	}
+	d.refs++
+	return d
+}
+
 // lookupValidated returns, with one more reference, the definition for
 // (query, types) if a server has parsed it successfully; else nil.
 func (r *stmtRegistry) lookupValidated(query string, types []byte) *stmtDef {
@@ -189,6 +214,16 @@ func (c *serverStmts) init() {
 		c.lru = list.New()
 		c.m = map[*stmtDef]*list.Element{}
 	}
+}
+
+// defs are the statements the server has.
+func (c *serverStmts) defs() []*stmtDef {
+	c.init()
+	out := make([]*stmtDef, 0, len(c.m))
+	for d := range c.m {
+		out = append(out, d)
+	}
+	return out
 }
 
 func (c *serverStmts) has(d *stmtDef) bool {

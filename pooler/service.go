@@ -89,6 +89,7 @@ type Service struct {
 	// Serve starts; afterHandOver is WithHandOverHook's function
 	// (takeover.go).
 	moved         []movedClient
+	movedServers  []movedClient
 	afterHandOver func()
 
 	// version is what SHOW VERSION reports (WithVersion).

@@ -36,12 +36,31 @@ import (
 
 // suspendState is SUSPEND's state. on is mirrored in parker.suspended,
 // which serve's loop reads before each message. mu is a leaf: nothing is
-// locked under it.
+// locked under it (holdServer runs under a pool's mu).
 type suspendState struct {
 	mu sync.Mutex
 	on bool
 	// resumed is closed by RESUME: the accept loops wait on it.
 	resumed chan struct{}
+	// held are the idle servers a SHOW FDS took out of their pools for
+	// the hand-over (takeover.go); RESUME gives them back.
+	held []*server
+}
+
+// holdServer records a server taken for the hand-over.
+func (ss *suspendState) holdServer(srv *server) {
+	ss.mu.Lock()
+	ss.held = append(ss.held, srv)
+	ss.mu.Unlock()
+}
+
+// takeHeldServers returns the held servers and forgets them.
+func (ss *suspendState) takeHeldServers() []*server {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	held := ss.held
+	ss.held = nil
+	return held
 }
 
 // errAlreadySuspended is SUSPEND's answer when the service is suspended
@@ -185,6 +204,9 @@ func (s *Service) ResumeSuspended() bool {
 		setListenDeadline(ln, time.Time{})
 	}
 	ss.mu.Unlock()
+	for _, srv := range ss.takeHeldServers() {
+		srv.pool.unholdServer(srv)
+	}
 	s.parker.rewatchHeld()
 	return true
 }

@@ -2,17 +2,21 @@ package pooler
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // Online restart: the old process's side (SHOW FDS, the hand-over) and
@@ -55,11 +59,15 @@ type movedState struct {
 	Laddr     string                  `json:"laddr,omitempty"`
 	Connected time.Time               `json:"connected,omitzero"`
 	Cred      *auth.ServerCredentials `json:"cred,omitempty"`
+
+	// Servers (and Params, Stmts, Connected above).
+	PID      uint32 `json:"pid,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"` // the address it dialled
 }
 
 // movedStmt is one of a client's named prepared statements.
 type movedStmt struct {
-	Name  string `json:"name"`
+	Name  string `json:"name"` // the client's name; a server's: the name on Postgres
 	Query string `json:"query"`
 	Types []byte `json:"types,omitempty"` // the Parse's parameter-type section
 }
@@ -73,12 +81,13 @@ func (v consoleView) Suspend() error {
 	return err
 }
 
-// FDs lists the listeners and the parked clients with a duplicate of each
-// descriptor; the descriptors only while suspended (-1 otherwise: a
-// parked client may resume at any moment).
-func (v consoleView) FDs() []admin.FD {
+// FDs lists the listeners, the parked clients and the idle servers. With
+// pass, while suspended, each comes with a duplicate of its descriptor and
+// the servers are held for the hand-over; otherwise the descriptors are -1
+// (a parked client may resume at any moment).
+func (v consoleView) FDs(pass bool) []admin.FD {
 	s := v.s
-	suspended := s.isSuspended()
+	suspended := pass && s.isSuspended()
 	var out []admin.FD
 	port := s.settings().ListenPort
 	for i, ln := range s.listenersNow() {
@@ -119,7 +128,75 @@ func (v consoleView) FDs() []admin.FD {
 		}
 		out = append(out, r)
 	}
+	for _, p := range s.allPools() {
+		out = append(out, p.handOverRows(suspended)...)
+	}
 	return out
+}
+
+// handOverRows describes the pool's servers that can move: idle, in plain
+// TCP or over a Unix socket, nothing buffered, no cancel in flight, not
+// doomed, of a pool whose target they still match. With hold they are
+// taken out of the idle stack (active, held by the hand-over: nothing else
+// uses them meanwhile), recorded on the service, and their rows carry a
+// duplicate of their descriptor. Under p.mu, which guards an idle server.
+func (p *serverPool) handOverRows(hold bool) []admin.FD {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []admin.FD
+	target := p.target.Load()
+	for _, srv := range slices.Clone(p.idle) {
+		if srv.repl != replNone || srv.closeNeeded || srv.cancels.Load() > 0 || srv.r.Buffered() > 0 ||
+			srv.target != target || !target.hasEndpoint(srv.ep.address) {
+			continue
+		}
+		if _, isTLS := srv.conn.(*tls.Conn); isTLS {
+			continue
+		}
+		r := srv.fdRow()
+		if hold {
+			if r.FD = dupServerFD(srv); r.FD < 0 {
+				continue
+			}
+			p.setServerStateLocked(srv, serverActive)
+			p.svc.susp.holdServer(srv)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// hasEndpoint says whether address is one of the target's hosts.
+func (t *poolTarget) hasEndpoint(address string) bool {
+	for _, ep := range t.endpoints {
+		if ep.address == address {
+			return true
+		}
+	}
+	return false
+}
+
+// fdRow describes a server held for the hand-over.
+func (srv *server) fdRow() admin.FD {
+	p := srv.pool
+	r := admin.FD{FD: -1, ID: srv.id, Task: "server", User: p.key.user, Database: p.key.db,
+		ClientEncoding: srv.params["client_encoding"], StdStrings: srv.params["standard_conforming_strings"],
+		DateStyle: srv.params["DateStyle"], TimeZone: srv.params["TimeZone"]}
+	if len(srv.cancelKey) >= 4 {
+		r.Cancel = int64(binary.BigEndian.Uint32(srv.cancelKey[:4]))
+	}
+	if ra, ok := srv.conn.RemoteAddr().(*net.TCPAddr); ok {
+		r.Addr, r.Port = ra.IP.String(), ra.Port
+	} else {
+		r.Addr = "unix"
+	}
+	st := movedState{Key: hex.EncodeToString(srv.cancelKey), PID: srv.pid, Params: srv.params,
+		Connected: srv.created, Endpoint: srv.ep.address}
+	for _, d := range srv.stmts.defs() {
+		st.Stmts = append(st.Stmts, movedStmt{Name: d.name, Query: d.query, Types: d.types})
+	}
+	r.State = marshalState(st)
+	return r
 }
 
 // fdRow describes a parked client for SHOW FDS; false if it cannot move.
@@ -210,7 +287,17 @@ func (v consoleView) HandOver(ids []uint64) {
 		s.clientClosed(c)
 		moved++
 	}
-	s.log.Info("takeover: handed over " + strconv.Itoa(moved) + " clients and " + strconv.Itoa(len(lns)) + " listening sockets")
+	servers := s.susp.takeHeldServers()
+	movedServers := 0
+	for _, srv := range servers {
+		if want[srv.id] {
+			srv.pool.handOverServer(srv)
+			movedServers++
+		} else {
+			srv.pool.unholdServer(srv)
+		}
+	}
+	s.log.Info("takeover: handed over " + strconv.Itoa(moved) + " clients, " + strconv.Itoa(movedServers) + " servers and " + strconv.Itoa(len(lns)) + " listening sockets")
 	// Whatever stays parked here goes on here.
 	s.ResumeSuspended()
 	if s.afterHandOver != nil {
@@ -226,12 +313,40 @@ func WithHandOverHook(fn func()) Option {
 	return func(s *Service) { s.afterHandOver = fn }
 }
 
+// handOverServer lets go of a server the new process took: out of the
+// pool, its limits' slots given back, its socket closed here without a
+// Terminate (the connection lives on in the new process).
+func (p *serverPool) handOverServer(srv *server) {
+	p.mu.Lock()
+	p.setServerStateLocked(srv, serverClosed)
+	delete(p.servers, srv)
+	p.mu.Unlock()
+	srv.conn.Close()
+	srv.stmts.clear(p.svc.stmts)
+	p.dbLimit.give()
+	p.userLimit.give()
+	p.svc.changes.notify()
+}
+
+// unholdServer gives a held server back to its pool (the takeover did not
+// come, or did not take it).
+func (p *serverPool) unholdServer(srv *server) {
+	p.mu.Lock()
+	p.handOffLocked(srv)
+	p.mu.Unlock()
+}
+
 // Handover is what an online restart took over from the old process:
-// its listeners and its clients at rest, each with its descriptor.
+// its listeners, its clients at rest and its idle servers, each with its
+// descriptor.
 type Handover struct {
 	Listeners []net.Listener
 	clients   []movedClient
+	servers   []movedClient
 }
+
+// Servers is how many servers were taken over.
+func (h *Handover) Servers() int { return len(h.servers) }
 
 // Clients is how many clients were taken over.
 func (h *Handover) Clients() int { return len(h.clients) }
@@ -250,12 +365,29 @@ func WithHandover(h *Handover) Option {
 	return func(s *Service) {
 		s.inherited = h.Listeners
 		s.moved = h.clients
+		s.movedServers = h.servers
 	}
 }
 
 // adoptMoved takes up the clients an online restart handed over, each as
 // a parked client of this process.
 func (s *Service) adoptMoved() {
+	// Servers first: their statements keep their names on Postgres, and
+	// the clients' statements then map to those definitions.
+	servers := s.movedServers
+	s.movedServers = nil
+	ns := 0
+	for _, m := range servers {
+		if err := s.adoptServer(m); err != nil {
+			s.log.Warn("takeover: server of " + m.user + "@" + m.database + " not taken over: " + err.Error())
+			closeFD(m.fd)
+			continue
+		}
+		ns++
+	}
+	if len(servers) > 0 {
+		s.log.Info("takeover: took over " + strconv.Itoa(ns) + " servers")
+	}
 	moved := s.moved
 	s.moved = nil
 	n := 0
@@ -340,5 +472,69 @@ func (s *Service) adopt(m movedClient) error {
 	if err != nil {
 		go c.resume(m.fd)
 	}
+	return nil
+}
+
+// adoptServer makes one handed-over server an idle server of its pool
+// here, with its parameters, cancel key and prepared statements.
+func (s *Service) adoptServer(m movedClient) error {
+	cfg := s.config()
+	db, ok := cfg.LookupDatabase(m.database)
+	if !ok {
+		return newError(CodeNoSuchDatabase, m.database)
+	}
+	p, err := s.poolFor(db, m.user)
+	if err != nil {
+		return err
+	}
+	defer s.unpin(p)
+	target := p.target.Load()
+	var ep endpoint
+	found := false
+	for _, e := range target.endpoints {
+		if e.address == m.state.Endpoint {
+			ep, found = e, true
+		}
+	}
+	if !found {
+		return errors.New("its host is no longer the database's")
+	}
+	key, err := hex.DecodeString(m.state.Key)
+	if err != nil {
+		return err
+	}
+	conn, err := fileConn(m.fd)
+	if err != nil {
+		return err
+	}
+	if !p.dbLimit.tryTake() {
+		conn.Close()
+		return errors.New("max_db_connections reached")
+	}
+	if !p.userLimit.tryTake() {
+		p.dbLimit.give()
+		conn.Close()
+		return errors.New("max_user_connections reached")
+	}
+	p.mu.Lock()
+	srv := p.newLoginLocked()
+	p.mu.Unlock()
+	srv.ep = ep
+	srv.serverTLS = s.sec.Load().serverTLS
+	sio := wire.SocketIO(conn)
+	srv.conn, srv.r, srv.w = conn, wire.NewReader(sio, wire.DefaultBufferSize), wire.NewWriter(sio, wire.DefaultBufferSize)
+	srv.pid, srv.cancelKey, srv.params = m.state.PID, key, m.state.Params
+	if srv.params == nil {
+		srv.params = map[string]string{}
+	}
+	srv.noteReadOnly()
+	srv.noteAppName(srv.params["application_name"])
+	srv.created, srv.lastUsed = m.state.Connected, s.clock.Now()
+	for _, ms := range m.state.Stmts {
+		d := s.stmts.adoptNamed(ms.Name, ms.Query, ms.Types)
+		srv.stmts.add(s.stmts, d)
+		s.stmts.release(d)
+	}
+	p.loggedIn(srv)
 	return nil
 }

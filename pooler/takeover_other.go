@@ -17,6 +17,8 @@ func (c *client) fdSender() admin.FDSender { return nil }
 func dupFD(int) int                        { return -1 }
 func dupListener(net.Listener) int         { return -1 }
 func closeFD(int)                          {}
+func dupServerFD(*server) int              { return -1 }
+func fileConn(int) (net.Conn, error)       { return nil, errors.New("not supported on this system") }
 
 // ErrNoOldProcess: see takeover_unix.go.
 var ErrNoOldProcess = errors.New("old process not found")

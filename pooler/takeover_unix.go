@@ -72,6 +72,37 @@ func dupListener(ln net.Listener) int {
 
 func closeFD(fd int) { syscall.Close(fd) }
 
+// dupServerFD duplicates a server connection's descriptor; -1 on failure.
+func dupServerFD(srv *server) int {
+	sc, ok := srv.conn.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(s uintptr) { fd = dupFD(int(s)) })
+	return fd
+}
+
+// fileConn makes a net.Conn of a descriptor handed over; fd is closed
+// (the conn holds a duplicate).
+func fileConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "server")
+	defer f.Close()
+	conn, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		tc.SetKeepAlive(true)
+	}
+	return conn, nil
+}
+
 // takeoverTimeout bounds each step of a takeover but SUSPEND's wait, which
 // suspend_timeout bounds on the old process's side.
 const takeoverTimeout = 10 * time.Second
@@ -104,7 +135,7 @@ func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
 			for _, ln := range h.Listeners {
 				ln.Close()
 			}
-			for _, m := range h.clients {
+			for _, m := range append(h.clients, h.servers...) {
 				closeFD(m.fd)
 			}
 		}
@@ -198,6 +229,8 @@ func (h *Handover) add(fd int, row map[string]string) error {
 		h.Listeners = append(h.Listeners, ln)
 	case "client":
 		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
+	case "server":
+		h.servers = append(h.servers, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
 	default:
 		closeFD(fd)
 		return fmt.Errorf("unknown task %q", row["task"])

@@ -147,7 +147,7 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 		fatal(s.log, "takeover failed: "+err.Error())
 		return nil, false
 	}
-	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets and " + strconv.Itoa(h.Clients()) + " clients")
+	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets, " + strconv.Itoa(h.Clients()) + " clients and " + strconv.Itoa(h.Servers()) + " servers")
 	if st.Pidfile != "" {
 		// The old process removes its pidfile when it lets go; wait
 		// for that, as PgBouncer does.
