@@ -36,11 +36,12 @@ import (
 // included). A client notices nothing but a pause: its next request
 // waits in its socket until the new process reads it.
 //
-// Servers are not handed over: the old process's servers are idle once
-// its clients are parked, and it closes them when it ends; the new
-// process logs in its own as its pools need them (min_pool_size warms
-// them first), and prepares each client's statements on them as it does
-// on any server, lazily.
+// Idle servers move too (plain TCP or Unix socket ones: a TLS session
+// cannot leave crypto/tls), with their parameters, backend key and the
+// statements they have prepared, under the names Postgres knows them by:
+// the new process serves the next transaction on the same backend, with
+// no login and no Parse. Servers still linked stay with the old process
+// and its clients.
 
 // movedState is SHOW FDS's pgturnstile_state: the part of a client's
 // session (or a listener's identity) PgBouncer's columns do not carry.
