@@ -55,6 +55,8 @@ type Service struct {
 
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
+	// peers are the peer pools of forwarded cancel requests (peering.go).
+	peers peering
 
 	// caps counts clients by database and user (clientcaps.go).
 	caps clientCaps
@@ -235,7 +237,7 @@ func (s *Service) Listen() error {
 	}
 	port := st.ListenPort
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(port)))
+		ln, err := listenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
 		if err != nil {
 			s.Close()
 			return err
