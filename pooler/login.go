@@ -140,7 +140,7 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
 			return nil, newError(CodeMaxClientConn)
 		}
-		if c.svc.shuttingDown.Load() {
+		if c.svc.shuttingDown.Load() && !c.svc.admitDuringShutdown(c) {
 			return nil, newError(CodeShuttingDown)
 		}
 	}
