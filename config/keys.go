@@ -150,7 +150,7 @@ const (
 	tlsNote = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
 	dnsNote = "Go's resolver is used; no DNS cache yet"
 	// pgturnstile needs no second process to use more cores.
-	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering"
+	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
 
 func init() {
