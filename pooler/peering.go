@@ -82,14 +82,14 @@ func (s *Service) cancelRequest(c *client, key [8]byte) {
 // Postgres.
 func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 	if key[7]&cancelTTLMask == 0 {
-		c.logger().Info("closing because: failed to forward cancel request because its TTL was exhausted")
+		c.closingBecause("failed to forward cancel request because its TTL was exhausted")
 		return
 	}
 	key[7]--
 	cfg := s.config()
 	peer := cfg.Peers[owner]
 	if peer == nil {
-		c.logger().Info("closing because: could not find peer to forward request to")
+		c.closingBecause("could not find peer to forward request to")
 		return
 	}
 	c.debugf("forwarding cancellation request to peer %d", owner)
@@ -102,7 +102,7 @@ func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 	pp.waiting.Add(1)
 	if !pp.acquire(size, timeout) {
 		pp.waiting.Add(-1)
-		c.logger().Info("closing because: cancel_wait_timeout")
+		c.closingBecause("cancel_wait_timeout")
 		return
 	}
 	err := pp.send(s, peer, key, timeout)
@@ -110,9 +110,17 @@ func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 	switch {
 	case err == nil:
 	case isTimeout(err):
-		c.logger().Info("closing because: cancel_wait_timeout")
+		c.closingBecause("cancel_wait_timeout")
 	default:
 		c.logger().Warn("sending cancel request failed: " + err.Error())
+	}
+}
+
+// closingBecause logs the end of a cancel request's connection as
+// PgBouncer's disconnect_client does (log_disconnections).
+func (c *client) closingBecause(reason string) {
+	if c.svc.logDisconnections() {
+		c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 }
 
