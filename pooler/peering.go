@@ -97,15 +97,23 @@ func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 	if size < 0 {
 		size = cfg.Settings.DefaultPoolSize
 	}
-	timeout := cancelWait(&cfg.Settings)
+	// One cancel_wait_timeout for the wait for a slot and the send.
+	deadline := time.Now().Add(cancelWait(&cfg.Settings))
 	pp := s.peers.pool(owner)
 	pp.waiting.Add(1)
-	if !pp.acquire(size, timeout) {
+	if !pp.acquire(size, time.Until(deadline)) {
 		pp.waiting.Add(-1)
 		c.closingBecause("cancel_wait_timeout")
 		return
 	}
-	err := pp.send(s, peer, key, timeout)
+	if !time.Now().Before(deadline) {
+		// The slot came as the wait ended: too late to send.
+		pp.release()
+		pp.waiting.Add(-1)
+		c.closingBecause("cancel_wait_timeout")
+		return
+	}
+	err := pp.send(s, peer, key, deadline)
 	pp.release()
 	switch {
 	case err == nil:
@@ -127,7 +135,7 @@ func (c *client) closingBecause(reason string) {
 // send dials the peer, sends the CancelRequest and waits for the peer to
 // close the connection: by then it has passed the request on. The request
 // counts as waiting until it is sent, then as active.
-func (p *peerPool) send(s *Service, peer *config.Peer, key [8]byte, timeout time.Duration) error {
+func (p *peerPool) send(s *Service, peer *config.Peer, key [8]byte, deadline time.Time) error {
 	sent := false
 	defer func() {
 		if sent {
@@ -138,13 +146,13 @@ func (p *peerPool) send(s *Service, peer *config.Peer, key [8]byte, timeout time
 	}()
 	network, address := peerAddress(peer)
 	p.login.Add(1)
-	conn, err := s.dialTimeout(network, address, timeout)
+	conn, err := s.dialTimeout(network, address, time.Until(deadline))
 	p.login.Add(-1)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(timeout))
+	conn.SetDeadline(deadline)
 	if _, err := conn.Write(wire.AppendCancelRequest(nil, key[:])); err != nil {
 		return err
 	}
@@ -265,7 +273,6 @@ func (p *peerPool) acquire(size int, timeout time.Duration) bool {
 	if i := slices.Index(p.queue, ch); i >= 0 {
 		p.queue = slices.Delete(p.queue, i, i+1)
 		p.mu.Unlock()
-		p.waiting.Add(-1)
 		return false
 	}
 	p.mu.Unlock()

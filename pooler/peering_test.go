@@ -204,3 +204,28 @@ func TestReloadDropsPeer(t *testing.T) {
 		t.Errorf("peers after RELOAD: %v", p)
 	}
 }
+
+// A request waiting for a slot of its peer's pool gives up after
+// cancel_wait_timeout ("closing because: cancel_wait_timeout"), while the
+// one in flight goes on; nothing stays counted.
+func TestForwardCancelWaitTimeout(t *testing.T) {
+	pt := newPeerTest(t, peerIni)
+	done := make(chan struct{})
+	go func() { pt.request([8]byte{0, 2, 0, 0, 0, 0, 0, 3}); close(done) }()
+	<-pt.got // the first is in flight, with cancel_wait_timeout = 30
+	if err := pt.svc.Apply(parseTestConfig(t, strings.Replace(peerIni, "cancel_wait_timeout = 30", "cancel_wait_timeout = 0.2", 1)), true); err != nil {
+		t.Fatal(err)
+	}
+	pt.request([8]byte{1, 2, 0, 0, 0, 0, 0, 3})
+	if n := strings.Count(pt.log.String(), "closing because: cancel_wait_timeout"); n != 1 {
+		t.Errorf("%d cancel_wait_timeout lines, want 1:\n%s", n, pt.log)
+	}
+	close(pt.release)
+	<-done
+	if len(pt.dials) != 1 {
+		t.Errorf("%d dials, want 1 (pool_size=1)", len(pt.dials))
+	}
+	if rows := pt.svc.Console().(admin.PeerPools).PeerPools(); len(rows) != 1 || rows[0] != (admin.PeerPool{PeerID: 2}) {
+		t.Errorf("SHOW PEER_POOLS after: %+v", rows)
+	}
+}
