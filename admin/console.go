@@ -173,6 +173,18 @@ type Lists struct {
 	DNSNames, DNSZones, DNSQueries, DNSPending int
 }
 
+// PeerPool is one row of SHOW PEER_POOLS: the cancel requests forwarded
+// to one peer.
+type PeerPool struct {
+	PeerID                                int
+	ClActiveCancelReq, ClWaitingCancelReq int
+	SvActiveCancel, SvLogin               int
+}
+
+// PeerPools is what a Console with peering gives SHOW PEER_POOLS; one
+// without it shows no rows.
+type PeerPools interface{ PeerPools() []PeerPool }
+
 // Error is a console error with the SQLSTATE and text PgBouncer uses.
 type Error struct {
 	SQLState string

@@ -97,7 +97,7 @@ var shows = map[string]showCmd{
 	"lists":          {cols: listsCols, rows: listsRows},
 	"users":          {cols: usersCols, rows: usersRows},
 	"databases":      {cols: databasesCols, rows: databasesRows},
-	// Peering is not implemented: no peers, no peer pools.
+	// PEERS and PEER_POOLS: their rows are peers.go's.
 	"peers":      {cols: peersCols, rows: noRows},
 	"peer_pools": {cols: peerPoolsCols, rows: noRows},
 	// SHOW FDS feeds online restart (-R): admin only, as in PgBouncer;

@@ -51,6 +51,12 @@ type Settings struct {
 	ListenPort     int    // 0 = any free port (pgturnstile extension, for tests)
 	UnixSocketDir  string // "" disables the Unix socket
 	UnixSocketMode int
+	// SoReuseport sets SO_REUSEPORT on the TCP listeners: several
+	// processes share one port (rolling restarts, peering).
+	SoReuseport bool
+	// PeerID is this process's id in a peer group ([peers]); 0 = peering
+	// off. Client cancel keys carry it (pooler/peering.go).
+	PeerID int
 
 	AuthType    string // one of authTypeValues
 	AuthFile    string
@@ -209,6 +215,7 @@ type Config struct {
 	Databases map[string]*Database // includes "*" when present
 	Users     map[string]*User
 	Pools     map[string]*Pool // key PoolKey(user, database)
+	Peers     map[int]*Peer    // [peers], by peer id
 	Warnings  []string         // one entry per unsupported-but-set setting
 
 	values map[string]string // canonical text of every key in Keys
@@ -221,6 +228,7 @@ func Default() *Config {
 		Databases: map[string]*Database{},
 		Users:     map[string]*User{},
 		Pools:     map[string]*Pool{},
+		Peers:     map[int]*Peer{},
 		values:    make(map[string]string, len(Keys)),
 	}
 	for i := range Keys {
@@ -254,6 +262,7 @@ func (c *Config) Clone() *Config {
 		cp := *p
 		n.Pools[k] = &cp
 	}
+	n.Peers = maps.Clone(c.Peers) // entries are never modified
 	n.Warnings = slices.Clone(c.Warnings)
 	n.values = maps.Clone(c.values)
 	return &n

@@ -9,8 +9,7 @@
 //   - blank lines and lines whose first non-blank character is ';' or '#'
 //     are skipped; ';' and '#' later in a line are part of the value;
 //   - "[name]" starts a section: pgbouncer, databases, users, pools
-//     (Cloudflare fork), peers (accepted, warned about, ignored); any other
-//     section is an error;
+//     (Cloudflare fork), peers (peers.go); any other section is an error;
 //   - "key = value": the key is letters, digits and "_.-*" or a quoted
 //     name ("my db", 'a@b'), the value runs to the end of the line;
 //   - "%include file" reads another file in place; the current section

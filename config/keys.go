@@ -146,11 +146,11 @@ var (
 var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
 
 const (
-	notImpl     = "not implemented yet; value is validated and ignored"
-	tlsNote     = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
-	dnsNote     = "Go's resolver is used; no DNS cache yet"
-	peeringNote = "peering ([peers], cancel forwarding) is not implemented yet"
-	multiCore   = "pgturnstile uses all cores in one process; SO_REUSEPORT is not needed"
+	notImpl = "not implemented yet; value is validated and ignored"
+	tlsNote = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
+	dnsNote = "Go's resolver is used; no DNS cache yet"
+	// pgturnstile needs no second process to use more cores.
+	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
 
 func init() {
@@ -176,8 +176,10 @@ func init() {
 		{Name: "conffile", Kind: KindString, Status: NotSupported, Doc: "config file to read on the next RELOAD (default: the file from the command line)", Note: "RELOAD always rereads the file given at start"},
 		{Name: "service_name", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "Windows service name", Note: "Windows services are not supported"},
 		{Name: "job_name", Kind: KindString, Default: "pgbouncer", Status: NotSupported, Doc: "alias of service_name", Note: "Windows services are not supported"},
-		{Name: "so_reuseport", Kind: KindBool, Default: "0", Status: NotSupported, Doc: "set SO_REUSEPORT on TCP listeners", Note: multiCore},
-		{Name: "peer_id", Kind: KindInt, Default: "0", max: 16383, Status: NotSupported, Doc: "id of this process in a peer group; 0 = peering off", Note: peeringNote},
+		{Name: "so_reuseport", Kind: KindBool, Default: "0", Doc: "set SO_REUSEPORT on TCP listeners: several processes share one port (rolling restarts: SIGTERM closes one's TCP listeners while the others accept)", Note: reusePortNote,
+			field: func(s *Settings) any { return &s.SoReuseport }},
+		{Name: "peer_id", Kind: KindInt, Default: "0", max: 16383, Doc: "id of this process in a peer group ([peers]); client cancel keys carry it, and a cancel request for another peer is forwarded there; 0 = peering off",
+			field: func(s *Settings) any { return &s.PeerID }},
 
 		// Authentication.
 		{Name: "auth_type", Kind: KindEnum, Default: "md5", Values: authTypeValues, Status: Partial, Doc: "how clients authenticate",

@@ -145,11 +145,8 @@ func (p *parser) line(file string, n int, line string) error {
 		}
 		name := strings.TrimSpace(s[1:end])
 		switch lower := strings.ToLower(name); lower {
-		case "databases", "users", "pools", "pgbouncer":
+		case "databases", "users", "pools", "pgbouncer", "peers":
 			p.section = lower
-		case "peers":
-			p.section = lower
-			p.warn("[peers]", file, n, "section [peers] is not supported yet and is ignored")
 		default:
 			return errf("unknown section: [%s]", name)
 		}
@@ -182,8 +179,10 @@ func (p *parser) line(file string, n int, line string) error {
 		return p.user(file, n, unquoteKey(rawKey), val)
 	case "pools":
 		return p.pool(file, n, rawKey, val)
+	case "peers":
+		return p.peer(file, n, unquoteKey(rawKey), val)
 	}
-	return nil // [peers]: accepted, ignored
+	return nil
 }
 
 func (p *parser) include(from string, n int, target string) error {

@@ -391,8 +391,8 @@ func TestParseErrors(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	c := mustParse(t, `[pgbouncer]
-so_reuseport = 1
-so_reuseport = 1
+listen_backlog = 64
+listen_backlog = 64
 max_prepared_statements = 200
 pkt_buf = 4096
 tcp_keepalive = yes
@@ -409,9 +409,8 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 2 = host=/tmp/pgbouncer2
 `)
 	want := []string{
-		`setting "so_reuseport" is not supported yet and is ignored (pgbouncer.ini:2)`,
+		`setting "listen_backlog" is not supported yet and is ignored (pgbouncer.ini:2)`,
 		`auth_type "pam" is not supported yet (pgbouncer.ini:8)`,
-		`section [peers] is not supported yet and is ignored (pgbouncer.ini:15)`,
 	}
 	eq(t, c.Warnings, want)
 	if c.Users["u"].QueryTimeout != 5*time.Second || c.Databases["a"].LoadBalanceHosts != "disable" {

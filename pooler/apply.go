@@ -59,7 +59,9 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	if err != nil {
 		return err
 	}
+	old := s.cfg.Load()
 	s.swap(next)
+	s.peers.reload(s.log, old, next.cfg)
 	if next.tlsNotApplied != nil {
 		// The cause; the caller says what was kept in its own words.
 		s.log.Error("TLS setup failed: " + errors.Unwrap(next.tlsNotApplied).Error())

@@ -325,9 +325,12 @@ func (v consoleView) Lists() admin.Lists {
 		l.UsedServers += len(p.servers)
 		p.mu.Unlock()
 	}
-	_ = cfg
+	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
 	return l
 }
+
+// PeerPools is SHOW PEER_POOLS (admin.PeerPools).
+func (v consoleView) PeerPools() []admin.PeerPool { return v.s.peers.rows() }
 
 // dbState is the console state of one database: PAUSE/KILL and DISABLE.
 type dbState struct{ paused, disabled bool }

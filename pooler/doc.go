@@ -46,6 +46,9 @@
 //	queuenotice.go     query_wait_notify's and login_notify_message's NOTICEs
 //	fastclose.go       server_fast_close
 //	cancelwait.go      cancel_wait_timeout
+//	peering.go         peer_id in cancel keys; cancel requests forwarded to
+//	                   the peer that owns them ([peers]); SHOW PEER_POOLS
+//	reuseport.go       so_reuseport: SO_REUSEPORT on the TCP listeners
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
@@ -426,4 +429,18 @@
 // the request sent with no lock held; a server released while a cancel is
 // in flight waits in being_canceled (objects.go) so it cannot move to
 // another client before the cancel is done.
+//
+// With peer_id set (peering.go), the key also carries the process's peer
+// id and a forwarding TTL, PgBouncer's layout; a CancelRequest with
+// another peer's id is not looked up but sent on, TTL less one, to that
+// peer from [peers], on the connection of the goroutine that received it,
+// bounded per peer by its pool_size. peering.mu and peerPool.mu are leaves
+// taken under nothing.
+//
+// # Rolling restarts
+//
+// SIGTERM (SHUTDOWN WAIT_FOR_CLIENTS) closes the TCP listeners, which
+// so_reuseport lets other processes share, keeps the Unix socket for the
+// console and forwarded cancels, and ends the process once the clients it
+// accepted have left (shutdown.go).
 package pooler

@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -84,7 +83,7 @@ func (c *client) readStartup() (*wire.Startup, error) {
 		case wire.StartupMessage:
 			return su, nil
 		case wire.CancelRequest:
-			c.svc.cancel(su.CancelKey)
+			c.svc.cancelRequest(c, su.CancelKey)
 			return nil, errSilent
 		}
 		// A backstop: answerEncryption refuses a repeated request, so no
@@ -141,7 +140,7 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
 			return nil, newError(CodeMaxClientConn)
 		}
-		if c.svc.shuttingDown.Load() {
+		if c.svc.shuttingDown.Load() && !c.svc.admitDuringShutdown(c) {
 			return nil, newError(CodeShuttingDown)
 		}
 	}
@@ -246,7 +245,7 @@ func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams ma
 		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
 	}
 	c.params = pool.initialParams(startupParams)
-	if _, err := rand.Read(c.key[:]); err != nil {
+	if err := c.svc.newCancelKey(&c.key); err != nil {
 		return err
 	}
 	c.svc.registerCancel(c)
@@ -718,7 +717,7 @@ func (c *client) consoleLogin() error {
 		}
 	}
 	c.dbName = adminDB
-	if _, err := rand.Read(c.key[:]); err != nil {
+	if err := c.svc.newCancelKey(&c.key); err != nil {
 		return err
 	}
 	c.svc.registerCancel(c) // listed by SHOW CLIENTS

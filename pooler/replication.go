@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -104,7 +103,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 	c.mode = config.PoolModeSession
 	c.enterPool()
 	c.params = startup
-	if _, err := rand.Read(c.key[:]); err != nil {
+	if err := c.svc.newCancelKey(&c.key); err != nil {
 		return err
 	}
 	c.svc.registerCancel(c)

@@ -43,6 +43,11 @@ type Service struct {
 	// client that needs a server from then on is closed with "server
 	// shutting down" rather than queued (shutdown.go).
 	waitForServers atomic.Bool
+	// waitForClients is set by SHUTDOWN WAIT_FOR_CLIENTS (SIGTERM); TCP
+	// accept loops still running are counted in tcpAccepting
+	// (shutdown.go).
+	waitForClients atomic.Bool
+	tcpAccepting   atomic.Int32
 
 	mu         sync.Mutex
 	pools      map[poolKey]*serverPool
@@ -55,6 +60,8 @@ type Service struct {
 
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
+	// peers are the peer pools of forwarded cancel requests (peering.go).
+	peers peering
 
 	// caps counts clients by database and user (clientcaps.go).
 	caps clientCaps
@@ -243,7 +250,7 @@ func (s *Service) Listen() error {
 	}
 	port := st.ListenPort
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(port)))
+		ln, err := listenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
 		if err != nil {
 			s.Close()
 			return err
@@ -352,9 +359,10 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 			return s.waitPaused(ctx, "")
 		}
 	case admin.ShutdownWaitForClients:
+		s.waitForClients.Store(true)
 		s.closeTCP()
 		until = func(ctx context.Context) error {
-			return s.changes.wait(ctx, func() bool { return s.clientCount.Load() <= 0 })
+			return s.changes.wait(ctx, s.clientsGone)
 		}
 	default:
 		s.Close()
@@ -375,6 +383,7 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 func (s *Service) stop() { s.markStopped() }
 
 func (s *Service) accept(ln net.Listener) error {
+	defer s.countTCPAccept(ln)()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {

@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -75,4 +76,43 @@ func (s *Service) failWaitersForShutdown() {
 			w.grant <- grant{err: newError(CodeServerShuttingDown)}
 		}
 	}
+}
+
+// SHUTDOWN WAIT_FOR_CLIENTS (SIGTERM) is the rolling restart's step: the
+// TCP listeners close, so that new connections go to the other processes
+// sharing the port (so_reuseport), and the process ends when its last
+// client has left. A connection this process accepted on TCP was made
+// before the listener closed, so it is one of the clients the shutdown
+// waits for: its login goes on even if it was still under way when the
+// shutdown came, where PgBouncer refuses it ("pooler is shutting down")
+// and a rolling restart would lose it. Logins over the Unix socket, which
+// stays open for the console and for cancel requests, are refused as in
+// PgBouncer.
+
+// admitDuringShutdown reports whether client c may still log in to a
+// database while the pooler shuts down.
+func (s *Service) admitDuringShutdown(c *client) bool {
+	return s.waitForClients.Load() && !s.waitForServers.Load() && !c.local
+}
+
+// countTCPAccept counts a TCP listener's accept loop as running until the
+// function it returns is called, when the loop has ended: the loop hands
+// each connection to serveConn, which counts the client, before it ends,
+// so that clientsGone cannot miss a connection accepted just before the
+// listener closed.
+func (s *Service) countTCPAccept(ln net.Listener) func() {
+	if _, unix := ln.(*net.UnixListener); unix {
+		return func() {}
+	}
+	s.tcpAccepting.Add(1)
+	return func() {
+		s.tcpAccepting.Add(-1)
+		s.changes.notify()
+	}
+}
+
+// clientsGone is SHUTDOWN WAIT_FOR_CLIENTS's condition: no TCP accept loop
+// left and no client.
+func (s *Service) clientsGone() bool {
+	return s.tcpAccepting.Load() == 0 && s.clientCount.Load() <= 0
 }

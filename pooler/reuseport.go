@@ -1,0 +1,19 @@
+package pooler
+
+import (
+	"context"
+	"net"
+)
+
+// listenTCP opens a TCP listener, with SO_REUSEPORT set before the bind
+// when so_reuseport is on, so that several processes share the port and
+// the kernel spreads new connections among them (PgBouncer sets it on TCP
+// listeners only: each process keeps its own Unix socket, in its own
+// unix_socket_dir).
+func listenTCP(reusePort bool, address string) (net.Listener, error) {
+	var lc net.ListenConfig
+	if reusePort {
+		lc.Control = setReusePort
+	}
+	return lc.Listen(context.Background(), "tcp", address)
+}
