@@ -68,9 +68,11 @@
 // ends with the fork's pool_size. SHOW USERS uses PgBouncer 1.25's list
 // (which contains the fork's max_user_connections), with its sizes printed
 // "%9d" or "" when unset. SHOW STATS has 1.26's *_client_login_count
-// columns. Subjects pgturnstile has nothing for answer with their columns
-// and no rows: PEERS, PEER_POOLS (no peering), FDS (no online restart),
-// MEM (no slab caches), DNS_HOSTS, DNS_ZONES (Go's resolver has no cache),
+// columns. SHOW FDS has PgBouncer's columns and pgturnstile_state last
+// (fds.go: over the online restart's session each row carries its
+// descriptor). Subjects pgturnstile has nothing for answer with their
+// columns and no rows: MEM (no slab caches), DNS_HOSTS, DNS_ZONES (Go's
+// resolver has no cache),
 // ACTIVE_SOCKETS (buffer state is not exposed; SHOW SOCKETS prints 0 in
 // the buffer columns).
 //
@@ -79,6 +81,13 @@
 // The settings string is validated here (ParseUserSettings,
 // ParsePoolSettings, SplitPoolName: the fork's strict rules) and passed on
 // unchanged to Console.SetUser / Console.SetPool, which apply it with the
-// fork's replace-not-merge semantics. SUSPEND is refused: online restart
-// was removed in PgBouncer 1.26 and pgturnstile never had it.
+// fork's replace-not-merge semantics.
+//
+// # Online restart
+//
+// SUSPEND, SHOW FDS and the SHUTDOWN after them are PgBouncer's takeover
+// conversation (fds.go): a session of the pooler's own OS user over the
+// Unix socket gets SHOW FDS's descriptors with its rows (ServeFDs), and
+// its SHUTDOWN hands them over (Console.HandOver) instead of ending the
+// process; if it ends without that SHUTDOWN the service resumes.
 package admin
