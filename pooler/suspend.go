@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -244,6 +243,3 @@ func setListenDeadline(ln net.Listener, t time.Time) {
 		d.SetDeadline(t)
 	}
 }
-
-// errNotSuspended is what SHOW FDS's hand-over needs first.
-var errNotSuspended = errors.New("not suspended")
