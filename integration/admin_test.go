@@ -422,11 +422,14 @@ func TestAdminShowValues(t *testing.T) {
 	if len(ver.cols) != 1 || ver.cols[0] != "version" || len(ver.rows) != 1 || !strings.HasPrefix(ver.rows[0]["version"], "PgBouncer ") {
 		t.Errorf("SHOW VERSION:\n%s", ver)
 	}
-	for _, q := range []string{"SHOW PEERS", "SHOW PEER_POOLS", "SHOW FDS", "SHOW MEM", "SHOW DNS_HOSTS", "SHOW DNS_ZONES"} {
+	for _, q := range []string{"SHOW PEERS", "SHOW PEER_POOLS", "SHOW MEM", "SHOW DNS_HOSTS", "SHOW DNS_ZONES"} {
 		if res := show(t, admin, q); len(res.rows) != 0 {
-			t.Errorf("%s: %d rows, want none (no peers, no fds, no slabs, no DNS cache):\n%s", q, len(res.rows), res)
+			t.Errorf("%s: %d rows, want none (no peers, no slabs, no DNS cache):\n%s", q, len(res.rows), res)
 		}
 	}
+	// SHOW FDS outside an online restart: the listener, no descriptor.
+	fds := show(t, admin, "SHOW FDS")
+	wantCols(t, "SHOW FDS listener", fds.one(t, "task", "pooler"), "fd", "-1", "addr", "127.0.0.1", "port", strconv.Itoa(p.Port))
 
 	// The holder commits: the waiters are served one by one.
 	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
@@ -525,11 +528,22 @@ func TestAdminCommands(t *testing.T) {
 	for _, q := range []string{"PAUSE", "RESUME", "RELOAD", "DISABLE appdb", "KILL appdb", "RECONNECT", "SET default_pool_size = 5", "SHUTDOWN WAIT_FOR_CLIENTS"} {
 		adminExecErr(t, stats, q, "08P01", "admin access needed")
 	}
-	// Unknown commands, SUSPEND.
+	// Unknown commands.
 	adminExecErr(t, admin, "FROBNICATE", "08P01", "invalid command 'FROBNICATE', use SHOW HELP;")
 	adminExecErr(t, admin, "SHOW NOSUCH", "08P01", "invalid command 'SHOW NOSUCH', use SHOW HELP;")
 	adminExecErr(t, admin, "DISABLE", "08P01", "a database is required")
-	adminExecErr(t, admin, "SUSPEND", "08P01", "")
+	// SUSPEND and RESUME: SHOW STATE follows; a second SUSPEND is
+	// PgBouncer's error.
+	if tag := adminExec(t, admin, "SUSPEND"); tag != "SUSPEND" {
+		t.Errorf("SUSPEND tag %q", tag)
+	}
+	wantCols(t, "SHOW STATE suspended", show(t, admin, "SHOW STATE").one(t, "key", "suspended"), "value", "yes")
+	adminExecErr(t, admin, "SUSPEND", "08P01", "already suspended/paused")
+	if tag := adminExec(t, admin, "RESUME"); tag != "RESUME" {
+		t.Errorf("RESUME tag %q", tag)
+	}
+	wantCols(t, "SHOW STATE suspended after RESUME", show(t, admin, "SHOW STATE").one(t, "key", "suspended"), "value", "no")
+	selectOne(t, p.App()) // accepting again
 	adminExecErr(t, admin, "KILL_CLIENT abc", "08P01", "invalid client pointer supplied")
 	// Extended protocol: ERROR, then the connection is closed (FATAL).
 	ext := connectPgx(t, p.ConnString("pgbouncer", adminUser, adminPass))

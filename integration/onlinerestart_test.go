@@ -301,3 +301,23 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 		t.Fatalf("the old process did not exit within 10 s of its last client leaving; log:\n%s", p1.Log())
 	}
 }
+
+// TestShutdownWhileSuspended: SIGTERM ends a suspended pooler (its accept
+// loops wait for RESUME; the shutdown resumes them to see their listeners
+// close). The harness's stop fails the test if the process does not exit
+// within 5 s.
+func TestShutdownWhileSuspended(t *testing.T) {
+	needPG(t)
+	p := startPooler(t, iniSettings(withConsoleUsers(nil), ""), opsUserlist)
+	admin := adminConsole(t, p)
+	if tag := adminExec(t, admin, "SUSPEND"); tag != "SUSPEND" {
+		t.Fatalf("SUSPEND tag %q", tag)
+	}
+	admin.Close(ctxT(t, 5*time.Second))
+	p.Stop()
+	select {
+	case <-p.exited:
+	default:
+		t.Fatal("the pooler did not exit")
+	}
+}

@@ -346,6 +346,9 @@ func (s *Service) Serve(ctx context.Context) error {
 // service stops without waiting further. The wait also ends when the
 // service stops another way (an immediate SHUTDOWN, Serve's context).
 func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
+	// A suspended service goes on to its shutdown: its clients are read
+	// again and its accept loops see their listeners close.
+	s.ResumeSuspended()
 	var until func(context.Context) error
 	switch mode {
 	case admin.ShutdownWaitForServers:
