@@ -659,6 +659,13 @@ func (c *client) remoteIP() netip.Addr {
 }
 
 // Send implements auth.Conn.
+//
+// A challenge (a password request, SASL's first and continue messages)
+// goes out with FlushAwaitReply: the client answers every one, so the
+// write is followed by a wait for its answer rather than a read that
+// would find nothing yet. SASL's final message is left in the writer:
+// what follows it (the welcome, or the error that ends the login) flushes
+// it in the same write.
 func (c *client) Send(msg pgproto3.BackendMessage) error {
 	b, err := msg.Encode(c.scratch[:0])
 	if err != nil {
@@ -668,7 +675,10 @@ func (c *client) Send(msg pgproto3.BackendMessage) error {
 	if err := c.w.Write(b); err != nil {
 		return err
 	}
-	return c.w.Flush()
+	if _, final := msg.(*pgproto3.AuthenticationSASLFinal); final {
+		return nil
+	}
+	return c.w.FlushAwaitReply()
 }
 
 // ReadPassword implements auth.Conn.
