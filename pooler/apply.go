@@ -115,6 +115,9 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
 			return nil, warnings, err
 		}
+		if err := resolveIdentMaps(sec.hba, st); err != nil {
+			return nil, warnings, err
+		}
 	}
 	next.sec = sec
 	configured := make([]string, 0, len(cfg.Users))
