@@ -150,6 +150,7 @@ func (s *Service) swap(next *derivedState) {
 	}
 	s.mu.Unlock()
 	s.users.Store(next.users)
+	auth.SetSCRAMIterations(st.SCRAMIterations)
 	// Compared before the store: loggedIn compares each new server's with
 	// the one stored.
 	old := s.sec.Load()
