@@ -70,6 +70,9 @@ type encryptionAsked struct{ ssl, gss bool }
 // CancelRequest is passed on and ends the connection without a word.
 func (c *client) readStartup() (*wire.Startup, error) {
 	var asked encryptionAsked
+	if err := c.directTLS(&asked); err != nil {
+		return nil, err
+	}
 	for tries := 0; ; tries++ {
 		// c.conn is read afresh each time: startTLS replaces it.
 		su, err := wire.ReadStartup(c.conn)
@@ -623,6 +626,12 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
+	c.useTLS(tc)
+	return nil
+}
+
+// useTLS makes the client's connection the TLS one over it, handshake done.
+func (c *client) useTLS(tc *tls.Conn) {
 	c.mu.Lock()
 	c.conn = tc
 	c.mu.Unlock()
@@ -630,7 +639,6 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	c.r = wire.NewReader(tc, clientReadBuffer)
 	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
-	return nil
 }
 
 // tlsVersion is the client's TLS in PgBouncer's words (tlsInfo), or "no".
