@@ -87,3 +87,33 @@ func TestHBAResolveMaps(t *testing.T) {
 		t.Fatal("map= without auth_ident_file accepted")
 	}
 }
+
+// FuzzParseIdent feeds arbitrary auth_ident_file contents to ParseIdent.
+// Properties: no panic; every error names the file; a map that parsed
+// answers Allows without panicking, and only with a mapping of its own.
+func FuzzParseIdent(f *testing.F) {
+	for _, s := range []string{
+		"test pgbouncer.acme.org someuser\ntest2 \"bouncer\" all\n",
+		"m /^(.*)$ \\1\n",
+		"m a,b c\n\"q\" x y\n",
+		"m sys \"un\\\nterminated\n",
+		"# only a comment\n\n",
+	} {
+		f.Add([]byte(s), "someuser")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, user string) {
+		id, err := ParseIdent("ident.conf", data)
+		if err != nil && !strings.Contains(err.Error(), "ident.conf:") {
+			t.Fatalf("error without the file name: %v", err)
+		}
+		for name, m := range id.maps {
+			if m.Name != name || len(m.Mappings) == 0 {
+				t.Fatalf("map %q: %+v", name, m)
+			}
+			mp, ok := m.Allows(func(string) bool { return true }, user)
+			if ok && !mp.AllUsers && mp.User != user {
+				t.Fatalf("map %q allowed %q through %+v", name, user, mp)
+			}
+		}
+	})
+}
