@@ -52,7 +52,8 @@
 // Where there is no stored SCRAM salt (an unknown user, an MD5 or empty
 // secret, a plain password) the salt shown is userSalt: an HMAC of the
 // user name under a per-process random key, as PostgreSQL's
-// scram_mock_salt, with the usual 16 bytes and 4096 iterations. It is the
+// scram_mock_salt, with the usual 16 bytes and scram_iterations (4096
+// by default, SetSCRAMIterations) iterations. It is the
 // same on every attempt and the same whether or not the user exists, so
 // neither the first request nor the server-first-message tells a probe
 // anything; the exchange then fails like a wrong password. A broken

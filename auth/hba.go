@@ -89,6 +89,9 @@ type HBARule struct {
 	Line    int               // line of the auth_hba_file the record starts on
 	Method  HBAMethod         // what the pooler does with the login
 	Options map[string]string // name=value options, e.g. "map" for cert/peer; nil when none. Shared: do not modify.
+	// Ident is the auth_ident_file map that map= names, set by
+	// ResolveMaps; nil without map=. Shared: do not modify.
+	Ident *IdentMap
 }
 
 // HBAConn describes a login attempt.

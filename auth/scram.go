@@ -88,7 +88,7 @@ func mockVerifier(user, reason string) scramVerifier {
 	m := hmac.New(sha256.New, mockKey)
 	m.Write([]byte("keys\x00" + user))
 	k := m.Sum(nil)
-	return scramVerifier{salt: userSalt(user), iterations: DefaultSCRAMIterations, storedKey: k, serverKey: k, doomed: reason}
+	return scramVerifier{salt: userSalt(user), iterations: builtIterations(), storedKey: k, serverKey: k, doomed: reason}
 }
 
 // adHocKeys caches the keys derived from plain passwords (PgBouncer 1.25
@@ -106,15 +106,18 @@ const maxAdHocKeys = 10000
 
 func adHocVerifier(user, password string) scramVerifier {
 	salt := userSalt(user)
+	iter := builtIterations()
 	m := hmac.New(sha256.New, mockKey)
-	m.Write([]byte("adhoc\x00" + user + "\x00" + password))
+	// The count is in the key: keys derived under another scram_iterations
+	// are not this verifier's.
+	m.Write([]byte("adhoc\x00" + strconv.Itoa(iter) + "\x00" + user + "\x00" + password))
 	var id [sha256.Size]byte
 	m.Sum(id[:0])
 	adHocKeys.Lock()
 	k, ok := adHocKeys.m[id]
 	adHocKeys.Unlock()
 	if !ok {
-		k = deriveSCRAMKeys(password, salt, DefaultSCRAMIterations)
+		k = deriveSCRAMKeys(password, salt, iter)
 		adHocKeys.Lock()
 		if len(adHocKeys.m) >= maxAdHocKeys {
 			clear(adHocKeys.m)
@@ -122,7 +125,7 @@ func adHocVerifier(user, password string) scramVerifier {
 		adHocKeys.m[id] = k
 		adHocKeys.Unlock()
 	}
-	return scramVerifier{salt: salt, iterations: DefaultSCRAMIterations, storedKey: k.stored, serverKey: k.server}
+	return scramVerifier{salt: salt, iterations: iter, storedKey: k.stored, serverKey: k.server}
 }
 
 func verifierFor(user string, secret *Secret) scramVerifier {

@@ -48,7 +48,10 @@ func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("client TLS key pair: %v", err)
 	}
-	cfg = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// ALPN "postgresql" (PostgreSQL 17, PgBouncer 1.25): a client that
+	// offers other protocols only is refused in the handshake; one that
+	// offers none is accepted (the pooler requires it for direct TLS).
+	cfg = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"postgresql"}}
 	if cfg.MinVersion, cfg.MaxVersion, err = tlsVersions(s.Protocols); err != nil {
 		return nil, "", fmt.Errorf("client_tls_protocols: %v", err)
 	}

@@ -141,6 +141,9 @@ type Settings struct {
 	MaxHeldMessageSize, HeldMessageBudget, PreparedStatementBudget int
 
 	AuthIdentFile string
+	// scram_iterations: the count of the SCRAM verifiers the pooler
+	// builds from plain passwords (and for its mock exchange).
+	SCRAMIterations int
 
 	// TLS towards clients and towards servers.
 	ClientTLSSSLMode, ClientTLSKeyFile, ClientTLSCertFile, ClientTLSCAFile, ClientTLSProtocols, ClientTLSCiphers string

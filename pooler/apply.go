@@ -115,6 +115,9 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
 			return nil, warnings, err
 		}
+		if err := resolveIdentMaps(sec.hba, st); err != nil {
+			return nil, warnings, err
+		}
 	}
 	next.sec = sec
 	configured := make([]string, 0, len(cfg.Users))
@@ -147,6 +150,7 @@ func (s *Service) swap(next *derivedState) {
 	}
 	s.mu.Unlock()
 	s.users.Store(next.users)
+	auth.SetSCRAMIterations(st.SCRAMIterations)
 	// Compared before the store: loggedIn compares each new server's with
 	// the one stored.
 	old := s.sec.Load()

@@ -14,6 +14,10 @@
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
 //	login.go           the startup packet, TLS, authentication, the welcome
+//	directtls.go       direct TLS (sslnegotiation=direct): the first byte
+//	                   peeked, ALPN postgresql
+//	loginpeer.go       cert and peer logins, with auth_ident_file maps
+//	identmap.go        auth_ident_file read with auth_hba_file
 //	serve.go           serving a logged-in client: read, route, forward
 //	link.go            link: a client's time with a server; (un)linking
 //	pump.go            relaying a linked server's replies; release

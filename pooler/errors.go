@@ -69,6 +69,7 @@ const (
 	CodeLoginFailed
 	CodeTransactionTimeout
 	CodeConfigChanged
+	CodePeerAuthFailed
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -161,6 +162,9 @@ var codes = map[Code]codeInfo{
 	// server_fast_close: the client's server closed because RECONNECT or
 	// a RELOAD changed its database.
 	CodeConfigChanged: {"FATAL", "08P01", "database configuration changed"},
+	// peer authentication refused (not a Unix socket, another OS user, no
+	// ident map line): PgBouncer's words and SQLSTATE.
+	CodePeerAuthFailed: {"FATAL", "08P01", "unix socket login rejected"},
 }
 
 // Error is a pooler error on its way to a client, built by newError from the

@@ -74,6 +74,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
 		{CodeConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},
+		{CodePeerAuthFailed, nil, "FATAL", "08P01", "unix socket login rejected"},
 		{CodeNoSuchUser, nil, "FATAL", "08P01", "no such user"},
 		{CodeMaxDBClientConns, nil, "FATAL", "08P01", "client connections exceeded (max_db_client_connections)"},
 		{CodeMaxUserClientConns, nil, "FATAL", "08P01", "client connections exceeded (max_user_client_connections)"},

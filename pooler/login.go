@@ -70,6 +70,9 @@ type encryptionAsked struct{ ssl, gss bool }
 // CancelRequest is passed on and ends the connection without a word.
 func (c *client) readStartup() (*wire.Startup, error) {
 	var asked encryptionAsked
+	if err := c.directTLS(&asked); err != nil {
+		return nil, err
+	}
 	for tries := 0; ; tries++ {
 		// c.conn is read afresh each time: startTLS replaces it.
 		su, err := wire.ReadStartup(c.conn)
@@ -462,12 +465,14 @@ func splitOptions(s string) []string {
 func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
 	st := c.svc.settings()
 	var none auth.Result
-	m, cert, err := c.authMethod(st)
+	m, rule, err := c.authMethod(st)
 	switch {
 	case err != nil:
 		return nil, none, err
-	case cert:
-		return nil, none, c.certAuth()
+	case rule.Method == auth.HBACert:
+		return nil, none, c.certAuth(rule.Ident)
+	case rule.Method == auth.HBAPeer:
+		return c.peerAuth(st, db, dbKnown, rule.Ident)
 	case m == auth.MethodAny:
 		return nil, none, nil
 	}
@@ -507,9 +512,10 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 
 // authMethod is the method auth_type names or, for auth_type=hba, that of
 // the auth_hba_file rule for the client's connection (no rule, or reject,
-// refuses the client). cert reports a certificate login (auth_type=cert or
-// an hba cert rule), which certAuth decides instead of a method.
-func (c *client) authMethod(st *config.Settings) (m auth.Method, cert bool, err error) {
+// refuses the client). A login decided without a password exchange has
+// rule.Method HBACert (auth_type=cert or an hba cert rule), which certAuth
+// decides, or HBAPeer, which peerAuth decides, with the rule's ident map.
+func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARule, err error) {
 	switch st.AuthType {
 	case "hba":
 		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
@@ -517,35 +523,37 @@ func (c *client) authMethod(st *config.Settings) (m auth.Method, cert bool, err 
 			Replication: c.repl == replPhysical,
 		})
 		if !ok || rule.Method == auth.HBAReject {
-			return m, false, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
+			return m, rule, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
 		}
-		return hbaMethod(rule.Method)
+		m, err = hbaMethod(rule.Method)
+		return m, rule, err
 	case "cert":
-		return m, true, nil
+		return m, auth.HBARule{Method: auth.HBACert}, nil
 	default:
 		if m, err = auth.ParseMethod(st.AuthType); err != nil {
-			return m, false, newError(CodeAuthTypeInvalid, err.Error())
+			return m, rule, newError(CodeAuthTypeInvalid, err.Error())
 		}
-		return m, false, nil
+		return m, rule, nil
 	}
 }
 
 // hbaMethod is the authentication method of an auth_hba_file rule's
-// method other than reject; cert as in authMethod.
-func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
+// method other than reject, cert and peer (which authMethod's caller
+// decides itself).
+func hbaMethod(hm auth.HBAMethod) (m auth.Method, err error) {
 	switch hm {
 	case auth.HBATrust:
-		return auth.MethodTrust, false, nil
+		return auth.MethodTrust, nil
 	case auth.HBAMD5:
-		return auth.MethodMD5, false, nil
+		return auth.MethodMD5, nil
 	case auth.HBAPassword:
-		return auth.MethodPlain, false, nil
+		return auth.MethodPlain, nil
 	case auth.HBASCRAM:
-		return auth.MethodSCRAM, false, nil
-	case auth.HBACert:
-		return m, true, nil
+		return auth.MethodSCRAM, nil
+	case auth.HBACert, auth.HBAPeer:
+		return m, nil
 	default:
-		return m, false, newError(CodeHBAMethodUnsupported, hm.String())
+		return m, newError(CodeHBAMethodUnsupported, hm.String())
 	}
 }
 
@@ -600,18 +608,6 @@ func (c *client) authQueryError(err error) error {
 	return newError(CodeBouncerConfigError)
 }
 
-// certAuth admits a client whose verified TLS certificate's common name is
-// its user name.
-func (c *client) certAuth() error {
-	if tc, ok := c.conn.(*tls.Conn); ok {
-		certs := tc.ConnectionState().PeerCertificates
-		if len(certs) > 0 && certs[0].Subject.CommonName == c.user && len(tc.ConnectionState().VerifiedChains) > 0 {
-			return nil
-		}
-	}
-	return newError(CodeCertAuthFailed, c.user)
-}
-
 // authUserFor is the auth_user of a database entry, else the global one.
 func authUserFor(db *config.Database, st *config.Settings) string {
 	if db.AuthUser != "" {
@@ -630,6 +626,12 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
+	c.useTLS(tc)
+	return nil
+}
+
+// useTLS makes the client's connection the TLS one over it, handshake done.
+func (c *client) useTLS(tc *tls.Conn) {
 	c.mu.Lock()
 	c.conn = tc
 	c.mu.Unlock()
@@ -637,7 +639,6 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	c.r = wire.NewReader(tc, clientReadBuffer)
 	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
-	return nil
 }
 
 // tlsVersion is the client's TLS in PgBouncer's words (tlsInfo), or "no".

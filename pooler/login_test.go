@@ -107,7 +107,14 @@ func loginTranscript(t *testing.T, addr string, send [][]byte) (string, map[stri
 // password request (R3) with password.
 func loginTranscriptPassword(t *testing.T, addr string, send [][]byte, password string) (string, map[string]string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return loginTranscriptNet(t, "tcp", addr, send, password)
+}
+
+// loginTranscriptNet is loginTranscriptPassword over network ("unix" for
+// the Unix socket).
+func loginTranscriptNet(t *testing.T, network, addr string, send [][]byte, password string) (string, map[string]string) {
+	t.Helper()
+	conn, err := net.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,39 @@
+//go:build unix
+
+package pooler
+
+import (
+	"io"
+	"syscall"
+)
+
+// peekFirstByte waits (within the connection's read deadline) for the
+// client's first byte and returns it without consuming it (MSG_PEEK), as
+// PgBouncer's sbuf_possible_direct_tls_startup_cb looks: the byte stays
+// for the startup packet's reader, or for the TLS handshake.
+func peekFirstByte(sc syscall.Conn) (byte, error) {
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var buf [1]byte
+	var n int
+	var perr error
+	err = raw.Read(func(fd uintptr) bool {
+		for {
+			n, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK)
+			if perr != syscall.EINTR {
+				return perr != syscall.EAGAIN
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case perr != nil:
+		return 0, perr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return buf[0], nil
+}
