@@ -470,6 +470,8 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		return nil, none, c.certAuth()
 	case m == auth.MethodAny:
 		return nil, none, nil
+	case m == auth.MethodLDAP || m == auth.MethodPAM:
+		return c.externalAuth(st, db, m)
 	}
 	secret, found, err := c.userSecret(st, db, dbKnown)
 	switch {
@@ -544,6 +546,8 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, cert bool, err error) {
 		return auth.MethodSCRAM, false, nil
 	case auth.HBACert:
 		return m, true, nil
+	case auth.HBALDAP:
+		return auth.MethodLDAP, false, nil
 	default:
 		return m, false, newError(CodeHBAMethodUnsupported, hm.String())
 	}

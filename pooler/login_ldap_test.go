@@ -1,0 +1,98 @@
+package pooler
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/testldap"
+)
+
+// TestLoginLDAPTranscripts: auth_type = hba with ldap rules and auth_type =
+// ldap ask for a cleartext password and admit the client when a bind to a
+// real slapd as the user succeeds; users need no auth_file entry. A refused
+// bind is PgBouncer's "LDAP authentication failed", the reason logged.
+func TestLoginLDAPTranscripts(t *testing.T) {
+	srv := testldap.Start(t)
+	dir := t.TempDir()
+	hba := filepath.Join(dir, "hba.conf")
+	if err := os.WriteFile(hba, []byte(strings.Join([]string{
+		fmt.Sprintf(`host all ldapuser1 127.0.0.1/32 ldap ldapserver=127.0.0.1 ldapport=%d ldapprefix="uid=" ldapsuffix=",dc=example,dc=net"`, srv.Port),
+		fmt.Sprintf(`host all all 127.0.0.1/32 ldap ldapserver=127.0.0.1 "ldapport"=%d ldapbasedn="dc=example,dc=net" ,ldapsearchfilter="uid=$username"`, srv.Port),
+	}, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	user := func(name, db string) []byte {
+		return startupPacket(0, [][2]string{{"user", name}, {"database", db}})
+	}
+	welcome := "R3 R0 S* K Z(I)"
+	failed := "R3 E(FATAL 08P01 LDAP authentication failed)"
+	for _, setup := range []struct{ name, settings string }{
+		{"hba", "auth_type = hba\nauth_hba_file = " + hba + "\n"},
+		{"auth_type", fmt.Sprintf("auth_type = ldap\nauth_ldap_options = ldapurl=\"ldap://127.0.0.1:%d/dc=example,dc=net?uid?sub\"\n", srv.Port)},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			fake := startFakePostgres(t)
+			tp := startTestPooler(t, fake, map[string]string{"ldb": "", "audb": "auth_user=someone"}, setup.settings)
+			defer tp.shutdown(t, fake)
+			for _, tc := range []struct {
+				name, user, db, password, want, log string
+			}{
+				{"simpleBind", "ldapuser1", "ldb", "secret1", welcome, ""},
+				{"searchBind", "ldapuser2", "ldb", "secret2", welcome, ""},
+				{"wrongPassword", "ldapuser1", "ldb", "nope", failed, "LDAP login failed for user uid=ldapuser1,dc=example,dc=net"},
+				{"unknownUser", "nobody", "ldb", "x", failed, `LDAP user "nobody" does not exist`},
+				{"unknownDB", "ldapuser2", "nope", "secret2", "R3 E(FATAL 08P01 no such database: nope)", ""},
+				{"authUserDB", "ldapuser2", "audb", "secret2", "E(FATAL 08P01 bouncer config error)", "LDAP can't be used together with database authentication"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					got, _ := loginTranscriptPassword(t, tp.addr, [][]byte{user(tc.user, tc.db)}, tc.password)
+					if got != tc.want {
+						t.Errorf("transcript\n got %q\nwant %q", got, tc.want)
+					}
+					if tc.log != "" && !tp.log.containsRecent(tc.log) {
+						t.Errorf("no log line with %q", tc.log)
+					}
+				})
+			}
+		})
+	}
+}
+
+func (l *captureLog) containsRecent(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.recent {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExternalAuthStartupErrors: settings that would refuse every login
+// refuse to start instead: auth_type = ldap without (valid)
+// auth_ldap_options, auth_type = pam in a build without PAM.
+func TestExternalAuthStartupErrors(t *testing.T) {
+	cases := map[string]string{
+		"auth_type = ldap\n": "auth_type=ldap needs auth_ldap_options",
+		"auth_type = ldap\nauth_ldap_options = ldapserver=h\n": `auth_ldap_options: authentication method "ldap" requires argument`,
+	}
+	if !auth.PAMSupported {
+		cases["auth_type = pam\n"] = "-tags pam"
+	}
+	for settings, want := range cases {
+		cfg, err := config.Parse("test.ini", []byte("[databases]\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = 0\n"+settings))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(cfg, nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: New error %v, want %q", settings, err, want)
+		}
+	}
+}
