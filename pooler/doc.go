@@ -14,6 +14,7 @@
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
 //	login.go           the startup packet, TLS, authentication, the welcome
+//	login_external.go  logins an outside service checks: LDAP, PAM
 //	serve.go           serving a logged-in client: read, route, forward
 //	link.go            link: a client's time with a server; (un)linking
 //	pump.go            relaying a linked server's replies; release
