@@ -52,7 +52,18 @@ func (c *client) externalAuth(st *config.Settings, db *config.Database, m auth.M
 		// PgBouncer logs the service's reason as a warning.
 		c.logger().Warn(ae.Detail)
 	}
-	return secret, none, err
+	if err != nil {
+		return nil, none, err
+	}
+	// A user the service let in is a user of the pooler from here on, as
+	// in PgBouncer: listed by SHOW USERS and counted against
+	// max_user_client_connections. Only after the check, so that probing
+	// names do not fill the store.
+	c.svc.users.Load().NoteExternal(c.user)
+	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
+		return nil, none, err
+	}
+	return secret, none, nil
 }
 
 // ldapOptions are the LDAP options for the client: those of its

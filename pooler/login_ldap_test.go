@@ -96,3 +96,33 @@ func TestExternalAuthStartupErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLDAPUserCaps: a user LDAP let in is a user of the pooler, as in
+// PgBouncer: listed by SHOW USERS and counted against
+// max_user_client_connections (its first login counts once it is in, the
+// next ones from the start). A refused one is not listed.
+func TestLDAPUserCaps(t *testing.T) {
+	srv := testldap.Start(t)
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"ldb": ""}, fmt.Sprintf(
+		"auth_type = ldap\nauth_ldap_options = ldapserver=127.0.0.1 ldapport=%d ldapbasedn=\"dc=example,dc=net\"\nmax_user_client_connections = 2\n", srv.Port))
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	for i := 1; i <= 2; i++ {
+		if got, _ := capLogin(t, tp, "ldapuser1", "ldb", "secret1"); got != "R3 R0 Z" {
+			t.Fatalf("login %d: %q", i, got)
+		}
+	}
+	// Known now: refused before the password, as PgBouncer's set_pool.
+	if got, _ := capLogin(t, tp, "ldapuser1", "ldb", "secret1"); got != userFull {
+		t.Errorf("login 3: %q, want %q", got, userFull)
+	}
+	if u, ok := userRow(tp, "ldapuser1"); !ok || u.CurrentClientConnections != 2 {
+		t.Errorf("SHOW USERS ldapuser1: %+v (listed %v), want current_client_connections 2", u, ok)
+	}
+	if got, _ := capLogin(t, tp, "ldapuser2", "ldb", "wrong"); got != "R3 E(FATAL 08P01 LDAP authentication failed)" {
+		t.Errorf("wrong password: %q", got)
+	}
+	if _, ok := userRow(tp, "ldapuser2"); ok {
+		t.Error("a user LDAP refused is listed by SHOW USERS")
+	}
+}
