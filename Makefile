@@ -10,7 +10,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 MODIFIED  ?= $(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo true)
 LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
 
-.PHONY: all go-check build release run test test-deps unit integration vet staticcheck fuzz clean bench bench-hostile
+.PHONY: all go-check build release run test test-deps build-pam test-pam unit integration vet staticcheck fuzz clean bench bench-hostile
 
 all: build
 
@@ -49,6 +49,15 @@ run: build
 # overload (their thresholds are the issue's, on a 2-core machine).
 test: build vet staticcheck test-deps
 	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 25m $(PKGS)
+	$(MAKE) test-pam
+
+# auth_type = pam lives behind the build tag pam (cgo and libpam0g-dev, which
+# test-deps installs): the default and release builds stay cgo-free.
+build-pam: go-check
+	$(GO) build -tags pam -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/pgturnstile
+test-pam: go-check
+	$(GO) vet -tags pam ./auth ./pooler
+	$(GO) test -tags pam -count=1 ./auth -run PAM
 
 # The driver matrix needs psycopg, pgjdbc and node-postgres; installs what
 # is missing (apt-get, npm ci) and is quick when all is there.

@@ -41,6 +41,14 @@
 //     (user, password) and cached; an MD5 secret cannot do SCRAM and fails
 //     at the end of a mock exchange (logged as PgBouncer does, "SCRAM
 //     authentication failed: user has MD5 secret").
+//   - ldap, pam: AuthenticationCleartextPassword, the password checked by an
+//     outside service through a PasswordChecker (LDAPChecker in ldap.go,
+//     options in ldapoptions.go, TLS from ldap.conf in ldapconf.go;
+//     PAMChecker in pam.go, only with -tags pam), called by
+//     AuthenticateExternal, not Authenticate: no stored secret is involved,
+//     and on success the password becomes the plain secret the server
+//     login uses. A refusal is 08P01 "LDAP authentication failed" / "PAM
+//     authentication failed", the service's reason in Detail.
 //
 // Unknown users (secret == nil) go through the same exchange against a mock
 // secret and fail with the same message as a wrong password: "password
@@ -105,7 +113,7 @@
 //   - hba: the pooler evaluates auth_hba_file per connection (database,
 //     user, address, TLS) to a Method or reject, then calls Authenticate with
 //     that Method; hba's "password" is MethodPlain. ParseMethod refuses "hba"
-//     and "cert" until then, and "pam" and "ldap".
+//     and "cert".
 //   - auth_query / auth_user: produce a *Secret for users missing from
 //     auth_file (via ParseSecret on the returned rolpassword) before calling
 //     Authenticate; when auth_query returns no row the pooler runs the mock

@@ -64,6 +64,7 @@ const (
 	HBASCRAM                         // SCRAM-SHA-256
 	HBACert                          // TLS client certificate; user = CN (or map=)
 	HBAPeer                          // Unix-socket peer credentials (or map=)
+	HBALDAP                          // cleartext password checked by LDAP (HBARule.LDAP)
 )
 
 var hbaMethodNames = [...]string{
@@ -74,6 +75,7 @@ var hbaMethodNames = [...]string{
 	HBASCRAM:    "scram-sha-256",
 	HBACert:     "cert",
 	HBAPeer:     "peer",
+	HBALDAP:     "ldap",
 }
 
 // String returns the method as spelled in pg_hba.conf.
@@ -92,6 +94,8 @@ type HBARule struct {
 	// Ident is the auth_ident_file map that map= names, set by
 	// ResolveMaps; nil without map=. Shared: do not modify.
 	Ident *IdentMap
+	// LDAP is the ldap method's options (hba_ldap.go). Shared: do not modify.
+	LDAP *LDAPOptions
 }
 
 // HBAConn describes a login attempt.
@@ -150,6 +154,9 @@ type hbaRule struct {
 	user    hbaNames
 	anyAddr bool         // address "all", or a local record
 	prefix  netip.Prefix // masked; IPv4 for IPv4 and IPv4-mapped rules
+	// ldapAfter: for the ldap method, how many fields come before its
+	// options.
+	ldapAfter int
 }
 
 // hbaNames is a DATABASE or USER column after @file expansion.
@@ -198,6 +205,9 @@ func ParseHBA(path string, data []byte, readFile func(string) ([]byte, error)) (
 			err = &HBAError{File: path, Line: ln.num, Msg: msg}
 		} else {
 			r, err = p.record(path, ln.num, fields)
+			if err == nil && r.Method == HBALDAP {
+				err = r.parseLDAP(path, ln)
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -414,6 +424,7 @@ func (p *hbaParser) record(file string, line int, fields []hbaField) (hbaRule, e
 		return hbaRule{}, &HBAError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	r := hbaRule{HBARule: HBARule{Line: line}}
+	nFields := len(fields)
 
 	typ := fields[0]
 	if len(typ) > 1 {
@@ -472,6 +483,12 @@ func (p *hbaParser) record(file string, line int, fields []hbaField) (hbaRule, e
 	}
 	r.Method = m
 	fields = fields[1:]
+	if m == HBALDAP {
+		// The rest of the line is LDAP options in PgBouncer's own
+		// syntax, read from the raw text by parseLDAP.
+		r.ldapAfter = nFields - len(fields)
+		return r, nil
+	}
 
 	for _, f := range fields {
 		if len(f) > 1 {
@@ -505,7 +522,7 @@ func parseHBAMethod(s string) (HBAMethod, string) {
 		}
 	}
 	switch s {
-	case "ldap", "pam", "gss", "sspi", "ident", "radius", "bsd", "any", "plain", "oauth":
+	case "pam", "gss", "sspi", "ident", "radius", "bsd", "any", "plain", "oauth":
 		return 0, fmt.Sprintf("unsupported auth method %q", s)
 	}
 	return 0, fmt.Sprintf("invalid auth method %q", s)

@@ -31,6 +31,8 @@ func FuzzParseHBA(f *testing.F) {
 		`local @f @f peer map=`,
 		`host all all fe80::1%eth0 ffff:: reject`,
 		`local all all scram-sha-256 a=b=c`,
+		`host all u 0.0.0.0/0 ldap ldapserver=h "ldapport"=9 ldapbasedn="dc=a,dc=b" ,ldapsearchfilter="uid=$username" # c`,
+		`host all all all ldap ldapurl="ldaps://h:1/dc=x??sub?(|(uid=$username)(mail=$username))" ldaptls=1`,
 	} {
 		f.Add([]byte(s), []byte("@f\n@g"))
 	}

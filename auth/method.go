@@ -15,6 +15,8 @@ const (
 	MethodPlain                   // AuthenticationCleartextPassword
 	MethodMD5                     // MD5 challenge; SCRAM when the secret is SCRAM
 	MethodSCRAM                   // SCRAM-SHA-256
+	MethodLDAP                    // cleartext password checked by an LDAP bind (ldap.go)
+	MethodPAM                     // cleartext password checked by PAM (pam.go, -tags pam)
 )
 
 var methodNames = [...]string{
@@ -23,6 +25,8 @@ var methodNames = [...]string{
 	MethodPlain: "plain",
 	MethodMD5:   "md5",
 	MethodSCRAM: "scram-sha-256",
+	MethodLDAP:  "ldap",
+	MethodPAM:   "pam",
 }
 
 // String returns the auth_type spelling.
@@ -33,10 +37,10 @@ func (m Method) String() string {
 	return "Method(" + strconv.Itoa(int(m)) + ")"
 }
 
-// ParseMethod parses an auth_type value, ignoring case as PgBouncer does. PgBouncer's other values are
-// recognised but refused for now: "cert" and "hba" need TLS and the HBA file
-// (the pooler resolves those to one of the methods above per connection),
-// "pam" and "ldap" need external services.
+// ParseMethod parses an auth_type value, ignoring case as PgBouncer does.
+// "cert" and "hba" are refused: the pooler resolves those to one of the
+// methods above per connection. "ldap" and "pam" are not run by
+// Authenticate but by AuthenticateExternal, with their options.
 func ParseMethod(authType string) (Method, error) {
 	for m := MethodTrust; int(m) < len(methodNames); m++ {
 		if strings.EqualFold(methodNames[m], authType) {
@@ -44,8 +48,8 @@ func ParseMethod(authType string) (Method, error) {
 		}
 	}
 	switch strings.ToLower(authType) {
-	case "cert", "hba", "pam", "ldap":
+	case "cert", "hba":
 		return 0, fmt.Errorf("auth_type %q is not supported yet", authType)
 	}
-	return 0, fmt.Errorf("invalid auth_type %q (want trust, any, plain, md5 or scram-sha-256)", authType)
+	return 0, fmt.Errorf("invalid auth_type %q (want trust, any, plain, md5, scram-sha-256, ldap or pam)", authType)
 }

@@ -14,6 +14,7 @@ const (
 	SourceUsersSection                   // [users] in the ini: limits only, never a secret
 	SourceAuthQuery                      // seen through auth_query; secret fetched per login, per database
 	SourceAdmin                          // admin console SET USER
+	SourceExternal                       // logged in through LDAP or PAM; no secret kept
 )
 
 func (s Source) String() string {
@@ -26,6 +27,8 @@ func (s Source) String() string {
 		return "auth_query"
 	case SourceAdmin:
 		return "admin"
+	case SourceExternal:
+		return "external"
 	}
 	return "unknown"
 }
@@ -68,7 +71,7 @@ func NewStore(authFile map[string]Secret, configured []string, prev *Store) *Sto
 	if prev != nil {
 		prev.mu.RLock()
 		for name, u := range prev.users {
-			if _, ok := s.users[name]; !ok && (u.Source == SourceAuthQuery || u.Source == SourceAdmin) {
+			if _, ok := s.users[name]; !ok && (u.Source == SourceAuthQuery || u.Source == SourceAdmin || u.Source == SourceExternal) {
 				s.users[name] = &UserRecord{Name: name, Source: u.Source}
 			}
 		}
@@ -94,6 +97,16 @@ func (s *Store) NoteAuthQuery(name string) {
 	defer s.mu.Unlock()
 	if _, ok := s.users[name]; !ok {
 		s.users[name] = &UserRecord{Name: name, Source: SourceAuthQuery}
+	}
+}
+
+// NoteExternal records a user that LDAP or PAM let in (PgBouncer keeps
+// such users as global users too).
+func (s *Store) NoteExternal(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.users[name]; !ok {
+		s.users[name] = &UserRecord{Name: name, Source: SourceExternal}
 	}
 }
 

@@ -64,6 +64,8 @@ type Settings struct {
 	AuthQuery   string
 	AuthDBName  string
 	AuthHBAFile string
+	// AuthLDAPOptions are the LDAP options of auth_type=ldap (auth.ParseLDAPOptions).
+	AuthLDAPOptions string
 
 	AdminUsers, StatsUsers []string
 

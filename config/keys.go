@@ -143,7 +143,7 @@ var (
 )
 
 // supportedAuthTypes are the auth_type values the pooler implements.
-var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
+var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "ldap": true, "md5": true, "pam": true, "plain": true, "scram-sha-256": true, "trust": true}
 
 const (
 	notImpl = "not implemented yet; value is validated and ignored"
@@ -183,7 +183,7 @@ func init() {
 
 		// Authentication.
 		{Name: "auth_type", Kind: KindEnum, Default: "md5", Values: authTypeValues, Status: Partial, Doc: "how clients authenticate",
-			Note:  "trust, any, plain, md5, scram-sha-256, cert and hba are supported; pam and ldap are not (a warning is logged)",
+			Note:  "trust, any, plain, md5, scram-sha-256, cert, hba and ldap are supported; pam needs a build with -tags pam (cgo and libpam), the default build refuses it at startup",
 			field: func(s *Settings) any { return &s.AuthType }},
 		{Name: "auth_file", Kind: KindString, Doc: "userlist.txt with user names and secrets",
 			field: func(s *Settings) any { return &s.AuthFile }},
@@ -198,7 +198,8 @@ func init() {
 			field: func(s *Settings) any { return &s.AuthQuery }},
 		{Name: "auth_dbname", Kind: KindString, Doc: "[databases] entry in which auth_query runs",
 			field: func(s *Settings) any { return &s.AuthDBName }, check: checkAuthDBName},
-		{Name: "auth_ldap_options", Kind: KindString, Status: NotSupported, Doc: "LDAP options for auth_type=ldap", Note: "auth_type=ldap is not implemented yet"},
+		{Name: "auth_ldap_options", Kind: KindString, Doc: "LDAP options for auth_type=ldap (the options of an auth_hba_file ldap line)",
+			field: func(s *Settings) any { return &s.AuthLDAPOptions }},
 		{Name: "scram_iterations", Kind: KindInt, Default: "4096", min: 1, max: 1 << 24, Doc: "iterations of the SCRAM verifier built for a plain-text auth_file password (and of the mock exchange for an unknown user); stored SCRAM secrets keep their own",
 			Note:  "at most 16777216 (the bound on a stored secret's count); the verifier of a plain password is built once per (user, password, count) and cached",
 			field: func(s *Settings) any { return &s.SCRAMIterations }},

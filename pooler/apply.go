@@ -119,6 +119,9 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 			return nil, warnings, err
 		}
 	}
+	if err := checkExternalAuth(st); err != nil {
+		return nil, warnings, err
+	}
 	next.sec = sec
 	configured := make([]string, 0, len(cfg.Users))
 	for name := range cfg.Users {

@@ -18,6 +18,7 @@
 //	                   peeked, ALPN postgresql
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
 //	identmap.go        auth_ident_file read with auth_hba_file
+//	login_external.go  logins an outside service checks: LDAP, PAM
 //	serve.go           serving a logged-in client: read, route, forward
 //	link.go            link: a client's time with a server; (un)linking
 //	pump.go            relaying a linked server's replies; release

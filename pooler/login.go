@@ -475,6 +475,8 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		return c.peerAuth(st, db, dbKnown, rule.Ident)
 	case m == auth.MethodAny:
 		return nil, none, nil
+	case m == auth.MethodLDAP || m == auth.MethodPAM:
+		return c.externalAuth(st, db, m)
 	}
 	secret, found, err := c.userSecret(st, db, dbKnown)
 	switch {
@@ -552,6 +554,8 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, err error) {
 		return auth.MethodSCRAM, nil
 	case auth.HBACert, auth.HBAPeer:
 		return m, nil
+	case auth.HBALDAP:
+		return auth.MethodLDAP, nil
 	default:
 		return m, newError(CodeHBAMethodUnsupported, hm.String())
 	}

@@ -4,8 +4,12 @@
 # node-postgres (pg, pg-cursor) into integration/drivers/node/node_modules;
 # and promtool (Debian's prometheus package: about 22 MB to download, 330 MB
 # installed with --no-install-recommends), which TestMetricsPassPromtool
-# runs on a live /metrics; and systemd-socket-activate (Debian's systemd
-# package), under which TestSocketActivation starts the pooler.
+# runs on a live /metrics; systemd-socket-activate (Debian's systemd
+# package), under which TestSocketActivation starts the pooler; slapd and
+# ldap-utils, for the LDAP authentication tests, which run their own slapd
+# (the package is preseeded with slapd/no_configuration so that it creates
+# no database and starts no system service); and libpam0g-dev, for the
+# `-tags pam` build and its test.
 #
 # Idempotent and quick when everything is there: it only installs what is
 # missing and says what it did. Debian packages are installed with apt-get
@@ -29,10 +33,13 @@ declare -A probe=(
 	[libpostgresql-jdbc-java]="/usr/share/java/postgresql.jar"
 	[prometheus]="/usr/bin/promtool"
 	[systemd]="/usr/bin/systemd-socket-activate"
+	[slapd]="/usr/sbin/slapd"
+	[ldap-utils]="/usr/bin/ldapadd"
+	[libpam0g-dev]="/usr/include/security/pam_appl.h"
 )
 
 missing=()
-for pkg in python3-psycopg libpostgresql-jdbc-java prometheus systemd; do
+for pkg in python3-psycopg libpostgresql-jdbc-java prometheus systemd slapd ldap-utils libpam0g-dev; do
 	if [[ -e "${probe[$pkg]}" ]] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
 		say "$pkg: present"
 	else
@@ -50,6 +57,10 @@ if ((${#missing[@]})); then
 	fi
 	say "installing ${missing[*]} with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
+	# slapd: no database, no service; the tests start their own.
+	if [[ " ${missing[*]} " == *" slapd "* ]]; then
+		echo "slapd slapd/no_configuration boolean true" | "${sudo[@]}" debconf-set-selections
+	fi
 	# Try without refreshing the package lists first: on a warm machine they
 	# are recent enough and the update is the slow part.
 	if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; then
@@ -70,6 +81,7 @@ fi
 [[ -r /usr/share/java/postgresql.jar ]] || die "/usr/share/java/postgresql.jar missing after installing libpostgresql-jdbc-java"
 /usr/bin/promtool --version >/dev/null 2>&1 || die "/usr/bin/promtool does not run after installing prometheus"
 [[ -x /usr/bin/systemd-socket-activate ]] || die "/usr/bin/systemd-socket-activate missing after installing systemd"
+[[ -x /usr/sbin/slapd ]] || die "/usr/sbin/slapd missing after installing slapd"
 
 # --- Runtimes the packages above do not bring --------------------------------
 
