@@ -209,3 +209,27 @@ func TestSetupFailures(t *testing.T) {
 		t.Errorf("%+v", rs)
 	}
 }
+
+// TestConnectDuration: the judged connect workloads run 4 s longer in a
+// full run (CPU tick resolution), not with -quick; the others as before.
+func TestConnectDuration(t *testing.T) {
+	full := options{duration: 4 * time.Second}
+	quick := options{duration: 2 * time.Second, quick: true}
+	for _, c := range []struct {
+		o    options
+		w    workload
+		want time.Duration
+	}{
+		{full, workload{Key: "S-connect-50", Clients: 50}, 8 * time.Second},
+		{full, workload{Key: "S-connect-tls-ecdsa-20", Clients: 20}, 8 * time.Second},
+		{full, workload{Key: "S-connect-tls-rsa-20", Clients: 20}, 4 * time.Second},
+		{full, workload{Key: "S-ext-500", Clients: 500}, 7 * time.Second},
+		{full, workload{Key: "S-ext-100", Clients: 100}, 4 * time.Second},
+		{quick, workload{Key: "S-connect-50", Clients: 50}, 2 * time.Second},
+		{quick, workload{Key: "S-ext-500", Clients: 500}, 2 * time.Second},
+	} {
+		if got := c.o.durationOf(c.w); got != c.want {
+			t.Errorf("%s quick=%v: %s, want %s", c.w.Key, c.o.quick, got, c.want)
+		}
+	}
+}

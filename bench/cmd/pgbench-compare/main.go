@@ -610,9 +610,20 @@ var loginTargetWorkloads = map[string]bool{"S-connect-50": true, "S-connect-tls-
 // transactions), decides it; a window twice as long holds several stalls
 // and gives a steadier p99. (Twice -T would push the full run towards its
 // 20 minutes.)
+//
+// Issue 22's judged connect-per-transaction workloads measure 4 s longer
+// (not with -quick) for the resolution of their CPU figure: at a few
+// hundred logins a second PgBouncer burns some 60 ms of CPU a second, so
+// the 2.8 s window of a 4 s run holds under 20 of /proc's 10 ms clock
+// ticks, and one tick more or less moves the ratio judged against 1.0 by
+// 5 %; a 6.8 s window holds over 40.
 func (o options) durationOf(w workload) time.Duration {
-	if w.Clients >= 500 && !o.quick {
+	switch {
+	case o.quick:
+	case w.Clients >= 500:
 		return o.duration + 3*time.Second
+	case loginTargetWorkloads[w.Key]:
+		return o.duration + 4*time.Second
 	}
 	return o.duration
 }
