@@ -89,7 +89,7 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh '$(FUZZ)'
 
 # Benchmarks side by side with PgBouncer and direct PostgreSQL (bench/README.md).
-# `make bench` writes BENCHMARKS.md (under 20 minutes on 2 cores);
+# `make bench` writes BENCHMARKS.md (about 21 minutes on 2 cores);
 # `make bench QUICK=1` is a smoke test (under 5) that writes bench/BENCHMARKS.quick.md.
 # `make bench AA=1` is the A/A run: PgBouncer against itself on the target
 # workloads (about 5 minutes), the machine's noise floor, in bench/NOISE-FLOOR.md.

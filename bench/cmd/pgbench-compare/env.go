@@ -31,6 +31,11 @@ const (
 type env struct {
 	*benchenv.Env
 	log func(format string, args ...any)
+	// secrets are the roles' rolpassword from pg_authid (SCRAM for bench,
+	// md5 for bench_md5), for the login setups' userlists (logins.go).
+	secrets map[string]string
+	// certs are the TLS workloads' keys and certificates, by kind.
+	certs map[string]certFiles
 }
 
 func newEnv(pgBin string, logf func(string, ...any)) (*env, error) {
@@ -42,7 +47,12 @@ func newEnv(pgBin string, logf func(string, ...any)) (*env, error) {
 }
 
 // startPostgres starts a PostgreSQL tuned for benchmarking the poolers
-// rather than the disk, and creates the bench role and database.
+// rather than the disk, and creates the bench role and database, and the
+// md5 role (a member of bench, so it reads bench's tables) with its
+// password stored as md5 and md5 logins from 127.0.0.1 (pg_hba.conf's
+// scram-sha-256 refuses a role whose password is stored as md5). It reads
+// both roles' secrets from pg_authid for the userlists of the login setups,
+// and writes the TLS workloads' certificates.
 func (e *env) startPostgres(sharedBuffers string) error {
 	settings := fmt.Sprintf(`max_connections = 700
 shared_buffers = %s
@@ -55,19 +65,73 @@ password_encryption = 'scram-sha-256'
 log_min_messages = warning
 log_connections = off
 `, sharedBuffers)
+	certs, err := writeCerts(e.Dir, e.Chown)
+	if err != nil {
+		return err
+	}
+	e.certs = certs
 	return e.StartPostgres("pgturnstile bench: throwaway, tuned to measure poolers, not the disk.", settings,
 		func(ctx context.Context, c *pgconn.PgConn) error {
-			return benchenv.Exec(ctx, c,
+			err := benchenv.Exec(ctx, c,
 				fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", benchUser, benchPass),
-				fmt.Sprintf("CREATE DATABASE %s OWNER %s", benchDB, benchUser))
+				fmt.Sprintf("CREATE DATABASE %s OWNER %s", benchDB, benchUser),
+				"SET password_encryption = 'md5'",
+				fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE %s", md5User, md5Pass, benchUser),
+				"RESET password_encryption")
+			if err != nil {
+				return err
+			}
+			if err := e.allowMD5(); err != nil {
+				return err
+			}
+			if err := benchenv.Exec(ctx, c, "SELECT pg_reload_conf()"); err != nil {
+				return err
+			}
+			e.secrets, err = readSecrets(ctx, c, benchUser, md5User)
+			return err
 		})
+}
+
+// allowMD5 puts a line for the md5 role before initdb's scram-sha-256 ones
+// in pg_hba.conf (the caller reloads it).
+func (e *env) allowMD5() error {
+	path := filepath.Join(e.Dir, "data", "pg_hba.conf")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("host %s %s 127.0.0.1/32 md5\n", benchDB, md5User)
+	return os.WriteFile(path, append([]byte(line), b...), 0o600)
+}
+
+// readSecrets returns each role's rolpassword: what a production userlist
+// or auth_query holds for it.
+func readSecrets(ctx context.Context, c *pgconn.PgConn, roles ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, r := range roles {
+		res := c.ExecParams(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", [][]byte{[]byte(r)}, nil, nil, nil).Read()
+		if res.Err != nil {
+			return nil, fmt.Errorf("reading %s's secret: %v", r, res.Err)
+		}
+		if len(res.Rows) != 1 || len(res.Rows[0][0]) == 0 {
+			return nil, fmt.Errorf("role %s has no password in pg_authid", r)
+		}
+		out[r] = string(res.Rows[0][0])
+	}
+	if s := out[md5User]; !strings.HasPrefix(s, "md5") {
+		return nil, fmt.Errorf("%s's password is not stored as md5: %.12s…", md5User, s)
+	}
+	if s := out[benchUser]; !strings.HasPrefix(s, "SCRAM-SHA-256$") {
+		return nil, fmt.Errorf("%s's password is not stored as SCRAM: %.14s…", benchUser, s)
+	}
+	return out, nil
 }
 
 // pgbenchInit fills the bench database at the given scale, as the bench role.
 func (e *env) pgbenchInit(scale int) error {
 	cmd := exec.Command("pgbench", "-i", "-q", "-s", strconv.Itoa(scale), "-h", "127.0.0.1",
 		"-p", strconv.Itoa(e.PGPort), "-U", benchUser, benchDB)
-	cmd.Env = pgbenchEnv()
+	cmd.Env = pgbenchEnv(plainLogin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pgbench -i: %v\n%s", err, out)
@@ -75,8 +139,9 @@ func (e *env) pgbenchInit(scale int) error {
 	return nil
 }
 
-func pgbenchEnv() []string {
-	return append(os.Environ(), "PGPASSWORD="+benchPass, "PGSSLMODE=disable", "PGGSSENCMODE=disable",
+// pgbenchEnv is pgbench's environment for logging in as l.
+func pgbenchEnv(l login) []string {
+	return append(os.Environ(), "PGPASSWORD="+l.Password, "PGSSLMODE="+l.SSLMode, "PGGSSENCMODE=disable",
 		"PGAPPNAME=", "PGOPTIONS=")
 }
 
@@ -87,6 +152,13 @@ type iniOpts struct {
 	// Extra is appended to the [pgbouncer] section, one "key = value" a
 	// line (logfile for PgBouncer, admission_file for pgturnstile).
 	Extra string
+	// AuthType is auth_type; "" means scram-sha-256.
+	AuthType string
+	// Userlist and Users are the auth_file and what it holds; "" means
+	// userlist.txt with bench's plain password.
+	Userlist, Users string
+	// Login is how the ready check logs in; zero means plainLogin.
+	Login login
 }
 
 // poolerINI is the one config both poolers get: transaction pooling, pool of
@@ -99,11 +171,24 @@ func (e *env) poolerINI(port int, o iniOpts) (string, error) {
 	if poolSize == 0 {
 		poolSize = 20
 	}
-	userlist := filepath.Join(e.Dir, "userlist.txt")
-	if err := os.WriteFile(userlist, fmt.Appendf(nil, "%q %q\n", benchUser, benchPass), 0o644); err != nil {
+	userlist, users := filepath.Join(e.Dir, "userlist.txt"), fmt.Sprintf("%q %q\n", benchUser, benchPass)
+	if o.Userlist != "" {
+		userlist, users = o.Userlist, o.Users
+	}
+	if err := os.WriteFile(userlist, []byte(users), 0o644); err != nil {
 		return "", err
 	}
-	return e.PoolerINIHead(benchDB, port, userlist) + fmt.Sprintf(`pool_mode = transaction
+	head := e.PoolerINIHead(benchDB, port, userlist)
+	if o.AuthType != "" {
+		// The head's auth_type, replaced rather than repeated: a key given
+		// twice is a warning or an error to a strict ini reader.
+		const def = "\nauth_type = scram-sha-256\n"
+		if !strings.Contains(head, def) {
+			return "", fmt.Errorf("pooler ini head has no %q", strings.TrimSpace(def))
+		}
+		head = strings.Replace(head, def, "\nauth_type = "+o.AuthType+"\n", 1)
+	}
+	return head + fmt.Sprintf(`pool_mode = transaction
 default_pool_size = %d
 max_client_conn = 6000
 log_connections = 0
@@ -121,17 +206,24 @@ func (e *env) startPooler(name, kind, bin string, envv []string, io iniOpts) (*b
 			io.Extra = logfile + io.Extra
 			return e.poolerINI(port, io)
 		},
-		Ready: queryOnce,
+		Ready: func(ctx context.Context, port int) error { return queryOnce(ctx, port, io.Login) },
 	})
 }
 
-func connString(port int) string {
-	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable",
-		port, benchUser, benchPass, benchDB)
+// connString is plainLogin's connection string to port.
+func connString(port int) string { return plainLogin.connString(port) }
+
+func (l login) connString(port int) string {
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=%s",
+		port, l.User, l.Password, benchDB, l.SSLMode)
 }
 
-func queryOnce(ctx context.Context, port int) error {
-	c, err := pgconn.Connect(ctx, connString(port))
+// queryOnce logs in as l (plainLogin when zero) and runs a query.
+func queryOnce(ctx context.Context, port int, l login) error {
+	if l.User == "" {
+		l = plainLogin
+	}
+	c, err := pgconn.Connect(ctx, l.connString(port))
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func measureIdle(ctx context.Context, p *benchenv.Proc, n int, round int, pprofA
 	r := idleResult{Target: p.Name, Round: round, Clients: n}
 	// One client and one query first: the pool has its server connection and
 	// the process its steady baseline.
-	if err := queryOnce(ctx, p.Port); err != nil {
+	if err := queryOnce(ctx, p.Port, plainLogin); err != nil {
 		r.Err = "warm-up query: " + err.Error()
 		return r
 	}

@@ -26,6 +26,9 @@ type workload struct {
 	Key     string   // short id for -only and the raw table, e.g. "S-ext-100"
 	Clients int      //
 	Args    []string // pgbench options besides connection, -c, -j, -T and logging
+	// Setup is the key of the login setup (logins.go) whose fresh poolers
+	// this workload runs on; "" for the main targets.
+	Setup string
 }
 
 // target is where pgbench connects: PostgreSQL directly or a pooler.
@@ -104,7 +107,8 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	}
 	prefix := filepath.Join(logDir, fmt.Sprintf("run%04d", seq))
 	jobs := min(2, w.Clients)
-	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(t.Port), "-U", benchUser, "-n",
+	lg := w.loginOf()
+	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(t.Port), "-U", lg.User, "-n",
 		"-c", strconv.Itoa(w.Clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(int((d + connectAllowance(w, t.Proc == nil) + extra).Seconds())),
 		"--log", "--log-prefix", prefix}
 	args = append(args, w.Args...)
@@ -113,7 +117,7 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	rctx, cancel := context.WithTimeout(ctx, d+connectAllowance(w, t.Proc == nil)+extra+90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(rctx, "pgbench", args...)
-	cmd.Env = pgbenchEnv()
+	cmd.Env = pgbenchEnv(lg)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 

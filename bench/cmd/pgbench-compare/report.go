@@ -163,10 +163,10 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("- **Machine:** %s CPUs (`nproc`), %s, %s RAM, %s. Everything (PostgreSQL, the poolers, pgbench) runs on this one machine, which is shared and noisy.\n", in.Nproc, in.CPU, in.Mem, in.Kernel)
 	p("- **Versions:** %s; %s; %s; %s; %s.\n", in.Turnstile, in.Bouncer, in.Postgres, in.Pgbench, in.Go)
 	p("- **Command:** %s; wall time %s.\n", commandLine(in), in.Elapsed.Round(1e9))
-	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. Open-files limit raised to %d.\n",
+	p("- **Setup:** PostgreSQL %s; `pgbench -i -s %d`. Both poolers: `pool_mode = transaction`, `default_pool_size = 20`, `max_client_conn = 6000`, `auth_type = scram-sha-256` with the password in `auth_file` (also used to log in to PostgreSQL with SCRAM), `log_connections = 0`, `log_disconnections = 0`; pgbench with `PGSSLMODE=disable`, `-j 2`. The connect-per-transaction workloads other than the plain-password one run on a fresh PgBouncer and pgturnstile each, configured as production is: the role's secret from `pg_authid` in the userlist (SCRAM, or md5 with `auth_type = md5` for a role whose password PostgreSQL stores as md5), and over TLS `client_tls_sslmode = require` with a self-signed ECDSA P-256 or RSA-2048 certificate (pgbench with `PGSSLMODE=require`). Open-files limit raised to %d.\n",
 		in.PostgresConf, o.scale, in.Nofile)
-	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (%s at 500 clients; plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
-		o.rounds, max(o.rounds, o.targetRounds), int(o.duration.Seconds()), o.durationOf(workload{Clients: 500}), targetList(o))
+	p("- **Runs:** %d rounds per workload (%d for the target workloads S-ext-100, S-simple-500 and S-ext-500), `pgbench -T %d` (%s at 500 clients and %s for the judged connect-per-transaction workloads S-connect-50 and S-connect-tls-ecdsa-20; plus, for logging in, 1 s at 100 clients, 3 s at 500, and for direct PostgreSQL 2 s at 50 and 4 s at 100), targets interleaved (round 1: %s; round 2 the reverse; …); a target that fails round 1 of a workload with a server error is not run again in it, and one with a server error in any round is left out of that workload's figures. Figures are over each run's steady window (from 1 s after the first transaction to 0.2 s before the last); cells are *median (min–max)* over rounds.\n",
+		o.rounds, max(o.rounds, o.targetRounds), int(o.duration.Seconds()), o.durationOf(workload{Clients: 500}), o.durationOf(workload{Key: "S-connect-50"}), targetList(o))
 	var loads []float64
 	retries := 0
 	for _, r := range rs {
@@ -191,22 +191,31 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	}
 	p("\n%s\n\n", startMarker)
 
-	// Verdict against the issue's "Done when".
-	p("## Targets (issue 6, \"Done when\")\n\n")
+	// Verdict against the issues' "Done when".
+	p("## Targets (issues 6 and 22, \"Done when\")\n\n")
 	p("| Criterion | Figure (median of pair-by-pair ratios, min–max) | Met |\n|---|---|---|\n")
 	for _, c := range pooledCriteria(t, o, tTurnstile, tBouncer, []string{"simple", "ext", "prep"}) {
 		p("| %s pgturnstile/PgBouncer %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
 	}
 	idleC := criterion{what: fmt.Sprintf("idle: RSS per client at %d clients,", o.idleClients), bound: "≤ 2.0", fig: idleRatio(idle), meets: func(x float64) bool { return x <= 2.0 }}
 	p("| %s pgturnstile/PgBouncer %s | %s | %s |\n", idleC.what, idleC.bound, idleC.fig.cell(2), idleC.verdict("**no**"))
+	for _, c := range loginCriteria(t, o) {
+		if c.meets == nil {
+			// Figures beside the judged ones (issue 22): no bound.
+			p("| issue 22: %s pgturnstile/PgBouncer (informational) | %s | — |\n", c.what, c.fig.cell(2))
+			continue
+		}
+		p("| issue 22: %s pgturnstile/PgBouncer %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
+	}
 	p("\n")
 
 	p("## pgturnstile / PgBouncer, pair by pair\n\n")
-	p("Each cell: the ratio within each round, then median (min–max) over rounds. TPS above 1 and the other columns below 1 favour pgturnstile.\n\n")
+	p("Each cell: the ratio within each round, then median (min–max) over rounds. TPS above 1 and the other columns below 1 favour pgturnstile. ")
+	p("With `-C` (reconnect per transaction) one transaction is one connection, so pooler CPU µs/txn is pooler CPU µs per connection: login, one transaction and logout.\n\n")
 	if o.oneProc {
-		p("| Workload | TPS | CPU µs/txn | p50 | p99 | TPS, GOMAXPROCS=1 | CPU µs/txn, GOMAXPROCS=1 |\n|---|---|---|---|---|---|---|\n")
+		p("| Workload | TPS | Pooler CPU µs/txn (-C: per connection) | p50 | p99 | TPS, GOMAXPROCS=1 | CPU µs/txn, GOMAXPROCS=1 |\n|---|---|---|---|---|---|---|\n")
 	} else {
-		p("| Workload | TPS | CPU µs/txn | p50 | p99 |\n|---|---|---|---|---|\n")
+		p("| Workload | TPS | Pooler CPU µs/txn (-C: per connection) | p50 | p99 |\n|---|---|---|---|---|\n")
 	}
 	for _, w := range ws {
 		p("| %s | %s | %s | %s | %s |", w.Name,
@@ -221,6 +230,8 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 		p("\n")
 	}
 	p("\n")
+
+	b.WriteString(loginSection(t, o, ws))
 
 	p("## Results per target\n\n")
 	p("TPS and latency as pgbench sees them; *pooler CPU* is the pooler process's utime+stime over the window ÷ transactions in it; *peak RSS* is the pooler's VmHWM during the run.\n\n")

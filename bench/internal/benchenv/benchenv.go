@@ -115,6 +115,10 @@ func (e *Env) chown(path string) error {
 	return os.Chown(path, int(e.cred.Uid), int(e.cred.Gid))
 }
 
+// Chown gives path to the OS user PostgreSQL and the poolers run as (the
+// postgres OS user when we are root; otherwise it does nothing).
+func (e *Env) Chown(path string) error { return e.chown(path) }
+
 // touch creates path empty, writable by the postgres OS user.
 func (e *Env) touch(path string) error {
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
