@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,7 +176,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		poolOverrides: map[string]*config.Pool{},
 		metrics:       metrics.NewSet(),
 		clock:         systemClock{},
-		dial:          (&net.Dialer{}).DialContext,
+		dial:          serverDialer.DialContext,
 	}
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -255,6 +256,11 @@ func (s *Service) Listen() error {
 			s.Close()
 			return err
 		}
+		if err := s.tuneListener(ln); err != nil {
+			ln.Close()
+			s.Close()
+			return err
+		}
 		if port == 0 {
 			// Every address shares the port picked for the first.
 			port = ln.Addr().(*net.TCPAddr).Port
@@ -269,12 +275,18 @@ func (s *Service) Listen() error {
 			return err
 		}
 		ln, err := net.Listen("unix", path)
+		if err == nil {
+			err = s.tuneListener(ln)
+			if err == nil {
+				err = chownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
+			}
+			if err != nil {
+				ln.Close()
+			}
+		}
 		if err != nil {
 			s.Close()
 			return err
-		}
-		if st.UnixSocketMode != 0 {
-			os.Chmod(path, os.FileMode(st.UnixSocketMode))
 		}
 		s.log.Info("listening on unix:" + path)
 		s.listeners = append(s.listeners, ln)
@@ -384,6 +396,7 @@ func (s *Service) stop() { s.markStopped() }
 
 func (s *Service) accept(ln net.Listener) error {
 	defer s.countTCPAccept(ln)()
+	inherited := slices.Contains(s.inherited, ln)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -403,8 +416,12 @@ func (s *Service) accept(ln net.Listener) error {
 			return err
 		}
 		if tc, ok := conn.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-			tc.SetKeepAlive(true)
+			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
+				// PgBouncer drops a connection it cannot tune.
+				s.log.Warn("accept: tune_socket: " + err.Error())
+				conn.Close()
+				continue
+			}
 		}
 		s.serveConn(conn)
 	}
