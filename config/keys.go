@@ -147,7 +147,9 @@ var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true,
 
 const (
 	notImpl = "not implemented yet; value is validated and ignored"
-	tlsNote = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
+	// Reasons a user can act on: what Go does instead.
+	tls13Note = "Go's crypto/tls does not let the TLS 1.3 suites be chosen: it offers all three (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305) and orders them by the CPU's AES support; the value is checked as OpenSSL would and otherwise ignored"
+	dheNote   = "Go's crypto/tls has no finite-field DHE key exchange (ECDHE only, see client_tls_ecdhcurve), so there are no DH parameters to set; the value is validated and ignored"
 	dnsNote = "Go's resolver is used; no DNS cache yet"
 	// pgturnstile needs no second process to use more cores.
 	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
@@ -317,10 +319,10 @@ func init() {
 			field: func(s *Settings) any { return &s.ClientTLSProtocols }},
 		{Name: "client_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards clients",
 			field: func(s *Settings) any { return &s.ClientTLSCiphers }},
-		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tlsNote},
-		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "ECDH curve towards clients", Note: tlsNote,
+		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tls13Note},
+		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Doc: "ECDH curve towards clients: auto or none (the library's choice) or one curve (prime256v1, secp384r1, secp521r1, X25519; Go's P-256, P-384, P-521 too)", Note: "auto is Go's choice, which includes the hybrid X25519MLKEM768",
 			field: func(s *Settings) any { return &s.ClientTLSECDHCurve }},
-		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: tlsNote},
+		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: dheNote},
 		{Name: "server_tls_sslmode", Kind: KindEnum, Default: "prefer", Values: sslModeValues, Doc: "TLS mode towards servers",
 			field: func(s *Settings) any { return &s.ServerTLSSSLMode }},
 		{Name: "server_tls_ca_file", Kind: KindString, Doc: "CA to verify server certificates",
@@ -333,7 +335,7 @@ func init() {
 			field: func(s *Settings) any { return &s.ServerTLSProtocols }},
 		{Name: "server_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards servers",
 			field: func(s *Settings) any { return &s.ServerTLSCiphers }},
-		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tlsNote},
+		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tls13Note},
 
 		// Logging.
 		{Name: "syslog", Kind: KindBool, Default: "0", Doc: "log to syslog (as well as stderr/logfile), LOG level and above; RELOAD/SIGHUP reconnects with the settings in force",
