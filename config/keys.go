@@ -150,7 +150,7 @@ const (
 	// Reasons a user can act on: what Go does instead.
 	tls13Note = "Go's crypto/tls does not let the TLS 1.3 suites be chosen: it offers all three (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305) and orders them by the CPU's AES support; the value is checked as OpenSSL would and otherwise ignored"
 	dheNote   = "Go's crypto/tls has no finite-field DHE key exchange (ECDHE only, see client_tls_ecdhcurve), so there are no DH parameters to set; the value is validated and ignored"
-	dnsNote = "Go's resolver is used; no DNS cache yet"
+	dnsNote   = "Go's resolver is used; no DNS cache yet"
 	// pgturnstile needs no second process to use more cores.
 	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
