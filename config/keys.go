@@ -150,7 +150,6 @@ const (
 	// Reasons a user can act on: what Go does instead.
 	tls13Note = "Go's crypto/tls does not let the TLS 1.3 suites be chosen: it offers all three (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305) and orders them by the CPU's AES support; the value is checked as OpenSSL would and otherwise ignored"
 	dheNote   = "Go's crypto/tls has no finite-field DHE key exchange (ECDHE only, see client_tls_ecdhcurve), so there are no DH parameters to set; the value is validated and ignored"
-	dnsNote   = "Go's resolver is used; no DNS cache yet"
 	// pgturnstile needs no second process to use more cores.
 	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
@@ -297,13 +296,13 @@ func init() {
 			field: func(s *Settings) any { return &s.StatsPeriod }},
 
 		// DNS.
-		{Name: "dns_max_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of successful DNS lookups (seconds)", Note: dnsNote,
+		{Name: "dns_max_ttl", Kind: KindDuration, Default: "15", Doc: "how long a server host name's DNS answer is kept (seconds; the record's TTL is ignored); 0 = not kept",
 			field: func(s *Settings) any { return &s.DNSMaxTTL }},
-		{Name: "dns_nxdomain_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of failed DNS lookups (seconds)", Note: dnsNote,
+		{Name: "dns_nxdomain_ttl", Kind: KindDuration, Default: "15", Doc: "how long a failed DNS lookup is kept (seconds): logins to the name fail at once meanwhile",
 			field: func(s *Settings) any { return &s.DNSNXDomainTTL }},
-		{Name: "dns_zone_check_period", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "poll DNS zone serials (seconds); 0 = off", Note: dnsNote,
+		{Name: "dns_zone_check_period", Kind: KindDuration, Default: "0", Doc: "period of the check of the SOA serials of the cached names' zones (seconds); a zone whose serial moved on has its names looked up again; 0 = off", Note: "PgBouncer needs its c-ares build for it; pgturnstile sends the SOA queries itself, over UDP, to the nameservers of resolv_conf or /etc/resolv.conf, and looks the names up again at their next use",
 			field: func(s *Settings) any { return &s.DNSZoneCheckPeriod }},
-		{Name: "resolv_conf", Kind: KindString, Status: NotSupported, Doc: "alternative resolv.conf", Note: dnsNote,
+		{Name: "resolv_conf", Kind: KindString, Status: Partial, Doc: "alternative resolv.conf: its nameservers answer the server host name lookups", Note: "Go's resolver cannot read another file: the nameserver lines of this one are used (Go's own resolver sends its queries there); search, domain and options still come from /etc/resolv.conf, and /etc/hosts is read first",
 			field: func(s *Settings) any { return &s.ResolvConf }},
 
 		// TLS.

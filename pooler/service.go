@@ -137,6 +137,14 @@ type Service struct {
 	// be replaced by tests before Serve.
 	clock clock
 	dial  func(ctx context.Context, network, address string) (net.Conn, error)
+	// dns caches server host names for dial (dnscache.go); soa asks a
+	// zone's serial for dns_zone_check_period (dnszone.go).
+	dns *dnsCache
+	soa func(ctx context.Context, zone string) (uint32, error)
+	// zoneCheckLast is when the janitor last started a zone check (its
+	// own field); zoneChecking is set while one runs.
+	zoneCheckLast time.Time
+	zoneChecking  atomic.Bool
 }
 
 // clientReadBuffer is the read buffer of a client connection: client
@@ -176,8 +184,17 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		poolOverrides: map[string]*config.Pool{},
 		metrics:       metrics.NewSet(),
 		clock:         systemClock{},
-		dial:          serverDialer.DialContext,
 	}
+	res, err := newResolver(cfg.Settings.ResolvConf)
+	if err != nil {
+		return nil, err
+	}
+	s.dial, s.soa = s.dialCached, s.systemSOA
+	s.dns = newDNSCache(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
+		st := s.settings()
+		return st.DNSMaxTTL, st.DNSNXDomainTTL
+	})
+	s.dns.addrGone = s.addrGone
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
