@@ -146,7 +146,6 @@ var (
 var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "md5": true, "plain": true, "scram-sha-256": true, "trust": true}
 
 const (
-	notImpl = "not implemented yet; value is validated and ignored"
 	// Reasons a user can act on: what Go does instead.
 	tls13Note = "Go's crypto/tls does not let the TLS 1.3 suites be chosen: it offers all three (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305) and orders them by the CPU's AES support; the value is checked as OpenSSL would and otherwise ignored"
 	dheNote   = "Go's crypto/tls has no finite-field DHE key exchange (ECDHE only, see client_tls_ecdhcurve), so there are no DH parameters to set; the value is validated and ignored"
