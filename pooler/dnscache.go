@@ -32,6 +32,10 @@ import (
 //     close_needed (PgBouncer's tag_host_addr_dirty).
 //   - Every name with a dot registers its zone (what follows the first
 //     dot) for dns_zone_check_period (dnszone.go).
+//   - A failed lookup is logged as PgBouncer's warning, "DNS lookup
+//     failed: NAME: result=N", N getaddrinfo's code (EAI_NONAME -2 for a
+//     name that does not exist, EAI_AGAIN -3 for a timeout, EAI_FAIL -4
+//     for anything else).
 //
 // SHOW DNS_HOSTS lists the names, SHOW DNS_ZONES the zones, and SHOW
 // LISTS counts both.
@@ -47,8 +51,10 @@ type dnsCache struct {
 	now func() time.Time
 	// ttls returns dns_max_ttl and dns_nxdomain_ttl in force.
 	ttls func() (ok, failed time.Duration)
-	// addrGone is told of each address a new answer for host lacks.
+	// addrGone is told of each address a new answer for host lacks;
+	// failed of each lookup that failed. Either may be nil.
 	addrGone func(host string, addr netip.Addr)
+	failed   func(host string, err *net.DNSError)
 
 	mu      sync.Mutex
 	hosts   map[string]*dnsHost
@@ -147,11 +153,10 @@ func (d *dnsCache) lookupRelock(ctx context.Context, h *dnsHost) error {
 	if err == nil && len(addrs) == 0 {
 		err = &net.DNSError{Err: "no such host", Name: h.name, IsNotFound: true}
 	}
-	if err != nil {
-		var de *net.DNSError
-		if !errors.As(err, &de) {
-			err = &net.DNSError{Err: err.Error(), Name: h.name}
-		}
+	var de *net.DNSError
+	if err != nil && !errors.As(err, &de) {
+		de = &net.DNSError{Err: err.Error(), Name: h.name}
+		err = de
 	}
 	for i, a := range addrs {
 		addrs[i] = a.Unmap()
@@ -179,10 +184,13 @@ func (d *dnsCache) lookupRelock(ctx context.Context, h *dnsHost) error {
 			h.next = 0
 		}
 	}
-	if len(gone) > 0 && d.addrGone != nil {
+	if (len(gone) > 0 && d.addrGone != nil) || (err != nil && d.failed != nil) {
 		d.mu.Unlock()
 		for _, a := range gone {
 			d.addrGone(h.name, a)
+		}
+		if err != nil && d.failed != nil {
+			d.failed(h.name, de)
 		}
 		d.mu.Lock()
 	}
@@ -206,24 +214,25 @@ func (d *dnsCache) registerZoneLocked(h *dnsHost) {
 	h.zone = z
 }
 
-// expireZone makes the names of zone be looked up again at their next
-// use, after its serial changed (PgBouncer's zone_requeue, which looks
-// them up at once; here the next login does). It reports how many.
-func (d *dnsCache) expireZone(zone string) int {
+// expireZone ends the answers of zone's names, after its serial changed,
+// and returns the names, which the zone check then looks up again at once
+// (PgBouncer's zone_requeue), so that servers on an address that left are
+// marked even while no login needs the name.
+func (d *dnsCache) expireZone(zone string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	z := d.zones[strings.ToLower(zone)]
 	if z == nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var names []string
 	for _, h := range z.hosts {
 		if h.done {
 			h.expires = time.Time{}
-			n++
+			names = append(names, h.name)
 		}
 	}
-	return n
+	return names
 }
 
 // hostRows is SHOW DNS_HOSTS: each name, the seconds its answer has left

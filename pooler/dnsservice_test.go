@@ -53,11 +53,29 @@ func TestDNSCacheServesServerLogins(t *testing.T) {
 	if n := closeNeeded(); n != 0 {
 		t.Fatalf("%d servers close_needed before any change", n)
 	}
+	// The zone's serial moves on: the name is looked up again at once,
+	// without a login, and its server on the address that left is marked.
 	res.set("pg.example.internal", "127.0.0.2")
-	tp.svc.dns.expireZone("example.internal")
-	tp.svc.dns.resolve(context.Background(), "pg.example.internal")
+	tp.svc.soa = func(context.Context, string) (uint32, error) { return 3, nil }
+	tp.svc.checkZones(context.Background())
+	if n := res.count("pg.example.internal"); n != 2 {
+		t.Errorf("%d lookups after the zone changed, want 2", n)
+	}
 	if n := closeNeeded(); n != 1 {
 		t.Errorf("%d servers close_needed after their address left the answer, want 1", n)
+	}
+
+	// A name that does not resolve: PgBouncer's warning, and the login's
+	// reason.
+	res.mu.Lock()
+	delete(res.answers, "pg.example.internal")
+	res.mu.Unlock()
+	tp.svc.dns.expireZone("example.internal")
+	if _, err := tp.svc.dns.resolve(context.Background(), "pg.example.internal"); err == nil {
+		t.Fatal("no error for a name that does not resolve")
+	}
+	if !strings.Contains(tp.log.tail(), "DNS lookup failed: pg.example.internal: result=-2") {
+		t.Errorf("log:\n%s", tp.log.tail())
 	}
 }
 

@@ -27,8 +27,8 @@ import (
 // dns_zone_check_period is PgBouncer's c-ares zone check: every period,
 // the SOA serial of each zone of the cached names (dnsZone) is asked, one
 // zone after another; when a serial moved on, the zone's names are looked
-// up again at their next use, and servers connected to an address that
-// disappeared are marked close_needed (dnscache.go). Go's resolver has no
+// up again at once, and servers connected to an address that disappeared
+// are marked close_needed (dnscache.go). Go's resolver has no
 // SOA lookup: the query is sent here, over UDP, to the nameservers of
 // resolv_conf or else of /etc/resolv.conf.
 
@@ -181,8 +181,25 @@ func (s *Service) checkZones(ctx context.Context) {
 			continue
 		}
 		s.log.Info(fmt.Sprintf("zone '%s' serial changed: old=%d new=%d", zone, old, serial))
-		s.dns.expireZone(zone)
+		for _, name := range s.dns.expireZone(zone) {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			s.dns.resolve(lctx, name)
+			cancel()
+		}
 	}
+}
+
+// dnsFailed logs a failed lookup as PgBouncer does, with getaddrinfo's
+// code for the failure.
+func (s *Service) dnsFailed(host string, err *net.DNSError) {
+	code := -4 // EAI_FAIL
+	switch {
+	case err.IsNotFound:
+		code = -2 // EAI_NONAME
+	case err.IsTimeout || err.IsTemporary:
+		code = -3 // EAI_AGAIN
+	}
+	s.log.Warn(fmt.Sprintf("DNS lookup failed: %s: result=%d", host, code))
 }
 
 // systemSOA is the zone check's default query: to the nameservers of

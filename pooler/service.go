@@ -194,7 +194,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		st := s.settings()
 		return st.DNSMaxTTL, st.DNSNXDomainTTL
 	})
-	s.dns.addrGone = s.addrGone
+	s.dns.addrGone, s.dns.failed = s.addrGone, s.dnsFailed
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
@@ -141,8 +142,13 @@ func (s *Service) applyDeferAccept(on bool) {
 
 // chownUnixSocket gives the Unix socket file unix_socket_group (a name or
 // a number) and unix_socket_mode, as PgBouncer's change_file_mode, whose
-// failures are fatal and whose messages these are.
+// failures are fatal and whose messages these are; an abstract socket is
+// left alone, as PgBouncer does.
 func chownUnixSocket(path string, mode int, group string) error {
+	if strings.HasPrefix(path, "@") {
+		// An abstract socket (unix_socket_dir = @name) has no file.
+		return nil
+	}
 	if group != "" {
 		gid, err := strconv.Atoi(group)
 		if err != nil {

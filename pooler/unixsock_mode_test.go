@@ -64,3 +64,13 @@ func TestUnixSocketModeAndGroup(t *testing.T) {
 		t.Fatalf("unknown group: %v", err)
 	}
 }
+
+// An abstract socket (unix_socket_dir = @name) has no file to chmod or
+// chown: the settings are ignored there, as in PgBouncer.
+func TestUnixSocketAbstractNoChmod(t *testing.T) {
+	svc := unixSocketService(t, "@pgturnstile-test-"+strconv.Itoa(os.Getpid()), "unix_socket_mode = 0600\nunix_socket_group = no-such-group-pgt\n")
+	if err := svc.Listen(); err != nil {
+		t.Fatalf("abstract socket: %v", err)
+	}
+	svc.Close()
+}
