@@ -214,8 +214,9 @@ func (s *Service) dialTimeout(network, address string, timeout time.Duration) (n
 	if tc, ok := conn.(*net.TCPConn); ok {
 		// tcp_* (sockopts.go); PgBouncer fails a connection it cannot tune.
 		if err := tuneTCP(tc, s.settings(), false); err != nil {
+			s.log.Warn(err.Error())
 			conn.Close()
-			return nil, err
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 		}
 	}
 	return conn, nil

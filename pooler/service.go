@@ -435,7 +435,7 @@ func (s *Service) accept(ln net.Listener) error {
 		if tc, ok := conn.(*net.TCPConn); ok {
 			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
 				// PgBouncer drops a connection it cannot tune.
-				s.log.Warn("accept: tune_socket: " + err.Error())
+				s.log.Warn(err.Error())
 				conn.Close()
 				continue
 			}

@@ -1,12 +1,14 @@
 package pooler
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
@@ -36,7 +38,7 @@ import (
 func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 	if !st.TCPKeepalive {
 		if err := c.SetKeepAlive(false); err != nil {
-			return fmt.Errorf("socket_set_keepalive: %w", err)
+			return newTuneError(c, "socket_set_keepalive", err)
 		}
 	} else {
 		// A negative field leaves the option as it is (the OS default
@@ -55,24 +57,55 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 			keepaliveDefaults(&ka)
 		}
 		if err := c.SetKeepAliveConfig(ka); err != nil {
-			return fmt.Errorf("socket_set_keepalive: %w", err)
+			return newTuneError(c, "socket_set_keepalive", err)
 		}
 	}
 	if st.TCPUserTimeout != 0 {
 		if err := setUserTimeout(c, st.TCPUserTimeout); err != nil {
-			return fmt.Errorf("setsockopt/TCP_USER_TIMEOUT: %w", err)
+			return newTuneError(c, "setsockopt/TCP_USER_TIMEOUT", err)
 		}
 	}
 	if n := st.TCPSocketBuffer; n != 0 {
 		if err := c.SetWriteBuffer(n); err != nil {
-			return fmt.Errorf("setsockopt/SO_SNDBUF: %w", err)
+			return newTuneError(c, "setsockopt/SO_SNDBUF", err)
 		}
 		if err := c.SetReadBuffer(n); err != nil {
-			return fmt.Errorf("setsockopt/SO_RCVBUF: %w", err)
+			return newTuneError(c, "setsockopt/SO_RCVBUF", err)
 		}
 	}
 	return nil
 }
+
+// tuneError is an option tuneTCP could not set; it reads as PgBouncer's
+// warning, "ERRPOS(FD) failed: STRERROR", and the connection is dropped.
+type tuneError struct {
+	pos string
+	fd  int
+	err error
+}
+
+func newTuneError(c *net.TCPConn, pos string, err error) *tuneError {
+	e := &tuneError{pos: pos, fd: -1, err: err}
+	if rc, rerr := c.SyscallConn(); rerr == nil {
+		rc.Control(func(fd uintptr) { e.fd = int(fd) })
+	}
+	return e
+}
+
+func (e *tuneError) Error() string {
+	text := e.err.Error()
+	var errno syscall.Errno
+	if errors.As(e.err, &errno) {
+		// strerror's text: Go's is the same, uncapitalised.
+		text = errno.Error()
+		if text != "" {
+			text = strings.ToUpper(text[:1]) + text[1:]
+		}
+	}
+	return fmt.Sprintf("%s(%d) failed: %s", e.pos, e.fd, text)
+}
+
+func (e *tuneError) Unwrap() error { return e.err }
 
 // listenConfig is how the pooler's own listeners are opened: SO_REUSEPORT
 // before the bind when so_reuseport is on, and no keepalive of Go's on
@@ -97,7 +130,7 @@ var serverDialer = &net.Dialer{KeepAlive: -1}
 func (s *Service) tuneListener(ln net.Listener) error {
 	st := s.settings()
 	if err := setBacklog(ln, st.ListenBacklog); err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("cannot listen on %s: listen(): %w", ln.Addr(), err)
 	}
 	if _, isTCP := ln.(*net.TCPListener); isTCP {
 		if err := setDeferAccept(ln, st.TCPDeferAccept != 0); err != nil {

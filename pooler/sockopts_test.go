@@ -6,11 +6,13 @@ import (
 	"context"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -173,5 +175,26 @@ func TestSocketOptionsInheritedListener(t *testing.T) {
 	defer conn.Close()
 	if got := getsockopt(t, c.conn.(*net.TCPConn), unix.IPPROTO_TCP, unix.TCP_KEEPINTVL); got != osIntvl {
 		t.Errorf("TCP_KEEPINTVL = %d, want the OS default %d", got, osIntvl)
+	}
+}
+
+// A connection whose options cannot be set is dropped with PgBouncer's
+// warning: TCP_KEEPIDLE above Linux's 32767 is refused by the kernel.
+func TestSocketOptionsRefusedDropped(t *testing.T) {
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": ""}, "tcp_keepidle = 40000\n")
+	defer tp.shutdown(t, fake)
+	conn, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.Write(startupPacket(0, [][2]string{{"user", "cs"}, {"database", "cs"}}))
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection was served")
+	}
+	if !regexp.MustCompile(`socket_set_keepalive\(\d+\) failed: Invalid argument`).MatchString(tp.log.tail()) {
+		t.Errorf("log:\n%s", tp.log.tail())
 	}
 }
