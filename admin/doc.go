@@ -71,10 +71,10 @@
 // columns. SHOW FDS has PgBouncer's columns and pgturnstile_state last
 // (fds.go: over the online restart's session each row carries its
 // descriptor). Subjects pgturnstile has nothing for answer with their
-// columns and no rows: MEM (no slab caches), DNS_HOSTS, DNS_ZONES (Go's
-// resolver has no cache),
+// columns and no rows: MEM (no slab caches),
 // ACTIVE_SOCKETS (buffer state is not exposed; SHOW SOCKETS prints 0 in
-// the buffer columns).
+// the buffer columns). DNS_HOSTS and DNS_ZONES list the pooler's DNS
+// cache of server host names (dns.go, a Console that is a DNSCache).
 //
 // # SET USER and SET POOL
 //

@@ -106,7 +106,7 @@ var shows = map[string]showCmd{
 	"config": {cols: configCols, rows: configRows},
 	// PgBouncer's SHOW MEM lists its slab caches; Go has none to show.
 	"mem": {cols: memCols, rows: noRows},
-	// Go's resolver has no cache to list.
+	// DNS_HOSTS and DNS_ZONES: their rows are dns.go's.
 	"dns_hosts": {cols: dnsHostsCols, rows: noRows},
 	"dns_zones": {cols: dnsZonesCols, rows: noRows},
 	"version":   {cols: versionCols, rows: func(c Console) [][]value { return [][]value{{text(c.Version())}} }},

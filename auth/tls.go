@@ -19,6 +19,8 @@ type TLSSettings struct {
 	// Ciphers13 is *_tls13_ciphers: checked (as OpenSSL would refuse
 	// it), not applied: crypto/tls chooses TLS 1.3 suites itself.
 	Ciphers13 string
+	// ECDHCurve is client_tls_ecdhcurve (ecdhcurve.go); client side only.
+	ECDHCurve string
 }
 
 // TLS modes, PgBouncer's (and libpq's) names.
@@ -57,6 +59,9 @@ func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
 	}
 	warn = cipherWarning("client_tls_ciphers", s.Ciphers)
 	if err := checkTLS13Ciphers(s.Ciphers13); err != nil {
+		return nil, "", err
+	}
+	if cfg.CurvePreferences, err = ecdhCurves(s.ECDHCurve); err != nil {
 		return nil, "", err
 	}
 	if s.CAFile != "" {

@@ -150,6 +150,18 @@ type Settings struct {
 	// TLS towards clients and towards servers.
 	ClientTLSSSLMode, ClientTLSKeyFile, ClientTLSCertFile, ClientTLSCAFile, ClientTLSProtocols, ClientTLSCiphers string
 	ServerTLSSSLMode, ServerTLSKeyFile, ServerTLSCertFile, ServerTLSCAFile, ServerTLSProtocols, ServerTLSCiphers string
+	ClientTLSECDHCurve                                                                                           string
+
+	// Sockets (pooler/sockopts*.go): TCP options of client and server
+	// connections (0 = the OS default), the listeners' backlog and
+	// TCP_DEFER_ACCEPT, the Unix socket's group.
+	TCPKeepalive                                          bool
+	TCPKeepIdle, TCPKeepIntvl, TCPKeepCnt, TCPUserTimeout int
+	TCPSocketBuffer, TCPDeferAccept, ListenBacklog        int
+	UnixSocketGroup                                       string
+	// The DNS cache of server host names (pooler/dnscache.go).
+	DNSMaxTTL, DNSNXDomainTTL, DNSZoneCheckPeriod time.Duration
+	ResolvConf                                    string
 }
 
 // Database is one [databases] entry. Integer limits are -1 when unset

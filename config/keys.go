@@ -146,9 +146,9 @@ var (
 var supportedAuthTypes = map[string]bool{"any": true, "cert": true, "hba": true, "ldap": true, "md5": true, "pam": true, "plain": true, "scram-sha-256": true, "trust": true}
 
 const (
-	notImpl = "not implemented yet; value is validated and ignored"
-	tlsNote = "Go's crypto/tls chooses curves, DH parameters and TLS 1.3 suites itself; value is validated and ignored"
-	dnsNote = "Go's resolver is used; no DNS cache yet"
+	// Reasons a user can act on: what Go does instead.
+	tls13Note = "Go's crypto/tls does not let the TLS 1.3 suites be chosen: it offers all three (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305) and orders them by the CPU's AES support; the value is checked as OpenSSL would and otherwise ignored"
+	dheNote   = "Go's crypto/tls has no finite-field DHE key exchange (ECDHE only, see client_tls_ecdhcurve), so there are no DH parameters to set; the value is validated and ignored"
 	// pgturnstile needs no second process to use more cores.
 	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
@@ -160,12 +160,14 @@ func init() {
 			field: func(s *Settings) any { return &s.ListenAddr }},
 		{Name: "listen_port", Kind: KindInt, Default: "6432", max: 65535, Doc: "TCP port and Unix socket suffix; 0 = any free port (pgturnstile extension, for tests)",
 			field: func(s *Settings) any { return &s.ListenPort }},
-		{Name: "listen_backlog", Kind: KindInt, Default: "128", Status: NotSupported, Doc: "listen(2) backlog", Note: "Go uses the kernel's somaxconn"},
+		{Name: "listen_backlog", Kind: KindInt, Default: "128", Doc: "listen(2) backlog of the listeners (capped by net.core.somaxconn)", Note: "Go listens with somaxconn; pgturnstile then calls listen(2) again with this backlog, which Linux takes",
+			field: func(s *Settings) any { return &s.ListenBacklog }},
 		{Name: "unix_socket_dir", Kind: KindString, Default: "/tmp", Doc: "directory of the listening Unix socket; empty disables it",
 			field: func(s *Settings) any { return &s.UnixSocketDir }},
-		{Name: "unix_socket_mode", Kind: KindInt, Default: "0777", max: 07777, Status: NotSupported, Doc: "file mode of the Unix socket", Note: notImpl,
+		{Name: "unix_socket_mode", Kind: KindInt, Default: "0777", max: 07777, Doc: "file mode of the Unix socket",
 			field: func(s *Settings) any { return &s.UnixSocketMode }},
-		{Name: "unix_socket_group", Kind: KindString, Status: NotSupported, Doc: "group of the Unix socket", Note: notImpl},
+		{Name: "unix_socket_group", Kind: KindString, Doc: "group (name or number) of the Unix socket; one that does not exist stops the start",
+			field: func(s *Settings) any { return &s.UnixSocketGroup }},
 		{Name: "user", Kind: KindString, Doc: "Unix user to switch to when started as root (`-u` wins); root is refused without it", Note: "switched after the listeners open (PgBouncer: before), so a port below 1024 works; setgroups/setgid/setuid apply to every thread (Go 1.16+)",
 			field: func(s *Settings) any { return &s.User }},
 		{Name: "pidfile", Kind: KindString, Doc: "PID file",
@@ -297,10 +299,14 @@ func init() {
 			field: func(s *Settings) any { return &s.StatsPeriod }},
 
 		// DNS.
-		{Name: "dns_max_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of successful DNS lookups (seconds)", Note: dnsNote},
-		{Name: "dns_nxdomain_ttl", Kind: KindDuration, Default: "15", Status: NotSupported, Doc: "cache lifetime of failed DNS lookups (seconds)", Note: dnsNote},
-		{Name: "dns_zone_check_period", Kind: KindDuration, Default: "0", Status: NotSupported, Doc: "poll DNS zone serials (seconds); 0 = off", Note: dnsNote},
-		{Name: "resolv_conf", Kind: KindString, Status: NotSupported, Doc: "alternative resolv.conf", Note: dnsNote},
+		{Name: "dns_max_ttl", Kind: KindDuration, Default: "15", Doc: "how long a server host name's DNS answer is kept (seconds; the record's TTL is ignored); 0 = not kept",
+			field: func(s *Settings) any { return &s.DNSMaxTTL }},
+		{Name: "dns_nxdomain_ttl", Kind: KindDuration, Default: "15", Doc: "how long a failed DNS lookup is kept (seconds): logins to the name fail at once meanwhile",
+			field: func(s *Settings) any { return &s.DNSNXDomainTTL }},
+		{Name: "dns_zone_check_period", Kind: KindDuration, Default: "0", Doc: "period of the check of the SOA serials of the cached names' zones (seconds); a zone whose serial moved on has its names looked up again; 0 = off", Note: "PgBouncer needs its c-ares build for it; pgturnstile sends the SOA queries itself, over UDP, to the nameservers of resolv_conf or /etc/resolv.conf, and looks the names up again at their next use",
+			field: func(s *Settings) any { return &s.DNSZoneCheckPeriod }},
+		{Name: "resolv_conf", Kind: KindString, Status: Partial, Doc: "alternative resolv.conf: its nameservers answer the server host name lookups", Note: "Go's resolver cannot read another file: the nameserver lines of this one are used (Go's own resolver sends its queries there); search, domain and options still come from /etc/resolv.conf, and /etc/hosts is read first",
+			field: func(s *Settings) any { return &s.ResolvConf }},
 
 		// TLS.
 		{Name: "client_tls_sslmode", Kind: KindEnum, Default: "disable", Values: sslModeValues, Doc: "TLS mode towards clients",
@@ -315,9 +321,10 @@ func init() {
 			field: func(s *Settings) any { return &s.ClientTLSProtocols }},
 		{Name: "client_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards clients",
 			field: func(s *Settings) any { return &s.ClientTLSCiphers }},
-		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tlsNote},
-		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "ECDH curve towards clients", Note: tlsNote},
-		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: tlsNote},
+		{Name: "client_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards clients", Note: tls13Note},
+		{Name: "client_tls_ecdhcurve", Kind: KindString, Default: "auto", Doc: "ECDH curve towards clients: auto or none (the library's choice) or one curve (prime256v1, secp384r1, secp521r1, X25519; Go's P-256, P-384, P-521 too)", Note: "auto is Go's choice, which includes the hybrid X25519MLKEM768",
+			field: func(s *Settings) any { return &s.ClientTLSECDHCurve }},
+		{Name: "client_tls_dheparams", Kind: KindString, Default: "auto", Status: NotSupported, Doc: "DHE parameters towards clients", Note: dheNote},
 		{Name: "server_tls_sslmode", Kind: KindEnum, Default: "prefer", Values: sslModeValues, Doc: "TLS mode towards servers",
 			field: func(s *Settings) any { return &s.ServerTLSSSLMode }},
 		{Name: "server_tls_ca_file", Kind: KindString, Doc: "CA to verify server certificates",
@@ -330,7 +337,7 @@ func init() {
 			field: func(s *Settings) any { return &s.ServerTLSProtocols }},
 		{Name: "server_tls_ciphers", Kind: KindString, Default: "default", Doc: "TLS ≤1.2 ciphers towards servers",
 			field: func(s *Settings) any { return &s.ServerTLSCiphers }},
-		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tlsNote},
+		{Name: "server_tls13_ciphers", Kind: KindString, Status: NotSupported, Doc: "TLS 1.3 cipher suites towards servers", Note: tls13Note},
 
 		// Logging.
 		{Name: "syslog", Kind: KindBool, Default: "0", Doc: "log to syslog (as well as stderr/logfile), LOG level and above; RELOAD/SIGHUP reconnects with the settings in force",
@@ -351,13 +358,20 @@ func init() {
 			field: func(s *Settings) any { return &s.Verbose }},
 
 		// Low-level TCP.
-		{Name: "tcp_defer_accept", Kind: KindInt, Default: "1", Status: NotSupported, Doc: "TCP_DEFER_ACCEPT (PgBouncer: 1 on Linux, else 0)", Note: notImpl},
-		{Name: "tcp_socket_buffer", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "SO_SNDBUF/SO_RCVBUF; 0 = OS default", Note: notImpl},
-		{Name: "tcp_keepalive", Kind: KindBool, Default: "1", Status: NotSupported, Doc: "SO_KEEPALIVE", Note: "not configurable yet; Go's net package enables keepalive by default"},
-		{Name: "tcp_keepcnt", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPCNT; 0 = OS default", Note: notImpl},
-		{Name: "tcp_keepidle", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPIDLE; 0 = OS default", Note: notImpl},
-		{Name: "tcp_keepintvl", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_KEEPINTVL; 0 = OS default", Note: notImpl},
-		{Name: "tcp_user_timeout", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "TCP_USER_TIMEOUT in milliseconds; 0 = OS default", Note: notImpl},
+		{Name: "tcp_defer_accept", Kind: KindInt, Default: "1", Doc: "TCP_DEFER_ACCEPT on the TCP listeners (Linux; non-zero = on, set to 1 s as PgBouncer does); a change applies to the listeners open",
+			field: func(s *Settings) any { return &s.TCPDeferAccept }},
+		{Name: "tcp_socket_buffer", Kind: KindInt, Default: "0", Doc: "SO_SNDBUF/SO_RCVBUF of client and server TCP connections; 0 = OS default",
+			field: func(s *Settings) any { return &s.TCPSocketBuffer }},
+		{Name: "tcp_keepalive", Kind: KindBool, Default: "1", Doc: "SO_KEEPALIVE on client and server TCP connections, with the OS's timings unless tcp_keepidle/intvl/cnt are set", Note: "Go's own keepalive timings (15 s) are not used",
+			field: func(s *Settings) any { return &s.TCPKeepalive }},
+		{Name: "tcp_keepcnt", Kind: KindInt, Default: "0", Doc: "TCP_KEEPCNT; 0 = OS default",
+			field: func(s *Settings) any { return &s.TCPKeepCnt }},
+		{Name: "tcp_keepidle", Kind: KindInt, Default: "0", Doc: "TCP_KEEPIDLE (seconds); 0 = OS default",
+			field: func(s *Settings) any { return &s.TCPKeepIdle }},
+		{Name: "tcp_keepintvl", Kind: KindInt, Default: "0", Doc: "TCP_KEEPINTVL (seconds); 0 = OS default",
+			field: func(s *Settings) any { return &s.TCPKeepIntvl }},
+		{Name: "tcp_user_timeout", Kind: KindInt, Default: "0", Doc: "TCP_USER_TIMEOUT in milliseconds (Linux); 0 = OS default",
+			field: func(s *Settings) any { return &s.TCPUserTimeout }},
 
 		// pgturnstile extensions.
 		{Name: "limit_evict_grace", Kind: KindDuration, Default: "0", Doc: "after a limit is lowered (SET USER, SET POOL, RELOAD), how long a busy server over it may stay with its client before it is evicted (the client gets FATAL evicted); 0 = never, it closes when released", Note: "pgturnstile extension",

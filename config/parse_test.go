@@ -391,8 +391,8 @@ func TestParseErrors(t *testing.T) {
 
 func TestWarnings(t *testing.T) {
 	c := mustParse(t, `[pgbouncer]
-listen_backlog = 64
-listen_backlog = 64
+sbuf_loopcnt = 10
+sbuf_loopcnt = 10
 max_prepared_statements = 200
 pkt_buf = 4096
 tcp_keepalive = yes
@@ -409,7 +409,7 @@ u = pool_size=1 query_timeout=5 max_user_client_connections=3
 2 = host=/tmp/pgbouncer2
 `)
 	want := []string{
-		`setting "listen_backlog" is not supported yet and is ignored (pgbouncer.ini:2)`,
+		`setting "sbuf_loopcnt" is not supported yet and is ignored (pgbouncer.ini:2)`,
 		// auth_type = pam is supported (a -tags pam build; the default
 		// build refuses it at startup, not here).
 	}

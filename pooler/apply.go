@@ -159,7 +159,10 @@ func (s *Service) swap(next *derivedState) {
 	old := s.sec.Load()
 	tlsChanged := old != nil && serverTLSChanged(old.serverTLS, next.sec.serverTLS)
 	s.sec.Store(next.sec)
-	s.cfg.Store(cfg)
+	prev := s.cfg.Swap(cfg)
+	if prev != nil && (prev.Settings.TCPDeferAccept != 0) != (st.TCPDeferAccept != 0) {
+		s.applyDeferAccept(st.TCPDeferAccept != 0)
+	}
 	s.adm.Store(next.adm)
 	s.held.SetLimit(int64(st.HeldMessageBudget))
 	s.mu.Lock()

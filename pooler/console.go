@@ -326,6 +326,7 @@ func (v consoleView) Lists() admin.Lists {
 		p.mu.Unlock()
 	}
 	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
+	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.counts()
 	return l
 }
 

@@ -54,6 +54,12 @@
 //	peering.go         peer_id in cancel keys; cancel requests forwarded to
 //	                   the peer that owns them ([peers]); SHOW PEER_POOLS
 //	reuseport.go       so_reuseport: SO_REUSEPORT on the TCP listeners
+//	sockopts*.go       tcp_* on client and server connections (tune_socket),
+//	                   listen_backlog, tcp_defer_accept, unix_socket_group
+//	dnscache.go        the DNS cache of server host names (dns_max_ttl,
+//	                   dns_nxdomain_ttl), SHOW DNS_HOSTS/DNS_ZONES
+//	dnszone.go         resolv_conf, dns_zone_check_period's SOA queries, the
+//	                   dial through the cache
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
@@ -200,8 +206,9 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu and liveHeapMu are leaves
-// taken under nothing. The gate calls its decisions' callbacks after releasing
+// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnsCache.mu
+// (released for its lookups and for marking servers of a gone address)
+// are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,
 // so a callback only sends on its own buffered channel.
 //

@@ -44,6 +44,7 @@ func (s *Service) janitor(ctx context.Context) {
 				}
 			}
 			s.freeUnusedPools(now)
+			s.zoneCheckDue(ctx, now)
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now
 				s.requestParks(now)

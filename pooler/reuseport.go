@@ -11,9 +11,6 @@ import (
 // listeners only: each process keeps its own Unix socket, in its own
 // unix_socket_dir).
 func listenTCP(reusePort bool, address string) (net.Listener, error) {
-	var lc net.ListenConfig
-	if reusePort {
-		lc.Control = setReusePort
-	}
+	lc := listenConfig(reusePort)
 	return lc.Listen(context.Background(), "tcp", address)
 }

@@ -161,10 +161,6 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 			err = errDialAborted
 		}
 	}()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-		tc.SetKeepAlive(true)
-	}
 	if timeout > 0 {
 		conn.SetDeadline(time.Now().Add(timeout))
 	}
@@ -203,7 +199,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 
 // dialTimeout opens a connection to Postgres through the service's dial
 // hook, bounded by timeout (0: none), as net.DialTimeout would: a timeout
-// reads "i/o timeout" either way.
+// reads "i/o timeout" either way. A TCP connection gets the tcp_* options.
 func (s *Service) dialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
 	ctx := context.Background()
 	if timeout > 0 {
@@ -211,7 +207,19 @@ func (s *Service) dialTimeout(network, address string, timeout time.Duration) (n
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return s.dial(ctx, network, address)
+	conn, err := s.dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		// tcp_* (sockopts.go); PgBouncer fails a connection it cannot tune.
+		if err := tuneTCP(tc, s.settings(), false); err != nil {
+			s.log.Warn(err.Error())
+			conn.Close()
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+	}
+	return conn, nil
 }
 
 // errDialAborted ends a server login that a lowered limit made unwanted.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,14 @@ type Service struct {
 	// be replaced by tests before Serve.
 	clock clock
 	dial  func(ctx context.Context, network, address string) (net.Conn, error)
+	// dns caches server host names for dial (dnscache.go); soa asks a
+	// zone's serial for dns_zone_check_period (dnszone.go).
+	dns *dnsCache
+	soa func(ctx context.Context, zone string) (uint32, error)
+	// zoneCheckLast is when the janitor last started a zone check (its
+	// own field); zoneChecking is set while one runs.
+	zoneCheckLast time.Time
+	zoneChecking  atomic.Bool
 }
 
 // clientReadBuffer is the read buffer of a client connection: client
@@ -175,8 +184,17 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		poolOverrides: map[string]*config.Pool{},
 		metrics:       metrics.NewSet(),
 		clock:         systemClock{},
-		dial:          (&net.Dialer{}).DialContext,
 	}
+	res, err := newResolver(cfg.Settings.ResolvConf)
+	if err != nil {
+		return nil, err
+	}
+	s.dial, s.soa = s.dialCached, s.systemSOA
+	s.dns = newDNSCache(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
+		st := s.settings()
+		return st.DNSMaxTTL, st.DNSNXDomainTTL
+	})
+	s.dns.addrGone, s.dns.failed = s.addrGone, s.dnsFailed
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
@@ -255,6 +273,11 @@ func (s *Service) Listen() error {
 			s.Close()
 			return err
 		}
+		if err := s.tuneListener(ln); err != nil {
+			ln.Close()
+			s.Close()
+			return err
+		}
 		if port == 0 {
 			// Every address shares the port picked for the first.
 			port = ln.Addr().(*net.TCPAddr).Port
@@ -269,12 +292,18 @@ func (s *Service) Listen() error {
 			return err
 		}
 		ln, err := net.Listen("unix", path)
+		if err == nil {
+			err = s.tuneListener(ln)
+			if err == nil {
+				err = chownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
+			}
+			if err != nil {
+				ln.Close()
+			}
+		}
 		if err != nil {
 			s.Close()
 			return err
-		}
-		if st.UnixSocketMode != 0 {
-			os.Chmod(path, os.FileMode(st.UnixSocketMode))
 		}
 		s.log.Info("listening on unix:" + path)
 		s.listeners = append(s.listeners, ln)
@@ -387,6 +416,7 @@ func (s *Service) stop() { s.markStopped() }
 
 func (s *Service) accept(ln net.Listener) error {
 	defer s.countTCPAccept(ln)()
+	inherited := slices.Contains(s.inherited, ln)
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -406,8 +436,12 @@ func (s *Service) accept(ln net.Listener) error {
 			return err
 		}
 		if tc, ok := conn.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-			tc.SetKeepAlive(true)
+			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
+				// PgBouncer drops a connection it cannot tune.
+				s.log.Warn(err.Error())
+				conn.Close()
+				continue
+			}
 		}
 		s.serveConn(conn)
 	}

@@ -37,7 +37,7 @@ func tlsWantedOf(cfg *config.Config) tlsWanted {
 		client: auth.TLSSettings{
 			Mode: st.ClientTLSSSLMode, KeyFile: st.ClientTLSKeyFile, CertFile: st.ClientTLSCertFile,
 			CAFile: st.ClientTLSCAFile, Protocols: st.ClientTLSProtocols, Ciphers: st.ClientTLSCiphers,
-			Ciphers13: client13,
+			Ciphers13: client13, ECDHCurve: st.ClientTLSECDHCurve,
 		},
 		server: auth.TLSSettings{
 			Mode: st.ServerTLSSSLMode, KeyFile: st.ServerTLSKeyFile, CertFile: st.ServerTLSCertFile,

@@ -1,0 +1,145 @@
+package pooler
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/admin"
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// A server host name is dialled through the DNS cache: SHOW DNS_HOSTS
+// lists it, and when its new answer lacks the address a server is
+// connected to, that server is marked close_needed.
+func TestDNSCacheServesServerLogins(t *testing.T) {
+	fake := startFakePostgres(t)
+	res := newFakeResolver()
+	res.set("pg.example.internal", "127.0.0.1")
+	tp := startTestPooler(t, fake, map[string]string{"cs": "host=pg.example.internal"}, "",
+		func(s *Service) { s.dns.res = res })
+	defer tp.shutdown(t, fake)
+	conn, _ := dialStateClient(t, tp)
+	defer conn.Close()
+	stateQuery(t, conn, "SELECT 1", 'I')
+	if n := res.count("pg.example.internal"); n != 1 {
+		t.Fatalf("%d lookups, want 1", n)
+	}
+	hosts := tp.svc.Console().(admin.DNSCache).DNSHosts()
+	if len(hosts) != 1 || hosts[0].Hostname != "pg.example.internal" || hosts[0].Addrs != "127.0.0.1:0" || hosts[0].TTL <= 0 {
+		t.Fatalf("DNS_HOSTS %+v", hosts)
+	}
+	if l := tp.svc.Console().Lists(); l.DNSNames != 1 || l.DNSZones != 1 {
+		t.Errorf("SHOW LISTS dns_names %d dns_zones %d, want 1 1", l.DNSNames, l.DNSZones)
+	}
+
+	closeNeeded := func() (n int) {
+		for _, p := range tp.svc.allPools() {
+			p.mu.Lock()
+			for s := range p.servers {
+				if s.closeNeeded {
+					n++
+				}
+			}
+			p.mu.Unlock()
+		}
+		return n
+	}
+	if n := closeNeeded(); n != 0 {
+		t.Fatalf("%d servers close_needed before any change", n)
+	}
+	// The zone's serial moves on: the name is looked up again at once,
+	// without a login, and its server on the address that left is marked.
+	res.set("pg.example.internal", "127.0.0.2")
+	tp.svc.soa = func(context.Context, string) (uint32, error) { return 3, nil }
+	tp.svc.checkZones(context.Background())
+	if n := res.count("pg.example.internal"); n != 2 {
+		t.Errorf("%d lookups after the zone changed, want 2", n)
+	}
+	if n := closeNeeded(); n != 1 {
+		t.Errorf("%d servers close_needed after their address left the answer, want 1", n)
+	}
+
+	// A name that does not resolve: PgBouncer's warning, and the login's
+	// reason.
+	res.mu.Lock()
+	delete(res.answers, "pg.example.internal")
+	res.mu.Unlock()
+	tp.svc.dns.expireZone("example.internal")
+	if _, err := tp.svc.dns.resolve(context.Background(), "pg.example.internal"); err == nil {
+		t.Fatal("no error for a name that does not resolve")
+	}
+	if !strings.Contains(tp.log.tail(), "DNS lookup failed: pg.example.internal: result=-2") {
+		t.Errorf("log:\n%s", tp.log.tail())
+	}
+}
+
+// resolv_conf: its nameserver lines are read; a file that cannot be read
+// stops the start.
+func TestResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "resolv.conf")
+	os.WriteFile(path, []byte("# x\nsearch example.com\nnameserver 10.1.2.3\nnameserver fd00::53\noptions ndots:2\n"), 0o644)
+	got, err := readNameservers(path)
+	if err != nil || !slices.Equal(got, []string{"10.1.2.3:53", "[fd00::53]:53"}) {
+		t.Errorf("nameservers %q %v", got, err)
+	}
+	if r, err := newResolver(path); err != nil || r == net.DefaultResolver || !r.PreferGo || r.Dial == nil {
+		t.Errorf("resolver for resolv_conf: %+v %v", r, err)
+	}
+	cfg := parseTestConfig(t, "[databases]\n[pgbouncer]\nauth_type = any\nresolv_conf = "+filepath.Join(dir, "missing")+"\n")
+	if _, err := New(cfg, nil); err == nil || !strings.HasPrefix(err.Error(), "resolv_conf: open ") {
+		t.Errorf("missing resolv_conf: %v", err)
+	}
+}
+
+// The zone check's SOA query, against a nameserver on loopback.
+func TestSOASerialQuery(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var q dnsmessage.Message
+			if q.Unpack(buf[:n]) != nil || len(q.Questions) != 1 || q.Questions[0].Type != dnsmessage.TypeSOA {
+				continue
+			}
+			ans := dnsmessage.Message{
+				Header:    dnsmessage.Header{ID: q.ID, Response: true, Authoritative: true},
+				Questions: q.Questions,
+			}
+			if q.Questions[0].Name.String() == "example.com." {
+				ans.Answers = []dnsmessage.Resource{{
+					Header: dnsmessage.ResourceHeader{Name: q.Questions[0].Name, Type: dnsmessage.TypeSOA, Class: dnsmessage.ClassINET, TTL: 60},
+					Body: &dnsmessage.SOAResource{NS: dnsmessage.MustNewName("ns.example.com."), MBox: dnsmessage.MustNewName("h.example.com."),
+						Serial: 2026120201, Refresh: 1, Retry: 1, Expire: 1, MinTTL: 1},
+				}}
+			} else {
+				ans.RCode = dnsmessage.RCodeNameError
+			}
+			b, _ := ans.Pack()
+			pc.WriteTo(b, from)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	servers := []string{pc.LocalAddr().String()}
+	if s, err := soaSerial(ctx, servers, "example.com"); err != nil || s != 2026120201 {
+		t.Errorf("serial %d %v", s, err)
+	}
+	if _, err := soaSerial(ctx, servers, "nowhere.test"); err == nil {
+		t.Errorf("NXDOMAIN gave a serial")
+	}
+}

@@ -1,0 +1,90 @@
+//go:build linux
+
+package pooler
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// setUserTimeout sets TCP_USER_TIMEOUT (milliseconds).
+func setUserTimeout(c *net.TCPConn, ms int) error {
+	return setIntOpt(c, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, ms)
+}
+
+// setDeferAccept sets TCP_DEFER_ACCEPT to 1 second or clears it, as
+// PgBouncer's tune_accept (whose docs say 45; its code sets 1).
+func setDeferAccept(ln net.Listener, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return setIntOpt(ln.(syscall.Conn), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, v)
+}
+
+// setBacklog calls listen(2) again on a listening socket: Linux then
+// takes the new backlog (capped by net.core.somaxconn, as for PgBouncer).
+func setBacklog(ln net.Listener, backlog int) error {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var lerr error
+	if err := rc.Control(func(fd uintptr) { lerr = unix.Listen(int(fd), backlog) }); err != nil {
+		return err
+	}
+	return lerr
+}
+
+func setIntOpt(sc syscall.Conn, level, opt, v int) error {
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, v) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// osKeepalive is the kernel's keepalive defaults (net.ipv4.tcp_keepalive_*),
+// read once; a field is 0 where it could not be read.
+var osKeepalive = sync.OnceValue(func() (d struct{ idle, intvl, cnt int }) {
+	read := func(name string) int {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+		if err != nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	d.idle, d.intvl, d.cnt = read("tcp_keepalive_time"), read("tcp_keepalive_intvl"), read("tcp_keepalive_probes")
+	return d
+})
+
+// keepaliveDefaults fills the fields of ka left unchanged (negative) with
+// the OS defaults, on a socket where Go may have set its own.
+func keepaliveDefaults(ka *net.KeepAliveConfig) {
+	d := osKeepalive()
+	if ka.Idle < 0 && d.idle > 0 {
+		ka.Idle = time.Duration(d.idle) * time.Second
+	}
+	if ka.Interval < 0 && d.intvl > 0 {
+		ka.Interval = time.Duration(d.intvl) * time.Second
+	}
+	if ka.Count < 0 && d.cnt > 0 {
+		ka.Count = d.cnt
+	}
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package pooler
+
+import (
+	"errors"
+	"net"
+)
+
+// Elsewhere than Linux there is no TCP_USER_TIMEOUT: setting it fails, as
+// in PgBouncer; the backlog stays Go's.
+
+var errNotOnPlatform = errors.New("not supported on this platform")
+
+func setUserTimeout(*net.TCPConn, int) error { return errNotOnPlatform }
+
+// setDeferAccept does nothing: tcp_defer_accept's default is 1 only on
+// Linux in PgBouncer, and 0 (nothing to set) elsewhere.
+func setDeferAccept(net.Listener, bool) error { return nil }
+
+func setBacklog(net.Listener, int) error { return nil }
+
+func keepaliveDefaults(*net.KeepAliveConfig) {}
