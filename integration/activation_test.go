@@ -206,42 +206,8 @@ func TestSocketActivationRefusesNonSocket(t *testing.T) {
 // and it is up once its output has ready.
 func startWrapped(t *testing.T, ini, userlist string, command func(iniPath string) *exec.Cmd, ready string) *Pooler {
 	t.Helper()
-	c := needPG(t)
-	dir := t.TempDir()
-	authFile := filepath.Join(dir, "userlist.txt")
-	ini = strings.NewReplacer("@PGPORT@", strconv.Itoa(c.port), "@AUTH_FILE@", authFile).Replace(ini)
-	p := &Pooler{t: t, Dir: dir, IniPath: filepath.Join(dir, "pgbouncer.ini"), log: newLogBuffer()}
-	if err := os.WriteFile(authFile, []byte(userlist), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.IniPath, []byte(ini), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = command(p.IniPath)
-	p.cmd.Dir = dir
-	p.cmd.Stdout = p.log
-	p.cmd.Stderr = p.log
-	p.cmd.SysProcAttr = poolerProcAttr(dir) // not root (runas_test.go)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %v: %v", p.cmd.Args, err)
-	}
-	p.exited = make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	poolersMu.Lock()
-	poolers[p] = struct{}{}
-	poolersMu.Unlock()
-	t.Cleanup(p.stop)
-	deadline := time.After(10 * time.Second)
-	for !strings.Contains(p.log.String(), ready) {
-		select {
-		case <-p.exited:
-			t.Fatalf("exited during startup (%v); log:\n%s", p.cmd.ProcessState, p.log.String())
-		case <-deadline:
-			t.Fatalf("no %q within 10s; log:\n%s", ready, p.log.String())
-		case <-p.log.changed():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	p := launchPooler(t, ini, userlist, command)
+	p.waitStarted(func(log string) bool { return strings.Contains(log, ready) }, ready)
 	return p
 }
 

@@ -123,6 +123,8 @@ type Pooler struct {
 	stopped atomic.Bool // Stop ran: the cleanup has nothing left to do
 	// metricsAddr is metrics_addr when a test set one.
 	metricsAddr string
+	// ini is the configuration it started with, for failure messages.
+	ini string
 }
 
 var (
@@ -154,26 +156,45 @@ func startPooler(t testing.TB, ini, userlist string) *Pooler {
 // environment (NOTIFY_SOCKET, for one).
 func startPoolerEnv(t testing.TB, ini, userlist string, env []string) *Pooler {
 	t.Helper()
-	c := needPG(t)
 	bin := poolerBinary(t)
+	p := launchPooler(t, ini, userlist, func(iniPath string) *exec.Cmd {
+		cmd := exec.Command(bin, iniPath)
+		cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
+		return cmd
+	})
+	p.waitStarted(func(log string) bool {
+		if m := listeningRE.FindStringSubmatch(log); m != nil {
+			p.Port, _ = strconv.Atoi(m[1])
+			return true
+		}
+		return false
+	}, "listening on 127.0.0.1:<port>")
+	return p
+}
+
+// launchPooler writes ini and userlist into a fresh temp dir and starts
+// the process command makes of the ini path, as the pooler's OS user,
+// its output in the pooler's log; it is stopped in t.Cleanup.
+func launchPooler(t testing.TB, ini, userlist string, command func(iniPath string) *exec.Cmd) *Pooler {
+	t.Helper()
+	c := needPG(t)
 	dir := t.TempDir()
 	authFile := filepath.Join(dir, "userlist.txt")
 	ini = strings.NewReplacer("@PGPORT@", strconv.Itoa(c.port), "@AUTH_FILE@", authFile).Replace(ini)
-	p := &Pooler{t: t, Dir: dir, IniPath: filepath.Join(dir, "pgbouncer.ini"), log: newLogBuffer()}
+	p := &Pooler{t: t, Dir: dir, IniPath: filepath.Join(dir, "pgbouncer.ini"), log: newLogBuffer(), ini: ini}
 	if err := os.WriteFile(authFile, []byte(userlist), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p.IniPath, []byte(ini), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, p.IniPath)
+	p.cmd = command(p.IniPath)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(append(os.Environ(), "GOTRACEBACK=all"), env...)
 	p.cmd.Stdout = p.log
 	p.cmd.Stderr = p.log
 	p.cmd.SysProcAttr = poolerProcAttr(dir) // not root (runas_test.go)
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting pooler: %v", err)
+		t.Fatalf("starting %v: %v", p.cmd.Args, err)
 	}
 	p.exited = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.exited) }()
@@ -181,23 +202,24 @@ func startPoolerEnv(t testing.TB, ini, userlist string, env []string) *Pooler {
 	poolers[p] = struct{}{}
 	poolersMu.Unlock()
 	t.Cleanup(p.stop)
+	return p
+}
 
+// waitStarted waits up to 10 s until up says the log shows the process
+// started (what names that line for the failure).
+func (p *Pooler) waitStarted(up func(log string) bool, what string) {
+	p.t.Helper()
 	deadline := time.After(10 * time.Second)
-	for {
-		if m := listeningRE.FindStringSubmatch(p.log.String()); m != nil {
-			p.Port, _ = strconv.Atoi(m[1])
-			break
-		}
+	for !up(p.log.String()) {
 		select {
 		case <-p.exited:
-			t.Fatalf("pooler exited during startup (%v); config:\n%s\nlog:\n%s", p.cmd.ProcessState, ini, p.log.String())
+			p.t.Fatalf("pooler exited during startup (%v); config:\n%s\nlog:\n%s", p.cmd.ProcessState, p.ini, p.log.String())
 		case <-deadline:
-			t.Fatalf("pooler did not log %q within 10s; config:\n%s\nlog:\n%s", "listening on 127.0.0.1:<port>", ini, p.log.String())
+			p.t.Fatalf("pooler did not log %q within 10s; config:\n%s\nlog:\n%s", what, p.ini, p.log.String())
 		case <-p.log.changed():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return p
 }
 
 // Stop stops the pooler now (SIGTERM, as in the cleanup) and runs the

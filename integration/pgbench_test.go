@@ -18,6 +18,25 @@ var (
 	pgbenchTPSRE       = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 )
 
+// wantPgbenchClean checks a pgbench run's summary: transactions were
+// processed, none failed, no client aborted.
+func wantPgbenchClean(t testing.TB, out string) {
+	t.Helper()
+	m := pgbenchProcessedRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no 'number of transactions actually processed' in pgbench output")
+	}
+	if n, _ := strconv.Atoi(m[1]); n <= 0 {
+		t.Errorf("processed %d transactions, want > 0", n)
+	}
+	if m := pgbenchFailedRE.FindStringSubmatch(out); m == nil || m[1] != "0" {
+		t.Errorf("failed transactions: %v, want 0", m)
+	}
+	if strings.Contains(out, "aborted") || strings.Contains(out, "pgbench: error") {
+		t.Errorf("a pgbench client lost its connection or failed")
+	}
+}
+
 // TestPgbenchTransactionMode: pgbench -c 100 -j 2 -T 10 in both -M simple and
 // -M extended through the pooler in transaction mode with
 // default_pool_size=20: no failed transaction, and pg_stat_activity never
@@ -60,16 +79,7 @@ func TestPgbenchTransactionMode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pgbench -M %s: %v", mode, err)
 			}
-			m := pgbenchProcessedRE.FindStringSubmatch(out)
-			if m == nil {
-				t.Fatalf("no 'number of transactions actually processed' in pgbench output")
-			}
-			if n, _ := strconv.Atoi(m[1]); n <= 0 {
-				t.Errorf("processed %d transactions, want > 0", n)
-			}
-			if m := pgbenchFailedRE.FindStringSubmatch(out); m == nil || m[1] != "0" {
-				t.Errorf("failed transactions: %v, want 0", m)
-			}
+			wantPgbenchClean(t, out)
 			if m := pgbenchTPSRE.FindStringSubmatch(out); m != nil {
 				t.Logf("MEASURED pgbench -c 100 -j 2 -T 10 -M %s through pgturnstile: tps=%s", mode, m[1])
 			}

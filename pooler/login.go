@@ -665,12 +665,11 @@ func (c *client) remoteIP() netip.Addr {
 
 // Send implements auth.Conn.
 //
-// A challenge (a password request, SASL's first and continue messages)
-// goes out with FlushAwaitReply: the client answers every one, so the
-// write is followed by a wait for its answer rather than a read that
-// would find nothing yet. SASL's final message is left in the writer:
-// what follows it (the welcome, or the error that ends the login) flushes
-// it in the same write.
+// SASL's final message is left in the writer: what follows it (the
+// welcome, or the error that ends the login) flushes it in the same
+// write. (A challenge is not written with FlushAwaitReply, as servers'
+// requests are: a client may have sent its answer, or anything, before
+// the challenge, and the wait would then sleep through the only wake-up.)
 func (c *client) Send(msg pgproto3.BackendMessage) error {
 	b, err := msg.Encode(c.scratch[:0])
 	if err != nil {
@@ -683,7 +682,7 @@ func (c *client) Send(msg pgproto3.BackendMessage) error {
 	if _, final := msg.(*pgproto3.AuthenticationSASLFinal); final {
 		return nil
 	}
-	return c.w.FlushAwaitReply()
+	return c.w.Flush()
 }
 
 // ReadPassword implements auth.Conn.

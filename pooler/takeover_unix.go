@@ -56,8 +56,15 @@ func dupFD(fd int) int {
 }
 
 // dupListener duplicates a listener's descriptor; -1 on failure.
-func dupListener(ln net.Listener) int {
-	sc, ok := ln.(syscall.Conn)
+func dupListener(ln net.Listener) int { return dupSocket(ln) }
+
+// dupServerFD duplicates a server connection's descriptor; -1 on failure.
+func dupServerFD(srv *server) int { return dupSocket(srv.conn) }
+
+// dupSocket duplicates the descriptor under a listener or connection of
+// package net; -1 on failure (or for anything else, a TLS conn included).
+func dupSocket(v any) int {
+	sc, ok := v.(syscall.Conn)
 	if !ok {
 		return -1
 	}
@@ -71,21 +78,6 @@ func dupListener(ln net.Listener) int {
 }
 
 func closeFD(fd int) { syscall.Close(fd) }
-
-// dupServerFD duplicates a server connection's descriptor; -1 on failure.
-func dupServerFD(srv *server) int {
-	sc, ok := srv.conn.(syscall.Conn)
-	if !ok {
-		return -1
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	fd := -1
-	rc.Control(func(s uintptr) { fd = dupFD(int(s)) })
-	return fd
-}
 
 // fileConn makes a net.Conn of a descriptor handed over; fd is closed
 // (the conn holds a duplicate).
