@@ -247,7 +247,7 @@ func (c *client) serveReplication() {
 }
 
 // relayMessages copies whole messages from r to w, flushing whenever r
-// has nothing more buffered, until a read or write fails, and adds their
+// holds no whole message more, until a read or write fails, and adds their
 // sizes to bytes (SHOW STATS); it returns the type of the last message
 // relayed and whether the write failed.
 func relayMessages(r *wire.Reader, w *wire.Writer, bytes *atomic.Int64) (last byte, writeFailed bool, err error) {
@@ -263,7 +263,12 @@ func relayMessages(r *wire.Reader, w *wire.Writer, bytes *atomic.Int64) (last by
 		}
 		last = typ
 		bytes.Add(int64(5 + n))
-		if r.Buffered() == 0 {
+		// Flush unless a whole next message is already here: part of
+		// one is not enough, as its rest may come only after the other
+		// side has read what is held here (a walsender waits for
+		// pg_basebackup, which waits for this). Small socket buffers
+		// split messages often.
+		if !r.Pending() {
 			if err := w.Flush(); err != nil {
 				return last, true, err
 			}

@@ -17,8 +17,9 @@ import (
 // Socket options, as PgBouncer's tune_socket sets them on every client and
 // server TCP connection (Unix sockets get none): SO_KEEPALIVE on or off
 // (tcp_keepalive), and when on TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT
-// where set; TCP_USER_TIMEOUT (tcp_user_timeout); SO_SNDBUF and SO_RCVBUF
-// (tcp_socket_buffer). A value of 0 leaves the OS default. They are read
+// where set; TCP_USER_TIMEOUT (tcp_user_timeout). (Not SO_SNDBUF and
+// SO_RCVBUF: tcp_socket_buffer is not applied yet.) A value of 0 leaves
+// the OS default. They are read
 // at each accept and dial, so a RELOAD or SET applies to new connections.
 //
 // Go's net package would otherwise set its own keepalive (15 s idle, 15 s
@@ -65,14 +66,8 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 			return newTuneError(c, "setsockopt/TCP_USER_TIMEOUT", err)
 		}
 	}
-	if n := st.TCPSocketBuffer; n != 0 {
-		if err := c.SetWriteBuffer(n); err != nil {
-			return newTuneError(c, "setsockopt/SO_SNDBUF", err)
-		}
-		if err := c.SetReadBuffer(n); err != nil {
-			return newTuneError(c, "setsockopt/SO_RCVBUF", err)
-		}
-	}
+	// tcp_socket_buffer is not applied (config/keys.go says why): with
+	// small buffers a base backup's relay stalls.
 	return nil
 }
 
