@@ -73,8 +73,10 @@ type dnsHost struct {
 	expires time.Time
 	next    int // the address the next login starts at
 	// wait is closed when the lookup in flight ends; nil when none is.
-	wait chan struct{}
-	zone *dnsZone
+	// waiters counts the logins waiting on it (the tests wait for them).
+	wait    chan struct{}
+	waiters int
+	zone    *dnsZone
 }
 
 // dnsZone is a zone whose serial dns_zone_check_period follows.
@@ -103,13 +105,18 @@ func (d *dnsCache) resolve(ctx context.Context, host string) ([]netip.Addr, erro
 	for {
 		if h.wait != nil {
 			wait := h.wait
+			h.waiters++
 			d.mu.Unlock()
 			select {
 			case <-wait:
 			case <-ctx.Done():
+				d.mu.Lock()
+				h.waiters--
+				d.mu.Unlock()
 				return nil, &net.DNSError{Err: "lookup timed out", Name: host, IsTimeout: true}
 			}
 			d.mu.Lock()
+			h.waiters--
 			waited = true
 			continue
 		}
