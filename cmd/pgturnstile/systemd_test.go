@@ -114,9 +114,9 @@ func TestSystemdSocketUnit(t *testing.T) {
 	verifyUnit(t, analyze, "pgturnstile.socket", unit, nil, map[string]string{"pgturnstile.service": string(service)})
 }
 
-// directiveValues is each value of key in section, in order.
-func directiveValues(unit, section, key string) []string {
-	var out []string
+// directives is each Key=Value line of section, in order.
+func directives(unit, section string) [][2]string {
+	var out [][2]string
 	current := ""
 	sc := bufio.NewScanner(strings.NewReader(unit))
 	for sc.Scan() {
@@ -126,9 +126,20 @@ func directiveValues(unit, section, key string) []string {
 		case line[0] == '[':
 			current = line
 		case current == section:
-			if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == key {
-				out = append(out, strings.TrimSpace(v))
+			if k, v, ok := strings.Cut(line, "="); ok {
+				out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
 			}
+		}
+	}
+	return out
+}
+
+// directiveValues is each value of key in section, in order.
+func directiveValues(unit, section, key string) []string {
+	var out []string
+	for _, kv := range directives(unit, section) {
+		if kv[0] == key {
+			out = append(out, kv[1])
 		}
 	}
 	return out
@@ -137,19 +148,8 @@ func directiveValues(unit, section, key string) []string {
 // serviceDirectives is the [Service] section's Key=Value lines.
 func serviceDirectives(unit string) map[string]string {
 	out := map[string]string{}
-	section := ""
-	sc := bufio.NewScanner(strings.NewReader(unit))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || line[0] == '#' || line[0] == ';':
-		case line[0] == '[':
-			section = line
-		case section == "[Service]":
-			if k, v, ok := strings.Cut(line, "="); ok {
-				out[strings.TrimSpace(k)] = strings.TrimSpace(v)
-			}
-		}
+	for _, kv := range directives(unit, "[Service]") {
+		out[kv[0]] = kv[1]
 	}
 	return out
 }
