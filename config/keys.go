@@ -360,8 +360,8 @@ func init() {
 		// Low-level TCP.
 		{Name: "tcp_defer_accept", Kind: KindInt, Default: "1", Doc: "TCP_DEFER_ACCEPT on the TCP listeners (Linux; non-zero = on, set to 1 s as PgBouncer does); a change applies to the listeners open",
 			field: func(s *Settings) any { return &s.TCPDeferAccept }},
-		{Name: "tcp_socket_buffer", Kind: KindInt, Default: "0", Status: NotSupported, Doc: "SO_SNDBUF/SO_RCVBUF of client and server TCP connections; 0 = OS default",
-			Note:  "the OS sizes are kept: with PgBouncer's suite's 4096, a replication client's base backup through the pooler stalls (pg_basebackup -X stream), which is being investigated",
+		{Name: "tcp_socket_buffer", Kind: KindInt, Default: "0", Doc: "SO_SNDBUF/SO_RCVBUF of client and server TCP connections; 0 = OS default",
+			Note:  "set on the listening sockets and on server sockets before connect, as PgBouncer does, so the TCP window scale fits the buffer; a change re-applies it to the listeners open (back to 0 takes a restart)",
 			field: func(s *Settings) any { return &s.TCPSocketBuffer }},
 		{Name: "tcp_keepalive", Kind: KindBool, Default: "1", Doc: "SO_KEEPALIVE on client and server TCP connections, with the OS's timings unless tcp_keepidle/intvl/cnt are set", Note: "Go's own keepalive timings (15 s) are not used",
 			field: func(s *Settings) any { return &s.TCPKeepalive }},

@@ -122,7 +122,9 @@ func TestReplicationThroughPooler(t *testing.T) {
 	// Physical replication clients (pg_basebackup, pg_receivewal) ask
 	// libpq for database "replication", whatever their conninfo says:
 	// the pooler needs an entry for it, whose server database Postgres
-	// ignores for a physical walsender.
+	// ignores for a physical walsender. tcp_socket_buffer is PgBouncer's
+	// suite's 4096: set after the handshake instead of before it, the
+	// base backup stalled (TestSocketBufferBeforeHandshake).
 	ini := fmt.Sprintf(`[databases]
 repdb = host=127.0.0.1 port=%[1]d dbname=repdb
 replication = host=127.0.0.1 port=%[1]d
@@ -136,6 +138,7 @@ auth_file = @AUTH_FILE@
 pool_mode = transaction
 default_pool_size = 4
 query_wait_timeout = 20
+tcp_socket_buffer = 4096
 `, rc.port)
 	p := startPooler(t, ini, `"postgres" ""`+"\n")
 	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=repdb sslmode=disable", p.Port)

@@ -163,6 +163,9 @@ func (s *Service) swap(next *derivedState) {
 	if prev != nil && (prev.Settings.TCPDeferAccept != 0) != (st.TCPDeferAccept != 0) {
 		s.applyDeferAccept(st.TCPDeferAccept != 0)
 	}
+	if prev != nil && prev.Settings.TCPSocketBuffer != st.TCPSocketBuffer && st.TCPSocketBuffer != 0 {
+		s.applySocketBuffers(st.TCPSocketBuffer)
+	}
 	s.adm.Store(next.adm)
 	s.held.SetLimit(int64(st.HeldMessageBudget))
 	s.mu.Lock()

@@ -222,18 +222,19 @@ func (s *Service) systemSOA(ctx context.Context, zone string) (uint32, error) {
 func (s *Service) dialCached(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if network != "tcp" || err != nil {
-		return serverDialer.DialContext(ctx, network, address)
+		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return serverDialer.DialContext(ctx, network, address)
+		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
 	}
 	addrs, err := s.dns.resolve(ctx, host)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	var firstErr error
+	dialer := serverDialerFor(s.settings())
 	for _, a := range addrs {
-		c, err := serverDialer.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		c, err := dialer.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
 			return c, nil
 		}

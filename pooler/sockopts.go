@@ -17,10 +17,20 @@ import (
 // Socket options, as PgBouncer's tune_socket sets them on every client and
 // server TCP connection (Unix sockets get none): SO_KEEPALIVE on or off
 // (tcp_keepalive), and when on TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT
-// where set; TCP_USER_TIMEOUT (tcp_user_timeout). (Not SO_SNDBUF and
-// SO_RCVBUF: tcp_socket_buffer is not applied yet.) A value of 0 leaves
-// the OS default. They are read
+// where set; TCP_USER_TIMEOUT (tcp_user_timeout); SO_SNDBUF and SO_RCVBUF
+// (tcp_socket_buffer). A value of 0 leaves the OS default. They are read
 // at each accept and dial, so a RELOAD or SET applies to new connections.
+//
+// The buffer sizes must be in place before the connection is made, as
+// PgBouncer's tune_socket has them (on the listening socket before listen,
+// on a server socket before connect): the receive buffer decides the TCP
+// window scale offered in the handshake. Shrinking it on a connection that
+// already agreed a large scale (127.0.0.1's 64 KiB MSS and scale 7) left
+// the receiver announcing windows the sender would not fill, and a base
+// backup relayed with 4096-byte buffers stalled with every side waiting
+// to read. So the listeners carry the sizes (accepted sockets inherit
+// them, and a RELOAD that changes them re-applies them to the listeners
+// open) and the server dialer sets them in its Control hook.
 //
 // Go's net package would otherwise set its own keepalive (15 s idle, 15 s
 // interval, 9 probes) on every accepted and dialled connection: the
@@ -66,9 +76,36 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 			return newTuneError(c, "setsockopt/TCP_USER_TIMEOUT", err)
 		}
 	}
-	// tcp_socket_buffer is not applied (config/keys.go says why): with
-	// small buffers a base backup's relay stalls.
+	if n := st.TCPSocketBuffer; n != 0 {
+		// Already the listener's or the dialer's (see above): set again
+		// as PgBouncer does, which fails the connection if it cannot be.
+		if err := c.SetWriteBuffer(n); err != nil {
+			return newTuneError(c, "setsockopt/SO_SNDBUF", err)
+		}
+		if err := c.SetReadBuffer(n); err != nil {
+			return newTuneError(c, "setsockopt/SO_RCVBUF", err)
+		}
+	}
 	return nil
+}
+
+// setSocketBuffers sets SO_SNDBUF and SO_RCVBUF to n on a socket not yet
+// connected or listening (tcp_socket_buffer).
+func setSocketBuffers(rc syscall.RawConn, n int) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, n); serr != nil {
+			serr = fmt.Errorf("setsockopt/SO_SNDBUF: %w", serr)
+			return
+		}
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n); serr != nil {
+			serr = fmt.Errorf("setsockopt/SO_RCVBUF: %w", serr)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // tuneError is an option tuneTCP could not set; it reads as PgBouncer's
@@ -117,6 +154,21 @@ func listenConfig(reusePort bool) net.ListenConfig {
 // PgBouncer's once connected).
 var serverDialer = &net.Dialer{KeepAlive: -1}
 
+// serverDialerFor is serverDialer, with tcp_socket_buffer applied to a TCP
+// socket before it connects when the setting is on.
+func serverDialerFor(st *config.Settings) *net.Dialer {
+	n := st.TCPSocketBuffer
+	if n == 0 {
+		return serverDialer
+	}
+	return &net.Dialer{KeepAlive: -1, Control: func(network, _ string, rc syscall.RawConn) error {
+		if !strings.HasPrefix(network, "tcp") {
+			return nil
+		}
+		return setSocketBuffers(rc, n)
+	}}
+}
+
 // tuneListener sets listen_backlog and, on a TCP listener,
 // TCP_DEFER_ACCEPT. Go has no backlog parameter (it listens with the
 // kernel's somaxconn); listen(2) called again on a listening socket sets
@@ -128,12 +180,46 @@ func (s *Service) tuneListener(ln net.Listener) error {
 		return fmt.Errorf("cannot listen on %s: listen(): %w", ln.Addr(), err)
 	}
 	if _, isTCP := ln.(*net.TCPListener); isTCP {
+		if err := setListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
+			return fmt.Errorf("cannot listen on %s: %w", ln.Addr(), err)
+		}
 		if err := setDeferAccept(ln, st.TCPDeferAccept != 0); err != nil {
 			// PgBouncer warns and listens on.
 			s.log.Warn((&deferAcceptError{on: st.TCPDeferAccept != 0, err: err}).Error())
 		}
 	}
 	return nil
+}
+
+// setListenerBuffers gives a TCP listener tcp_socket_buffer's sizes, which
+// the connections it accepts from then on start with (0: nothing to set).
+func setListenerBuffers(ln net.Listener, n int) error {
+	if n == 0 {
+		return nil
+	}
+	rc, err := ln.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	return setSocketBuffers(rc, n)
+}
+
+// applySocketBuffers gives the TCP listeners open a tcp_socket_buffer that
+// a RELOAD or SET changed to a non-zero size (back to 0, the sizes set stay
+// until the listeners are opened again: the OS default cannot be asked
+// for once overridden).
+func (s *Service) applySocketBuffers(n int) {
+	s.mu.Lock()
+	lns := append([]net.Listener(nil), s.listeners...)
+	s.mu.Unlock()
+	for _, ln := range lns {
+		if _, isTCP := ln.(*net.TCPListener); !isTCP {
+			continue
+		}
+		if err := setListenerBuffers(ln, n); err != nil {
+			s.log.Warn("tcp_socket_buffer on " + ln.Addr().String() + ": " + err.Error())
+		}
+	}
 }
 
 // deferAcceptError is a TCP_DEFER_ACCEPT that could not be set: logged as

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,8 +38,9 @@ func getsockopt(t *testing.T, sc syscall.Conn, level, opt int) int {
 // to Postgres, so a test can read its options from the pooler's side.
 func recordDials(mu *sync.Mutex, conns *[]net.Conn) Option {
 	return func(s *Service) {
+		dial := s.dial // the service's own: the socket options are its
 		s.dial = func(ctx context.Context, network, address string) (net.Conn, error) {
-			c, err := serverDialer.DialContext(ctx, network, address)
+			c, err := dial(ctx, network, address)
 			if err == nil {
 				mu.Lock()
 				*conns = append(*conns, c)
@@ -74,7 +76,7 @@ func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server 
 // listener has listen_backlog and TCP_DEFER_ACCEPT.
 func TestSocketOptionsSet(t *testing.T) {
 	tp, cl, sv := sockoptsRig(t, "tcp_keepalive = 1\ntcp_keepidle = 17\ntcp_keepintvl = 7\ntcp_keepcnt = 4\n"+
-		"tcp_user_timeout = 12345\nlisten_backlog = 17\ntcp_defer_accept = 1\n")
+		"tcp_user_timeout = 12345\ntcp_socket_buffer = 65536\nlisten_backlog = 17\ntcp_defer_accept = 1\n")
 	for side, c := range map[string]*net.TCPConn{"client": cl, "server": sv} {
 		for _, o := range []struct {
 			name         string
@@ -87,6 +89,9 @@ func TestSocketOptionsSet(t *testing.T) {
 			{"TCP_KEEPINTVL", unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 7, false},
 			{"TCP_KEEPCNT", unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 4, false},
 			{"TCP_USER_TIMEOUT", unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, 12345, false},
+			// Linux doubles the buffer sizes it is given.
+			{"SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, 2 * 65536, true},
+			{"SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, 2 * 65536, true},
 		} {
 			if got := getsockopt(t, c, o.level, o.opt); got != o.want {
 				t.Errorf("%s side %s = %d, want %d", side, o.name, got, o.want)
@@ -193,5 +198,60 @@ func TestSocketOptionsRefusedDropped(t *testing.T) {
 	}
 	if !regexp.MustCompile(`socket_set_keepalive\(\d+\) failed: Invalid argument`).MatchString(tp.log.tail()) {
 		t.Errorf("log:\n%s", tp.log.tail())
+	}
+}
+
+// rcvWscale is the window scale a connection's receiving side offered in
+// its handshake: the high nibble of the byte after tcpi_options in Linux's
+// struct tcp_info (tcpi_snd_wscale:4, tcpi_rcv_wscale:4), which
+// x/sys/unix's TCPInfo leaves as padding.
+func rcvWscale(t *testing.T, c *net.TCPConn) int {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw [232]byte
+	var gerr error
+	rc.Control(func(fd uintptr) {
+		l := uint32(len(raw))
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+			uintptr(unsafe.Pointer(&raw[0])), uintptr(unsafe.Pointer(&l)), 0)
+		if e != 0 {
+			gerr = e
+		}
+	})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return int(raw[6] >> 4)
+}
+
+// tcp_socket_buffer is in place before the handshake, as PgBouncer sets it
+// (on the listener, on a server socket before connect): the window scale
+// both of the pooler's sides offered is the one for the small buffer, not
+// the default one. Set after the handshake (as it once was), a base backup
+// relayed with 4096-byte buffers stalled (TestReplicationThroughPooler).
+func TestSocketBufferBeforeHandshake(t *testing.T) {
+	// Each rig in a subtest of its own: a rig's shutdown checks that no
+	// pooler goroutine is left, the other rig's included.
+	type scales struct{ client, server, rcvbuf int }
+	measure := func(settings string) (m scales) {
+		t.Run(settings, func(t *testing.T) {
+			_, cl, sv := sockoptsRig(t, settings)
+			m = scales{rcvWscale(t, cl), rcvWscale(t, sv), getsockopt(t, cl, unix.SOL_SOCKET, unix.SO_RCVBUF)}
+		})
+		return m
+	}
+	d := measure("tcp_socket_buffer = 0\n")
+	s := measure("tcp_socket_buffer = 4096\n")
+	t.Logf("window scale offered by the pooler: client side %d by default, %d with tcp_socket_buffer = 4096; server side %d, %d",
+		d.client, s.client, d.server, s.server)
+	if s.client >= d.client || s.server >= d.server {
+		t.Errorf("window scales with tcp_socket_buffer = 4096: client side %d, server side %d; want less than the default's %d and %d: the buffers were set after the handshake",
+			s.client, s.server, d.client, d.server)
+	}
+	if s.rcvbuf != 2*4096 {
+		t.Errorf("client side SO_RCVBUF = %d, want %d (Linux doubles it)", s.rcvbuf, 2*4096)
 	}
 }
