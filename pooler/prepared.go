@@ -50,8 +50,10 @@ import (
 //   - DEALLOCATE ALL / DISCARD ALL clear the client's map and the server's
 //     cache when their CommandComplete comes (also from a client whose
 //     names are not mapped, on a server whose statements are).
-//   - a Parse that fails, or that the server skips after an error, keeps
-//     the client's name, as PgBouncer keeps it: psycopg's pipeline mode
+//   - a Parse that fails, or that the server skips after an error (or
+//     the pooler drops, when the error came back before the Parse was
+//     relayed: skipAfterError), keeps the client's name, as PgBouncer
+//     keeps it: psycopg's pipeline mode
 //     binds such names later. The statement is prepared on the server
 //     again at its next Bind or Describe, and a Parse of the name again is
 //     accepted (client.unconfirmed; errorLocked).

@@ -16,7 +16,7 @@ import "github.com/pgturnstile/pgturnstile/wire"
 // server (pgbench -M prepared) from waiting on themselves.
 func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 	if c.link.skipToSync && typ != wire.MsgSync {
-		return true, c.r.Skip()
+		return true, c.skipAfterError(typ, bodyLen)
 	}
 	if !c.tracking && !c.link.skipToSync {
 		return false, nil
@@ -36,6 +36,51 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 		return c.answerParse(bodyLen)
 	}
 	return false, nil
+}
+
+// skipAfterError drops a client message after an error, up to the
+// client's Sync, as Postgres skips them. A named Parse among them keeps
+// its name, unconfirmed, as a Parse the server skipped does (errorLocked):
+// whether the server skipped a message of an aborted pipeline or the
+// pooler dropped it depends only on when the error came back, and a
+// client that binds such names later (psycopg's pipeline mode) must get
+// the same either way. Its statement is prepared on the server at its
+// next Bind or Describe. A Parse too large for the read buffer is
+// dropped without its name.
+func (c *client) skipAfterError(typ byte, bodyLen int) error {
+	if typ == wire.MsgParse && c.tracking && 5+bodyLen <= wire.DefaultBufferSize {
+		body, err := c.r.Peek(bodyLen)
+		if err != nil {
+			return err
+		}
+		c.keepSkippedParse(body)
+	}
+	return c.r.Skip()
+}
+
+// keepSkippedParse gives the client the name of a Parse dropped after an
+// error, unconfirmed, unless the client holds the name already (the
+// Parse, had it run, would have failed and changed nothing).
+func (c *client) keepSkippedParse(body []byte) {
+	nameBytes, query, types, ok := wire.DecodeParse(body)
+	if !ok || len(nameBytes) == 0 || len(nameBytes) > maxNameMessage-2 {
+		return
+	}
+	name := string(nameBytes)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, held := c.stmts[name]; held {
+		return
+	}
+	def := c.svc.stmts.acquire(string(query), types, c.svc.settings().PreparedStatementBudget)
+	if def == nil {
+		return // over prepared_statement_budget: a later Bind finds no name
+	}
+	if c.stmts == nil {
+		c.stmts = map[string]*stmtDef{}
+	}
+	c.stmts[name] = def
+	c.unconfirmLocked(name)
 }
 
 // answerSync answers a Sync with the errors the pooler owes before it and

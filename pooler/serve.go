@@ -394,7 +394,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		// After an error the pooler raised, like Postgres: drop
 		// everything up to the client's Sync.
 		c.mu.Unlock()
-		if err := c.r.Skip(); err != nil {
+		if err := c.skipAfterError(typ, n); err != nil {
 			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
 			return nil, stepEnd
 		}
