@@ -209,17 +209,24 @@ func setListenerBuffers(ln net.Listener, n int) error {
 // until the listeners are opened again: the OS default cannot be asked
 // for once overridden).
 func (s *Service) applySocketBuffers(n int) {
-	s.mu.Lock()
-	lns := append([]net.Listener(nil), s.listeners...)
-	s.mu.Unlock()
-	for _, ln := range lns {
-		if _, isTCP := ln.(*net.TCPListener); !isTCP {
-			continue
-		}
+	for _, ln := range s.tcpListeners() {
 		if err := setListenerBuffers(ln, n); err != nil {
 			s.log.Warn("tcp_socket_buffer on " + ln.Addr().String() + ": " + err.Error())
 		}
 	}
+}
+
+// tcpListeners is a copy of the service's TCP listeners open now.
+func (s *Service) tcpListeners() []net.Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []net.Listener
+	for _, ln := range s.listeners {
+		if _, isTCP := ln.(*net.TCPListener); isTCP {
+			out = append(out, ln)
+		}
+	}
+	return out
 }
 
 // deferAcceptError is a TCP_DEFER_ACCEPT that could not be set: logged as
@@ -241,13 +248,7 @@ func (e *deferAcceptError) Error() string {
 // open when tcp_defer_accept changes between zero and non-zero (RELOAD,
 // SET), as PgBouncer's pooler_tune_accept.
 func (s *Service) applyDeferAccept(on bool) {
-	s.mu.Lock()
-	lns := append([]net.Listener(nil), s.listeners...)
-	s.mu.Unlock()
-	for _, ln := range lns {
-		if _, isTCP := ln.(*net.TCPListener); !isTCP {
-			continue
-		}
+	for _, ln := range s.tcpListeners() {
 		if err := setDeferAccept(ln, on); err != nil {
 			s.log.Warn((&deferAcceptError{on: on, err: err}).Error())
 		}
