@@ -155,6 +155,15 @@ func TestSocketOptionsDefaults(t *testing.T) {
 		if got := getsockopt(t, ln, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT); got == 0 {
 			t.Errorf("tcp_defer_accept turned on: listener TCP_DEFER_ACCEPT still 0")
 		}
+		// tcp_socket_buffer set by RELOAD/SET goes on the listener, for
+		// the connections it accepts from then on.
+		cfg.Settings.TCPSocketBuffer = 65536
+		if err := tp.svc.Apply(&cfg, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := getsockopt(t, ln, unix.SOL_SOCKET, unix.SO_RCVBUF); got != 2*65536 {
+			t.Errorf("tcp_socket_buffer set to 65536: listener SO_RCVBUF = %d, want %d", got, 2*65536)
+		}
 	})
 }
 
