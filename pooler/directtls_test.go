@@ -82,6 +82,24 @@ func TestDirectTLS(t *testing.T) {
 			t.Errorf("direct TLS login: %q", got)
 		}
 	})
+	// A client that keeps TLS sessions (Go's ClientSessionCache; libpq
+	// keeps none) resumes its session on the next connection: no
+	// certificate signature for the pooler to compute, which is most of
+	// the cost of a login over TLS with an RSA certificate.
+	t.Run("resumed", func(t *testing.T) {
+		cfg := client("postgresql")
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+		for i, want := range []bool{false, true} {
+			tc := tls.Client(dial(t), cfg)
+			if got := transcript(t, tc, login); got != "R Z" {
+				t.Errorf("login %d: %q", i+1, got)
+			}
+			if got := tc.ConnectionState().DidResume; got != want {
+				t.Errorf("login %d: DidResume = %v, want %v", i+1, got, want)
+			}
+			tc.Close()
+		}
+	})
 	t.Run("directWithoutALPN", func(t *testing.T) {
 		tc := tls.Client(dial(t), client())
 		defer tc.Close()
