@@ -30,7 +30,8 @@ import (
 // backup relayed with 4096-byte buffers stalled with every side waiting
 // to read. So the listeners carry the sizes (accepted sockets inherit
 // them, and a RELOAD that changes them re-applies them to the listeners
-// open) and the server dialer sets them in its Control hook.
+// open) and the server dialer sets them in its Control hook (on Linux;
+// elsewhere tuneTCP sets them once connected).
 //
 // Go's net package would otherwise set its own keepalive (15 s idle, 15 s
 // interval, 9 probes) on every accepted and dialled connection: the
@@ -87,25 +88,6 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 		}
 	}
 	return nil
-}
-
-// setSocketBuffers sets SO_SNDBUF and SO_RCVBUF to n on a socket not yet
-// connected or listening (tcp_socket_buffer).
-func setSocketBuffers(rc syscall.RawConn, n int) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, n); serr != nil {
-			serr = fmt.Errorf("setsockopt/SO_SNDBUF: %w", serr)
-			return
-		}
-		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n); serr != nil {
-			serr = fmt.Errorf("setsockopt/SO_RCVBUF: %w", serr)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // tuneError is an option tuneTCP could not set; it reads as PgBouncer's

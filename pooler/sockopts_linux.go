@@ -3,6 +3,7 @@
 package pooler
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -87,4 +88,23 @@ func keepaliveDefaults(ka *net.KeepAliveConfig) {
 	if ka.Count < 0 && d.cnt > 0 {
 		ka.Count = d.cnt
 	}
+}
+
+// setSocketBuffers sets SO_SNDBUF and SO_RCVBUF to n on a socket not yet
+// connected or listening (tcp_socket_buffer).
+func setSocketBuffers(rc syscall.RawConn, n int) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n); serr != nil {
+			serr = fmt.Errorf("setsockopt/SO_SNDBUF: %w", serr)
+			return
+		}
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n); serr != nil {
+			serr = fmt.Errorf("setsockopt/SO_RCVBUF: %w", serr)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }

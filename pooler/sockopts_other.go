@@ -5,6 +5,7 @@ package pooler
 import (
 	"errors"
 	"net"
+	"syscall"
 )
 
 // Elsewhere than Linux there is no TCP_USER_TIMEOUT: setting it fails, as
@@ -21,3 +22,7 @@ func setDeferAccept(net.Listener, bool) error { return nil }
 func setBacklog(net.Listener, int) error { return nil }
 
 func keepaliveDefaults(*net.KeepAliveConfig) {}
+
+// setSocketBuffers does nothing before the handshake elsewhere than Linux:
+// tuneTCP sets the sizes once the connection is made.
+func setSocketBuffers(syscall.RawConn, int) error { return nil }
