@@ -92,6 +92,11 @@ func pgTool(ctx context.Context, rc *cluster, dir, name string, args ...string) 
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=10", "PGSSLMODE=disable", "PGPASSWORD=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: rc.cred}
+	// pg_basebackup -X stream forks a WAL streamer that keeps the output
+	// pipe open after its parent is killed at the context's end: without
+	// a bound, CombinedOutput would wait for it, and a stall would hang
+	// the test to the package's timeout instead of failing it.
+	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
 
