@@ -6,12 +6,7 @@
 package testldap
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -21,6 +16,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/testcert"
 )
 
 // Slapd is the binary Start runs.
@@ -160,49 +157,10 @@ func waitListening(port int, exited <-chan struct{}) bool {
 // names: only a client that does not verify, or verifies with its own
 // ServerName, accepts it for 127.0.0.1).
 func writeCerts(dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testcert.NewCA(dir, "CA")
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "server"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		DNSNames:    []string{"server"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
-	files := map[string]*pem.Block{
-		"ca.crt":     {Type: "CERTIFICATE", Bytes: caDER},
-		"server.crt": {Type: "CERTIFICATE", Bytes: der},
-		"server.key": {Type: "PRIVATE KEY", Bytes: keyDER},
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(b), 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, _, err = ca.Issue(dir, "server", testcert.Server{CommonName: "server", DNSNames: []string{"server"}}, nil)
+	return err
 }
