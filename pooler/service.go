@@ -246,6 +246,13 @@ func (s *Service) Listen() error {
 	if s.inherited != nil {
 		for _, ln := range s.inherited {
 			s.log.Info("listening on " + listenerName(ln) + " (inherited)")
+			if _, isTCP := ln.(*net.TCPListener); isTCP {
+				// As PgBouncer tunes a socket systemd hands it: the
+				// connections accepted from now on get the sizes.
+				if err := setListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
+					s.log.Warn("tcp_socket_buffer on " + listenerName(ln) + ": " + err.Error())
+				}
+			}
 		}
 		s.mu.Lock()
 		s.listeners = append(s.listeners, s.inherited...)

@@ -77,9 +77,9 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 			return newTuneError(c, "setsockopt/TCP_USER_TIMEOUT", err)
 		}
 	}
-	if n := st.TCPSocketBuffer; n != 0 {
-		// Already the listener's or the dialer's (see above): set again
-		// as PgBouncer does, which fails the connection if it cannot be.
+	if n := st.TCPSocketBuffer; n != 0 && !buffersBeforeHandshake {
+		// Where the listener and the dialer could not set them (see
+		// above), once connected.
 		if err := c.SetWriteBuffer(n); err != nil {
 			return newTuneError(c, "setsockopt/SO_SNDBUF", err)
 		}

@@ -90,6 +90,11 @@ func keepaliveDefaults(ka *net.KeepAliveConfig) {
 	}
 }
 
+// buffersBeforeHandshake: tcp_socket_buffer is set on the listeners and
+// on server sockets before connect (setSocketBuffers), so an accepted or
+// dialled connection has its sizes already.
+const buffersBeforeHandshake = true
+
 // setSocketBuffers sets SO_SNDBUF and SO_RCVBUF to n on a socket not yet
 // connected or listening (tcp_socket_buffer).
 func setSocketBuffers(rc syscall.RawConn, n int) error {

@@ -23,6 +23,10 @@ func setBacklog(net.Listener, int) error { return nil }
 
 func keepaliveDefaults(*net.KeepAliveConfig) {}
 
+// buffersBeforeHandshake: elsewhere than Linux, tuneTCP sets
+// tcp_socket_buffer on each connection once it is made.
+const buffersBeforeHandshake = false
+
 // setSocketBuffers does nothing before the handshake elsewhere than Linux:
 // tuneTCP sets the sizes once the connection is made.
 func setSocketBuffers(syscall.RawConn, int) error { return nil }

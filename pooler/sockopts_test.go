@@ -180,12 +180,17 @@ func TestSocketOptionsInheritedListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := startFakePostgres(t)
-	tp := startTestPooler(t, fake, map[string]string{"cs": ""}, "", WithListeners([]net.Listener{ln}))
+	tp := startTestPooler(t, fake, map[string]string{"cs": ""}, "tcp_socket_buffer = 65536\n", WithListeners([]net.Listener{ln}))
 	defer tp.shutdown(t, fake)
 	conn, c := dialStateClient(t, tp)
 	defer conn.Close()
 	if got := getsockopt(t, c.conn.(*net.TCPConn), unix.IPPROTO_TCP, unix.TCP_KEEPINTVL); got != osIntvl {
 		t.Errorf("TCP_KEEPINTVL = %d, want the OS default %d", got, osIntvl)
+	}
+	// tcp_socket_buffer goes on an inherited listener too, as PgBouncer
+	// tunes a socket systemd hands it.
+	if got := getsockopt(t, c.conn.(*net.TCPConn), unix.SOL_SOCKET, unix.SO_RCVBUF); got != 2*65536 {
+		t.Errorf("SO_RCVBUF = %d, want %d", got, 2*65536)
 	}
 }
 
