@@ -56,7 +56,7 @@ func (c *client) directTLS(asked *encryptionAsked) error {
 	}
 	asked.ssl = true
 	c.debugf("starting direct TLS handshake")
-	tc := tls.Server(c.conn, cfg)
+	tc := tls.Server(tlsTransport(c.conn), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}

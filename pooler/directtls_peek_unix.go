@@ -21,7 +21,7 @@ func peekFirstByte(sc syscall.Conn) (byte, error) {
 	var perr error
 	err = raw.Read(func(fd uintptr) bool {
 		for {
-			n, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK)
+			n, perr = recvPeek(fd, buf[:])
 			if perr != syscall.EINTR {
 				return perr != syscall.EAGAIN
 			}

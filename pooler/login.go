@@ -75,7 +75,7 @@ func (c *client) readStartup() (*wire.Startup, error) {
 	}
 	for tries := 0; ; tries++ {
 		// c.conn is read afresh each time: startTLS replaces it.
-		su, err := wire.ReadStartup(c.conn)
+		su, err := wire.ReadStartup(c.plainIO())
 		if err != nil {
 			if errors.Is(err, wire.ErrOldProtocol) {
 				return nil, newError(CodeOldProtocol)
@@ -119,7 +119,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 	}
 	// No TLS configured, or GSSENCRequest: the client continues in
 	// plaintext or gives up, as with PgBouncer.
-	_, err := c.conn.Write([]byte{'N'})
+	_, err := c.plainIO().Write([]byte{'N'})
 	return err
 }
 
@@ -623,15 +623,61 @@ func authUserFor(db *config.Database, st *config.Settings) string {
 // startTLS answers an SSLRequest with 'S' and runs the handshake; the
 // connection continues, with a new startup packet, over TLS.
 func (c *client) startTLS(cfg *tls.Config) error {
-	if _, err := c.conn.Write([]byte{'S'}); err != nil {
+	if _, err := c.plainIO().Write([]byte{'S'}); err != nil {
 		return err
 	}
-	tc := tls.Server(c.conn, cfg)
+	tc := tls.Server(tlsTransport(c.conn), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
 	c.useTLS(tc)
 	return nil
+}
+
+// plainIO is how the client's socket is read and written before TLS, if
+// any, starts: with raw system calls where wire.SocketIO makes them (the
+// startup packet and the answer to an SSLRequest; c.r and c.w come later).
+// A call entered the ordinary way, as net.Conn's Read makes it, wakes the
+// runtime's sysmon thread when the pooler was idle, and sysmon then polls
+// every 20 µs for a while: on a connect-per-transaction load those
+// wake-ups cost more CPU than the calls themselves.
+func (c *client) plainIO() io.ReadWriter {
+	if c.tls {
+		return c.conn
+	}
+	return wire.SocketIO(c.conn)
+}
+
+// rawNetConn is a client's socket as crypto/tls sees it: reads and writes
+// go through wire.SocketIO (see plainIO), the rest is the net.Conn's.
+type rawNetConn struct {
+	net.Conn
+	io io.ReadWriter
+}
+
+func (r *rawNetConn) Read(p []byte) (int, error)  { return r.io.Read(p) }
+func (r *rawNetConn) Write(p []byte) (int, error) { return r.io.Write(p) }
+
+// tlsTransport is the connection crypto/tls reads and writes a client's
+// records through: conn, with raw system calls where wire.SocketIO makes
+// them.
+func tlsTransport(conn net.Conn) net.Conn {
+	sio := wire.SocketIO(conn)
+	if c, same := sio.(net.Conn); same && c == conn {
+		return conn
+	}
+	return &rawNetConn{Conn: conn, io: sio}
+}
+
+// netConnOf is the socket under a client's TLS connection, or conn itself.
+func netConnOf(conn net.Conn) net.Conn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	if rc, ok := conn.(*rawNetConn); ok {
+		conn = rc.Conn
+	}
+	return conn
 }
 
 // useTLS makes the client's connection the TLS one over it, handshake done.

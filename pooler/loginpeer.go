@@ -136,11 +136,7 @@ func (c *client) peerUserName() (string, bool) {
 	if !c.local {
 		return "", false
 	}
-	conn := c.conn
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	uc, ok := conn.(*net.UnixConn)
+	uc, ok := netConnOf(c.conn).(*net.UnixConn)
 	if !ok {
 		return "", false
 	}

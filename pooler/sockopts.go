@@ -48,14 +48,10 @@ import (
 // restore puts the OS defaults back where a setting is 0 and Go's own
 // keepalive may have been set (a connection from an inherited listener).
 func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
-	if !st.TCPKeepalive {
-		if err := c.SetKeepAlive(false); err != nil {
-			return newTuneError(c, "socket_set_keepalive", err)
-		}
-	} else {
-		// A negative field leaves the option as it is (the OS default
-		// on a socket Go was told not to touch).
-		ka := net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
+	// A negative field leaves the option as it is (the OS default on a
+	// socket Go was told not to touch).
+	ka := net.KeepAliveConfig{Enable: st.TCPKeepalive, Idle: -1, Interval: -1, Count: -1}
+	if ka.Enable {
 		if st.TCPKeepIdle > 0 {
 			ka.Idle = time.Duration(st.TCPKeepIdle) * time.Second
 		}
@@ -68,9 +64,9 @@ func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
 		if restore {
 			keepaliveDefaults(&ka)
 		}
-		if err := c.SetKeepAliveConfig(ka); err != nil {
-			return newTuneError(c, "socket_set_keepalive", err)
-		}
+	}
+	if err := setKeepalive(c, ka); err != nil {
+		return newTuneError(c, "socket_set_keepalive", err)
 	}
 	if st.TCPUserTimeout != 0 {
 		if err := setUserTimeout(c, st.TCPUserTimeout); err != nil {

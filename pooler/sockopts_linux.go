@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,10 +55,62 @@ func setIntOpt(sc syscall.Conn, level, opt, v int) error {
 		return err
 	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, v) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = rawSetsockoptInt(fd, level, opt, v) }); err != nil {
 		return err
 	}
 	return serr
+}
+
+// setKeepalive sets SO_KEEPALIVE and, when on, TCP_KEEPIDLE, TCP_KEEPINTVL
+// and TCP_KEEPCNT where ka's field is not negative (whole seconds).
+func setKeepalive(c *net.TCPConn, ka net.KeepAliveConfig) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	set := func(fd uintptr, level, opt, v int) {
+		if serr == nil {
+			serr = rawSetsockoptInt(fd, level, opt, v)
+		}
+	}
+	err = rc.Control(func(fd uintptr) {
+		if !ka.Enable {
+			set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+			return
+		}
+		set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		if ka.Idle >= 0 {
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, seconds(ka.Idle))
+		}
+		if ka.Interval >= 0 {
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, seconds(ka.Interval))
+		}
+		if ka.Count >= 0 {
+			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// seconds is d in whole seconds, rounded up, at least 1.
+func seconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// rawSetsockoptInt is setsockopt(2) made with RawSyscall (see recvPeek):
+// on every connection accepted, so it must not wake sysmon.
+func rawSetsockoptInt(fd uintptr, level, opt, v int) error {
+	v32 := int32(v)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&v32)), unsafe.Sizeof(v32), 0)
+	if e != 0 {
+		return os.NewSyscallError("setsockopt", e)
+	}
+	return nil
 }
 
 // osKeepalive is the kernel's keepalive defaults (net.ipv4.tcp_keepalive_*),

@@ -23,6 +23,15 @@ func setBacklog(net.Listener, int) error { return nil }
 
 func keepaliveDefaults(*net.KeepAliveConfig) {}
 
+// setKeepalive sets SO_KEEPALIVE and, when on, the fields of ka that are
+// not negative.
+func setKeepalive(c *net.TCPConn, ka net.KeepAliveConfig) error {
+	if !ka.Enable {
+		return c.SetKeepAlive(false)
+	}
+	return c.SetKeepAliveConfig(ka)
+}
+
 // buffersBeforeHandshake: elsewhere than Linux, tuneTCP sets
 // tcp_socket_buffer on each connection once it is made.
 const buffersBeforeHandshake = false
