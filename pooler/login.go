@@ -648,8 +648,8 @@ func (c *client) plainIO() io.ReadWriter {
 	return wire.SocketIO(c.conn)
 }
 
-// rawNetConn is a client's socket as crypto/tls sees it: reads and writes
-// go through wire.SocketIO (see plainIO), the rest is the net.Conn's.
+// rawNetConn is a socket as crypto/tls sees it: reads and writes go
+// through wire.SocketIO (see plainIO), the rest is the net.Conn's.
 type rawNetConn struct {
 	net.Conn
 	io io.ReadWriter
@@ -659,8 +659,8 @@ func (r *rawNetConn) Read(p []byte) (int, error)  { return r.io.Read(p) }
 func (r *rawNetConn) Write(p []byte) (int, error) { return r.io.Write(p) }
 
 // tlsTransport is the connection crypto/tls reads and writes a client's
-// records through: conn, with raw system calls where wire.SocketIO makes
-// them.
+// or a server's records through: conn, with raw system calls where
+// wire.SocketIO makes them.
 func tlsTransport(conn net.Conn) net.Conn {
 	sio := wire.SocketIO(conn)
 	if c, same := sio.(net.Conn); same && c == conn {
@@ -669,7 +669,7 @@ func tlsTransport(conn net.Conn) net.Conn {
 	return &rawNetConn{Conn: conn, io: sio}
 }
 
-// netConnOf is the socket under a client's TLS connection, or conn itself.
+// netConnOf is the socket under a TLS connection, or conn itself.
 func netConnOf(conn net.Conn) net.Conn {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()

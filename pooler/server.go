@@ -403,7 +403,7 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 	}
 	switch b[0] {
 	case 'S':
-		tc := tls.Client(conn, cfg)
+		tc := tls.Client(tlsTransport(conn), cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
 			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
@@ -523,11 +523,7 @@ func (s *server) closedByPeer() bool {
 	if s.peekRaw == nil {
 		// Made once per server, like the method value: each is an
 		// allocation.
-		nc := s.conn
-		if tc, ok := nc.(*tls.Conn); ok {
-			nc = tc.NetConn()
-		}
-		sc, ok := nc.(syscall.Conn)
+		sc, ok := netConnOf(s.conn).(syscall.Conn)
 		if !ok {
 			return false
 		}
