@@ -22,6 +22,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/procscale"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
 
@@ -228,6 +229,11 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	notify := newNotifier()
+	// One P while the load is light, all of them when it is not
+	// (internal/procscale says why); off where GOMAXPROCS is set.
+	go procscale.Run(ctx, procscale.Interval, func(from, to int, used float64) {
+		log.Debug(fmt.Sprintf("GOMAXPROCS %d -> %d (%.2f CPUs used)", from, to, used))
+	})
 	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the
 	// forced-user pools to min_pool_size first, so the first clients find
