@@ -34,10 +34,13 @@ type client struct {
 	// without mu (closeSocket): mu may be held by a goroutine waiting on
 	// the client, and closing the socket is what ends that wait. nil
 	// while parked; conn's TLS layer is not in it (see closeSocket).
-	sock      atomic.Pointer[net.Conn]
-	raddr     netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
-	laddr     netip.AddrPort // our end, for TCP
-	r         *wire.Reader   // nil while parked, as is w
+	sock  atomic.Pointer[net.Conn]
+	raddr netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
+	laddr netip.AddrPort // our end, for TCP
+	// plain is the socket's raw I/O (wire.SocketIO of conn), made once
+	// for the startup packet and a TLS handshake (plainIO).
+	plain     io.ReadWriter
+	r         *wire.Reader // nil while parked, as is w
 	w         *wire.Writer
 	connected time.Time
 

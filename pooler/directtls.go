@@ -56,7 +56,7 @@ func (c *client) directTLS(asked *encryptionAsked) error {
 	}
 	asked.ssl = true
 	c.debugf("starting direct TLS handshake")
-	tc := tls.Server(tlsTransport(c.conn), cfg)
+	tc := tls.Server(tlsTransport(c.conn, c.plainIO()), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}

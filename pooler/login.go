@@ -626,7 +626,7 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if _, err := c.plainIO().Write([]byte{'S'}); err != nil {
 		return err
 	}
-	tc := tls.Server(tlsTransport(c.conn), cfg)
+	tc := tls.Server(tlsTransport(c.conn, c.plainIO()), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
@@ -645,7 +645,10 @@ func (c *client) plainIO() io.ReadWriter {
 	if c.tls {
 		return c.conn
 	}
-	return wire.SocketIO(c.conn)
+	if c.plain == nil {
+		c.plain = wire.SocketIO(c.conn)
+	}
+	return c.plain
 }
 
 // rawNetConn is a socket as crypto/tls sees it: reads and writes go
@@ -660,9 +663,8 @@ func (r *rawNetConn) Write(p []byte) (int, error) { return r.io.Write(p) }
 
 // tlsTransport is the connection crypto/tls reads and writes a client's
 // or a server's records through: conn, with raw system calls where
-// wire.SocketIO makes them.
-func tlsTransport(conn net.Conn) net.Conn {
-	sio := wire.SocketIO(conn)
+// wire.SocketIO made sio (its I/O) of them.
+func tlsTransport(conn net.Conn, sio io.ReadWriter) net.Conn {
 	if c, same := sio.(net.Conn); same && c == conn {
 		return conn
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -327,6 +328,9 @@ func (p *serverPool) fastFail() error {
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lastLoginErr == nil {
+		return nil // the common case, without failsWaiters' allocations
+	}
 	if p.welcome != nil && !failsWaiters(p.lastLoginErr) {
 		return nil
 	}
@@ -653,16 +657,22 @@ func paramSetKey(m map[string]string) string {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	var b []byte
+	size := 0
 	for _, k := range names {
-		b = strconv.AppendInt(b, int64(len(k)), 10)
-		b = append(b, ':')
-		b = append(b, k...)
-		b = strconv.AppendInt(b, int64(len(m[k])), 10)
-		b = append(b, ':')
-		b = append(b, m[k]...)
+		size += len(k) + len(m[k]) + 2*(2+1) // two lengths of (usually) up to 2 digits, two colons
 	}
-	return string(b)
+	var b strings.Builder
+	b.Grow(size) // one allocation, not one per growth
+	var num [20]byte
+	for _, k := range names {
+		b.Write(strconv.AppendInt(num[:0], int64(len(k)), 10))
+		b.WriteByte(':')
+		b.WriteString(k)
+		b.Write(strconv.AppendInt(num[:0], int64(len(m[k])), 10))
+		b.WriteByte(':')
+		b.WriteString(m[k])
+	}
+	return b.String()
 }
 
 // setCredentials updates the secret new servers log in with, and the SCRAM

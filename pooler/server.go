@@ -403,7 +403,7 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 	}
 	switch b[0] {
 	case 'S':
-		tc := tls.Client(tlsTransport(conn), cfg)
+		tc := tls.Client(tlsTransport(conn, wire.SocketIO(conn)), cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
 			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}

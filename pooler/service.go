@@ -463,6 +463,7 @@ func (s *Service) serveConn(conn net.Conn) {
 		svc:       s,
 		id:        s.socketIDs.Add(1),
 		conn:      conn,
+		plain:     sio,
 		r:         wire.NewReader(sio, clientReadBuffer),
 		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
 		connected: s.clock.Now(),

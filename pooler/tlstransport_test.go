@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // TestTLSTransportRawAndUnwrapped: crypto/tls reads a client's socket
@@ -31,7 +32,7 @@ func TestTLSTransportRawAndUnwrapped(t *testing.T) {
 	}
 	defer accepted.Close()
 
-	tr := tlsTransport(accepted)
+	tr := tlsTransport(accepted, wire.SocketIO(accepted))
 	if _, raw := tr.(*rawNetConn); raw != netpoll.RawIO {
 		t.Fatalf("tlsTransport gave %T; raw system calls here: %v", tr, netpoll.RawIO)
 	}
