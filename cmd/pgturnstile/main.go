@@ -231,8 +231,9 @@ func run(args []string, stderr io.Writer) int {
 	notify := newNotifier()
 	// One P while the load is light, all of them when it is not
 	// (internal/procscale says why); off where GOMAXPROCS is set.
-	go procscale.Run(ctx, procscale.Interval, func(from, to int, used float64) {
-		log.Debug(fmt.Sprintf("GOMAXPROCS %d -> %d (%.2f CPUs used)", from, to, used))
+	go procscale.Run(ctx, procscale.Interval, func(from, to int, s procscale.Sample) {
+		log.Debug(fmt.Sprintf("GOMAXPROCS %d -> %d (%.2f CPUs used, %d of %d sampled waits for a P over %v)",
+			from, to, s.Used, s.SlowWaits, s.Waits, procscale.SlowWait))
 	})
 	go handleSignals(ctx, sigs, svc, log, notify, devBackend != "", stop)
 	// Listeners are open but nothing is accepted before Serve: warm the

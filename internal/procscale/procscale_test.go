@@ -10,34 +10,64 @@ import (
 	"time"
 )
 
-// TestStep walks the policy through a quiet spell, a busy interval and a
-// load between the two thresholds.
-func TestStep(t *testing.T) {
-	type want struct {
-		down, up bool
-		quiet    int
-	}
-	steps := []struct {
-		p     int
-		used  float64
-		quiet int
-		want  want
-	}{
-		{2, 0.1, 0, want{false, false, 1}},
-		{2, 0.1, QuietIntervals - 2, want{false, false, QuietIntervals - 1}},
-		{2, 0.1, QuietIntervals - 1, want{true, false, 0}},        // the last quiet interval
-		{2, DownBelow, QuietIntervals - 1, want{false, false, 0}}, // one busy interval starts again
-		{8, 0.3, 5, want{false, false, 0}},                        // between the thresholds: stays
-		{1, 0.3, 0, want{false, false, 0}},                        // between the thresholds at one P: stays
-		{1, UpAt, 0, want{false, false, 0}},                       // at the threshold: stays
-		{1, 0.9, 0, want{false, true, 0}},                         // busy at one P: up at once
-		{1, 1.7, 0, want{false, true, 0}},
-	}
-	for _, s := range steps {
-		down, up, quiet := Step(s.p, s.used, s.quiet)
-		if got := (want{down, up, quiet}); got != s.want {
-			t.Errorf("Step(p=%d, used=%.2f, quiet=%d) = %+v, want %+v", s.p, s.used, s.quiet, got, s.want)
+// TestPolicy walks the policy through quiet spells, a busy interval, a
+// queue at one P, loads between the thresholds and a load on the edge.
+func TestPolicy(t *testing.T) {
+	quiet := Sample{Used: 0.1, Waits: 100, SlowWaits: 2}
+	p := NewPolicy()
+	step := func(procs int, s Sample, wantDown, wantUp bool) {
+		t.Helper()
+		down, up := p.Step(procs, s)
+		if down != wantDown || up != wantUp {
+			t.Fatalf("Step(%d, %+v) = down %v, up %v; want %v, %v", procs, s, down, up, wantDown, wantUp)
 		}
+	}
+	// Quiet at two Ps: down after QuietIntervals, not before.
+	for range QuietIntervals - 1 {
+		step(2, quiet, false, false)
+	}
+	step(2, Sample{Used: DownBelow}, false, false) // a busy interval starts the count again
+	for range QuietIntervals - 1 {
+		step(2, quiet, false, false)
+	}
+	step(2, quiet, true, false)
+	// Between the thresholds at one P, or few waits sampled: stays.
+	step(1, Sample{Used: 0.4, Waits: 100, SlowWaits: 19}, false, false)
+	step(1, Sample{Used: 0.1, Waits: MinWaits - 1, SlowWaits: MinWaits - 1}, false, false)
+	step(1, Sample{Used: UpAt}, false, false)
+	// Busy at one P: up at once. Back within QuickReturn intervals of the
+	// down, so the next down needs twice the quiet.
+	step(1, Sample{Used: 0.9}, false, true)
+	for range 2*QuietIntervals - 1 {
+		step(2, quiet, false, false)
+	}
+	step(2, quiet, true, false)
+	// A queue at one P (a fifth of the waits slow) is busy too; again
+	// quickly back: four times.
+	step(1, Sample{Used: 0.3, Waits: 100, SlowWaits: 20}, false, true)
+	for range 4*QuietIntervals - 1 {
+		step(2, quiet, false, false)
+	}
+	step(2, quiet, true, false)
+	// A long spell at one P before coming back: need starts over.
+	for range QuickReturn {
+		step(1, quiet, false, false)
+	}
+	step(1, Sample{Used: 1.7}, false, true)
+	for range QuietIntervals - 1 {
+		step(8, quiet, false, false)
+	}
+	step(8, quiet, true, false)
+	// The doubling stops at MaxQuiet.
+	for range 10 {
+		step(1, Sample{Used: 0.9}, false, true)
+		for range p.need - 1 {
+			step(2, quiet, false, false)
+		}
+		step(2, quiet, true, false)
+	}
+	if p.need != MaxQuiet {
+		t.Fatalf("need after ten quick returns = %d, want MaxQuiet %d", p.need, MaxQuiet)
 	}
 }
 
@@ -55,7 +85,7 @@ func TestRunFollowsLoad(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, 20*time.Millisecond, func(from, to int, used float64) {
+		Run(ctx, 20*time.Millisecond, func(from, to int, _ Sample) {
 			changes = append(changes, fmtChange(from, to))
 			changesLen.Add(1)
 		})
