@@ -38,7 +38,8 @@ type client struct {
 	raddr netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
 	laddr netip.AddrPort // our end, for TCP
 	// plain is the socket's raw I/O (wire.SocketIO of conn), made once
-	// for the startup packet and a TLS handshake (plainIO).
+	// for the startup packet and a TLS handshake (plainIO); nil after
+	// the login.
 	plain     io.ReadWriter
 	r         *wire.Reader // nil while parked, as is w
 	w         *wire.Writer

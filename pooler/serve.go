@@ -69,6 +69,7 @@ func (c *client) serve() {
 		return
 	}
 	loggedIn = true
+	c.plain = nil // the login's alone: a parked client must not keep its socket
 	if c.repl != replNone {
 		go c.serveReplication()
 		return
