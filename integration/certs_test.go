@@ -3,71 +3,44 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/testcert"
 )
 
-// testPKI is a throwaway certificate authority made by a test: a CA, a
-// server certificate for 127.0.0.1 and localhost, and client certificates
-// issued on demand. Every file is PEM in Dir (keys PKCS#8, mode 0600).
+// testPKI is a throwaway certificate authority made by a test
+// (internal/testcert): a CA, a server certificate for 127.0.0.1 and
+// localhost, and client certificates issued on demand. Every file is PEM
+// in Dir (keys PKCS#8, mode 0600).
 type testPKI struct {
 	Dir        string
 	CAFile     string // the CA certificate
 	ServerCert string // for 127.0.0.1 and localhost
 	ServerKey  string
 
-	ca    *x509.Certificate
-	caKey *ecdsa.PrivateKey
-	pool  *x509.CertPool
+	ca *testcert.CA
 }
 
 // newPKI makes a CA named name and its server certificate in a temp dir.
 func newPKI(t testing.TB, name string) *testPKI {
 	t.Helper()
 	k := &testPKI{Dir: t.TempDir()}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	var err error
+	if k.ca, err = testcert.NewCA(k.Dir, name+" test CA"); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name + " test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
+	k.CAFile = k.ca.File
+	server := testcert.Server{CommonName: "localhost", DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	if k.ServerCert, k.ServerKey, err = k.ca.Issue(k.Dir, "server", server, nil); err != nil {
 		t.Fatal(err)
 	}
-	if k.ca, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	k.caKey = key
-	k.pool = x509.NewCertPool()
-	k.pool.AddCert(k.ca)
-	k.CAFile = filepath.Join(k.Dir, "ca.crt")
-	writePEM(t, k.CAFile, "CERTIFICATE", der)
-	k.ServerCert, k.ServerKey = k.issue(t, "server", &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "localhost"},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
 	return k
 }
 
@@ -75,10 +48,11 @@ func newPKI(t testing.TB, name string) *testPKI {
 // certificate and key files.
 func (k *testPKI) ClientCert(t testing.TB, cn string) (certFile, keyFile string) {
 	t.Helper()
-	return k.issue(t, "client-"+cn, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: cn},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	certFile, keyFile, err := k.ca.IssueClient(k.Dir, "client-"+cn, cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
 
 // TLSCert loads a certificate and key written by the PKI for crypto/tls.
@@ -92,41 +66,7 @@ func (k *testPKI) TLSCert(t testing.TB, certFile, keyFile string) tls.Certificat
 }
 
 // Pool is a cert pool holding the CA.
-func (k *testPKI) Pool() *x509.CertPool { return k.pool }
-
-func (k *testPKI) issue(t testing.TB, name string, tmpl *x509.Certificate) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tmpl.SerialNumber, err = rand.Int(rand.Reader, big.NewInt(1<<62)); err != nil {
-		t.Fatal(err)
-	}
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, k.ca, &key.PublicKey, k.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = filepath.Join(k.Dir, name+".crt")
-	keyFile = filepath.Join(k.Dir, name+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", pk)
-	return certFile, keyFile
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+func (k *testPKI) Pool() *x509.CertPool { return k.ca.Pool }
 
 // tlsClusterHBA admits TCP clients only over TLS (SCRAM), and the harness's
 // superuser over the unix socket.

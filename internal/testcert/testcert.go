@@ -1,6 +1,7 @@
 // Package testcert makes throwaway certificates as PEM files: a CA and the
-// server certificates it signs. The tests that need TLS (the pooler's, the
-// LDAP server's) and the benchmark's TLS logins use it.
+// server and client certificates it signs. The tests that need TLS (the
+// pooler's, the end-to-end ones, the LDAP server's) and the benchmark's TLS
+// logins use it.
 package testcert
 
 import (
@@ -74,20 +75,36 @@ var Localhost = Server{CommonName: "127.0.0.1", IPs: []net.IP{net.IPv4(127, 0, 0
 // and writes it and the key, PKCS#8, to dir/base.crt and dir/base.key (the
 // key readable by its owner only).
 func (ca *CA) Issue(dir, base string, s Server, key crypto.Signer) (certFile, keyFile string, err error) {
+	return ca.sign(dir, base, key, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: s.CommonName},
+		IPAddresses: s.IPs, DNSNames: s.DNSNames,
+		// Key encipherment too: TLS 1.2's RSA key exchange needs it.
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
+// IssueClient signs a client certificate whose common name is cn, for a new
+// ECDSA P-256 key, and writes both as Issue does.
+func (ca *CA) IssueClient(dir, base, cn string) (certFile, keyFile string, err error) {
+	return ca.sign(dir, base, nil, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// sign completes tmpl (serial, validity), signs it for key (nil: a new
+// ECDSA P-256 one) and writes the certificate and the key.
+func (ca *CA) sign(dir, base string, key crypto.Signer, tmpl *x509.Certificate) (certFile, keyFile string, err error) {
 	if key == nil {
 		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 			return "", "", err
 		}
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: s.CommonName},
-		IPAddresses: s.IPs, DNSNames: s.DNSNames,
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		// Key encipherment too: TLS 1.2's RSA key exchange needs it.
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	tmpl.SerialNumber = big.NewInt(serial.Add(1))
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
 	if err != nil {
 		return "", "", err
