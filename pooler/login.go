@@ -74,8 +74,8 @@ func (c *client) readStartup() (*wire.Startup, error) {
 		return nil, err
 	}
 	for tries := 0; ; tries++ {
-		// c.conn is read afresh each time: startTLS replaces it.
-		su, err := wire.ReadStartup(c.plainIO())
+		// c.r is read afresh each time: startTLS replaces it.
+		su, err := c.r.ReadStartup()
 		if err != nil {
 			if errors.Is(err, wire.ErrOldProtocol) {
 				return nil, newError(CodeOldProtocol)
@@ -623,6 +623,11 @@ func authUserFor(db *config.Database, st *config.Settings) string {
 // startTLS answers an SSLRequest with 'S' and runs the handshake; the
 // connection continues, with a new startup packet, over TLS.
 func (c *client) startTLS(cfg *tls.Config) error {
+	if c.r.Buffered() > 0 {
+		// Sent before the answer, so not through TLS: PostgreSQL's
+		// refusal (a man in the middle could have put it there).
+		return &wire.StartupError{Message: "received unencrypted data after SSL request"}
+	}
 	if _, err := c.plainIO().Write([]byte{'S'}); err != nil {
 		return err
 	}
@@ -636,7 +641,8 @@ func (c *client) startTLS(cfg *tls.Config) error {
 
 // plainIO is how the client's socket is read and written before TLS, if
 // any, starts: with raw system calls where wire.SocketIO makes them (the
-// startup packet and the answer to an SSLRequest; c.r and c.w come later).
+// answer to an SSLRequest and the TLS records; c.r, which reads the startup
+// packets, and c.w are over it too).
 // A call entered the ordinary way, as net.Conn's Read makes it, wakes the
 // runtime's sysmon thread when the pooler was idle, and sysmon then polls
 // every 20 µs for a while: on a connect-per-transaction load those

@@ -11,6 +11,8 @@ import (
 // Service (a pump, a drain, a login, a timer's callback) is a leak in
 // production too. goleak retries for a while before it reports, so
 // goroutines that are ending when the last test returns are not counted.
+// The one exception is netpoll's poller, started with the first
+// connection accepted and kept for the life of the process by design.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/pgturnstile/pgturnstile/internal/netpoll.(*poller).run"))
 }

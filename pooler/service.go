@@ -424,8 +424,10 @@ func (s *Service) stop() { s.markStopped() }
 func (s *Service) accept(ln net.Listener) error {
 	defer s.countTCPAccept(ln)()
 	inherited := slices.Contains(s.inherited, ln)
+	accept, stop := startRawAccept(ln)
+	defer stop()
 	for {
-		conn, err := ln.Accept()
+		conn, err := accept()
 		if err != nil {
 			var ne net.Error
 			if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -442,7 +444,7 @@ func (s *Service) accept(ln net.Listener) error {
 			}
 			return err
 		}
-		if tc, ok := conn.(*net.TCPConn); ok {
+		if tc, ok := conn.(tcpSocket); ok {
 			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
 				// PgBouncer drops a connection it cannot tune.
 				s.log.Warn(err.Error())
@@ -640,7 +642,7 @@ func (s *Service) Close() {
 	lns := s.listeners
 	s.mu.Unlock()
 	for _, ln := range lns {
-		ln.Close()
+		closeListener(ln)
 	}
 }
 
@@ -656,7 +658,7 @@ func (s *Service) closeTCP() {
 	s.mu.Unlock()
 	for _, ln := range lns {
 		if _, unix := ln.(*net.UnixListener); !unix {
-			ln.Close()
+			closeListener(ln)
 		}
 	}
 }

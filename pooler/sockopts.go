@@ -47,7 +47,15 @@ import (
 // tuneTCP sets the tcp_* options of st on a client or server connection.
 // restore puts the OS defaults back where a setting is 0 and Go's own
 // keepalive may have been set (a connection from an inherited listener).
-func tuneTCP(c *net.TCPConn, st *config.Settings, restore bool) error {
+// tcpSocket is a TCP connection, of package net's or netpoll's.
+type tcpSocket interface {
+	net.Conn
+	syscall.Conn
+	SetReadBuffer(int) error
+	SetWriteBuffer(int) error
+}
+
+func tuneTCP(c tcpSocket, st *config.Settings, restore bool) error {
 	// A negative field leaves the option as it is (the OS default on a
 	// socket Go was told not to touch).
 	ka := net.KeepAliveConfig{Enable: st.TCPKeepalive, Idle: -1, Interval: -1, Count: -1}
@@ -94,7 +102,7 @@ type tuneError struct {
 	err error
 }
 
-func newTuneError(c *net.TCPConn, pos string, err error) *tuneError {
+func newTuneError(c tcpSocket, pos string, err error) *tuneError {
 	e := &tuneError{pos: pos, fd: -1, err: err}
 	if rc, rerr := c.SyscallConn(); rerr == nil {
 		rc.Control(func(fd uintptr) { e.fd = int(fd) })

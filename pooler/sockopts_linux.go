@@ -17,7 +17,7 @@ import (
 )
 
 // setUserTimeout sets TCP_USER_TIMEOUT (milliseconds).
-func setUserTimeout(c *net.TCPConn, ms int) error {
+func setUserTimeout(c tcpSocket, ms int) error {
 	return setIntOpt(c, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, ms)
 }
 
@@ -63,7 +63,7 @@ func setIntOpt(sc syscall.Conn, level, opt, v int) error {
 
 // setKeepalive sets SO_KEEPALIVE and, when on, TCP_KEEPIDLE, TCP_KEEPINTVL
 // and TCP_KEEPCNT where ka's field is not negative (whole seconds).
-func setKeepalive(c *net.TCPConn, ka net.KeepAliveConfig) error {
+func setKeepalive(c tcpSocket, ka net.KeepAliveConfig) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 
 var errNotOnPlatform = errors.New("not supported on this platform")
 
-func setUserTimeout(*net.TCPConn, int) error { return errNotOnPlatform }
+func setUserTimeout(tcpSocket, int) error { return errNotOnPlatform }
 
 // setDeferAccept does nothing: tcp_defer_accept's default is 1 only on
 // Linux in PgBouncer, and 0 (nothing to set) elsewhere.
@@ -25,7 +25,11 @@ func keepaliveDefaults(*net.KeepAliveConfig) {}
 
 // setKeepalive sets SO_KEEPALIVE and, when on, the fields of ka that are
 // not negative.
-func setKeepalive(c *net.TCPConn, ka net.KeepAliveConfig) error {
+func setKeepalive(s tcpSocket, ka net.KeepAliveConfig) error {
+	c, ok := s.(*net.TCPConn) // the only kind accepted here (netpoll.CanAccept is false)
+	if !ok {
+		return errNotOnPlatform
+	}
 	if !ka.Enable {
 		return c.SetKeepAlive(false)
 	}

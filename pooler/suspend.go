@@ -237,9 +237,3 @@ func (s *Service) listenersNow() []net.Listener {
 	defer s.mu.Unlock()
 	return slices.Clone(s.listeners)
 }
-
-func setListenDeadline(ln net.Listener, t time.Time) {
-	if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
-		d.SetDeadline(t)
-	}
-}

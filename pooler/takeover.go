@@ -271,7 +271,7 @@ func (v consoleView) HandOver(ids []uint64) {
 			// The socket's name is the new process's: do not unlink it.
 			ul.SetUnlinkOnClose(false)
 		}
-		ln.Close()
+		closeListener(ln)
 	}
 	moved := 0
 	for _, c := range s.allClients() {

@@ -25,6 +25,7 @@ func FuzzReadStartup(f *testing.F) {
 	f.Add(packet(3<<16, "user\x00u\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ReadStartup(bytes.NewReader(data))
+		readerAgrees(t, data, s, err)
 		if err != nil {
 			if s != nil {
 				t.Fatalf("error %v with a result", err)
@@ -64,6 +65,43 @@ func FuzzReadStartup(f *testing.F) {
 			t.Fatalf("one-byte reads: %+v %v", s2, err)
 		}
 	})
+}
+
+// readerAgrees checks Reader.ReadStartup against ReadStartup on the same
+// bytes, with a buffer smaller than some packets and one-byte reads: the
+// same packet or a failure, and the bytes after the packet left for the
+// next read, none lost and none invented.
+func readerAgrees(t *testing.T, data []byte, want *Startup, wantErr error) {
+	t.Helper()
+	for _, src := range []io.Reader{bytes.NewReader(data), iotest.OneByteReader(bytes.NewReader(data))} {
+		rd := NewReader(src, 64)
+		got, err := rd.ReadStartup()
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("Reader.ReadStartup: %v; ReadStartup: %v", err, wantErr)
+		}
+		if err != nil {
+			var se, wse *StartupError
+			if errors.As(wantErr, &wse) && (!errors.As(err, &se) || se.Message != wse.Message) {
+				t.Fatalf("Reader.ReadStartup: %v; ReadStartup: %v", err, wantErr)
+			}
+			continue
+		}
+		if got.Kind != want.Kind || got.CancelKey != want.CancelKey || len(got.Params) != len(want.Params) {
+			t.Fatalf("Reader.ReadStartup: %+v; ReadStartup: %+v", got, want)
+		}
+		for i := range got.Params {
+			if got.Params[i] != want.Params[i] {
+				t.Fatalf("param %d: %q; want %q", i, got.Params[i], want.Params[i])
+			}
+		}
+		n := int(binary.BigEndian.Uint32(data[:4]))
+		rest := make([]byte, rd.Buffered())
+		copy(rest, rd.buf[rd.start:rd.end])
+		more, _ := io.ReadAll(src)
+		if rest = append(rest, more...); !bytes.Equal(rest, data[n:]) {
+			t.Fatalf("left after the packet: %q; want %q", rest, data[n:])
+		}
+	}
 }
 
 // FuzzReader drives an arbitrary byte stream through Next and, chosen by the

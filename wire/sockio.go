@@ -36,6 +36,8 @@ func SocketIO(conn net.Conn) io.ReadWriter {
 	switch conn.(type) {
 	case *net.TCPConn, *net.UnixConn:
 	default:
+		// Any other conn (TLS), and netpoll.Conn, whose own calls
+		// are raw already.
 		return conn
 	}
 	rc, err := conn.(syscall.Conn).SyscallConn()

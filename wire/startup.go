@@ -78,6 +78,46 @@ func ReadStartup(r io.Reader) (*Startup, error) {
 	return ParseStartup(body)
 }
 
+// ReadStartup reads one startup packet (SSLRequest, GSSENCRequest,
+// CancelRequest or StartupMessage) through r's buffer, as the package's
+// ReadStartup does from a plain reader. A client's first packets arrive
+// in one read each instead of two (the length, then the rest), and bytes
+// the client sent after the packet stay buffered for the next read: the
+// caller that starts TLS next must check Buffered is 0 (PostgreSQL refuses
+// unencrypted data after an SSLRequest).
+func (r *Reader) ReadStartup() (*Startup, error) {
+	if !r.consumed {
+		return nil, errors.New("wire: BUG: ReadStartup before the previous message was consumed")
+	}
+	if err := r.fill(4, false); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(r.buf[r.start : r.start+4]))
+	if n < 8 || n > maxStartupPacketSize {
+		return nil, &StartupError{Message: "invalid startup packet layout: bad length"}
+	}
+	if n <= len(r.buf) {
+		if err := r.fill(n, true); err != nil {
+			return nil, err
+		}
+		body := r.buf[r.start+4 : r.start+n]
+		r.start += n
+		return ParseStartup(body)
+	}
+	// Larger than the buffer (up to maxStartupPacketSize): what is
+	// buffered, then the rest straight from the socket.
+	body := make([]byte, n-4)
+	got := copy(body, r.buf[r.start+4:r.end])
+	r.start += 4 + got
+	if _, err := io.ReadFull(r.r, body[got:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return ParseStartup(body)
+}
+
 // ParseStartup decodes a startup packet body (everything after the length).
 func ParseStartup(body []byte) (*Startup, error) {
 	if len(body) < 4 {

@@ -11,18 +11,26 @@
 //   - PeerUID: the peer's user id on a Unix socket (SO_PEERCRED), for the
 //     rule that lets the pooler's own OS user into the admin console
 //     without a password;
+//   - Acceptor and Conn (conn_linux.go): clients' TCP connections taken
+//     off a listener with a raw accept4 and served without package net:
+//     raw reads, writes, socket options and close, readiness from one
+//     epoll set of the pooler's own (edge-triggered, nested in the
+//     runtime's netpoller, one goroutine handing out its events), net's
+//     semantics for deadlines and for Close from another goroutine. No
+//     system call on a client's path then wakes the runtime's sysmon
+//     thread (see Acceptor);
 //   - Poller and DupCloexec: a one-shot epoll set of bare descriptors,
 //     which parks idle clients without a goroutine each (pooler/park.go),
 //     and whose Close ends a Wait blocked in it (the service closes it
 //     when it stops).
 //
 // Elsewhere (netpoll_other.go) the same names exist and report that the
-// feature is off: RawIO, CanPeek and CanPark are false, so wire.SocketIO
-// hands back the net.Conn as it is, an idle server counts as healthy
-// until a read says otherwise, clients are never parked, and a Unix
-// socket peer's credentials are unknown (the password-less console rule
-// never applies).
+// feature is off: RawIO, CanPeek, CanPark and CanAccept are false, so
+// clients are accepted by net, wire.SocketIO hands back the net.Conn as it
+// is, an idle server counts as healthy until a read says otherwise,
+// clients are never parked, and a Unix socket peer's credentials are
+// unknown (the password-less console rule never applies).
 //
-// Every function here is allocation-free on success: they sit on the
-// relay's hot path.
+// Read, Write, PeekClosed and Conn's methods are allocation-free on
+// success: they sit on the relay's hot path. Accept allocates the Conn.
 package netpoll

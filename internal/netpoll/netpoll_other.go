@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"net"
+	"time"
 )
 
 // errUnsupported is what the functions that should not be called here
@@ -56,3 +57,21 @@ func (p *Poller) Wait(fds []int32) (int, error) { return 0, errUnsupported }
 
 // Close is never reached (NewPoller fails).
 func (p *Poller) Close() error { return nil }
+
+// CanAccept is true where NewAcceptor works.
+const CanAccept = false
+
+// Acceptor is not available here (CanAccept is false).
+type Acceptor struct{}
+
+// NewAcceptor fails here: the caller uses the listener's Accept.
+func NewAcceptor(net.Listener) (*Acceptor, bool) { return nil, false }
+
+// Accept is never reached (NewAcceptor fails).
+func (*Acceptor) Accept() (net.Conn, error) { return nil, errUnsupported }
+
+// SetDeadline is never reached (NewAcceptor fails).
+func (*Acceptor) SetDeadline(time.Time) error { return errUnsupported }
+
+// Close is never reached (NewAcceptor fails).
+func (*Acceptor) Close() error { return nil }
