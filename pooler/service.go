@@ -444,7 +444,7 @@ func (s *Service) accept(ln net.Listener) error {
 			}
 			return err
 		}
-		if tc, ok := conn.(tcpSocket); ok {
+		if tc, ok := tcpConn(conn); ok {
 			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
 				// PgBouncer drops a connection it cannot tune.
 				s.log.Warn(err.Error())

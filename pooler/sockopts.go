@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // Socket options, as PgBouncer's tune_socket sets them on every client and
@@ -53,6 +54,18 @@ type tcpSocket interface {
 	syscall.Conn
 	SetReadBuffer(int) error
 	SetWriteBuffer(int) error
+}
+
+// tcpConn is conn as a tcpSocket where it is a TCP connection (a Unix
+// socket's has the same methods but takes no TCP options).
+func tcpConn(conn net.Conn) (tcpSocket, bool) {
+	switch c := conn.(type) {
+	case *net.TCPConn:
+		return c, true
+	case *netpoll.Conn:
+		return c, true
+	}
+	return nil, false
 }
 
 func tuneTCP(c tcpSocket, st *config.Settings, restore bool) error {

@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // getsockopt reads an int option from a connection or listener.
@@ -53,7 +55,7 @@ func recordDials(mu *sync.Mutex, conns *[]net.Conn) Option {
 
 // sockoptsRig starts a pooler with settings, logs a client in, runs a
 // query (so a server is dialled) and returns the pooler's side of both.
-func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server *net.TCPConn) {
+func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server tcpSocket) {
 	t.Helper()
 	fake := startFakePostgres(t)
 	var mu sync.Mutex
@@ -68,7 +70,14 @@ func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server 
 	if len(dials) == 0 {
 		t.Fatal("no server was dialled")
 	}
-	return tp, c.conn.(*net.TCPConn), dials[0].(*net.TCPConn)
+	cl, ok := tcpConn(c.conn)
+	if !ok {
+		t.Fatalf("the client's connection is a %T", c.conn)
+	}
+	if _, raw := c.conn.(*netpoll.Conn); netpoll.CanAccept && !raw {
+		t.Errorf("the client's connection is a %T; want netpoll's (accepted without net)", c.conn)
+	}
+	return tp, cl, dials[0].(*net.TCPConn)
 }
 
 // The tcp_* settings are on the pooler's side of both the client's and
@@ -77,7 +86,7 @@ func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server 
 func TestSocketOptionsSet(t *testing.T) {
 	tp, cl, sv := sockoptsRig(t, "tcp_keepalive = 1\ntcp_keepidle = 17\ntcp_keepintvl = 7\ntcp_keepcnt = 4\n"+
 		"tcp_user_timeout = 12345\ntcp_socket_buffer = 65536\nlisten_backlog = 17\ntcp_defer_accept = 1\n")
-	for side, c := range map[string]*net.TCPConn{"client": cl, "server": sv} {
+	for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
 		for _, o := range []struct {
 			name         string
 			level, opt   int
@@ -127,7 +136,7 @@ func TestSocketOptionsDefaults(t *testing.T) {
 	osIdle, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	t.Run("keepalive", func(t *testing.T) {
 		_, cl, sv := sockoptsRig(t, "tcp_defer_accept = 0\n")
-		for side, c := range map[string]*net.TCPConn{"client": cl, "server": sv} {
+		for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
 			if got := getsockopt(t, c, unix.SOL_SOCKET, unix.SO_KEEPALIVE); got != 1 {
 				t.Errorf("%s side SO_KEEPALIVE = %d, want 1", side, got)
 			}
@@ -138,7 +147,7 @@ func TestSocketOptionsDefaults(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		tp, cl, sv := sockoptsRig(t, "tcp_keepalive = 0\ntcp_defer_accept = 0\n")
-		for side, c := range map[string]*net.TCPConn{"client": cl, "server": sv} {
+		for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
 			if got := getsockopt(t, c, unix.SOL_SOCKET, unix.SO_KEEPALIVE); got != 0 {
 				t.Errorf("tcp_keepalive = 0: %s side SO_KEEPALIVE = %d, want 0", side, got)
 			}
@@ -184,12 +193,12 @@ func TestSocketOptionsInheritedListener(t *testing.T) {
 	defer tp.shutdown(t, fake)
 	conn, c := dialStateClient(t, tp)
 	defer conn.Close()
-	if got := getsockopt(t, c.conn.(*net.TCPConn), unix.IPPROTO_TCP, unix.TCP_KEEPINTVL); got != osIntvl {
+	if got := getsockopt(t, c.conn.(syscall.Conn), unix.IPPROTO_TCP, unix.TCP_KEEPINTVL); got != osIntvl {
 		t.Errorf("TCP_KEEPINTVL = %d, want the OS default %d", got, osIntvl)
 	}
 	// tcp_socket_buffer goes on an inherited listener too, as PgBouncer
 	// tunes a socket systemd hands it.
-	if got := getsockopt(t, c.conn.(*net.TCPConn), unix.SOL_SOCKET, unix.SO_RCVBUF); got != 2*65536 {
+	if got := getsockopt(t, c.conn.(syscall.Conn), unix.SOL_SOCKET, unix.SO_RCVBUF); got != 2*65536 {
 		t.Errorf("SO_RCVBUF = %d, want %d", got, 2*65536)
 	}
 }
@@ -219,7 +228,7 @@ func TestSocketOptionsRefusedDropped(t *testing.T) {
 // its handshake: the high nibble of the byte after tcpi_options in Linux's
 // struct tcp_info (tcpi_snd_wscale:4, tcpi_rcv_wscale:4), which
 // x/sys/unix's TCPInfo leaves as padding.
-func rcvWscale(t *testing.T, c *net.TCPConn) int {
+func rcvWscale(t *testing.T, c syscall.Conn) int {
 	t.Helper()
 	rc, err := c.SyscallConn()
 	if err != nil {

@@ -197,7 +197,11 @@ type Conn struct {
 	rmu, wmu sync.Mutex // one reader and one writer at a time, as net
 	// drained: Read's last read(2) returned less than asked, so the
 	// socket was empty then (guarded by rmu).
-	drained  bool
+	drained bool
+	// hup is set by the poller once the socket reported a hang-up or an
+	// error (EPOLLRDHUP, EPOLLHUP, EPOLLERR), before that event's token.
+	hup atomic.Bool
+
 	rdl, wdl deadline
 }
 
@@ -252,11 +256,14 @@ func (c *Conn) Read(b []byte) (int, error) {
 		return 0, c.opErr("read", errClosed)
 	}
 	defer c.decref()
-	if c.drained {
+	if c.drained && !c.hup.Load() {
 		// The last read left the socket empty: whatever arrived since
 		// left a token, so wait for one before the read that would
 		// otherwise find nothing (a system call per request saved). A
-		// stale token costs that read back, no more.
+		// stale token costs that read back, no more. Not once the peer
+		// hung up or the socket failed (hup): the end of the stream
+		// may have come before that read, which returned data and left
+		// the end for the next, and its token may have been the data's.
 		c.drained = false
 		if err := c.wait(c.rready, &c.rdl); err != nil {
 			return 0, c.opErr("read", err)
@@ -629,6 +636,9 @@ func (p *poller) collect(fd uintptr) bool {
 	for {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
 			uintptr(len(p.events)), 0, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
 		if e != 0 {
 			return false
 		}
@@ -653,6 +663,9 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 		c := t[ev.Fd].Load()
 		if c == nil || c.seq != uint32(ev.Pad) {
 			continue // a socket since closed
+		}
+		if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+			c.hup.Store(true)
 		}
 		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			wake(c.rready)

@@ -281,3 +281,36 @@ func TestClosedConnDoesNotTouchReusedDescriptor(t *testing.T) {
 		}
 	}
 }
+
+// The peer's last bytes and its close arrive together: the read that
+// returns the bytes leaves the end of the stream for the next Read, which
+// must see it (not wait for a readiness that came and went).
+func TestEOFRightAfterTheLastBytes(t *testing.T) {
+	for i := range 100 {
+		c, peer := acceptPair(t)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 64)
+		// A first exchange, so that the reads below start from a socket
+		// Read has seen empty.
+		peer.Write([]byte("ping"))
+		if n, err := c.Read(buf); err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("round %d: %q, %v", i, buf[:n], err)
+		}
+		peer.Write([]byte("abc"))
+		peer.Close()
+		var got []byte
+		for {
+			n, err := c.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("round %d: after %q: %v (want the bytes, then EOF)", i, got, err)
+			}
+		}
+		if string(got) != "abc" {
+			t.Fatalf("round %d: read %q before EOF; want abc", i, got)
+		}
+	}
+}
