@@ -68,10 +68,14 @@ type Acceptor struct{}
 func NewAcceptor(net.Listener) (*Acceptor, bool) { return nil, false }
 
 // Accept is never reached (NewAcceptor fails).
-func (*Acceptor) Accept() (net.Conn, error) { return nil, errUnsupported }
+func (*Acceptor) Accept() (*Conn, error) { return nil, errUnsupported }
 
 // SetDeadline is never reached (NewAcceptor fails).
 func (*Acceptor) SetDeadline(time.Time) error { return errUnsupported }
 
 // Close is never reached (NewAcceptor fails).
 func (*Acceptor) Close() error { return nil }
+
+// Conn is never made here (Accept is never reached); it has a TCP
+// connection's methods so that code naming it builds everywhere.
+type Conn struct{ net.TCPConn }
