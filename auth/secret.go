@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"crypto/hmac"
 	"crypto/md5"
 	"crypto/pbkdf2"
 	"crypto/sha256"
@@ -187,8 +186,38 @@ func deriveSCRAMKeys(password string, salt []byte, iterations int) scramKeys {
 	return scramKeys{client: clientKey, stored: stored[:], server: hmacSHA256(salted, "Server Key")}
 }
 
+// hmacSHA256 is HMAC-SHA-256 (RFC 2104) of msg under key. Written out
+// over sha256.Sum256 rather than with crypto/hmac, whose New allocates two
+// hash states and their buffers each call: a SCRAM login makes two of
+// these, and on a connection-per-transaction load they were a tenth of
+// the login's allocations. TestHMACSHA256MatchesCryptoHMAC holds it to
+// crypto/hmac's answers.
 func hmacSHA256(key []byte, msg string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(msg))
-	return m.Sum(nil)
+	const block = 64 // SHA-256's block size
+	var k [block]byte
+	if len(key) > block {
+		sum := sha256.Sum256(key)
+		copy(k[:], sum[:])
+	} else {
+		copy(k[:], key)
+	}
+	var stack [512]byte // a SCRAM AuthMessage is a few hundred bytes
+	var inner []byte
+	if block+len(msg) <= len(stack) {
+		inner = stack[:block+len(msg)]
+	} else {
+		inner = make([]byte, block+len(msg))
+	}
+	for i, b := range k {
+		inner[i] = b ^ 0x36
+	}
+	copy(inner[block:], msg)
+	ih := sha256.Sum256(inner)
+	var outer [block + sha256.Size]byte
+	for i, b := range k {
+		outer[i] = b ^ 0x5c
+	}
+	copy(outer[block:], ih[:])
+	sum := sha256.Sum256(outer[:])
+	return sum[:]
 }

@@ -80,6 +80,9 @@ type serverPool struct {
 	// clients of a pool log in with the same parameters, and thousands of
 	// idle clients then share one read-only map.
 	paramSets map[string]map[string]string
+	// byStartup finds a client's interned map by its startup parameters
+	// alone (paramSetKey of them), once the pool has its welcome.
+	byStartup map[string]map[string]string
 	// lastLoginErr is the error of the last failed server login, replayed
 	// to clients for server_login_retry instead of hammering Postgres.
 	lastLoginErr   error
@@ -619,8 +622,18 @@ func (p *serverPool) welcomeParams() map[string]string {
 // shared with other clients that have the same parameters and must not be
 // changed (client.setParamLocked copies it).
 func (p *serverPool) initialParams(startup map[string]string) map[string]string {
+	// Most logins ask for what an earlier one asked for: their map is
+	// found by the startup parameters alone, without building the merge
+	// and its key again.
+	skey := paramSetKey(startup)
+	p.mu.Lock()
+	if m, ok := p.byStartup[skey]; ok {
+		p.mu.Unlock()
+		return m
+	}
+	welcome := p.welcome
+	p.mu.Unlock()
 	out := map[string]string{}
-	welcome := p.welcomeParams()
 	for canon := range p.svc.tracked {
 		name := p.svc.tracked[canon]
 		if v, ok := welcome[name]; ok {
@@ -633,16 +646,26 @@ func (p *serverPool) initialParams(startup map[string]string) map[string]string 
 	key := paramSetKey(out)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m, ok := p.paramSets[key]; ok {
-		return m
+	m, ok := p.paramSets[key]
+	if !ok {
+		m = out
+		if p.paramSets == nil {
+			p.paramSets = map[string]map[string]string{}
+		}
+		if len(p.paramSets) < maxParamSets {
+			p.paramSets[key] = out
+		}
 	}
-	if p.paramSets == nil {
-		p.paramSets = map[string]map[string]string{}
+	// The pool's welcome is set once, by its first server, and the
+	// tracked names are fixed when the service starts: from then on the
+	// same startup parameters always give the same map.
+	if welcome != nil && len(p.byStartup) < maxParamSets {
+		if p.byStartup == nil {
+			p.byStartup = map[string]map[string]string{}
+		}
+		p.byStartup[skey] = m
 	}
-	if len(p.paramSets) < maxParamSets {
-		p.paramSets[key] = out
-	}
-	return out
+	return m
 }
 
 // maxParamSets bounds a pool's interned parameter maps: clients that each
