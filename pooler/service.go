@@ -91,6 +91,9 @@ type Service struct {
 
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
+	// workers are the goroutines finished clients left, for the next
+	// client's (workers.go).
+	workers workers
 	// susp is SUSPEND's state (suspend.go).
 	susp suspendState
 	// moved are the clients an online restart took over, adopted when
@@ -341,6 +344,8 @@ func (s *Service) Addrs() []net.Addr {
 
 // Serve accepts clients until ctx is done or the listeners close.
 func (s *Service) Serve(ctx context.Context) error {
+	s.workers.start()
+	defer s.workers.stop() // after the parker's: resumed clients may use it
 	// Parked clients resume; after the janitor's stop, which parks them.
 	defer s.parker.stop()
 	jctx, stop := context.WithCancel(ctx)
@@ -478,7 +483,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	c.link = newLink(&c.mu)
 	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
-	go c.serve()
+	s.workers.run(c.serve)
 }
 
 // clientClosed forgets a client when its goroutine ends.
