@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // setUserTimeout sets TCP_USER_TIMEOUT (milliseconds).
@@ -64,36 +66,53 @@ func setIntOpt(sc syscall.Conn, level, opt, v int) error {
 // setKeepalive sets SO_KEEPALIVE and, when on, TCP_KEEPIDLE, TCP_KEEPINTVL
 // and TCP_KEEPCNT where ka's field is not negative (whole seconds).
 func setKeepalive(c tcpSocket, ka net.KeepAliveConfig) error {
+	if nc, ok := c.(*netpoll.Conn); ok {
+		// Every connection accepted: without the interface, k and its
+		// method value stay on the stack.
+		k := keepaliveSetter{ka: ka}
+		if err := nc.Control(k.apply); err != nil {
+			return err
+		}
+		return k.err
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var serr error
-	set := func(fd uintptr, level, opt, v int) {
-		if serr == nil {
-			serr = rawSetsockoptInt(fd, level, opt, v)
-		}
-	}
-	err = rc.Control(func(fd uintptr) {
-		if !ka.Enable {
-			set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
-			return
-		}
-		set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
-		if ka.Idle >= 0 {
-			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, seconds(ka.Idle))
-		}
-		if ka.Interval >= 0 {
-			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, seconds(ka.Interval))
-		}
-		if ka.Count >= 0 {
-			set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, ka.Count)
-		}
-	})
-	if err != nil {
+	k := &keepaliveSetter{ka: ka}
+	if err := rc.Control(k.apply); err != nil {
 		return err
 	}
-	return serr
+	return k.err
+}
+
+// keepaliveSetter is setKeepalive's work on a descriptor.
+type keepaliveSetter struct {
+	ka  net.KeepAliveConfig
+	err error
+}
+
+func (k *keepaliveSetter) apply(fd uintptr) {
+	if !k.ka.Enable {
+		k.set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 0)
+		return
+	}
+	k.set(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	if k.ka.Idle >= 0 {
+		k.set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, seconds(k.ka.Idle))
+	}
+	if k.ka.Interval >= 0 {
+		k.set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, seconds(k.ka.Interval))
+	}
+	if k.ka.Count >= 0 {
+		k.set(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, k.ka.Count)
+	}
+}
+
+func (k *keepaliveSetter) set(fd uintptr, level, opt, v int) {
+	if k.err == nil {
+		k.err = rawSetsockoptInt(fd, level, opt, v)
+	}
 }
 
 // seconds is d in whole seconds, rounded up, at least 1.

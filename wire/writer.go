@@ -29,12 +29,27 @@ var bufPools sync.Map // size → *sync.Pool of *[]byte
 // NewPooledWriter is NewWriter with a buffer borrowed only while there is
 // something to write. For the many mostly idle client connections.
 func NewPooledWriter(w io.Writer, size int) *Writer {
-	p, _ := bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
-		b := make([]byte, 0, size)
-		return &b
-	}})
+	if size == DefaultBufferSize {
+		// The pooler's only size: no map look-up, whose boxed key and
+		// LoadOrStore's argument (a new sync.Pool and its New closure)
+		// were allocated on every call, every login.
+		return &Writer{w: w, pool: &defaultBufPool, size: size}
+	}
+	p, ok := bufPools.Load(size)
+	if !ok {
+		p, _ = bufPools.LoadOrStore(size, &sync.Pool{New: func() any {
+			b := make([]byte, 0, size)
+			return &b
+		}})
+	}
 	return &Writer{w: w, pool: p.(*sync.Pool), size: size}
 }
+
+// defaultBufPool is bufPools' entry for DefaultBufferSize.
+var defaultBufPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, DefaultBufferSize)
+	return &b
+}}
 
 // grab borrows the buffer of a pooled writer.
 func (w *Writer) grab() {

@@ -42,6 +42,9 @@ type Acceptor struct {
 	fn   func(fd uintptr) bool // once, as a method value made once
 	// closed is set by Close; the wait's error is then net.ErrClosed.
 	closed atomic.Bool
+	// laddr is the listener's address where it names one (not 0.0.0.0
+	// or ::): its connections' own address, without a getsockname.
+	laddr *net.TCPAddr
 
 	nfd  int
 	err  error
@@ -77,6 +80,10 @@ func NewAcceptor(ln net.Listener) (a *Acceptor, ok bool) {
 		return nil, false
 	}
 	a = &Acceptor{file: f, rc: rc, addr: ln.Addr()}
+	if ta, ok := a.addr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		// Every connection's own address is the listener's.
+		a.laddr = ta
+	}
 	a.fn = a.once
 	return a, true
 }
@@ -109,7 +116,7 @@ func (a *Acceptor) Accept() (*Conn, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa)}
+	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa), fixedLaddr: a.laddr}
 	one := int32(1)
 	// net sets TCP_NODELAY on every TCP connection; so does the pooler.
 	syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(c.fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY,
@@ -175,8 +182,11 @@ type Conn struct {
 	fd    int
 	raddr *net.TCPAddr
 
-	laddrOnce sync.Once
-	laddr     *net.TCPAddr
+	// fixedLaddr is the listener's specific address, shared; else laddr
+	// is looked up once (getsockname).
+	fixedLaddr *net.TCPAddr
+	laddrOnce  sync.Once
+	laddr      *net.TCPAddr
 
 	// state is the count of operations under way (each holds the
 	// descriptor open) times two, plus one once Close was called. The
@@ -345,6 +355,9 @@ func (c *Conn) opErr(op string, err error) error {
 
 // LocalAddr is the socket's own address (getsockname(2), once).
 func (c *Conn) LocalAddr() net.Addr {
+	if c.fixedLaddr != nil {
+		return c.fixedLaddr
+	}
 	c.laddrOnce.Do(func() {
 		var rsa syscall.RawSockaddrAny
 		n := uint32(syscall.SizeofSockaddrAny)
@@ -416,8 +429,12 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) { return (*rawConn)(c), ni
 // it returns false, as net's do.
 type rawConn Conn
 
-func (rc *rawConn) Control(f func(fd uintptr)) error {
-	c := (*Conn)(rc)
+func (rc *rawConn) Control(f func(fd uintptr)) error { return (*Conn)(rc).Control(f) }
+
+// Control calls f with the socket's descriptor, held open for the call:
+// SyscallConn's Control, callable without the interface so that f need
+// not escape (the socket options set on every connection accepted).
+func (c *Conn) Control(f func(fd uintptr)) error {
 	if !c.incref() {
 		return c.opErr("raw-control", errClosed)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -16,7 +17,12 @@ import (
 // acceptPair returns a Conn accepted by an Acceptor and the client end.
 func acceptPair(t *testing.T) (*Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return acceptPairOn(t, "127.0.0.1:0")
+}
+
+func acceptPairOn(t *testing.T, listen string) (*Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +33,8 @@ func acceptPair(t *testing.T) (*Conn, net.Conn) {
 	t.Cleanup(func() { ln.Close(); a.Close() })
 	dialed := make(chan net.Conn, 1)
 	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		port := ln.Addr().(*net.TCPAddr).Port
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			t.Error(err)
 			close(dialed)
@@ -48,13 +55,18 @@ func acceptPair(t *testing.T) (*Conn, net.Conn) {
 }
 
 func TestAcceptedConnAddressesAndEcho(t *testing.T) {
+	// On a wildcard listener the own address is looked up (getsockname);
+	// on a specific one it is the listener's.
+	for _, listen := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+		c, peer := acceptPairOn(t, listen)
+		if got, want := c.RemoteAddr().String(), peer.LocalAddr().String(); got != want {
+			t.Errorf("listening on %s: RemoteAddr %s, the peer is %s", listen, got, want)
+		}
+		if got, want := c.LocalAddr().String(), peer.RemoteAddr().String(); got != want {
+			t.Errorf("listening on %s: LocalAddr %s, the peer dialled %s", listen, got, want)
+		}
+	}
 	c, peer := acceptPair(t)
-	if got, want := c.RemoteAddr().String(), peer.LocalAddr().String(); got != want {
-		t.Errorf("RemoteAddr %s, the peer is %s", got, want)
-	}
-	if got, want := c.LocalAddr().String(), peer.RemoteAddr().String(); got != want {
-		t.Errorf("LocalAddr %s, the peer dialled %s", got, want)
-	}
 	// Round trips of growing size: each Read after a short one waits for
 	// readiness first (drained), which must not lose a wake-up.
 	buf := make([]byte, 64<<10)

@@ -79,3 +79,6 @@ func (*Acceptor) Close() error { return nil }
 // Conn is never made here (Accept is never reached); it has a TCP
 // connection's methods so that code naming it builds everywhere.
 type Conn struct{ net.TCPConn }
+
+// Control is never reached (no Conn is made here).
+func (c *Conn) Control(func(fd uintptr)) error { return errUnsupported }
