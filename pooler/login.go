@@ -324,7 +324,9 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 	// replication first: it decides how options is read, wherever it is.
 	for _, p := range su.Params {
 		if p.Name == "replication" {
-			c.debugf("got var: %s=%s", p.Name, p.Value)
+			if c.svc.debugOn() {
+				c.debugf("got var: %s=%s", p.Name, p.Value)
+			}
 			c.repl = parseReplication(p.Value)
 		}
 	}
@@ -348,9 +350,13 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 			}
 		case c.svc.trackedName(p.Name) != "":
 			params[c.svc.trackedName(p.Name)] = p.Value
-			c.debugf("got var: %s=%s", p.Name, p.Value)
+			if c.svc.debugOn() {
+				c.debugf("got var: %s=%s", p.Name, p.Value)
+			}
 		case ignored(p.Name):
-			c.debugf("ignoring startup parameter: %s=%s", p.Name, p.Value)
+			if c.svc.debugOn() {
+				c.debugf("ignoring startup parameter: %s=%s", p.Name, p.Value)
+			}
 		default:
 			return nil, nil, newError(CodeUnsupportedStartupParam, p.Name)
 		}
@@ -368,7 +374,9 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 // ones are still kept); an argument that is not -c/-- name=value is
 // refused either way.
 func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
-	c.debugf("received options: %s", opts)
+	if c.svc.debugOn() {
+		c.debugf("received options: %s", opts)
+	}
 	fields := splitOptions(opts)
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
@@ -402,9 +410,13 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 		}
 		if name := c.svc.trackedName(k); name != "" {
 			params[name] = v
-			c.debugf("got var from options: %s=%s", k, v)
+			if c.svc.debugOn() {
+				c.debugf("got var from options: %s=%s", k, v)
+			}
 		} else if ignored(k) || ignored("options") {
-			c.debugf("ignoring startup parameter from options: %s=%s", k, v)
+			if c.svc.debugOn() {
+				c.debugf("ignoring startup parameter from options: %s=%s", k, v)
+			}
 		} else {
 			return newError(CodeUnsupportedOptionsParam, k)
 		}

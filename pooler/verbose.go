@@ -38,6 +38,9 @@ func (s *Service) noiseOn() bool { return s.Verbose() >= 2 }
 
 // debugf logs a DEBUG line about the client, with its prefix attributes
 // (logprefix.go), when -v or verbose asks for it.
+//
+// On a path every login takes, guard the call with c.svc.debugOn(): the
+// arguments are boxed, and allocated, before debugf looks at the level.
 func (c *client) debugf(format string, args ...any) {
 	if c.svc.debugOn() {
 		c.logAt(slog.LevelDebug, fmt.Sprintf(format, args...))
