@@ -103,7 +103,10 @@ func closeListener(ln net.Listener) error {
 	defer rawAcceptors.mu.Unlock()
 	e := rawAcceptors.m[ln]
 	if e == nil {
-		// Marked, in case its accept loop is starting now.
+		// Marked, in case its accept loop is starting now (which drops
+		// the mark). A listener closed after its loop ended keeps the
+		// mark, a few bytes, until the service ends, as its listeners
+		// close only then.
 		rawAcceptors.m[ln] = &rawAcceptor{closed: true}
 		return err
 	}
