@@ -97,6 +97,7 @@ fuzz:
 BENCH_OUT := $(if $(filter 1 yes true,$(AA)),-aa -out bench/NOISE-FLOOR.md,$(if $(filter 1 yes true,$(QUICK)),-quick -out bench/BENCHMARKS.quick.md,-out BENCHMARKS.md))
 bench: build
 	$(GO) build -o bin/pgbench-compare ./bench/cmd/pgbench-compare
+	$(GO) build -o bin/loginfloor ./bench/cmd/loginfloor
 	bin/pgbench-compare $(BENCH_OUT) $(BENCHFLAGS)
 
 # Pooler memory when one client streams a 200 MiB message (Parse, Describe,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -131,7 +132,62 @@ func (e *env) setupTargets(ctx context.Context, o options, w workload, bouncer, 
 			logf("warm-up through %s (%s): %s", t.Name, s.Key, r.Err)
 		}
 	}
+	for _, f := range o.floorsOf(w) {
+		p, err := e.startFloor(o.loginFloor, f.mode, f.name)
+		if err != nil {
+			failed[f.name] = "did not start: " + err.Error()
+			logf("%s: %s did not start: %s", w.Key, f.name, shorten(err.Error(), 300))
+			continue
+		}
+		procs = append(procs, p)
+		targets = append(targets, target{Name: f.name, Port: p.Port, Proc: p})
+	}
 	return targets, procs, failed
+}
+
+// floorWorkload is the workload the floors of a Go login run on.
+const floorWorkload = "S-connect-50"
+
+// floor is one of bench/cmd/loginfloor's designs as a target.
+type floor struct{ name, mode string }
+
+// floorsOf are the floors that run beside the poolers on w: on
+// S-connect-50, where -loginfloor names a binary, and not in an A/A run.
+func (o options) floorsOf(w workload) []floor {
+	if w.Key != floorWorkload || o.loginFloor == "" || o.aa {
+		return nil
+	}
+	return []floor{{tFloorRaw, "raw"}, {tFloorLoop, "epoll"}}
+}
+
+// startFloor starts loginfloor in mode as name: the bench role's SCRAM
+// secret, 20 servers (the poolers' pool size), the bench role's login to
+// PostgreSQL.
+func (e *env) startFloor(bin, mode, name string) (*benchenv.Proc, error) {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%v (make bench builds it)", err)
+	}
+	secret := e.secrets[benchUser]
+	if !strings.HasPrefix(secret, "SCRAM-SHA-256$") {
+		return nil, fmt.Errorf("no SCRAM secret for %s in pg_authid", benchUser)
+	}
+	secretFile := filepath.Join(e.Dir, "loginfloor-secret.txt")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	to := fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable", e.PGPort, benchUser, benchPass, benchDB)
+	return e.StartPooler(benchenv.Pooler{
+		Name: "loginfloor-" + mode, Bin: bin,
+		Args: func(port int) []string {
+			return []string{"-mode", mode, "-listen", fmt.Sprintf("127.0.0.1:%d", port), "-to", to,
+				"-servers", "20", "-user", benchUser, "-secret", secretFile}
+		},
+		Ready: func(ctx context.Context, port int) error { return queryOnce(ctx, port, plainLogin) },
+	})
 }
 
 // loginCriteria are issue 22's criteria: pooler CPU per connection,
@@ -192,6 +248,41 @@ func loginSection(t table, o options, ws []workload) string {
 			t.pairs(w.Key, tTurnstile, tBouncer, n, ratio(fTPS)).cell(2))
 	}
 	p("\n")
+	p("%s", floorSection(t, o, cs))
+	return b.String()
+}
+
+// floorSection is the table of the floors of a Go login beside PgBouncer,
+// where they ran.
+func floorSection(t table, o options, cs []workload) string {
+	var w workload
+	for _, c := range cs {
+		if len(o.floorsOf(c)) > 0 {
+			w = c
+		}
+	}
+	n := o.roundsOf(w.Key)
+	if w.Key == "" || t.perTarget(w.Key, tFloorRaw, n, fCPU).N+t.perTarget(w.Key, tFloorLoop, n, fCPU).N == 0 {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("### The floor of a Go login\n\n")
+	p("`bench/cmd/loginfloor` serves %s with only what a pooler must do for it: the startup packet, the SCRAM exchange against the same secret, one welcome write, the query on one of 20 servers logged in at start, its replies in one write. ", w.Key)
+	p("No configuration, limits, parameter tracking, statistics, logging, deadlines or admission. ")
+	p("*Goroutines* is pgturnstile's design with nothing of pgturnstile's logic: a goroutine per client (reused), clients accepted and served by `internal/netpoll`, servers through `wire.SocketIO`, GOMAXPROCS set by `internal/procscale`. ")
+	p("*Event loop* is PgBouncer's design in Go: one thread, one epoll set, raw system calls, each client a state machine. ")
+	p("They run interleaved with the two poolers, in the same rounds; the ratio is to PgBouncer within each round.\n\n")
+	p("| Target | CPU µs/connection | CPU ratio to PgBouncer | TPS ratio |\n|---|---|---|---|\n")
+	for _, tg := range []string{tBouncer, tTurnstile, tFloorRaw, tFloorLoop} {
+		ratioCPU, ratioTPS := "1.00", "1.00"
+		if tg != tBouncer {
+			ratioCPU = t.pairs(w.Key, tg, tBouncer, n, ratio(fCPU)).cell(2)
+			ratioTPS = t.pairs(w.Key, tg, tBouncer, n, ratio(fTPS)).cell(2)
+		}
+		p("| %s | %s | %s | %s |\n", tg, t.perTarget(w.Key, tg, n, fCPU).cell(0), ratioCPU, ratioTPS)
+	}
+	p("\n")
 	return b.String()
 }
 
@@ -202,7 +293,7 @@ func (w workload) isConnect() bool { return slices.Contains(w.Args, "-C") }
 // that did not start.
 func setupFailures(w workload, rounds int, failed map[string]string) []runResult {
 	var rs []runResult
-	for _, name := range []string{tBouncer, tTurnstile, tBouncerB} {
+	for _, name := range []string{tBouncer, tTurnstile, tBouncerB, tFloorRaw, tFloorLoop} {
 		msg, ok := failed[name]
 		if !ok {
 			continue

@@ -233,3 +233,55 @@ func TestConnectDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestFloors: the floors of a Go login run beside the poolers on
+// S-connect-50 only, not in an A/A run nor without a binary, and the
+// report puts them beside PgBouncer pair by pair.
+func TestFloors(t *testing.T) {
+	o := options{rounds: 1, targetRounds: 2, duration: 2 * time.Second, scale: 1, idleClients: 10, loginFloor: "bin/loginfloor"}
+	var connect50 workload
+	for _, w := range workloads() {
+		if fs := o.floorsOf(w); len(fs) > 0 && w.Key != "S-connect-50" {
+			t.Errorf("floors on %s", w.Key)
+		}
+		if w.Key == "S-connect-50" {
+			connect50 = w
+		}
+	}
+	if fs := o.floorsOf(connect50); len(fs) != 2 || fs[0] != (floor{tFloorRaw, "raw"}) || fs[1] != (floor{tFloorLoop, "epoll"}) {
+		t.Errorf("floors: %+v", fs)
+	}
+	if aa := (options{aa: true, loginFloor: "x"}); len(aa.floorsOf(connect50)) != 0 {
+		t.Error("floors in an A/A run")
+	}
+	if none := (options{}); len(none.floorsOf(connect50)) != 0 {
+		t.Error("floors without a binary")
+	}
+
+	mk := func(tg string, round int, tps, cpu float64) runResult {
+		return runResult{Workload: "S-connect-50", Target: tg, Round: round, OK: true, TPS: tps, P50us: 500, P99us: 2000, CPUus: cpu, PeakRSSKB: 10240, Txns: 100, WindowS: 1}
+	}
+	rs := []runResult{
+		mk(tBouncer, 1, 100, 200), mk(tTurnstile, 1, 100, 300), mk(tFloorRaw, 1, 100, 260), mk(tFloorLoop, 1, 100, 210),
+		mk(tBouncer, 2, 100, 100), mk(tTurnstile, 2, 50, 140), mk(tFloorRaw, 2, 100, 120), mk(tFloorLoop, 2, 100, 100),
+	}
+	rep := report(o, info{}, []workload{connect50}, rs, nil, nil)
+	for _, want := range []string{
+		"### The floor of a Go login",
+		"| pgbouncer | 150 (100–200) | 1.00 | 1.00 |",
+		"| pgturnstile | 220 (140–300) | 1.45 (1.40–1.50) | 0.75 (0.50–1.00) |",
+		"| Go floor, goroutines | 190 (120–260) | 1.25 (1.20–1.30) | 1.00 (1.00–1.00) |",
+		"| Go floor, event loop | 155 (100–210) | 1.02 (1.00–1.05) | 1.00 (1.00–1.00) |",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q\n%s", want, rep)
+		}
+	}
+	// Without floor results there is no floor table.
+	if rep := report(o, info{}, []workload{connect50}, rs[:2], nil, nil); strings.Contains(rep, "The floor of a Go login") {
+		t.Error("a floor table without floor runs")
+	}
+	if rs := setupFailures(connect50, 1, map[string]string{tFloorLoop: "did not start: x"}); len(rs) != 1 || rs[0].Target != tFloorLoop {
+		t.Errorf("floor failure: %+v", rs)
+	}
+}

@@ -40,6 +40,10 @@ const (
 	tTurnstile = "pgturnstile"
 	tTurnOne   = "pgturnstile GOMAXPROCS=1"
 	tBouncerB  = "pgbouncer B" // the second PgBouncer of an A/A run (-aa)
+	// The floors of a Go login (bench/cmd/loginfloor), beside the two
+	// poolers on S-connect-50.
+	tFloorRaw  = "Go floor, goroutines"
+	tFloorLoop = "Go floor, event loop"
 )
 
 type options struct {
@@ -63,6 +67,7 @@ type options struct {
 	oneProc      bool
 	noInstall    bool
 	aa           bool
+	loginFloor   string
 }
 
 func main() {
@@ -87,6 +92,7 @@ func main() {
 	flag.BoolVar(&o.direct500, "direct-500", false, "also run direct PostgreSQL at 500 clients (500 backends on 2 cores take longer to log in than a run lasts)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs, failed runs' output)")
 	flag.BoolVar(&o.noInstall, "no-install", false, "do not apt-get install PgBouncer when it is missing")
+	flag.StringVar(&o.loginFloor, "loginfloor", "bin/loginfloor", "bench/cmd/loginfloor binary, run beside the poolers on S-connect-50 as the floors of a Go login (\"\": not run)")
 	flag.Parse()
 	if o.aa {
 		set := map[string]bool{}
@@ -292,7 +298,7 @@ func run(o options) error {
 	for _, w := range ws {
 		n := len(targets)
 		if w.Setup != "" {
-			n = 2 // a fresh pair of poolers
+			n = 2 + len(o.floorsOf(w)) // a fresh pair of poolers, and the floors
 		}
 		total += o.roundsOf(w.Key) * n
 	}

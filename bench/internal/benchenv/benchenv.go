@@ -246,6 +246,10 @@ type Pooler struct {
 	INI func(port int, logfile string) (string, error)
 	// Ready is a check through port that succeeds once the pooler serves.
 	Ready func(ctx context.Context, port int) error
+	// Args, where set, are the command's arguments for listening on port,
+	// and INI is not used: a measuring stick (bench/cmd/loginfloor)
+	// rather than a pooler.
+	Args func(port int) []string
 }
 
 // StartPooler starts pl on a free port and waits (20 s at most) until its
@@ -265,18 +269,23 @@ func (e *Env) StartPooler(pl Pooler) (*Proc, error) {
 			return nil, err
 		}
 	}
-	text, err := pl.INI(port, logfile)
-	if err != nil {
-		return nil, err
-	}
-	ini := filepath.Join(e.Dir, pl.Name+".ini")
-	if err := os.WriteFile(ini, []byte(text), 0o644); err != nil {
-		return nil, err
-	}
 	// Both refuse to run as root: as the postgres OS user when we are root.
-	cmd := e.command(pl.Bin, ini)
-	if pl.Bouncer {
-		cmd = e.command(pl.Bin, "-q", ini)
+	var cmd *exec.Cmd
+	if pl.Args != nil {
+		cmd = e.command(pl.Bin, pl.Args(port)...)
+	} else {
+		text, err := pl.INI(port, logfile)
+		if err != nil {
+			return nil, err
+		}
+		ini := filepath.Join(e.Dir, pl.Name+".ini")
+		if err := os.WriteFile(ini, []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+		cmd = e.command(pl.Bin, ini)
+		if pl.Bouncer {
+			cmd = e.command(pl.Bin, "-q", ini)
+		}
 	}
 	cmd.Env = append(os.Environ(), pl.Env...)
 	lf, err := os.OpenFile(stderrPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
