@@ -4,6 +4,8 @@ import (
 	"maps"
 	"reflect"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // A client's tracked parameters are the pool's welcome overridden by its
@@ -34,5 +36,42 @@ func TestInitialParamsMergedAndShared(t *testing.T) {
 	}
 	if got := p.initialParams(map[string]string{"application_name": "app"}); !maps.Equal(got, a) {
 		t.Fatalf("the first parameters again: %v; want %v", got, a)
+	}
+}
+
+// The welcome's ParameterStatus messages: the pool's parameters with the
+// client's values over them, then the client's own, sorted by name; built
+// once per set of startup parameters once the pool has its welcome.
+func TestLoginParamsStatus(t *testing.T) {
+	svc := &Service{tracked: map[string]string{"client_encoding": "client_encoding", "application_name": "application_name"}}
+	p := &serverPool{svc: svc}
+	if _, status := p.loginParams(map[string]string{"application_name": "app"}); status != nil {
+		t.Fatalf("before the welcome: %q", status)
+	}
+	p.welcome = map[string]string{"client_encoding": "UTF8", "server_version": "15.8", "application_name": ""}
+	params, status := p.loginParams(map[string]string{"application_name": "app", "client_encoding": "LATIN1"})
+	var want []byte
+	for _, kv := range [][2]string{{"application_name", "app"}, {"client_encoding", "LATIN1"}, {"server_version", "15.8"}} {
+		want = wire.AppendParameterStatus(want, kv[0], kv[1])
+	}
+	if string(status) != string(want) {
+		t.Fatalf("status %q; want %q", status, want)
+	}
+	if want := map[string]string{"application_name": "app", "client_encoding": "LATIN1"}; !maps.Equal(params, want) {
+		t.Fatalf("params %v; want %v", params, want)
+	}
+	_, again := p.loginParams(map[string]string{"application_name": "app", "client_encoding": "LATIN1"})
+	if len(again) == 0 || &again[0] != &status[0] {
+		t.Error("the same startup parameters built their status again")
+	}
+	// A parameter the welcome lacks (a tracked one the server did not
+	// report) goes after, in name order.
+	extra := appendParamStatus(nil, map[string]string{"b": "1"}, map[string]string{"c": "3", "a": "2"})
+	var wantExtra []byte
+	for _, kv := range [][2]string{{"a", "2"}, {"b", "1"}, {"c", "3"}} {
+		wantExtra = wire.AppendParameterStatus(wantExtra, kv[0], kv[1])
+	}
+	if string(extra) != string(wantExtra) {
+		t.Fatalf("extra %q; want %q", extra, wantExtra)
 	}
 }

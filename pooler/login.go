@@ -247,13 +247,17 @@ func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams ma
 		// PgBouncer's format: "<name> - <host>:<port>".
 		startupParams["application_name"] += " - " + c.conn.RemoteAddr().String()
 	}
-	c.params = pool.initialParams(startupParams)
+	var status []byte
+	c.params, status = pool.loginParams(startupParams)
 	if err := c.svc.newCancelKey(&c.key); err != nil {
 		return err
 	}
 	c.svc.registerCancel(c)
 	pool.stats.logins.Add(1)
-	c.scratch = c.appendWelcome(c.scratch[:0], pool)
+	if status == nil { // the pool has no welcome yet: the client's parameters alone
+		status = appendParamStatus(nil, pool.welcomeParams(), c.params)
+	}
+	c.scratch = c.appendWelcome(c.scratch[:0], status)
 	err := c.w.Write(c.scratch)
 	// The welcome is the largest thing built in scratch; an idle client
 	// should not keep it.
@@ -269,22 +273,12 @@ func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams ma
 	return nil
 }
 
-// appendWelcome appends the welcome to out: AuthenticationOk, the pool's
-// welcome parameters with the client's own values where it has them, the
-// client's parameters the welcome lacks, BackendKeyData, ReadyForQuery.
-func (c *client) appendWelcome(out []byte, pool *serverPool) []byte {
+// appendWelcome appends the welcome to out: AuthenticationOk, the
+// ParameterStatus messages (appendParamStatus), BackendKeyData, the
+// login_notify_message, ReadyForQuery.
+func (c *client) appendWelcome(out []byte, status []byte) []byte {
 	out = wire.AppendAuthenticationOk(out)
-	for name, value := range pool.welcomeParams() {
-		if v, ok := c.params[name]; ok {
-			value = v
-		}
-		out = wire.AppendParameterStatus(out, name, value)
-	}
-	for name, value := range c.params {
-		if _, ok := pool.welcomeParams()[name]; !ok {
-			out = wire.AppendParameterStatus(out, name, value)
-		}
-	}
+	out = append(out, status...)
 	out = wire.AppendBackendKeyData(out, c.key)
 	if msg := c.svc.settings().LoginNotifyMessage; msg != "" {
 		out = appendNotice(out, msg)

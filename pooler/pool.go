@@ -81,8 +81,9 @@ type serverPool struct {
 	// idle clients then share one read-only map.
 	paramSets map[string]map[string]string
 	// byStartup finds a client's interned map by its startup parameters
-	// alone (paramSetKey of them), once the pool has its welcome.
-	byStartup map[string]map[string]string
+	// alone (paramSetKey of them), once the pool has its welcome, with
+	// the welcome's ParameterStatus messages for it.
+	byStartup map[string]loginParamSet
 	// lastLoginErr is the error of the last failed server login, replayed
 	// to clients for server_login_retry instead of hammering Postgres.
 	lastLoginErr   error
@@ -622,14 +623,29 @@ func (p *serverPool) welcomeParams() map[string]string {
 // shared with other clients that have the same parameters and must not be
 // changed (client.setParamLocked copies it).
 func (p *serverPool) initialParams(startup map[string]string) map[string]string {
+	m, _ := p.loginParams(startup)
+	return m
+}
+
+// loginParamSet is an interned parameter map and the ParameterStatus
+// messages a client with it is welcomed with (appendParamStatus).
+type loginParamSet struct {
+	params map[string]string
+	status []byte
+}
+
+// loginParams is initialParams, and the welcome's ParameterStatus
+// messages for the map where the pool knows its welcome (nil before):
+// built once per set of startup parameters, not at each login.
+func (p *serverPool) loginParams(startup map[string]string) (map[string]string, []byte) {
 	// Most logins ask for what an earlier one asked for: their map is
 	// found by the startup parameters alone, without building the merge
 	// and its key again.
 	skey := paramSetKey(startup)
 	p.mu.Lock()
-	if m, ok := p.byStartup[skey]; ok {
+	if e, ok := p.byStartup[skey]; ok {
 		p.mu.Unlock()
-		return m
+		return e.params, e.status
 	}
 	welcome := p.welcome
 	p.mu.Unlock()
@@ -659,13 +675,42 @@ func (p *serverPool) initialParams(startup map[string]string) map[string]string 
 	// The pool's welcome is set once, by its first server, and the
 	// tracked names are fixed when the service starts: from then on the
 	// same startup parameters always give the same map.
-	if welcome != nil && len(p.byStartup) < maxParamSets {
-		if p.byStartup == nil {
-			p.byStartup = map[string]map[string]string{}
-		}
-		p.byStartup[skey] = m
+	if welcome == nil {
+		return m, nil
 	}
-	return m
+	status := appendParamStatus(nil, welcome, m)
+	if len(p.byStartup) < maxParamSets {
+		if p.byStartup == nil {
+			p.byStartup = map[string]loginParamSet{}
+		}
+		p.byStartup[skey] = loginParamSet{params: m, status: status}
+	}
+	return m, status
+}
+
+// appendParamStatus appends the ParameterStatus messages of a client's
+// welcome: the pool's welcome parameters with the client's values where
+// it has its own, then the client's other parameters; by name, so that
+// every client of a pool sees the same order.
+func appendParamStatus(out []byte, welcome, params map[string]string) []byte {
+	names := make([]string, 0, len(welcome)+len(params))
+	for name := range welcome {
+		names = append(names, name)
+	}
+	for name := range params {
+		if _, ok := welcome[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		value, ok := params[name]
+		if !ok {
+			value = welcome[name]
+		}
+		out = wire.AppendParameterStatus(out, name, value)
+	}
+	return out
 }
 
 // maxParamSets bounds a pool's interned parameter maps: clients that each
