@@ -164,9 +164,7 @@ func TestWriteCerts(t *testing.T) {
 // CPU per connection side by side.
 func TestLoginReport(t *testing.T) {
 	o := options{rounds: 1, targetRounds: 2, duration: 2 * time.Second, scale: 1, idleClients: 10}
-	mk := func(w, tg string, round int, tps, cpu float64) runResult {
-		return runResult{Workload: w, Target: tg, Round: round, OK: true, TPS: tps, P50us: 500, P99us: 2000, CPUus: cpu, PeakRSSKB: 10240, Txns: 100, WindowS: 1}
-	}
+	mk := okRun
 	rs := []runResult{
 		mk("S-connect-50", tBouncer, 1, 1000, 100), mk("S-connect-50", tTurnstile, 1, 1100, 90),
 		mk("S-connect-50", tTurnstile, 2, 1000, 100), mk("S-connect-50", tBouncer, 2, 1000, 100),
@@ -258,9 +256,7 @@ func TestFloors(t *testing.T) {
 		t.Error("floors without a binary")
 	}
 
-	mk := func(tg string, round int, tps, cpu float64) runResult {
-		return runResult{Workload: "S-connect-50", Target: tg, Round: round, OK: true, TPS: tps, P50us: 500, P99us: 2000, CPUus: cpu, PeakRSSKB: 10240, Txns: 100, WindowS: 1}
-	}
+	mk := func(tg string, round int, tps, cpu float64) runResult { return okRun("S-connect-50", tg, round, tps, cpu) }
 	rs := []runResult{
 		mk(tBouncer, 1, 100, 200), mk(tTurnstile, 1, 100, 300), mk(tFloorRaw, 1, 100, 260), mk(tFloorLoop, 1, 100, 210),
 		mk(tBouncer, 2, 100, 100), mk(tTurnstile, 2, 50, 140), mk(tFloorRaw, 2, 100, 120), mk(tFloorLoop, 2, 100, 100),
@@ -284,4 +280,10 @@ func TestFloors(t *testing.T) {
 	if rs := setupFailures(connect50, 1, map[string]string{tFloorLoop: "did not start: x"}); len(rs) != 1 || rs[0].Target != tFloorLoop {
 		t.Errorf("floor failure: %+v", rs)
 	}
+}
+
+// okRun is a successful run of workload w through target tg with these
+// TPS and CPU figures.
+func okRun(w, tg string, round int, tps, cpu float64) runResult {
+	return runResult{Workload: w, Target: tg, Round: round, OK: true, TPS: tps, P50us: 500, P99us: 2000, CPUus: cpu, PeakRSSKB: 10240, Txns: 100, WindowS: 1}
 }
