@@ -256,7 +256,9 @@ func TestFloors(t *testing.T) {
 		t.Error("floors without a binary")
 	}
 
-	mk := func(tg string, round int, tps, cpu float64) runResult { return okRun("S-connect-50", tg, round, tps, cpu) }
+	mk := func(tg string, round int, tps, cpu float64) runResult {
+		return okRun("S-connect-50", tg, round, tps, cpu)
+	}
 	rs := []runResult{
 		mk(tBouncer, 1, 100, 200), mk(tTurnstile, 1, 100, 300), mk(tFloorRaw, 1, 100, 260), mk(tFloorLoop, 1, 100, 210),
 		mk(tBouncer, 2, 100, 100), mk(tTurnstile, 2, 50, 140), mk(tFloorRaw, 2, 100, 120), mk(tFloorLoop, 2, 100, 100),
