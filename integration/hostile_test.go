@@ -106,6 +106,14 @@ func rawQuery(conn net.Conn, sql string) (byte, error) {
 // fatalThenClose reads what the pooler sends until it closes conn: exactly
 // one ErrorResponse is expected. It fails when conn stays open past limit.
 func fatalThenClose(conn net.Conn, limit time.Duration) (map[byte]string, error) {
+	return fatalThenCloseAfter(conn, limit, "")
+}
+
+// fatalThenCloseAfter is fatalThenClose where messages of the types in
+// before may come first: the replies to what the client sent before the
+// refused input, which the pooler may relay before its FATAL (as
+// PostgreSQL itself answers a query before it reads the bytes after it).
+func fatalThenCloseAfter(conn net.Conn, limit time.Duration, before string) (map[byte]string, error) {
 	_ = conn.SetReadDeadline(time.Now().Add(limit))
 	var fields map[byte]string
 	for {
@@ -119,6 +127,9 @@ func fatalThenClose(conn net.Conn, limit time.Duration) (map[byte]string, error)
 				return nil, fmt.Errorf("closed without an ErrorResponse: %v", err)
 			}
 			return fields, nil
+		}
+		if fields == nil && typ != 'E' && strings.IndexByte(before, typ) >= 0 {
+			continue
 		}
 		if typ != 'E' || fields != nil {
 			return fields, fmt.Errorf("unexpected message %q %q", typ, body)
