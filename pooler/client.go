@@ -175,7 +175,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 
 // setParamLocked records the client's new value of a tracked parameter.
 // Parameter maps are never changed in place: clients with the same
-// parameters share one map (serverPool.initialParams), so a change copies it.
+// parameters share one map (serverPool.loginParams), so a change copies it.
 func (c *client) setParamLocked(canon, value string) {
 	if v, ok := c.params[canon]; ok && v == value {
 		return

@@ -286,7 +286,7 @@
 //
 // Checkout and release allocate nothing (TestCheckoutReleaseDoesNotAllocate);
 // clients with the same parameters share one read-only map
-// (serverPool.initialParams), and a server remembers the client map it last
+// (serverPool.loginParams), and a server remembers the client map it last
 // matched so the next client with it skips the comparison.
 //
 // # Hostile input

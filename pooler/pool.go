@@ -76,7 +76,7 @@ type serverPool struct {
 	// as one they may evict.
 	replWaiting atomic.Int32
 	welcome     map[string]string
-	// paramSets interns clients' parameter maps (initialParams): most
+	// paramSets interns clients' parameter maps (loginParams): most
 	// clients of a pool log in with the same parameters, and thousands of
 	// idle clients then share one read-only map.
 	paramSets map[string]map[string]string
@@ -618,15 +618,6 @@ func (p *serverPool) welcomeParams() map[string]string {
 	return p.welcome
 }
 
-// initialParams are a new client's tracked parameters: the pool's defaults,
-// overridden by what the client's startup packet asked for. The map is
-// shared with other clients that have the same parameters and must not be
-// changed (client.setParamLocked copies it).
-func (p *serverPool) initialParams(startup map[string]string) map[string]string {
-	m, _ := p.loginParams(startup)
-	return m
-}
-
 // loginParamSet is an interned parameter map and the ParameterStatus
 // messages a client with it is welcomed with (appendParamStatus).
 type loginParamSet struct {
@@ -634,9 +625,13 @@ type loginParamSet struct {
 	status []byte
 }
 
-// loginParams is initialParams, and the welcome's ParameterStatus
-// messages for the map where the pool knows its welcome (nil before):
-// built once per set of startup parameters, not at each login.
+// loginParams are a new client's tracked parameters: the pool's defaults,
+// overridden by what the client's startup packet asked for. The map is
+// shared with other clients that have the same parameters and must not be
+// changed (client.setParamLocked copies it). With it come the welcome's
+// ParameterStatus messages for the map where the pool knows its welcome
+// (nil before): built once per set of startup parameters, not at each
+// login.
 func (p *serverPool) loginParams(startup map[string]string) (map[string]string, []byte) {
 	// Most logins ask for what an earlier one asked for: their map is
 	// found by the startup parameters alone, without building the merge

@@ -274,11 +274,7 @@ func (cc *clientConn) startup(user string) error {
 		if code != 196608 {
 			return errors.New("unsupported protocol")
 		}
-		var sm pgproto3.StartupMessage
-		if err := sm.Decode(body); err != nil {
-			return err
-		}
-		if sm.Parameters["user"] != user {
+		if startupUser(body[4:]) != user { // epoll.go
 			return errors.New("unknown user")
 		}
 		return nil
