@@ -230,6 +230,7 @@ func (c *client) nextDrainLocked(s *server) drainNext {
 		return c.releaseDrainedLocked()
 	case step == drainReset:
 		c.link.resetDue = false
+		s.unreportedDirty = true // whatever the reset query is
 		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)

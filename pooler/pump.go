@@ -106,6 +106,11 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 	case wire.MsgErrorResponse:
 		return c.pumpError(s, inline)
 	case wire.MsgCommandComplete:
+		if len(s.unreported) > 0 && !s.unreportedDirty {
+			if !c.noteSessionChange(s) {
+				return replyLinkOver
+			}
+		}
 		// Also for a client whose statements are not mapped (after
 		// max_prepared_statements went to 0) on a server that has mapped
 		// ones: a DISCARD ALL of its drops them too.
@@ -276,6 +281,22 @@ func (c *client) pumpError(s *server, inline bool) replyAct {
 	return act
 }
 
+// noteSessionChange marks the server's record of unreported parameters
+// (server.unreported) unsure after a command that may have changed them:
+// SET, RESET, DISCARD ALL. False when the server failed.
+func (c *client) noteSessionChange(s *server) bool {
+	pre, err := s.r.Peek(16)
+	if err != nil {
+		c.serverLost(s, err)
+		return false
+	}
+	switch string(wire.CommandTag(pre)) {
+	case "SET", "RESET", "DISCARD ALL":
+		s.unreportedDirty = true
+	}
+	return true
+}
+
 // pumpCommandComplete applies a DEALLOCATE's CommandComplete to the
 // mapping: the client's DEALLOCATE of a mapped statement gets DEALLOCATE's
 // tag for the stand-in's DO.
@@ -434,9 +455,10 @@ func (c *client) releaseServer(s *server, st *config.Settings) {
 			return
 		}
 		// The reset (typically DISCARD ALL) may have dropped prepared
-		// statements; forget them rather than guess.
+		// statements and reset parameters; forget them rather than guess.
 		s.stmts.clear(c.svc.stmts)
 		s.unnamedOwner = 0
+		s.unreportedDirty = true
 	}
 	c.pool.release(s)
 }

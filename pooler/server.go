@@ -65,6 +65,16 @@ type server struct {
 	paramsGen  uint64
 	syncedWith map[string]string
 	syncedGen  uint64
+	// unreported holds the tracked parameters Postgres does not report
+	// (GUC_REPORT off: search_path before PostgreSQL 18) as the pooler
+	// last applied them here: the value set, or unreportedDefault after a
+	// RESET. No ParameterStatus follows their changes, so this record is
+	// all the pooler knows of them. unreportedDirty says something the
+	// pooler did not send may have changed them since (a client's SET,
+	// RESET or DISCARD ALL, a reset query): the next link applies them
+	// all again (client.syncParams). Written by whoever holds the server.
+	unreported      map[string]string
+	unreportedDirty bool
 
 	created  time.Time
 	lastUsed time.Time
