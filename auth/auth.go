@@ -33,10 +33,11 @@ type Result struct {
 	ClientKey, ServerKey []byte
 }
 
-// maxPasswordPacket bounds a PasswordMessage body we accept: PgBouncer's
-// password buffer on master (65531 bytes) plus the terminating NUL. The
-// pooler's frame reader should enforce its own, usually smaller, limit.
-const maxPasswordPacket = 65536
+// MaxPasswordPacket bounds a PasswordMessage body we accept: PgBouncer's
+// password buffer on master (65531 bytes) plus the terminating NUL. A
+// Conn reads a password message up to this size (or its own, smaller,
+// max_packet_size), however small its read buffer.
+const MaxPasswordPacket = 65536
 
 // randRead fills b with random bytes. Tests replace it to reproduce protocol
 // vectors. crypto/rand.Read never fails since Go 1.24.
@@ -79,7 +80,7 @@ func readPasswordString(c Conn) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(body) > maxPasswordPacket {
+	if len(body) > MaxPasswordPacket {
 		return nil, &Error{SQLState: SQLStateProtocolViolation, Message: MsgMalformedPassword, Detail: "password packet too long"}
 	}
 	i := bytes.IndexByte(body, 0)

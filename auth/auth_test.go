@@ -207,7 +207,7 @@ func TestMalformedPasswordPacket(t *testing.T) {
 			wantAuthError(t, err, SQLStateProtocolViolation, MsgMalformedPassword)
 		}
 	}
-	_, err := Authenticate(&scriptConn{msgs: [][]byte{append(bytes.Repeat([]byte("a"), maxPasswordPacket), 0)}}, MethodPlain, "u", &Secret{Kind: SecretPlain, Plain: "abc"})
+	_, err := Authenticate(&scriptConn{msgs: [][]byte{append(bytes.Repeat([]byte("a"), MaxPasswordPacket), 0)}}, MethodPlain, "u", &Secret{Kind: SecretPlain, Plain: "abc"})
 	wantAuthError(t, err, SQLStateProtocolViolation, MsgMalformedPassword)
 }
 

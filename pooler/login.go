@@ -756,7 +756,15 @@ func (c *client) ReadPassword() ([]byte, error) {
 		// second startup packet whose bytes read as a huge length.
 		return nil, newError(CodeExpectedPassword, typ)
 	}
-	return c.r.Body()
+	// A cleartext password can be longer than the client's read buffer
+	// (PgBouncer's tests send 65,530 bytes): it is read whole, into memory
+	// of its own that the login drops (counted in the held-message budget),
+	// up to auth.MaxPasswordPacket; the reader has checked max_packet_size.
+	body, err := c.r.ReadBodyMax(nil, auth.MaxPasswordPacket)
+	if errors.Is(err, wire.ErrMessageTooLarge) {
+		return nil, &auth.Error{SQLState: auth.SQLStateProtocolViolation, Message: auth.MsgMalformedPassword, Detail: "password packet too long"}
+	}
+	return body, err
 }
 
 // consoleLogin authenticates a login to the admin console, sends a welcome
