@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,34 +71,56 @@ func sendCancel(t *testing.T, conn *pgx.Conn, network, address string) {
 }
 
 // sleepCanceled runs SELECT pg_sleep(10) on conn, calls cancel once the
-// query runs, and asserts it ended with 57014.
+// query runs, and asserts it ended with 57014. Whatever fails, conn is
+// not used any more once it returns: the query's goroutine is stopped and
+// waited for first (deferred, so a t.Fatal runs it too), since conn's
+// t.Cleanup closes it and a Close beside a running Exec is a data race
+// that the race detector would report on top of the test's own failure.
 func sleepCanceled(t *testing.T, conn *pgx.Conn, cancel func()) {
 	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := conn.Exec(context.Background(), "SELECT pg_sleep(10)")
+		_, err := conn.Exec(ctx, sleepingQuery)
 		errc <- err
+	}()
+	done := false
+	defer func() {
+		if !done {
+			stop()
+			<-errc
+		}
+		stop()
 	}()
 	waitSleeping(t)
 	cancel()
 	select {
 	case err := <-errc:
+		done = true
 		wantPgError(t, err, "ERROR", "57014", "canceling statement due to user request")
 	case <-time.After(8 * time.Second):
 		t.Fatal("the query was not cancelled")
 	}
 }
 
+// sleepingQuery is the query sleepCanceled runs and waitSleeping looks
+// for; TestSleepCanceledFailsCleanly's child waits for another.
+var sleepingQuery = "SELECT pg_sleep(10)"
+
 // waitSleeping waits until Postgres runs a pg_sleep(10) of appdb.
 func waitSleeping(t *testing.T) {
 	t.Helper()
+	want := sleepingQuery
+	if os.Getenv(sleepChildEnv) != "" {
+		want = "never this query"
+	}
 	pg.monitorMu.Lock()
 	defer pg.monitorMu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var n int
 		err := pg.monitor.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-WHERE datname = $1 AND state = 'active' AND query = 'SELECT pg_sleep(10)'`, appDB).Scan(&n)
+WHERE datname = $1 AND state = 'active' AND query = $2`, appDB, want).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +131,39 @@ WHERE datname = $1 AND state = 'active' AND query = 'SELECT pg_sleep(10)'`, appD
 			t.Fatal("the query did not start")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sleepChildEnv makes the test binary a child of
+// TestSleepCanceledFailsCleanly.
+const sleepChildEnv = "PGTURNSTILE_IT_SLEEP_CHILD"
+
+// TestSleepCanceledFailsCleanly (issue 32, item 12): when sleepCanceled
+// fails (here: waitSleeping never sees the query), the test fails with its
+// own message only. Its query goroutine used the pgx conn that the
+// conn's Cleanup closed, and under -race the run also failed with a data
+// race. The failure is played in a child process of this test binary.
+func TestSleepCanceledFailsCleanly(t *testing.T) {
+	needPG(t)
+	if os.Getenv(sleepChildEnv) != "" {
+		p := startPooler(t, iniSettings(nil, ""), testUserlist)
+		sleepCanceled(t, connectPgx(t, p.App()), func() {})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepCanceledFailsCleanly$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), sleepChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("the child must fail: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "the query did not start") {
+		t.Errorf("the child's failure does not say why:\n%s", out)
+	}
+	for _, bad := range []string{"DATA RACE", "race detected", "panic:"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("the child failed with %q besides its own message:\n%s", bad, out)
+		}
 	}
 }
 
