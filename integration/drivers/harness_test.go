@@ -258,6 +258,9 @@ CREATE TABLE err_t (client int);
 CREATE TABLE pgb_log (id bigserial PRIMARY KEY, client int NOT NULL, v int);
 CREATE FUNCTION tagged_fail(id int) RETURNS int LANGUAGE plpgsql AS
   $$BEGIN RAISE EXCEPTION 'client % failed', id; END$$;
+CREATE SCHEMA sp_a; CREATE TABLE sp_a.sp_probe (v text); INSERT INTO sp_a.sp_probe VALUES ('sp_a');
+CREATE SCHEMA "Sp_B"; CREATE TABLE "Sp_B".sp_probe (v text); INSERT INTO "Sp_B".sp_probe VALUES ('Sp_B');
+CREATE SCHEMA sp_c; CREATE TABLE sp_c.sp_probe (v text); INSERT INTO sp_c.sp_probe VALUES ('sp_c');
 `
 
 var dbMu sync.Mutex // serialises CREATE DATABASE on pg.admin

@@ -311,6 +311,48 @@ public class Matrix {
         }
     }
 
+    // currentSchema: pgjdbc's currentSchema is the search_path startup
+    // parameter, a list; clients with different lists (one quoted, mixed
+    // case) and one without take turns, and each must see its own schemas.
+    static String currentSchema() throws Exception {
+        String[] schemas = {"sp_a,public", "\"Sp_B\",public", "Sp_C", null};
+        List<Connection> conns = new ArrayList<>();
+        try {
+            for (String s : schemas) {
+                String u = s == null ? url : url + "&currentSchema=" + java.net.URLEncoder.encode(s, StandardCharsets.UTF_8);
+                conns.add(DriverManager.getConnection(u));
+            }
+            StringBuilder seen = new StringBuilder();
+            for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < conns.size(); i++) {
+                    try (Statement st = conns.get(i).createStatement()) {
+                        String got;
+                        try (ResultSet rs = st.executeQuery("SELECT current_setting('search_path'), current_schemas(false)::text")) {
+                            rs.next();
+                            got = rs.getString(1) + "|" + rs.getString(2);
+                        }
+                        try (ResultSet rs = st.executeQuery("SELECT v FROM sp_probe")) {
+                            rs.next();
+                            got += "|" + rs.getString(1);
+                        } catch (SQLException e) {
+                            got += "|" + e.getSQLState();
+                        }
+                        if (round == 0) {
+                            seen.append(" c").append(i + 1).append('=').append(got.replace(' ', '_'));
+                        } else if (!seen.toString().contains(" c" + (i + 1) + "=" + got.replace(' ', '_'))) {
+                            throw new AssertionError("client " + (i + 1) + " round " + round + " saw " + got);
+                        }
+                    }
+                }
+            }
+            return "current_schema" + seen;
+        } finally {
+            for (Connection c : conns) {
+                c.close();
+            }
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         url = args[0];
         List<Connection> clients = new ArrayList<>();
@@ -326,6 +368,7 @@ public class Matrix {
             {"rows", (Scenario) () -> rows(clients.get(0))},
             {"rows_fetch", (Scenario) () -> rowsFetch(clients.get(0))},
             {"types", (Scenario) () -> types(clients.get(0))},
+            {"current_schema", (Scenario) () -> currentSchema()},
         };
         for (Object[] s : scenarios) {
             try {
