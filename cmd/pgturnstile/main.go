@@ -274,7 +274,11 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			notify.send("READY=1")
 		case sigPause:
 			log.Info("got SIGUSR1, pausing all activity")
-			go svc.Console().Pause("")
+			// The pause is in force before the next signal is read
+			// (a SIGUSR2 right after it resumes); only the wait for
+			// the servers in use runs apart.
+			wait := svc.PauseAll()
+			go wait()
 		case sigResume:
 			if shuttingDown || svc.ShuttingDown() {
 				// A console SHUTDOWN counts too: RESUME would undo
