@@ -63,6 +63,10 @@ type cluster struct {
 }
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(impostorEnv); path != "" {
+		// A helper process, not a test run (takeover_impostor_test.go).
+		os.Exit(runImpostor(path))
+	}
 	flag.Parse()
 	if testing.Short() {
 		// Unit runs: every test calls needPG, which skips.

@@ -184,16 +184,6 @@ var tookOverServersRE = regexp.MustCompile(`takeover: took over (\d+) servers`)
 // log is checked for crashes when it has.
 func rebootPooler(t *testing.T, p *Pooler) *Pooler {
 	t.Helper()
-	ini, err := os.ReadFile(p.IniPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// listen_port = 0 picked the port at the first start: the new process
-	// needs it to find the old one's socket.
-	text := strings.Replace(string(ini), "listen_port = 0", "listen_port = "+strconv.Itoa(p.Port), 1)
-	if err := os.WriteFile(p.IniPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	p.stopped.Store(true) // it exits by itself: not a failure
 	t.Cleanup(func() {
 		<-p.exited
@@ -203,6 +193,30 @@ func rebootPooler(t *testing.T, p *Pooler) *Pooler {
 			}
 		}
 	})
+	n := startReboot(t, p, nil)
+	if !n.WaitLog("old process handed over", 20*time.Second) {
+		t.Fatalf("pgturnstile -R did not take over within 20 s; its log:\n%s\nold log:\n%s", n.Log(), p.Log())
+	}
+	return n
+}
+
+// startReboot starts `pgturnstile -R` on p's configuration, edited by edit
+// when not nil, and returns at once.
+func startReboot(t *testing.T, p *Pooler, edit func(ini string) string) *Pooler {
+	t.Helper()
+	ini, err := os.ReadFile(p.IniPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// listen_port = 0 picked the port at the first start: the new process
+	// needs it to find the old one's socket.
+	text := strings.Replace(string(ini), "listen_port = 0", "listen_port = "+strconv.Itoa(p.Port), 1)
+	if edit != nil {
+		text = edit(text)
+	}
+	if err := os.WriteFile(p.IniPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := &Pooler{t: t, Port: p.Port, Dir: p.Dir, IniPath: p.IniPath, log: newLogBuffer()}
 	n.cmd = exec.Command(poolerBinary(t), "-R", p.IniPath)
 	n.cmd.Dir = p.Dir
@@ -218,9 +232,6 @@ func rebootPooler(t *testing.T, p *Pooler) *Pooler {
 	poolers[n] = struct{}{}
 	poolersMu.Unlock()
 	t.Cleanup(n.stop)
-	if !n.WaitLog("(inherited)", 20*time.Second) {
-		t.Fatalf("pgturnstile -R did not take over within 20 s; its log:\n%s\nold log:\n%s", n.Log(), p.Log())
-	}
 	return n
 }
 

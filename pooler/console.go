@@ -384,6 +384,23 @@ func (v consoleView) Pause(db string) error {
 	return s.waitPaused(context.Background(), db)
 }
 
+// PauseAll is SIGUSR1's PAUSE of every database in two steps: the pause
+// is in force when PauseAll returns, so that a SIGUSR2 handled after it
+// undoes it (signals act in the order they came); wait then waits, as
+// PAUSE does, until the servers in use are released and closed, or until
+// a RESUME ends the pause.
+func (s *Service) PauseAll() (wait func()) {
+	s.setPaused("", true)
+	return func() {
+		_ = s.changes.wait(context.Background(), func() bool {
+			s.mu.Lock()
+			paused := s.pausedAll
+			s.mu.Unlock()
+			return !paused || s.pausedDone("")
+		})
+	}
+}
+
 // waitPaused waits until the paused pools of db (every pool for "") hold
 // no server: each check closes the idle ones, and released servers close
 // at release (closeReasonLocked's "pause"); every close, and every login
@@ -425,6 +442,8 @@ func (s *Service) setPaused(db string, paused bool) {
 			p.kick()
 		}
 	}
+	// A PauseAll's wait ends at a RESUME.
+	s.changes.notify()
 }
 
 // isPaused says whether new pools of db start paused.

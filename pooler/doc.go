@@ -36,7 +36,12 @@
 //	takeover.go        online restart: SHOW FDS's rows, the old process's
 //	                   hand-over, the new one adopting the clients
 //	takeover_unix.go   pgturnstile -R's side of the console conversation,
-//	                   descriptors by SCM_RIGHTS
+//	                   descriptors by SCM_RIGHTS; the peer's credentials;
+//	                   Commit (SHUTDOWN) and Abort (the old process resumes)
+//	takeover_check_unix.go  a SHOW FDS row's descriptor: the socket its
+//	                   row says it is
+//	metricsserve.go    metrics_addr's listener, which an online restart
+//	                   hands over
 //	pool.go            serverPool: checkout, waiting, growth, release
 //	pool_connect.go    a server's login and its three endings
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting

@@ -102,6 +102,9 @@ type Service struct {
 	moved         []movedClient
 	movedServers  []movedClient
 	afterHandOver func()
+	// metricsLn is metrics_addr's listener (ServeMetrics), under mu; an
+	// online restart hands it over with the others.
+	metricsLn net.Listener
 
 	// version is what SHOW VERSION reports (WithVersion).
 	version string
@@ -209,6 +212,9 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		s.tracked[strings.ToLower(n)] = n
 	}
 	if err := s.Apply(cfg, true); err != nil {
+		return nil, err
+	}
+	if err := s.checkHandover(); err != nil {
 		return nil, err
 	}
 	return s, nil

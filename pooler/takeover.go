@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
@@ -25,7 +27,14 @@ import (
 // The new process (pgturnstile -R, takeover_unix.go) logs in to the old
 // one's console over the Unix socket, sends SUSPEND (suspend.go: every
 // client that can move comes to rest, parked), SHOW FDS (each listener and
-// each parked client, its descriptor passed with its row) and SHUTDOWN.
+// each parked client, its descriptor passed with its row) and, once it
+// has built its service and bound what it binds itself, SHUTDOWN; any
+// failure before that closes the connection instead, and the old process
+// resumes (ServeFDs). It trusts only a process of its own user or root on
+// the socket (SO_PEERCRED), and refuses the takeover (ErrRefused) on any
+// row it would not send itself: its descriptor (checkFD), its state
+// (checkRow), its user and database (checkHandover). The metrics_addr
+// listener moves with the pooler's.
 // The old process then lets go of what it passed (HandOver) and goes on
 // as a shutdown that waits for its remaining clients (those that could not
 // move: TLS, replication, session-mode ones holding a server, consoles);
@@ -49,6 +58,7 @@ type movedState struct {
 	// Listeners.
 	Network string `json:"network,omitempty"` // "tcp" or "unix"
 	Address string `json:"address,omitempty"`
+	Metrics bool   `json:"metrics,omitempty"` // metrics_addr's, not a pooler listener
 
 	// Clients.
 	Key       string                  `json:"key,omitempty"` // the cancel key, hex
@@ -74,8 +84,12 @@ type movedStmt struct {
 }
 
 // listenerID marks a SHOW FDS row's ID as a listener's index, apart from
-// client ids (which count from 1 and never reach it).
-const listenerID = 1 << 63
+// client ids (which count from 1 and never reach it); metricsID is the
+// metrics_addr listener's.
+const (
+	listenerID = 1 << 63
+	metricsID  = listenerID | 1<<62
+)
 
 func (v consoleView) Suspend() error {
 	_, err := v.s.Suspend()
@@ -106,6 +120,19 @@ func (v consoleView) FDs(pass bool) []admin.FD {
 			r.FD = dupListener(ln)
 		}
 		r.State = marshalState(st)
+		out = append(out, r)
+	}
+	if ln := s.metricsListenerNow(); ln != nil {
+		// The new process serves the metrics port from the moment it
+		// takes over: bound here, it could not bind it itself.
+		r := admin.FD{FD: -1, ID: metricsID, Task: "pooler"}
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			r.Addr, r.Port = a.IP.String(), a.Port
+		}
+		if suspended {
+			r.FD = dupListener(ln)
+		}
+		r.State = marshalState(movedState{Network: "tcp", Address: ln.Addr().String(), Metrics: true})
 		out = append(out, r)
 	}
 	parked := s.parker.parkedNow()
@@ -251,6 +278,117 @@ func marshalState(st movedState) string {
 	return string(b)
 }
 
+// ErrRefused wraps every reason a takeover is refused: the process on the
+// socket is not one to trust, or what it handed over is not what a
+// pgturnstile hands over, or not what this configuration serves. Nothing
+// it sent is used, and the old process goes on.
+var ErrRefused = errors.New("takeover refused")
+
+// checkRow says whether a SHOW FDS row is one a pgturnstile sends: a known
+// task, with the state that task needs. Its descriptor is checkFD's.
+func checkRow(task string, row map[string]string, st movedState) error {
+	switch task {
+	case "pooler":
+		if st.Network != "tcp" && st.Network != "unix" || st.Metrics && st.Network != "tcp" {
+			return fmt.Errorf("a listener of network %q", st.Network)
+		}
+		return nil
+	case "client", "server":
+	default:
+		return fmt.Errorf("unknown task %q", task)
+	}
+	user, db := row["user"], row["database"]
+	switch {
+	case user == "" || db == "":
+		return errors.New("no user or no database")
+	case db == adminDB:
+		return errors.New("a console session, which never moves")
+	}
+	for name, v := range st.Params {
+		if name == "" || strings.IndexByte(name, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("parameter %q is not one a client can set", name)
+		}
+	}
+	for _, ms := range st.Stmts {
+		if strings.IndexByte(ms.Name, 0) >= 0 || strings.IndexByte(ms.Query, 0) >= 0 {
+			return fmt.Errorf("prepared statement %q is not one a client can prepare", ms.Name)
+		}
+	}
+	key, err := hex.DecodeString(st.Key)
+	if task == "client" {
+		if err != nil || len(key) != 8 {
+			return errors.New("a cancel key that is not 8 bytes")
+		}
+		if !st.Local {
+			if _, err := netip.ParseAddrPort(st.Raddr); err != nil {
+				return fmt.Errorf("client address: %v", err)
+			}
+			if _, err := netip.ParseAddrPort(st.Laddr); err != nil {
+				return fmt.Errorf("local address: %v", err)
+			}
+		}
+		return nil
+	}
+	switch {
+	case err != nil || len(key) < 4:
+		return errors.New("a backend key that is not at least 4 bytes")
+	case st.PID == 0:
+		return errors.New("no backend pid")
+	case st.Endpoint == "":
+		return errors.New("no endpoint")
+	}
+	return nil
+}
+
+// checkHandover refuses a takeover (New fails, the command aborts it and
+// the old process goes on) when a client or server handed over is of a
+// database this configuration does not serve, or of a user who could not
+// log in here: not in auth_file, with no auth_query and an auth_type that
+// needs one of the two. The old process's configuration and this one can
+// differ, and a row is not to be trusted for more than it can show.
+func (s *Service) checkHandover() error {
+	cfg := s.config()
+	for _, m := range s.movedServers {
+		if err := s.checkMoved(cfg, m, true); err != nil {
+			return fmt.Errorf("%w: server %s@%s: %v", ErrRefused, m.user, m.database, err)
+		}
+	}
+	for _, m := range s.moved {
+		if err := s.checkMoved(cfg, m, false); err != nil {
+			return fmt.Errorf("%w: client %s@%s: %v", ErrRefused, m.user, m.database, err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) checkMoved(cfg *config.Config, m movedClient, server bool) error {
+	db, ok := cfg.LookupDatabase(m.database)
+	if !ok {
+		return fmt.Errorf("database %q is not served here", m.database)
+	}
+	if server && db.User != "" {
+		// A forced user's pool: its servers log in as db.User.
+		if m.user != db.User {
+			return fmt.Errorf("the database's servers log in as %q", db.User)
+		}
+		return nil
+	}
+	if _, ok := s.secret(m.user); ok {
+		return nil
+	}
+	st := &cfg.Settings
+	switch st.AuthType {
+	case "any", "cert", "hba", "ldap", "pam":
+		// Logins that do not need auth_file: the user may be anyone
+		// these admit.
+		return nil
+	}
+	if (db.AuthUser != "" || st.AuthUser != "") && st.AuthQuery != "" {
+		return nil // auth_query finds its users
+	}
+	return fmt.Errorf("user %q is not in auth_file", m.user)
+}
+
 // HandOver lets go of the clients and listeners a SHOW FDS passed to the
 // process that took them over, then ends this one as SHUTDOWN
 // WAIT_FOR_CLIENTS does, for the clients that stay.
@@ -272,6 +410,11 @@ func (v consoleView) HandOver(ids []uint64) {
 			ul.SetUnlinkOnClose(false)
 		}
 		closeListener(ln)
+	}
+	nln := len(lns)
+	if want[metricsID] {
+		s.closeMetricsListener()
+		nln++
 	}
 	moved := 0
 	for _, c := range s.allClients() {
@@ -298,7 +441,7 @@ func (v consoleView) HandOver(ids []uint64) {
 			srv.pool.unholdServer(srv)
 		}
 	}
-	s.log.Info("takeover: handed over " + strconv.Itoa(moved) + " clients, " + strconv.Itoa(movedServers) + " servers and " + strconv.Itoa(len(lns)) + " listening sockets")
+	s.log.Info("takeover: handed over " + strconv.Itoa(moved) + " clients, " + strconv.Itoa(movedServers) + " servers and " + strconv.Itoa(nln) + " listening sockets")
 	// Whatever stays parked here goes on here.
 	s.ResumeSuspended()
 	if s.afterHandOver != nil {
@@ -342,8 +485,13 @@ func (p *serverPool) unholdServer(srv *server) {
 // descriptor.
 type Handover struct {
 	Listeners []net.Listener
-	clients   []movedClient
-	servers   []movedClient
+	// Metrics is the old process's metrics_addr listener; nil if none.
+	Metrics net.Listener
+	clients []movedClient
+	servers []movedClient
+	// conn is the console session with the old process, until Commit
+	// or Abort.
+	conn *takeoverConn
 }
 
 // Servers is how many servers were taken over.

@@ -27,3 +27,14 @@ var ErrNoOldProcess = errors.New("old process not found")
 func TakeOver(string, time.Duration) (*Handover, error) {
 	return nil, errors.New("online restart is not supported on this system")
 }
+
+// takeoverConn: see takeover_unix.go.
+type takeoverConn struct{}
+
+// Commit: see takeover_unix.go.
+func (h *Handover) Commit() error {
+	return errors.New("online restart is not supported on this system")
+}
+
+// Abort: see takeover_unix.go.
+func (h *Handover) Abort() {}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -106,43 +107,122 @@ var ErrNoOldProcess = errors.New("old process not found")
 
 // TakeOver is pgturnstile -R's first step: it logs in to the running
 // process's console at socketPath as the pooler's own OS user, suspends
-// it, receives its listeners and its clients at rest (SHOW FDS), and tells
-// it to let go of them (SHUTDOWN). suspendWait bounds the SUSPEND (the old
-// process's suspend_timeout, and some). On an error before the SHUTDOWN
-// the old process resumes by itself when the connection closes, and every
-// descriptor received is closed.
+// it, and receives its listeners and its clients at rest (SHOW FDS). The
+// old process holds on to all of it until Commit (SHUTDOWN); Abort, or
+// the connection's end, has it resume. suspendWait bounds the SUSPEND
+// (the old process's suspend_timeout, and some).
+//
+// Before it sends anything, TakeOver checks who listens there: a process
+// of this process's user, or root (SO_PEERCRED). A Unix socket directory
+// such as /tmp lets anyone bind the name while the pooler is down. Every
+// row of SHOW FDS is checked too (a known task, a sane state, a
+// descriptor of the right kind: checkFD); the user and database of each
+// are checked against the configuration by Service.CheckHandover. On an
+// error every descriptor received is closed.
 func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
 	conn, err := net.DialTimeout("unix", socketPath, takeoverTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoOldProcess, err)
 	}
-	t := &takeoverConn{uc: conn.(*net.UnixConn)}
-	defer t.uc.Close()
+	t := &takeoverConn{uc: conn.(*net.UnixConn), path: socketPath}
+	if err := checkPeer(t.uc, socketPath); err != nil {
+		t.uc.Close()
+		return nil, err
+	}
 	h, err := t.run(suspendWait)
 	if err != nil {
 		for _, fd := range t.fds {
 			closeFD(fd)
 		}
 		if h != nil {
-			for _, ln := range h.Listeners {
-				ln.Close()
-			}
-			for _, m := range append(h.clients, h.servers...) {
-				closeFD(m.fd)
-			}
+			h.Abort()
 		}
+		t.uc.Close()
 		return nil, err
 	}
+	h.conn = t
 	return h, nil
+}
+
+// checkPeer refuses a process on the socket that runs as another user
+// than this one (root excepted).
+func checkPeer(uc *net.UnixConn, path string) error {
+	uid, ok := netpoll.PeerUID(uc)
+	if !ok {
+		return fmt.Errorf("%w: cannot tell which user runs the process on %s", ErrRefused, path)
+	}
+	if me := os.Getuid(); uid != me && uid != 0 {
+		return fmt.Errorf("%w: the process on %s runs as uid %d, not as this process's uid %d or root", ErrRefused, path, uid, me)
+	}
+	return nil
+}
+
+// Commit is the takeover's last step: SHUTDOWN tells the old process to
+// let go of what SHOW FDS passed, and it closes the connection once it
+// has. Before Commit nothing was taken from it: every check and every
+// bind that can fail comes first, and a failure there is an Abort. An
+// error means the SHUTDOWN could not be sent: the old process goes on,
+// and the caller aborts.
+func (h *Handover) Commit() error {
+	t := h.conn
+	if t == nil {
+		return errors.New("takeover: no connection to the old process")
+	}
+	if err := t.send(wire.AppendQuery(nil, "SHUTDOWN;")); err != nil {
+		return err
+	}
+	h.conn = nil
+	defer t.uc.Close()
+	for _, ln := range h.Listeners {
+		if ul, ok := ln.(*net.UnixListener); ok {
+			// Ours now: removed when this process ends, as one it
+			// bound itself.
+			ul.SetUnlinkOnClose(true)
+		}
+	}
+	// The old process's answer is to close the connection once it has
+	// let go; a read that fails otherwise changes nothing now.
+	t.uc.SetReadDeadline(time.Now().Add(takeoverTimeout))
+	for t.fill() == nil {
+		t.buf = t.buf[:0]
+	}
+	return nil
+}
+
+// Abort gives the takeover up before Commit: every descriptor received is
+// closed (a Unix listener without removing its name, which is still the
+// old process's) and so is the connection, at whose end the old process
+// resumes.
+func (h *Handover) Abort() {
+	for _, ln := range h.Listeners {
+		if ul, ok := ln.(*net.UnixListener); ok {
+			ul.SetUnlinkOnClose(false)
+		}
+		ln.Close()
+	}
+	h.Listeners = nil
+	if h.Metrics != nil {
+		h.Metrics.Close()
+		h.Metrics = nil
+	}
+	for _, m := range append(h.clients, h.servers...) {
+		closeFD(m.fd)
+	}
+	h.clients, h.servers = nil, nil
+	if h.conn != nil {
+		h.conn.uc.Close()
+		h.conn = nil
+	}
 }
 
 // takeoverConn reads the old process's replies with the descriptors that
 // come with them, in order: the k-th DataRow of SHOW FDS carries the k-th
 // descriptor.
 type takeoverConn struct {
-	uc  *net.UnixConn
-	buf []byte // bytes read, not yet taken
-	fds []int  // descriptors received, not yet taken
+	uc   *net.UnixConn
+	path string // the console's socket: the one Unix listener's name
+	buf  []byte // bytes read, not yet taken
+	fds  []int  // descriptors received, not yet taken
 }
 
 func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
@@ -164,68 +244,68 @@ func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
 	}
 	h := &Handover{}
 	var names []string
+	rows := 0
 	_, err := t.untilReady(takeoverTimeout, func(typ byte, body []byte) error {
 		switch typ {
 		case 'T':
 			names = rowDescriptionNames(body)
 		case 'D':
+			rows++
 			if len(t.fds) == 0 {
-				return errors.New("a row came without its descriptor")
+				return fmt.Errorf("%w: SHOW FDS row %d came without its descriptor", ErrRefused, rows)
 			}
 			fd := t.fds[0]
 			t.fds = t.fds[1:]
-			return h.add(fd, rowValues(names, body))
+			if err := h.add(fd, rowValues(names, body), t.path); err != nil {
+				return fmt.Errorf("%w: SHOW FDS row %d %v", ErrRefused, rows, err)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return h, fmt.Errorf("SHOW FDS: %w", err)
 	}
-	// From here on the descriptors are ours: the old process lets go of
-	// them when it reads this. Its answer is to close the connection.
-	if err := t.send(wire.AppendQuery(nil, "SHUTDOWN;")); err != nil {
-		return h, err
+	if len(t.fds) > 0 {
+		return h, fmt.Errorf("%w: SHOW FDS sent %d descriptors more than rows", ErrRefused, len(t.fds))
 	}
-	t.uc.SetReadDeadline(time.Now().Add(takeoverTimeout))
-	for {
-		if err := t.fill(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return h, nil
-			}
-			return h, fmt.Errorf("SHUTDOWN: %w", err)
-		}
-		t.buf = t.buf[:0]
-	}
+	return h, nil
 }
 
-// add takes one SHOW FDS row with its descriptor.
-func (h *Handover) add(fd int, row map[string]string) error {
+// add takes one SHOW FDS row with its descriptor, once both are what a
+// pgturnstile hands over (checkRow, checkFD); fd is closed otherwise.
+// socketPath is the console's socket, the one Unix listener there is.
+func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 	var st movedState
 	if err := json.Unmarshal([]byte(row["pgturnstile_state"]), &st); err != nil {
 		closeFD(fd)
-		return fmt.Errorf("row of %s: %v", row["task"], err)
+		return fmt.Errorf("(%s): pgturnstile_state: %v", row["task"], err)
 	}
-	switch row["task"] {
+	task := row["task"]
+	if err := checkRow(task, row, st); err != nil {
+		closeFD(fd)
+		return fmt.Errorf("(%s): %v", task, err)
+	}
+	if err := checkFD(fd, task, st, socketPath); err != nil {
+		closeFD(fd)
+		return fmt.Errorf("(%s %s@%s): descriptor %d: %v", task, row["user"], row["database"], fd, err)
+	}
+	switch task {
 	case "pooler":
 		f := os.NewFile(uintptr(fd), "listener")
 		ln, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("listener %s: %v", st.Address, err)
+			return fmt.Errorf("(pooler): listener %s: %v", st.Address, err)
 		}
-		if ul, ok := ln.(*net.UnixListener); ok {
-			// Ours now: removed when this process ends, as one it
-			// bound itself.
-			ul.SetUnlinkOnClose(true)
+		if st.Metrics {
+			h.Metrics = ln
+		} else {
+			h.Listeners = append(h.Listeners, ln)
 		}
-		h.Listeners = append(h.Listeners, ln)
 	case "client":
 		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
 	case "server":
 		h.servers = append(h.servers, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
-	default:
-		closeFD(fd)
-		return fmt.Errorf("unknown task %q", row["task"])
 	}
 	return nil
 }

@@ -168,13 +168,23 @@ func run(args []string, stderr io.Writer) int {
 		pooler.WithReloadHook(func(st *config.Settings) { reopenLogs(log, logOut, syslogOut, st) }),
 		// An online restart took over from us: the pidfile is its now.
 		pooler.WithHandOverHook(start.exit)}
+	// An online restart's handover: until start.commitTakeover, every
+	// failure gives it up, and the old process goes on serving.
+	var handover *pooler.Handover
 	if reboot {
 		h, ok := start.takeOver()
 		if !ok {
 			return 1
 		}
 		if h != nil {
+			handover = h
 			opts = append(opts, pooler.WithHandover(h))
+			defer func() {
+				if handover != nil {
+					handover.Abort()
+					log.Info("takeover given up: the old process goes on")
+				}
+			}()
 		}
 	}
 
@@ -182,6 +192,10 @@ func run(args []string, stderr io.Writer) int {
 		opts = append(opts, pooler.WithListeners(inherited))
 	}
 	svc, err := pooler.New(cfg, log, opts...)
+	if errors.Is(err, pooler.ErrRefused) {
+		fatal(log, err.Error())
+		return 1
+	}
 	if err != nil {
 		log.Error("startup failed: " + err.Error())
 		return 1
@@ -197,19 +211,30 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("cannot listen: " + err.Error())
 		return 1
 	}
+	var metricsLn net.Listener
 	if addr := cfg.Settings.MetricsAddr; addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			log.Error("cannot listen for metrics: " + err.Error())
+		ln, how := handedMetrics(handover, addr), " (inherited)"
+		if ln == nil {
+			ln, how = nil, ""
+			if ln, err = net.Listen("tcp", addr); err != nil {
+				log.Error("cannot listen for metrics: " + err.Error())
+				return 1
+			}
+		}
+		metricsLn = ln
+		log.Info("metrics listening on " + ln.Addr().String() + how)
+	}
+	if handover != nil {
+		if handover.Metrics != nil && handover.Metrics != metricsLn {
+			handover.Metrics.Close() // metrics_addr changed, or is off
+		}
+		if !start.commitTakeover(handover) {
 			return 1
 		}
-		log.Info("metrics listening on " + ln.Addr().String())
-		mux := http.NewServeMux()
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			svc.WriteMetrics(w)
-		})
-		go http.Serve(ln, mux)
+		handover = nil // committed: nothing to give back
+	}
+	if metricsLn != nil {
+		svc.ServeMetrics(metricsLn)
 	}
 	if addr := os.Getenv("PGTURNSTILE_PPROF"); addr != "" {
 		// Profiling endpoint for benchmarks and debugging; off unless asked.
@@ -274,7 +299,11 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			notify.send("READY=1")
 		case sigPause:
 			log.Info("got SIGUSR1, pausing all activity")
-			go svc.Console().Pause("")
+			// The pause is in force before the next signal is read
+			// (a SIGUSR2 right after it resumes); only the wait for
+			// the servers in use runs apart.
+			wait := svc.PauseAll()
+			go wait()
 		case sigResume:
 			if shuttingDown || svc.ShuttingDown() {
 				// A console SHUTDOWN counts too: RESUME would undo
@@ -307,6 +336,27 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 			}
 		}
 	}
+}
+
+// handedMetrics is the metrics listener an online restart handed over,
+// if it listens on addr (metrics_addr); nil otherwise.
+func handedMetrics(h *pooler.Handover, addr string) net.Listener {
+	if h == nil || h.Metrics == nil {
+		return nil
+	}
+	want, err := net.ResolveTCPAddr("tcp", addr)
+	got, ok := h.Metrics.Addr().(*net.TCPAddr)
+	if err != nil || !ok || want.Port != got.Port {
+		return nil
+	}
+	if len(want.IP) == 0 || want.IP.IsUnspecified() {
+		if !got.IP.IsUnspecified() {
+			return nil
+		}
+	} else if !want.IP.Equal(got.IP) {
+		return nil
+	}
+	return h.Metrics
 }
 
 // signalName is the signal as PgBouncer's log lines name it.

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -29,6 +31,9 @@ type startup struct {
 	pid      *pidfile
 	// activated: systemd passed the listeners (socket activation).
 	activated bool
+	// tookOver: an online restart committed (the old process let go);
+	// noPidfile: its pidfile could not be checked, none is written.
+	tookOver, noPidfile bool
 }
 
 // logfileMissing reports whether the logfile is yet to be created; called
@@ -117,10 +122,12 @@ func (s *startup) processGuards() bool {
 	return true
 }
 
-// takeOver is -R: the running process's listeners and clients, taken
-// over (pooler.TakeOver), once this process runs as its user. nil with
-// true when there is no running process: the start goes on as a normal
-// one, with the guards -R put off. false: exit 1 (logged FATAL).
+// takeOver is -R's first step: the running process's listeners and
+// clients, received (pooler.TakeOver) once this process runs as its user,
+// and still the old process's until commitTakeover. nil with true when
+// there is no running process: the start goes on as a normal one, with
+// the guards -R put off. false: exit 1 (logged FATAL; the old process
+// goes on).
 func (s *startup) takeOver() (*pooler.Handover, bool) {
 	st := s.settings
 	if st.UnixSocketDir == "" {
@@ -139,13 +146,41 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 	path := pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)
 	s.log.Info("takeover_init: launching connection")
 	h, err := pooler.TakeOver(path, st.SuspendTimeout)
-	if errors.Is(err, pooler.ErrNoOldProcess) {
+	switch {
+	case errors.Is(err, pooler.ErrNoOldProcess):
 		s.log.Info("old process not found, try to continue normally")
 		return nil, s.processGuards()
-	}
-	if err != nil {
+	case errors.Is(err, pooler.ErrRefused):
+		fatal(s.log, err.Error())
+		return nil, false
+	case err != nil:
 		fatal(s.log, "takeover failed: "+err.Error())
 		return nil, false
+	}
+	return h, true
+}
+
+// commitTakeover is -R's last step, once everything that can fail has
+// been done (the service built, the listeners and the metrics port
+// ready, the pidfile's directory writable): the old process lets go
+// (Handover.Commit) and removes its pidfile. false: exit 1 (logged FATAL);
+// the caller aborts the takeover and the old process goes on.
+func (s *startup) commitTakeover(h *pooler.Handover) bool {
+	st := s.settings
+	if st.Pidfile != "" {
+		// The pidfile is written after the old process let go: find
+		// out now, while it can still go on, whether it can be.
+		f, err := os.CreateTemp(filepath.Dir(st.Pidfile), ".pgturnstile-pid-*")
+		if err != nil {
+			fatal(s.log, fmt.Sprintf("could not open pidfile '%s': %v", st.Pidfile, errnoText(err)))
+			return false
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if err := h.Commit(); err != nil {
+		fatal(s.log, "takeover failed: SHUTDOWN: "+err.Error())
+		return false
 	}
 	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets, " + strconv.Itoa(h.Clients()) + " clients and " + strconv.Itoa(h.Servers()) + " servers")
 	if st.Pidfile != "" {
@@ -158,18 +193,23 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 			}
 		}
 		if stale, err := checkPidfile(st.Pidfile); err != nil {
-			fatal(s.log, err.Error())
-			return nil, false
+			// Too late to give anything back: serve without
+			// a pidfile rather than not at all.
+			s.log.Error(err.Error())
+			s.noPidfile = true
 		} else if stale {
 			s.log.Info("stale pidfile, removing")
 		}
 	}
-	return h, true
+	s.tookOver = true
+	return true
 }
 
 // afterListen switches to the target user, writes the pidfile and tells
 // -d's parent we are up. It returns false when the process must exit 1
-// (logged FATAL).
+// (logged FATAL). After a takeover the old process has let go of
+// everything: a pidfile that cannot be written is logged, and the process
+// serves on.
 func (s *startup) afterListen() bool {
 	if s.target != nil {
 		if err := switchUser(s.target); err != nil {
@@ -177,12 +217,17 @@ func (s *startup) afterListen() bool {
 			return false
 		}
 	}
-	pid, err := writePidfile(s.settings.Pidfile)
-	if err != nil {
-		fatal(s.log, err.Error())
-		return false
+	if !s.noPidfile {
+		pid, err := writePidfile(s.settings.Pidfile)
+		switch {
+		case err != nil && s.tookOver:
+			s.log.Error(err.Error())
+		case err != nil:
+			fatal(s.log, err.Error())
+			return false
+		}
+		s.pid = pid
 	}
-	s.pid = pid
 	daemonReady()
 	return true
 }
