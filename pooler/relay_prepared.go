@@ -135,11 +135,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if c.stmts == nil {
-		c.stmts = map[string]*stmtDef{}
-	}
-	c.stmts[name] = def
-	delete(c.unconfirmed, name)
+	c.holdNameLocked(name, def)
 	out := c.link.out[:0]
 	if s.stmts.has(def) {
 		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
@@ -183,10 +179,18 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // the server's names are the pooler's). PgBouncer closes the client with
 // "prepared statement did not exist"; pgturnstile sends the same error in
 // order and keeps the connection, as Postgres does for its own "does not
-// exist". Called with c.mu held, for the message just recorded.
-func (c *client) refuseUnknownLocked() {
+// exist". A name the client's DISCARD ALL or DEALLOCATE ALL dropped gets
+// Postgres's own error (26000), as the client would get directly. It
+// returns the error sent. Called with c.mu held, for the message just
+// recorded.
+func (c *client) refuseUnknownLocked(name []byte) *Error {
 	c.link.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errStmtNotFound)
+	e := errStmtNotFound
+	if _, dropped := c.discarded[string(name)]; dropped {
+		e = newError(CodeStatementDiscarded, string(name))
+	}
+	c.refuseInBatchLocked(e)
+	return e
 }
 
 // logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
@@ -390,9 +394,9 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	c.mu.Lock()
 	def := c.stmts[string(stmt)]
 	if def == nil {
-		c.refuseUnknownLocked()
+		e := c.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
-		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", errStmtNotFound)
+		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", e)
 		if held != nil {
 			return nil
 		}
@@ -441,9 +445,9 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	def := c.stmts[string(name)]
 	if def == nil {
-		c.refuseUnknownLocked()
+		e := c.refuseUnknownLocked(name)
 		c.mu.Unlock()
-		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", errStmtNotFound)
+		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
 	out := c.link.out[:0]

@@ -140,7 +140,34 @@ func (c *client) commandCompleteLocked(s *server, tag []byte) {
 	}
 	s.stmts.clear(c.svc.stmts)
 	s.unnamedOwner = 0
+	if len(c.discarded)+len(c.stmts) > maxDiscarded {
+		c.discarded = nil
+	}
+	for name := range c.stmts {
+		if len(c.discarded) == maxDiscarded {
+			break
+		}
+		if c.discarded == nil {
+			c.discarded = map[string]struct{}{}
+		}
+		c.discarded[name] = struct{}{}
+	}
 	c.clearStmtsLocked()
+}
+
+// maxDiscarded bounds the names a client's DISCARD ALL and DEALLOCATE ALL
+// are remembered for (client.discarded); a name past it gets PgBouncer's
+// 08P01 instead of Postgres's 26000.
+const maxDiscarded = 4096
+
+// holdNameLocked gives the client the name for def (a Parse of it).
+func (c *client) holdNameLocked(name string, def *stmtDef) {
+	if c.stmts == nil {
+		c.stmts = map[string]*stmtDef{}
+	}
+	c.stmts[name] = def
+	delete(c.unconfirmed, name)
+	delete(c.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {
