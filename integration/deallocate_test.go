@@ -127,3 +127,57 @@ func execPrepared(t testing.TB, ctx context.Context, c *pgconn.PgConn, name stri
 	}
 	return string(rr.Rows[0][0])
 }
+
+// TestPreparedNamesAfterDiscardAndDeallocateAll: after a client's DISCARD
+// ALL or DEALLOCATE ALL its old statement names are gone, as in Postgres:
+// a Bind of one gets 26000 (prepared statement does not exist), not
+// PgBouncer's 08P01 for a name never prepared, and nothing runs.
+func TestPreparedNamesAfterDiscardAndDeallocateAll(t *testing.T) {
+	needPG(t)
+	waitNoBackends(t, appDB, appUser)
+	p := startPooler(t, iniSettings(map[string]string{"default_pool_size": "1"}, ""), testUserlist)
+	ctx := ctxT(t, 60*time.Second)
+
+	for _, reset := range []string{"DISCARD ALL", "DEALLOCATE ALL", "DEALLOCATE PREPARE ALL"} {
+		t.Run(reset, func(t *testing.T) {
+			a := connectPgconn(t, p.App())
+			if _, err := a.Prepare(ctx, "old", "SELECT $1::int + 1", nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := execPrepared(t, ctx, a, "old", "41"); got != "42" {
+				t.Fatalf("before %s: %q", reset, got)
+			}
+			if _, err := a.Exec(ctx, reset).ReadAll(); err != nil {
+				t.Fatalf("%s: %v", reset, err)
+			}
+			rr := a.ExecPrepared(ctx, "old", [][]byte{[]byte("1")}, nil, nil).Read()
+			wantSQLState(t, "Bind of a name after "+reset, rr.Err, "26000")
+			if len(rr.Rows) != 0 {
+				t.Fatalf("after %s the old name ran: %q", reset, rr.Rows)
+			}
+			// Another client on the same server keeps its own statement.
+			b := connectPgconn(t, p.App())
+			if _, err := b.Prepare(ctx, "theirs", "SELECT $1::int + 1", nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := execPrepared(t, ctx, b, "theirs", "1"); got != "2" {
+				t.Fatalf("other client: %q", got)
+			}
+			// The name can be prepared again and runs.
+			if _, err := a.Prepare(ctx, "old", "SELECT $1::int + 2", nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := execPrepared(t, ctx, a, "old", "40"); got != "42" {
+				t.Fatalf("prepared again after %s: %q", reset, got)
+			}
+		})
+	}
+}
+
+func wantSQLState(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != code {
+		t.Fatalf("%s: got %v, want SQLSTATE %s", what, err, code)
+	}
+}

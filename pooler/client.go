@@ -72,6 +72,11 @@ type client struct {
 	// unconfirmed are names in stmts whose Parse the server did not run,
 	// failed or skipped after an error (errorLocked); nil when none.
 	unconfirmed map[string]bool
+	// discarded are names the client's DISCARD ALL or DEALLOCATE ALL
+	// dropped and it has not prepared again: a Bind or Describe of one
+	// gets Postgres's 26000, not PgBouncer's 08P01 for a name never
+	// prepared (refuseUnknownLocked). Bounded by maxDiscarded.
+	discarded map[string]struct{}
 	// unnamedParse is the body of the client's last Parse of the unnamed
 	// statement, and unnamedGen counts them (relay_prepared.go).
 	unnamedParse []byte

@@ -29,6 +29,9 @@
 //	relay_prepared.go  Parse/Bind/Describe/Close/Query with statement names
 //	                   mapped to the server's
 //	relay_replies.go   the mapping's bookkeeping of server replies
+//	relay_retry.go     statements whose plan went stale (a migration): marked
+//	                   per server and prepared again; the first request of an
+//	                   implicit transaction sent again once
 //	relay_unlinked.go  what serve answers with no server linked
 //	park.go            idle clients parked as bare descriptors (epoll)
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every

@@ -70,6 +70,7 @@ const (
 	CodeTransactionTimeout
 	CodeConfigChanged
 	CodePeerAuthFailed
+	CodeStatementDiscarded
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -139,6 +140,10 @@ var codes = map[Code]codeInfo{
 	// client stays connected.
 	CodeStatementExists:   {"ERROR", "08P01", "prepared statement name is already in use"},
 	CodeStatementNotFound: {"ERROR", "08P01", "prepared statement did not exist"},
+	// Postgres's own for a name the client's DISCARD ALL or DEALLOCATE
+	// ALL dropped: the client did prepare it, and drivers that re-prepare
+	// on 26000 (pgjdbc) heal.
+	CodeStatementDiscarded: {"ERROR", "26000", `prepared statement "%s" does not exist`},
 	// auth_query found no row for a user under trust.
 	CodeNoSuchUser: {"FATAL", "08P01", "no such user"},
 

@@ -71,6 +71,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementBudget, nil, "ERROR", "53200", "out of memory for prepared statements (prepared_statement_budget)"},
 		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
+		{CodeStatementDiscarded, []any{"s1"}, "ERROR", "26000", `prepared statement "s1" does not exist`},
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
 		{CodeConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},

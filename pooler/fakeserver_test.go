@@ -79,6 +79,10 @@ type fakePostgres struct {
 	standby string
 	// startups are the startup parameters of every login, in order.
 	startups []map[string]string
+	// migrations counts migrate calls: a statement whose text has
+	// "select_star", prepared before the last one, fails its Bind and
+	// Describe as Postgres's does after ALTER TABLE … ADD COLUMN.
+	migrations int
 
 	wg sync.WaitGroup
 }
@@ -207,6 +211,27 @@ const (
 type fakeStmt struct {
 	query []byte
 	types []uint32
+	epoch int // fakePostgres.migrations when it was prepared
+}
+
+// migrate changes the result of every select_star statement prepared so
+// far (see fakePostgres.migrations).
+func (f *fakePostgres) migrate() {
+	f.mu.Lock()
+	f.migrations++
+	f.mu.Unlock()
+}
+
+// stalePlan fails a Bind or Describe of st, as Postgres's
+// RevalidateCachedQuery does, when a migration changed its result.
+func (fc *fakeConn) stalePlan(st *fakeStmt) bool {
+	fc.f.mu.Lock()
+	stale := bytes.Contains(st.query, []byte("select_star")) && st.epoch != fc.f.migrations
+	fc.f.mu.Unlock()
+	if stale {
+		fc.fail(true, "0A000", "cached plan must not change result type")
+	}
+	return stale
 }
 
 type fakePortal struct {
@@ -522,7 +547,10 @@ func (fc *fakeConn) parse(body []byte) {
 		fc.fail(true, "42601", "syntax error at or near \"fail_parse\"")
 		return
 	}
-	fc.stmts[string(name)] = &fakeStmt{query: query, types: types}
+	fc.f.mu.Lock()
+	epoch := fc.f.migrations
+	fc.f.mu.Unlock()
+	fc.stmts[string(name)] = &fakeStmt{query: query, types: types, epoch: epoch}
 	fc.send(&pgproto3.ParseComplete{})
 }
 
@@ -544,6 +572,9 @@ func (fc *fakeConn) bind(body []byte) {
 	}
 	if kind := fakeKind(st.query); fc.tx == 'E' && kind != "commit" && kind != "rollback" {
 		fc.fail(true, "25P02", "current transaction is aborted, commands ignored until end of transaction block")
+		return
+	}
+	if fc.stalePlan(st) {
 		return
 	}
 	if len(portal) > 0 && fc.portals[string(portal)] != nil {
@@ -609,6 +640,9 @@ func (fc *fakeConn) describe(body []byte) {
 		st = fc.stmts[string(name)]
 		if st == nil {
 			fc.fail(true, "26000", fmt.Sprintf("prepared statement %q does not exist", name))
+			return
+		}
+		if fc.stalePlan(st) {
 			return
 		}
 	} else {

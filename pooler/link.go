@@ -50,6 +50,10 @@ type link struct {
 	replies int
 	// ops are the replies the linked server owes, for mapping (prepared.go).
 	ops opQueue
+	// retry is the request that began the current implicit transaction,
+	// kept to be run again once if its statement's plan was stale
+	// (relay_retry.go).
+	retry retryCapture
 	// skipToSync drops client messages up to the next Sync after an error
 	// the pooler raised itself, as Postgres does after its own errors.
 	skipToSync bool
@@ -198,6 +202,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	c.link.ls.reset()
 	c.link.replies = 0
 	c.link.ops.reset()
+	c.link.retry.reset()
 	c.link.skipToSync = false
 	c.link.pumpDone = nil
 	c.link.pumpFreed = nil

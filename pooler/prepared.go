@@ -206,6 +206,12 @@ func (r *stmtRegistry) size() int {
 type serverStmts struct {
 	lru *list.List // of *stmtDef, front = most recently used
 	m   map[*stmtDef]*list.Element
+	// stale are statements in m whose plan Postgres refused to use
+	// (0A000 cached plan must not change result type, after a migration
+	// changed their result): still prepared on the server, and closed and
+	// prepared again at their next use there (prepareLocked). Other
+	// servers' caches are unaffected until they fail too. nil when none.
+	stale map[*stmtDef]struct{}
 	// n is len(m) for SHOW SERVERS, which reads it without the holder's
 	// lock (shown).
 	n atomic.Int32
@@ -228,12 +234,43 @@ func (c *serverStmts) defs() []*stmtDef {
 	return out
 }
 
+// has reports whether the server has d prepared and usable (not stale).
 func (c *serverStmts) has(d *stmtDef) bool {
 	c.init()
 	e, ok := c.m[d]
-	if ok {
-		c.lru.MoveToFront(e)
+	if !ok {
+		return false
 	}
+	if _, stale := c.stale[d]; stale {
+		return false
+	}
+	c.lru.MoveToFront(e)
+	return true
+}
+
+// isStale reports whether the server has d prepared with a plan Postgres
+// refused (markStale).
+func (c *serverStmts) isStale(d *stmtDef) bool {
+	_, stale := c.stale[d]
+	return stale
+}
+
+// markStale marks d, if the server has it, as prepared with a plan
+// Postgres refused: its next use on this server closes and prepares it
+// again.
+func (c *serverStmts) markStale(d *stmtDef) {
+	if _, ok := c.m[d]; !ok {
+		return
+	}
+	if c.stale == nil {
+		c.stale = map[*stmtDef]struct{}{}
+	}
+	c.stale[d] = struct{}{}
+}
+
+// holds reports whether d is prepared on the server, stale or not.
+func (c *serverStmts) holds(d *stmtDef) bool {
+	_, ok := c.m[d]
 	return ok
 }
 
@@ -252,6 +289,7 @@ func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
 	if e, ok := c.m[d]; ok {
 		c.lru.Remove(e)
 		delete(c.m, d)
+		delete(c.stale, d)
 		c.n.Add(-1)
 		reg.release(d)
 	}
@@ -277,7 +315,7 @@ func (c *serverStmts) clear(reg *stmtRegistry) {
 	for d := range c.m {
 		reg.release(d)
 	}
-	c.lru, c.m = nil, nil
+	c.lru, c.m, c.stale = nil, nil, nil
 	c.n.Store(0)
 }
 
@@ -302,6 +340,12 @@ const (
 	// opDead is an entry whose message the server ignored (a Sync read in
 	// COPY IN mode): peek and pop pass over it.
 	opDead
+	// opBind is a Bind (BindComplete pops it), opDescribe a Describe
+	// (RowDescription or NoData pops it): with their place in their Sync
+	// cycle (pos), an ErrorResponse is tied to the Bind or Describe of a
+	// mapped statement that failed (pumpError, relay_retry.go).
+	opBind
+	opDescribe
 )
 
 type op struct {
@@ -318,6 +362,12 @@ type op struct {
 	reused bool
 	// msg is an opSync's message: Sync, Query or FunctionCall.
 	msg byte
+	// stale marks an opCloseInjected of a statement the server had stale:
+	// if the server skips the Close, the statement stays there stale.
+	stale bool
+	// pos is an opBind's or opDescribe's place among the extended
+	// messages of its Sync cycle (linkState.cyclePos).
+	pos int
 }
 
 // opQueue is a FIFO ring; it grows but does not shrink, so steady state

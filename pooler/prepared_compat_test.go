@@ -94,12 +94,13 @@ func startPSPooler(t *testing.T) (*fakePostgres, *testPooler) {
 }
 
 // After a client's DEALLOCATE ALL or DISCARD ALL its names are gone, as in
-// PgBouncer 1.22+: a Bind or Describe of one gets PgBouncer's "prepared
-// statement did not exist" (08P01, which drivers such as psycopg raise as
-// an OperationalError) and its log lines, and the connection stays usable.
-// Before, the Bind went to the server under the client's own name and the
-// client got Postgres's 26000.
-func TestBindAfterDeallocateAllIsPgBouncersError(t *testing.T) {
+// PgBouncer 1.22+, and the connection stays usable. A Bind or Describe of
+// one gets Postgres's own error, 26000 prepared statement "…" does not
+// exist, as the client would get directly (issue 32: drivers such as
+// pgjdbc prepare again on 26000), with PgBouncer's log line for the name
+// not found; a name never prepared keeps PgBouncer's 08P01 (issue 18).
+// Before issue 18 the Bind went to the server under the client's own name.
+func TestBindAfterDeallocateAllIsPostgresError(t *testing.T) {
 	for _, reset := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
 		t.Run(reset, func(t *testing.T) {
 			fake, tp := startPSPooler(t)
@@ -114,11 +115,12 @@ func TestBindAfterDeallocateAllIsPgBouncersError(t *testing.T) {
 			}
 			fake.take()
 			c.send(&pgproto3.Bind{PreparedStatement: "_pg3_0"}, &pgproto3.Execute{}, &pgproto3.Sync{})
-			if got, want := c.untilReady(), "E ERROR 08P01 prepared statement did not exist|Z"; got != want {
+			const gone = `E ERROR 26000 prepared statement "_pg3_0" does not exist|Z`
+			if got, want := c.untilReady(), gone; got != want {
 				t.Errorf("Bind after %s: %s, want %s", reset, got, want)
 			}
 			c.send(&pgproto3.Describe{ObjectType: 'S', Name: "_pg3_0"}, &pgproto3.Sync{})
-			if got, want := c.untilReady(), "E ERROR 08P01 prepared statement did not exist|Z"; got != want {
+			if got, want := c.untilReady(), gone; got != want {
 				t.Errorf("Describe after %s: %s, want %s", reset, got, want)
 			}
 			for _, m := range fake.take() {
@@ -127,7 +129,7 @@ func TestBindAfterDeallocateAllIsPgBouncersError(t *testing.T) {
 				}
 			}
 			log := tp.log.tail()
-			for _, line := range []string{"prepared statement '_pg3_0' not found", "pooler error: prepared statement did not exist"} {
+			for _, line := range []string{"prepared statement '_pg3_0' not found", `pooler error: prepared statement "_pg3_0" does not exist`} {
 				if !strings.Contains(log, line) {
 					t.Errorf("log lacks %q:\n%s", line, log)
 				}

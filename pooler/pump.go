@@ -103,6 +103,18 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 		if c.tracking {
 			return c.pumpStmtReply(s, out)
 		}
+	case wire.MsgBindComplete:
+		if c.tracking {
+			c.mu.Lock()
+			c.replyOpLocked(opBind)
+			c.mu.Unlock()
+		}
+	case wire.MsgRowDescription, wire.MsgNoData:
+		if c.tracking {
+			c.mu.Lock()
+			c.replyOpLocked(opDescribe)
+			c.mu.Unlock()
+		}
 	case wire.MsgErrorResponse:
 		return c.pumpError(s, inline)
 	case wire.MsgCommandComplete:
@@ -155,9 +167,18 @@ func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.
 		c.serverLost(s, err)
 		return replyLinkOver
 	}
-	c.link.sentBytes += int64(len(msg))
 	if c.tracking {
 		c.mu.Lock()
+		c.link.retry.state = retryOff
+		if c.link.retry.swallowReady {
+			// The ReadyForQuery of a request the pooler sent again
+			// (relay_retry.go): the second run's comes next.
+			c.link.retry.swallowReady = false
+			c.link.ls.readyForQuery(status)
+			c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])[:0]
+			c.mu.Unlock()
+			return replyDone
+		}
 		owed := c.readyLocked(c.link.pumpOut[:0])
 		c.mu.Unlock()
 		c.link.pumpOut = owed
@@ -165,6 +186,7 @@ func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.
 			out.Write(owed)
 		}
 	}
+	c.link.sentBytes += int64(len(msg))
 	if out != nil {
 		out.Write(msg)
 	}
@@ -216,8 +238,9 @@ func (c *client) pumpCopyStarted(s *server, gone, inline bool) replyAct {
 	c.mu.Lock()
 	if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
 		c.link.ops.killSyncs(dropped)
-		if consumed == wire.MsgParse || consumed == wire.MsgClose {
-			c.consumedByCopyLocked(s)
+		switch consumed {
+		case wire.MsgParse, wire.MsgClose, wire.MsgBind, wire.MsgDescribe:
+			c.consumedByCopyLocked(s, consumed)
 		}
 	}
 	c.mu.Unlock()
@@ -259,8 +282,11 @@ func (c *client) pumpStmtReply(s *server, out *wire.Writer) replyAct {
 // sent, makes serve skip the client's messages up to it too.
 func (c *client) pumpError(s *server, inline bool) replyAct {
 	act := replyForward
+	// Read before c.mu is taken: the message may still be arriving.
+	stalePlan := c.tracking && isStalePlan(s)
 	c.mu.Lock()
-	skip, synced := c.link.ls.serverError(c.link.replies)
+	replies := c.link.replies
+	skip, synced := c.link.ls.serverError(replies)
 	if skip {
 		c.link.replies = 0
 		if !synced {
@@ -274,11 +300,31 @@ func (c *client) pumpError(s *server, inline bool) replyAct {
 			}
 		}
 	}
+	retried := false
+	var stale *stmtDef
 	if c.tracking {
+		if stalePlan && skip {
+			stale = c.staleLocked(s, replies)
+		}
 		c.errorLocked(s, skip)
+		if stale != nil && synced {
+			retried = c.retryLocked(s, stale)
+		} else {
+			c.link.retry.state = retryOff
+		}
 	}
 	c.mu.Unlock()
-	return act
+	if !retried {
+		return act
+	}
+	c.noisef("%s had a stale plan on %s: prepared again, request sent again", stale.name, s)
+	// The failed request's error goes to nobody: the client gets its
+	// second run's replies (relay_retry.go).
+	if err := s.r.Skip(); err != nil {
+		c.serverLost(s, err)
+		return replyLinkOver
+	}
+	return replyDone
 }
 
 // noteSessionChange marks the server's record of unreported parameters

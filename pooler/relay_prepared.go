@@ -135,11 +135,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return nil
 	}
-	if c.stmts == nil {
-		c.stmts = map[string]*stmtDef{}
-	}
-	c.stmts[name] = def
-	delete(c.unconfirmed, name)
+	c.holdNameLocked(name, def)
 	out := c.link.out[:0]
 	if s.stmts.has(def) {
 		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
@@ -183,10 +179,18 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // the server's names are the pooler's). PgBouncer closes the client with
 // "prepared statement did not exist"; pgturnstile sends the same error in
 // order and keeps the connection, as Postgres does for its own "does not
-// exist". Called with c.mu held, for the message just recorded.
-func (c *client) refuseUnknownLocked() {
+// exist". A name the client's DISCARD ALL or DEALLOCATE ALL dropped gets
+// Postgres's own error (26000), as the client would get directly. It
+// returns the error sent. Called with c.mu held, for the message just
+// recorded.
+func (c *client) refuseUnknownLocked(name []byte) *Error {
 	c.link.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errStmtNotFound)
+	e := errStmtNotFound
+	if _, dropped := c.discarded[string(name)]; dropped {
+		e = newError(CodeStatementDiscarded, string(name))
+	}
+	c.refuseInBatchLocked(e)
+	return e
 }
 
 // logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
@@ -318,17 +322,18 @@ const keptScratch = 64 << 10
 // shrinking the cache to the new limit on its next Parse, as PgBouncer.
 // Called with c.mu held.
 func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+	if s.stmts.isStale(def) {
+		// Prepared with a plan Postgres refused (markStale): closed
+		// first, so that the Parse under the same name makes a new one.
+		out = c.closeInjectedLocked(out, s, def)
+	}
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
 		for s.stmts.len() >= limit {
 			old := s.stmts.oldest()
 			if old == nil {
 				panic("BUG: server " + s.String() + ": statement cache not empty but has no oldest")
 			}
-			out = wire.AppendClose(out, wire.TargetStatement, old.name)
-			c.svc.stmts.ref(old) // held by the op until its reply
-			c.link.ops.push(op{kind: opCloseInjected, def: old})
-			c.link.ls.injected(wire.MsgClose)
-			s.stmts.remove(c.svc.stmts, old)
+			out = c.closeInjectedLocked(out, s, old)
 		}
 	}
 	out = c.appendParseLocked(out, def.name, def.query, def.types)
@@ -341,8 +346,35 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 	return out
 }
 
+// closeInjectedLocked appends a Close of the server's statement d and
+// takes it out of the server's cache; the op holds d until the reply, and
+// puts it back (stale as it was) if the server skips the Close. Called
+// with c.mu held.
+func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+	out = wire.AppendClose(out, wire.TargetStatement, d.name)
+	c.svc.stmts.ref(d) // held by the op until its reply
+	c.link.ops.push(op{kind: opCloseInjected, def: d, stale: s.stmts.isStale(d)})
+	c.link.ls.injected(wire.MsgClose)
+	s.stmts.remove(c.svc.stmts, d)
+	return out
+}
+
+// pushReplyOpLocked records the op of a Bind or Describe just written
+// (after what was injected for it), with its place in its Sync cycle.
+// Called with c.mu held.
+func (c *client) pushReplyOpLocked(kind opKind, def *stmtDef) {
+	c.link.ops.push(op{kind: kind, def: def, pos: c.link.ls.cyclePos()})
+}
+
 func (c *client) relayBind(bodyLen int, s *server) error {
-	pre, err := c.r.Peek(bindPeek)
+	// The whole body when it is in the buffer (it is, when it fits:
+	// awaitMessage), for a copy the first request of a transaction keeps
+	// (relay_retry.go); else the start, for the names.
+	peek := bindPeek
+	if c.r.Fits() {
+		peek = bodyLen
+	}
+	pre, err := c.r.Peek(peek)
 	if err != nil {
 		return err
 	}
@@ -375,11 +407,15 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return c.r.Forward(s.w)
 	}
 	if !ok {
+		c.mu.Lock()
+		c.pushReplyOpLocked(opBind, nil)
+		c.mu.Unlock()
 		return rest(false)
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
 		out := c.unnamedLocked(c.link.out[:0], s)
+		c.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
 		c.link.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
@@ -390,9 +426,9 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	c.mu.Lock()
 	def := c.stmts[string(stmt)]
 	if def == nil {
-		c.refuseUnknownLocked()
+		e := c.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
-		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", errStmtNotFound)
+		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", e)
 		if held != nil {
 			return nil
 		}
@@ -403,8 +439,17 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
-	c.mu.Unlock()
+	head := len(out)
 	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
+	c.pushReplyOpLocked(opBind, def)
+	if c.link.retry.state == retryCapturing {
+		body := held
+		if body == nil && len(pre) == bodyLen {
+			body = pre
+		}
+		c.keepFirstLocked(def, false, out[head:], body, names)
+	}
+	c.mu.Unlock()
 	c.link.out = shrunk(out)
 	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
@@ -427,11 +472,15 @@ func (c *client) relayDescribe(s *server) error {
 		return errUnmappedTooLong
 	}
 	if !ok || target != wire.TargetStatement {
+		c.mu.Lock()
+		c.pushReplyOpLocked(opDescribe, nil)
+		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
 	c.mu.Lock()
 	if len(name) == 0 {
 		out := c.unnamedLocked(c.link.out[:0], s)
+		c.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
 		c.link.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
@@ -441,17 +490,22 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	def := c.stmts[string(name)]
 	if def == nil {
-		c.refuseUnknownLocked()
+		e := c.refuseUnknownLocked(name)
 		c.mu.Unlock()
-		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", errStmtNotFound)
+		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
-	c.mu.Unlock()
+	head := len(out)
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
+	c.pushReplyOpLocked(opDescribe, def)
+	if c.link.retry.state == retryCapturing {
+		c.keepFirstLocked(def, true, out[head:], nil, 0)
+	}
+	c.mu.Unlock()
 	c.link.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }

@@ -10,7 +10,7 @@ import "github.com/pgturnstile/pgturnstile/wire"
 // reports whether the pooler injected it (the reply is swallowed).
 func (c *client) replyLocked(s *server) (swallow bool) {
 	o := c.link.ops.peek()
-	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate {
+	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate || o.kind == opBind || o.kind == opDescribe {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
@@ -50,21 +50,34 @@ func (c *client) errorLocked(s *server, skip bool) {
 	}
 }
 
-// consumedByCopyLocked applies a Parse or Close that a COPY IN consumed as
-// the error ending it (linkState.copyStarted): the server never ran it, so
-// its op goes and what it would have changed is undone. Its op is the
-// first Parse or Close op in the queue: the messages between the COPY's
-// start and it are COPY data and Syncs, whose ops are gone.
-func (c *client) consumedByCopyLocked(s *server) {
+// consumedByCopyLocked applies a Parse, Close, Bind or Describe (typ) that
+// a COPY IN consumed as the error ending it (linkState.copyStarted): the
+// server never ran it, so its op goes and what it would have changed is
+// undone. Its op is the first op of its kind in the queue: the messages
+// between the COPY's start and it are COPY data and Syncs, whose ops are
+// gone.
+func (c *client) consumedByCopyLocked(s *server, typ byte) {
 	for i := 0; i < c.link.ops.size; i++ {
 		o := &c.link.ops.buf[(c.link.ops.head+i)%len(c.link.ops.buf)]
-		switch o.kind {
-		case opParse, opParseInjected, opClose, opCloseInjected:
+		switch {
+		case (typ == wire.MsgParse || typ == wire.MsgClose) &&
+			(o.kind == opParse || o.kind == opParseInjected || o.kind == opClose || o.kind == opCloseInjected),
+			typ == wire.MsgBind && o.kind == opBind,
+			typ == wire.MsgDescribe && o.kind == opDescribe:
 			d := *o
 			o.kind = opDead
 			c.undoLocked(s, d, false)
 			return
 		}
+	}
+}
+
+// replyOpLocked pops the op of a Bind (BindComplete) or Describe
+// (RowDescription, NoData) when it is the next one owed; a RowDescription
+// of a Query finds its opSync instead and pops nothing.
+func (c *client) replyOpLocked(kind opKind) {
+	if o := c.link.ops.peek(); o != nil && o.kind == kind {
+		c.link.ops.pop()
 	}
 }
 
@@ -79,7 +92,10 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 	switch d.kind {
 	case opParse, opParseInjected:
 		if d.def != nil {
-			if !d.reused {
+			// A statement the server has stale was closed before this
+			// Parse (prepareLocked): if that Close was skipped too, its
+			// undo put the stale one back, which is still there.
+			if !d.reused && !s.stmts.isStale(d.def) {
 				s.stmts.remove(c.svc.stmts, d.def)
 			}
 			if d.clientName != "" && c.stmts[d.clientName] == d.def {
@@ -104,8 +120,11 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 		}
 	case opCloseInjected:
 		if d.def != nil {
-			// Skipped: the statement is still on the server.
+			// Skipped: the statement is still on the server, as it was.
 			s.stmts.add(c.svc.stmts, d.def)
+			if d.stale {
+				s.stmts.markStale(d.def)
+			}
 			c.svc.stmts.release(d.def)
 		}
 	}
@@ -140,7 +159,34 @@ func (c *client) commandCompleteLocked(s *server, tag []byte) {
 	}
 	s.stmts.clear(c.svc.stmts)
 	s.unnamedOwner = 0
+	if len(c.discarded)+len(c.stmts) > maxDiscarded {
+		c.discarded = nil
+	}
+	for name := range c.stmts {
+		if len(c.discarded) == maxDiscarded {
+			break
+		}
+		if c.discarded == nil {
+			c.discarded = map[string]struct{}{}
+		}
+		c.discarded[name] = struct{}{}
+	}
 	c.clearStmtsLocked()
+}
+
+// maxDiscarded bounds the names a client's DISCARD ALL and DEALLOCATE ALL
+// are remembered for (client.discarded); a name past it gets PgBouncer's
+// 08P01 instead of Postgres's 26000.
+const maxDiscarded = 4096
+
+// holdNameLocked gives the client the name for def (a Parse of it).
+func (c *client) holdNameLocked(name string, def *stmtDef) {
+	if c.stmts == nil {
+		c.stmts = map[string]*stmtDef{}
+	}
+	c.stmts[name] = def
+	delete(c.unconfirmed, name)
+	delete(c.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {

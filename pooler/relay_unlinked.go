@@ -76,10 +76,7 @@ func (c *client) keepSkippedParse(body []byte) {
 	if def == nil {
 		return // over prepared_statement_budget: a later Bind finds no name
 	}
-	if c.stmts == nil {
-		c.stmts = map[string]*stmtDef{}
-	}
-	c.stmts[name] = def
+	c.holdNameLocked(name, def)
 	c.unconfirmLocked(name)
 }
 
@@ -160,11 +157,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 		c.mu.Unlock()
 		return false, nil
 	}
-	if c.stmts == nil {
-		c.stmts = map[string]*stmtDef{}
-	}
-	c.stmts[name] = def
-	delete(c.unconfirmed, name)
+	c.holdNameLocked(name, def)
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return true, err

@@ -47,6 +47,9 @@ type linkState struct {
 	feeding, copyData bool
 	// unsure: see the type's comment.
 	unsure bool
+	// cycleExt counts the extended-protocol messages recorded since the
+	// last terminator (the client's and the pooler's): cyclePos.
+	cycleExt int
 }
 
 // reset makes ls the state of a new link, keeping sent's buffer.
@@ -83,10 +86,12 @@ func (ls *linkState) fromClient(typ byte) {
 	case wire.MsgQuery, wire.MsgFunctionCall:
 		ls.outstanding++
 		ls.sent.push(typ)
+		ls.cycleExt = 0
 	case wire.MsgSync:
 		ls.outstanding++
 		ls.pending = false
 		ls.sent.push(typ)
+		ls.cycleExt = 0
 	case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail:
 		// Part of a COPY already counted by its Query or Sync; kept for
 		// copyStarted (a client may send them before CopyInResponse).
@@ -96,17 +101,36 @@ func (ls *linkState) fromClient(typ byte) {
 	default:
 		ls.pending = true
 		ls.sent.push(typ)
+		if isExtended(typ) {
+			ls.cycleExt++
+		}
 	}
 }
 
 // injected records an extended-protocol message the pooler itself sends
 // (a Parse or Close of a mapped statement): its reply counts like the
 // client's.
-func (ls *linkState) injected(typ byte) { ls.sent.push(typ) }
+func (ls *linkState) injected(typ byte) {
+	ls.sent.push(typ)
+	ls.cycleExt++
+}
 
 // unrecord takes back the last recorded message: the pooler answered it
 // itself and did not send it.
-func (ls *linkState) unrecord() { ls.sent.dropLast() }
+func (ls *linkState) unrecord() {
+	if ls.sent.len() > 0 && isExtended(ls.sent.at(ls.sent.len()-1)) && ls.cycleExt > 0 {
+		ls.cycleExt--
+	}
+	ls.sent.dropLast()
+}
+
+// cyclePos is the place of the extended-protocol message just recorded
+// (with the pooler's messages injected before it) among those of its Sync
+// cycle, counted from 0. When that message fails, the server has
+// completed exactly that many extended messages since its last
+// ReadyForQuery (link.replies): so an ErrorResponse is tied to the
+// message whose op (opBind, opDescribe) carries its place.
+func (ls *linkState) cyclePos() int { return ls.cycleExt - 1 }
 
 // readyForQuery records a ReadyForQuery with status st: the server has
 // finished everything up to its oldest terminator.

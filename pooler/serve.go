@@ -488,6 +488,7 @@ func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
 func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 	l := c.link
 	ignored := l.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	first := l.ls.idle() && l.ls.txStatus == wire.TxIdle && !ignored
 	if l.ls.idle() {
 		// The first request after an idle point starts a query (and a
 		// transaction when none is open).
@@ -499,6 +500,7 @@ func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 	l.ls.fromClient(typ)
 	l.recvBytes += int64(n) + 5
 	if c.tracking {
+		c.captureLocked(typ, n, first)
 		switch typ {
 		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
 			mapped = true

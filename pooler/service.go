@@ -504,6 +504,7 @@ func (s *Service) clientClosed(c *client) {
 	c.mu.Lock()
 	c.setStateLocked(clientClosed)
 	c.clearStmtsLocked()
+	c.discarded = nil
 	c.forgetUnnamedLocked()
 	c.mu.Unlock()
 	if c.r != nil {

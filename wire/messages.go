@@ -82,6 +82,9 @@ func ParseParameterStatus(body []byte) (name, value []byte, err error) {
 // ErrorFields holds the ErrorResponse/NoticeResponse fields the pooler uses.
 type ErrorFields struct {
 	Severity, Code, Message, Detail, Hint string
+	// Routine is the source routine that raised it (R), which
+	// lc_messages does not translate.
+	Routine string
 }
 
 // ParseErrorResponse decodes an ErrorResponse or NoticeResponse body.
@@ -116,6 +119,8 @@ func ParseErrorResponse(body []byte) (ErrorFields, error) {
 			f.Detail = string(v)
 		case 'H':
 			f.Hint = string(v)
+		case 'R':
+			f.Routine = string(v)
 		}
 		body = body[2+i:]
 	}

@@ -166,7 +166,8 @@ func TestParseParameterStatus(t *testing.T) {
 }
 
 func TestParseErrorResponse(t *testing.T) {
-	// As Postgres sends it: localized S, then V, unknown fields ignored.
+	// As Postgres sends it: localized S, then V, R kept (lc_messages does
+	// not translate it), unknown fields ignored.
 	pe := &pgproto3.ErrorResponse{
 		Severity: "ERREUR", SeverityUnlocalized: "ERROR", Code: "42P01",
 		Message: `relation "x" does not exist`, Detail: "d", Hint: "h",
@@ -174,7 +175,7 @@ func TestParseErrorResponse(t *testing.T) {
 	}
 	msg, _ := pe.Encode(nil)
 	f, err := ParseErrorResponse(msg[5:])
-	want := ErrorFields{Severity: "ERROR", Code: "42P01", Message: `relation "x" does not exist`, Detail: "d", Hint: "h"}
+	want := ErrorFields{Severity: "ERROR", Code: "42P01", Message: `relation "x" does not exist`, Detail: "d", Hint: "h", Routine: "parserOpenTable"}
 	if err != nil || f != want {
 		t.Fatalf("= %+v, %v; want %+v", f, err, want)
 	}

@@ -1,0 +1,249 @@
+package pooler
+
+import "github.com/pgturnstile/pgturnstile/wire"
+
+// Statements made stale by a migration (issue 32).
+//
+// Postgres keeps a prepared statement's plan and, when a DDL change (ALTER
+// TABLE … ADD COLUMN under a SELECT *) would change the statement's result,
+// refuses to run it: ERROR 0A000 "cached plan must not change result type",
+// at its Bind or at a Describe of it. Directly, a client recovers by
+// preparing the text again, under a new name (pgjdbc) or the same one after
+// a Close (pgx's statement cache), or a new connection does. Through the
+// pooler every client's name for the text is the one server statement
+// PGTS_n, so before this each of them kept failing on that server until it
+// was closed (PgBouncer's documentation says to RECONNECT).
+//
+// Now, when such an error answers a Bind or Describe of a statement the
+// pooler prepared, the statement is marked stale on that server
+// (serverStmts.markStale): its next use there, by any client, closes it and
+// prepares it again (prepareLocked). Other servers keep theirs until they
+// fail in turn. The error reaches the client as Postgres sent it, except in
+// one case where nothing has happened yet that the client could see or that
+// running it again could repeat: the failed message was the first of an
+// implicit transaction, and the request it began is kept whole (below). The
+// pooler then swallows the error and the ReadyForQuery of the failed
+// request, sends Close and Parse of the statement and the request again,
+// once, and the client gets the replies of that second run as if it had
+// been the only one.
+//
+// The request must tell the client the result's new shape in its own
+// replies, or the client would read rows of a shape other than the one it
+// has cached, which is what Postgres's error protects it from: so only
+//
+//	Bind (of the mapped statement), Describe portal, Execute…, Sync
+//	Describe statement (of the mapped statement), Sync
+//
+// (with Flush anywhere) are run again; a Bind followed by an Execute with no
+// Describe (pgx's statement cache, pgjdbc once a statement is prepared)
+// gets the error, as it would directly, and heals as it would directly. In
+// a transaction block the error always reaches the client: the block is
+// aborted, and ROLLBACK is the client's to send.
+//
+// Keeping the request: serve copies the messages of a request that starts
+// a transaction (recordLocked, captureLocked) into link.retry while it
+// relays them, up to retryKeepLimit bytes and only messages of the shapes
+// above, each whole in the read buffer; any other message ends the copy.
+// The copy is armed when its Sync is recorded, and disarmed by any message
+// recorded after that Sync: so when it is armed at the error, nothing the
+// client sent after the request is on the wire, and the pooler's second
+// run comes next in the server's input and in the client's replies.
+
+// retryKeepLimit bounds the copy of a request kept for running it again.
+const retryKeepLimit = 8 << 10
+
+type retryState uint8
+
+const (
+	retryOff       retryState = iota
+	retryCapturing            // the first request of a transaction is being kept
+	retryArmed                // kept whole, up to its Sync; nothing recorded since
+)
+
+// retryCapture is a link's copy of the request that began an implicit
+// transaction (see above). Written by serve and the pump under c.mu.
+type retryCapture struct {
+	state retryState
+	// def is the mapped statement the request's first message names.
+	def *stmtDef
+	// described: the request describes what it runs (a Describe of the
+	// portal after the Bind, or it is a Describe of the statement);
+	// statementOnly: it began with a Describe of the statement.
+	described, statementOnly bool
+	buf                      []byte // the request's messages as sent, the server's names in them
+	out                      []byte // the second run's rewrite
+	// swallowReady: the failed request's ReadyForQuery is still to come
+	// and goes to nobody.
+	swallowReady bool
+}
+
+func (r *retryCapture) reset() {
+	r.state, r.def, r.swallowReady = retryOff, nil, false
+	if cap(r.buf) > retryKeepLimit {
+		r.buf = nil
+	}
+	if cap(r.out) > keptScratch {
+		r.out = nil
+	}
+}
+
+// captureLocked keeps the message typ of n bytes, about to be relayed, in
+// the copy of the request that began a transaction, or ends the copy.
+// first: nothing is open on the link and no transaction either, so typ
+// begins a request that begins an implicit transaction. The first Bind or
+// Describe is kept by its relay (keepFirstLocked), with the server's name.
+// Called by serve with c.mu held.
+func (c *client) captureLocked(typ byte, n int, first bool) {
+	r := &c.link.retry
+	if first && (typ == wire.MsgBind || typ == wire.MsgDescribe) {
+		r.state, r.def, r.described, r.statementOnly = retryCapturing, nil, false, false
+		r.buf = r.buf[:0]
+		return
+	}
+	if r.state != retryCapturing || r.def == nil {
+		r.state = retryOff
+		return
+	}
+	switch typ {
+	case wire.MsgDescribe:
+		if r.statementOnly || n == 0 || !c.keepWholeLocked(typ, n) || r.buf[len(r.buf)-n] != wire.TargetPortal {
+			r.state = retryOff
+			return
+		}
+		r.described = true
+	case wire.MsgExecute:
+		if r.statementOnly || !r.described || !c.keepWholeLocked(typ, n) {
+			r.state = retryOff
+		}
+	case wire.MsgFlush:
+		r.buf = append(r.buf, wire.MsgFlush, 0, 0, 0, 4)
+	case wire.MsgSync:
+		r.buf = append(r.buf, wire.MsgSync, 0, 0, 0, 4)
+		if r.described {
+			r.state = retryArmed
+		} else {
+			r.state = retryOff
+		}
+	default:
+		r.state = retryOff
+	}
+}
+
+// keepWholeLocked appends the current client message (typ, n body bytes),
+// whole in the read buffer, to the copy; false when it is not or the copy
+// would pass retryKeepLimit. Called with c.mu held.
+func (c *client) keepWholeLocked(typ byte, n int) bool {
+	r := &c.link.retry
+	if len(r.buf)+5+n > retryKeepLimit || 5+n > wire.DefaultBufferSize {
+		return false
+	}
+	body, err := c.r.Peek(n)
+	if err != nil || len(body) != n {
+		return false
+	}
+	r.buf = wire.AppendHeader(r.buf, typ, n)
+	r.buf = append(r.buf, body...)
+	return true
+}
+
+// keepFirstLocked keeps the request's first message, a Bind or Describe of
+// the mapped statement def as the server gets it: head, and for a Bind the
+// client's body from offset from (nil when the Bind was not held whole:
+// the copy ends). Called by the relay with c.mu held.
+func (c *client) keepFirstLocked(def *stmtDef, describe bool, head, body []byte, from int) {
+	r := &c.link.retry
+	if (!describe && body == nil) || len(head)+len(body)-from > retryKeepLimit {
+		r.state = retryOff
+		return
+	}
+	r.def, r.statementOnly, r.described = def, describe, describe
+	r.buf = append(r.buf[:0], head...)
+	if !describe {
+		r.buf = append(r.buf, body[from:]...)
+	}
+}
+
+// isStalePlan reports whether the server's current message, an
+// ErrorResponse, is Postgres's "cached plan must not change result type",
+// by its SQLSTATE and its routine (RevalidateCachedQuery, which
+// lc_messages does not translate) or its English text. It reads the
+// message without consuming it.
+func isStalePlan(s *server) bool {
+	if !s.r.Fits() {
+		return false
+	}
+	body, err := s.r.Peek(s.r.BodyLen())
+	if err != nil {
+		return false
+	}
+	f, err := wire.ParseErrorResponse(body)
+	return err == nil && f.Code == "0A000" &&
+		(f.Routine == "RevalidateCachedQuery" || f.Message == "cached plan must not change result type")
+}
+
+// staleLocked applies a stale-plan error that answers a Bind or Describe of
+// a mapped statement: the statement is marked stale on s and returned; nil
+// when the error answers another message. replies: the extended messages
+// the server completed in the failing request before the error. Called by
+// the pump with c.mu held, before errorLocked pops the ops.
+func (c *client) staleLocked(s *server, replies int) *stmtDef {
+	o := c.link.ops.peek()
+	if o == nil || (o.kind != opBind && o.kind != opDescribe) || o.def == nil || o.pos != replies {
+		return nil
+	}
+	s.stmts.markStale(o.def)
+	return o.def
+}
+
+// retryLocked runs the kept request again after its first message, of def,
+// failed with a stale plan, when it is safe (see the top of this file):
+// the copy is armed for def, the client is here, serve is not writing to
+// s and nothing was sent after the request's Sync. It writes Close and
+// Parse of def and the request to s, records them on the link as serve
+// records the client's, and reports true; the caller swallows the error,
+// and the pump the failed request's ReadyForQuery (retry.swallowReady).
+// The copy is disarmed either way: a request runs again at most once.
+// Called by the pump with c.mu held, after errorLocked; it writes to the
+// server with c.mu held, so that serve, which records a message under c.mu
+// before it writes it, cannot write in between.
+func (c *client) retryLocked(s *server, def *stmtDef) bool {
+	r := &c.link.retry
+	armed := r.state == retryArmed && r.def == def
+	r.state = retryOff
+	if !armed || c.gone.Load() || c.link.writing || !s.stmts.holds(def) ||
+		c.link.ls.sent.len() != 1 || c.link.ls.sent.at(0) != wire.MsgSync {
+		return false
+	}
+	out := c.prepareLocked(r.out[:0], s, def, opParseInjected, "")
+	for b := r.buf; len(b) >= 5; {
+		typ, n := b[0], 1+int(uint32(b[1])<<24|uint32(b[2])<<16|uint32(b[3])<<8|uint32(b[4]))
+		c.link.ls.fromClient(typ)
+		switch typ {
+		case wire.MsgBind:
+			c.pushReplyOpLocked(opBind, def)
+		case wire.MsgDescribe:
+			if r.statementOnly {
+				c.pushReplyOpLocked(opDescribe, def)
+			} else {
+				c.pushReplyOpLocked(opDescribe, nil)
+			}
+		case wire.MsgSync:
+			c.link.ops.push(op{kind: opSync, msg: typ})
+		}
+		b = b[n:]
+	}
+	r.swallowReady = true
+	err := c.writeRewrite(s.w, out)
+	if err == nil {
+		err = s.w.Write(r.buf)
+	}
+	if err == nil {
+		err = s.w.Flush()
+	}
+	r.out = shrunk(out)
+	if err != nil {
+		// The pump's next read finds the server gone.
+		s.conn.Close()
+	}
+	return true
+}
