@@ -813,7 +813,7 @@ func (c *client) consoleLogin() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	err := admin.ServeFDs(c.svc.Console(), c.r, c.w, c.user, role, sendFD)
+	err := admin.ServeFDs(c.svc.Console(), c.r, c.w, c.user, role, sendFD, c.logger())
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.logger().Info("console closed: " + err.Error())
 	}
