@@ -283,6 +283,7 @@ func (c *client) appendWelcome(out []byte, status []byte) []byte {
 	if msg := c.svc.settings().LoginNotifyMessage; msg != "" {
 		out = appendNotice(out, msg)
 	}
+	out = c.appendOptionNotices(out)
 	return wire.AppendReadyForQuery(out, wire.TxIdle)
 }
 
