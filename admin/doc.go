@@ -78,10 +78,23 @@
 //
 // # SET USER and SET POOL
 //
-// The settings string is validated here (ParseUserSettings,
-// ParsePoolSettings, SplitPoolName: the fork's strict rules) and passed on
-// unchanged to Console.SetUser / Console.SetPool, which apply it with the
-// fork's replace-not-merge semantics.
+// SET USER <user> = 'key=value ...' takes pool_mode, max_user_connections,
+// pool_size, reserve_pool_size and max_user_client_connections; SET POOL
+// <user>.<database> = 'pool_size=n' takes the user first (SHOW POOLS prints
+// the database first) and only pool_size. The settings string is validated
+// here (ParseUserSettings, ParsePoolSettings, SplitPoolName: the fork's
+// strict rules) and passed on unchanged to Console.SetUser /
+// Console.SetPool, which apply it with the fork's replace-not-merge
+// semantics, by name: a user or database the pooler does not know yet is
+// accepted, and the Console answers with Notices (no such user, no such
+// database) that Serve sends before the tag.
+//
+// # Audit lines
+//
+// Each command that changes something is logged once it passed the role
+// check, in PgBouncer's words ("PAUSE 'appdb' command issued", audit.go),
+// on the logger ServeFDs is given, which carries the console client's
+// identity.
 //
 // # Online restart
 //

@@ -57,7 +57,29 @@ var ErrQueryTooLong = errors.New("admin: query too long")
 // the command's tag (PgBouncer's SET of a TLS setting that cannot be
 // applied yet).
 type Notice struct {
-	Message, Detail string
+	Message, Detail, Hint string
 }
 
 func (n *Notice) Error() string { return n.Message }
+
+// notices returns the Notices err is made of: one *Notice, or several
+// joined (errors.Join); ok is false when err holds anything else, a
+// failure.
+func notices(err error) (ns []*Notice, ok bool) {
+	j, isJ := err.(interface{ Unwrap() []error })
+	if !isJ {
+		var n *Notice
+		if errors.As(err, &n) {
+			return []*Notice{n}, true
+		}
+		return nil, false
+	}
+	for _, e := range j.Unwrap() {
+		n, isN := e.(*Notice)
+		if !isN {
+			return nil, false
+		}
+		ns = append(ns, n)
+	}
+	return ns, len(ns) > 0
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,10 @@ type session struct {
 	w    *wire.Writer
 	user string
 	role Role
+	// log gets the audit lines of the commands that change something
+	// ("PAUSE 'appdb' command issued"); it carries who the console
+	// client is (user, address) as its attributes.
+	log  *slog.Logger
 	buf  []byte // reply being built; written and flushed once per query
 	done bool   // SHUTDOWN (immediate): stop serving without a reply
 
@@ -37,15 +42,19 @@ type session struct {
 // (AuthenticationOk, ParameterStatus, BackendKeyData, ReadyForQuery) has
 // already been sent by the pooler.
 func Serve(con Console, r *wire.Reader, w *wire.Writer, user string, role Role) error {
-	return ServeFDs(con, r, w, user, role, nil)
+	return ServeFDs(con, r, w, user, role, nil, nil)
 }
 
 // ServeFDs is Serve for a session that may take part in an online restart:
 // send passes SHOW FDS's descriptors (fds.go). A session that got them and
 // ends without the SHUTDOWN that hands them over resumes the service: the
-// restart failed, and the old process goes on.
-func ServeFDs(con Console, r *wire.Reader, w *wire.Writer, user string, role Role, send FDSender) error {
-	s := &session{con: con, w: w, user: user, role: role, sendFD: send}
+// restart failed, and the old process goes on. log gets the audit line of
+// each command that changes something (audit.go), nil: none.
+func ServeFDs(con Console, r *wire.Reader, w *wire.Writer, user string, role Role, send FDSender, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &session{con: con, w: w, user: user, role: role, sendFD: send, log: log}
 	defer func() {
 		if s.handover != nil && !s.handedOver {
 			con.Resume("")
@@ -150,6 +159,13 @@ func (s *session) notice(msg, detail string) {
 	s.buf = wire.AppendErrorResponse(s.buf, wire.MsgNoticeResponse, "NOTICE", "00000", msg, detail, "")
 }
 
+// notices sends each Notice of a Console answer that took effect.
+func (s *session) notices(ns []*Notice) {
+	for _, n := range ns {
+		s.buf = wire.AppendErrorResponse(s.buf, wire.MsgNoticeResponse, "NOTICE", "00000", n.Message, n.Detail, n.Hint)
+	}
+}
+
 func (s *session) complete(tag string) {
 	s.buf = appendCommandComplete(s.buf, tag)
 }
@@ -233,13 +249,14 @@ func (s *session) set(cmd Command) {
 		s.error(newError(msgAdminNeeded))
 		return
 	}
+	s.audit(auditSet(cmd))
 	if err := s.con.Set(cmd.Arg, cmd.Value); err != nil {
-		var n *Notice
-		if !errors.As(err, &n) {
+		ns, ok := notices(err)
+		if !ok {
 			s.setFailed(err)
 			return
 		}
-		s.notice(n.Message, n.Detail)
+		s.notices(ns)
 	}
 	s.complete("SET " + cmd.Arg + "=" + cmd.Value)
 }
@@ -265,6 +282,7 @@ func (s *session) setOverride(cmd Command) {
 		s.error(newError(msgAdminNeeded))
 		return
 	}
+	s.audit(auditSet(cmd))
 	var err error
 	if cmd.Verb == VerbSetUser {
 		if _, err = ParseUserSettings(cmd.Value); err == nil {
@@ -279,8 +297,15 @@ func (s *session) setOverride(cmd Command) {
 		}
 	}
 	if err != nil {
-		s.setFailed(err)
-		return
+		// The override took effect; the NOTICEs say the user or the
+		// database is not known now (a typo, or the order of SET POOL's
+		// name reversed).
+		ns, ok := notices(err)
+		if !ok {
+			s.setFailed(err)
+			return
+		}
+		s.notices(ns)
 	}
 	s.complete("SET " + cmd.Arg + "=" + cmd.Value)
 }
@@ -322,6 +347,10 @@ func (s *session) command(q string, cmd Command) {
 	if s.role != RoleAdmin {
 		s.error(newError(msgAdminNeeded))
 		return
+	}
+	if !(cmd.Verb == "shutdown" && arg == "" && s.handover != nil) {
+		// The online restart's SHUTDOWN logs its own hand-over.
+		s.audit(auditCommand(cmd))
 	}
 	generic := newError("%s failed", strings.ToUpper(cmd.Verb))
 	switch cmd.Verb {

@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -46,7 +47,7 @@ func ClientTLSConfig(s TLSSettings) (cfg *tls.Config, warn string, err error) {
 	if s.KeyFile == "" || s.CertFile == "" {
 		return nil, "", fmt.Errorf("client_tls_sslmode=%s needs client_tls_key_file and client_tls_cert_file", s.Mode)
 	}
-	cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+	cert, err := loadKeyPair(s.CertFile, s.KeyFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("client TLS key pair: %v", err)
 	}
@@ -107,7 +108,7 @@ func ServerTLSConfig(s TLSSettings, host string) (cfg *tls.Config, warn string, 
 		return nil, "", err
 	}
 	if s.CertFile != "" || s.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		cert, err := loadKeyPair(s.CertFile, s.KeyFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("server TLS key pair: %v", err)
 		}
@@ -200,6 +201,46 @@ func commonNameMatches(cn, host string) bool {
 // ServerTLSRequired reports whether a server that refuses TLS is an error.
 func ServerTLSRequired(mode string) bool {
 	return mode == TLSRequire || mode == TLSVerifyCA || mode == TLSVerifyFull
+}
+
+// loadKeyPair is tls.LoadX509KeyPair with the file at fault named: Go's
+// parse errors ("failed to find any PEM data in certificate input") name
+// neither file, and a key pair is two.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err // *PathError: names the file
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	switch {
+	case err == nil:
+		return cert, nil
+	case !hasCertificate(certPEM):
+		return cert, fmt.Errorf("%s: %v", certFile, err)
+	case strings.Contains(err.Error(), "does not match"):
+		return cert, fmt.Errorf("%s and %s: %v", keyFile, certFile, err)
+	}
+	return cert, fmt.Errorf("%s: %v", keyFile, err)
+}
+
+// hasCertificate says whether data holds a PEM CERTIFICATE block that
+// parses, as tls.X509KeyPair needs first.
+func hasCertificate(data []byte) bool {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return false
+		}
+		if b.Type == "CERTIFICATE" {
+			_, err := x509.ParseCertificate(b.Bytes)
+			return err == nil
+		}
+	}
 }
 
 func loadCAs(path string) (*x509.CertPool, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -280,6 +281,49 @@ func (c *client) admSession(pol *classify.Policy) *classify.Session {
 		c.adm.session = pol.Session(c.user, c.dbName, app, c.adm.opts)
 	}
 	return &c.adm.session
+}
+
+// appendOptionNotices appends a NOTICE for each admission option of the
+// startup packet (-c pgturnstile.KEY=VALUE) that the policy in force
+// ignores or changes (classify.OptionIssues): an unknown key, a priority
+// that names no tier, one above the user's max_priority (clamped), and
+// counts each in pgturnstile_admission_option_notices_total. Without an
+// admission policy the options do nothing and nothing is said: the same
+// options may be meant for a policy a RELOAD brings.
+func (c *client) appendOptionNotices(out []byte) []byte {
+	if c.adm == nil || len(c.adm.opts) == 0 {
+		return out
+	}
+	ap := c.svc.adm.Load()
+	if ap == nil {
+		return out
+	}
+	pol := ap.policy
+	for _, is := range pol.OptionIssues(c.user, c.dbName, c.params["application_name"], c.adm.opts) {
+		var msg, detail string
+		switch is.Reason {
+		case classify.IssueUnknownKey:
+			msg = "unknown admission option pgturnstile." + is.Key + " ignored"
+			keys := append([]string{"priority", "category"}, pol.Tree().Levels()...)
+			detail = "The keys are " + strings.Join(keys, ", ") + "."
+		case classify.IssueBadPriority:
+			msg = "admission option pgturnstile.priority=" + is.Value + " names no priority, ignored"
+			names := make([]string, pol.Tiers())
+			for i := range names {
+				names[i] = pol.PriorityName(i)
+			}
+			detail = "The priorities are " + strings.Join(names, ", ") + "."
+		case classify.IssueClampedPriority:
+			msg = "admission priority " + is.Value + " is above the allowed " + is.Max + ", lowered to " + is.Max
+		}
+		out = wire.AppendErrorResponse(out, wire.MsgNoticeResponse, "NOTICE", "00000", msg, detail, "")
+		labels := ""
+		if c.pool != nil {
+			labels = c.pool.metrics.labels + ","
+		}
+		c.svc.metrics.GetOrCreateCounter(fmt.Sprintf(`pgturnstile_admission_option_notices_total{%sreason="%s"}`, labels, is.Reason)).Inc()
+	}
+	return out
 }
 
 // clientAdmission is a client's admission state.

@@ -656,11 +656,18 @@ func (v consoleView) SetUser(name, settings string) error {
 	u := config.NewUser(name)
 	u.PoolMode, u.PoolSize, u.ReservePoolSize = us.PoolMode, us.PoolSize, us.ReservePoolSize
 	u.MaxUserConnections, u.MaxUserClientConnections = us.MaxUserConnections, us.MaxUserClientConnections
+	known := s.knownUser(name) // before NoteConfigured lists it
 	s.mu.Lock()
 	s.userOverrides[name] = u
 	s.mu.Unlock()
 	s.users.Load().NoteConfigured(name)
-	return s.Apply(s.config(), false)
+	if err := s.Apply(s.config(), false); err != nil {
+		return err
+	}
+	if !known {
+		return unknownUserNotice(name)
+	}
+	return nil
 }
 
 func (v consoleView) SetPool(user, db, settings string) error {
@@ -669,10 +676,63 @@ func (v consoleView) SetPool(user, db, settings string) error {
 	if err != nil {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
+	// Known before the override is applied, which may start its pool.
+	userKnown, dbKnown := s.knownUser(user), s.checkDB(db) == nil
+	swapped := s.knownUser(db) && s.checkDB(user) == nil
 	s.mu.Lock()
 	s.poolOverrides[config.PoolKey(user, db)] = &config.Pool{User: user, Database: db, PoolSize: ps.PoolSize}
 	s.mu.Unlock()
-	return s.Apply(s.config(), false)
+	if err := s.Apply(s.config(), false); err != nil {
+		return err
+	}
+	// The override is kept by name whatever these say: a user or a
+	// database may come later (auth_query, "*").
+	var ns []error
+	if !userKnown {
+		ns = append(ns, unknownUserNotice(user))
+	}
+	if !dbKnown {
+		n := &admin.Notice{Message: "no such database: " + db,
+			Detail: "The setting is kept and applies to pool " + user + "." + db + " once database \"" + db + "\" is used."}
+		ns = append(ns, n)
+	}
+	if !userKnown && !dbKnown && swapped {
+		// SHOW POOLS prints the database first; SET POOL takes the
+		// user first.
+		ns[len(ns)-1].(*admin.Notice).Hint = "SET POOL takes user.database: did you mean SET POOL " + db + "." + user + "?"
+	}
+	return errors.Join(ns...)
+}
+
+// knownUser says whether name is a user the service knows now: in the
+// user store (auth_file, [users], SET USER, logged in through auth_query
+// or LDAP/PAM), the forced user of a database, or the user of a pool.
+func (s *Service) knownUser(name string) bool {
+	if _, ok := s.users.Load().Lookup(name); ok {
+		return true
+	}
+	cfg := s.config()
+	if _, ok := cfg.Users[name]; ok {
+		return true
+	}
+	for _, d := range cfg.Databases {
+		if d.User == name {
+			return true
+		}
+	}
+	for _, p := range s.allPools() {
+		if p.key.user == name {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownUserNotice is SET USER's and SET POOL's NOTICE for a user not
+// known now: the override is still kept, by name.
+func unknownUserNotice(name string) *admin.Notice {
+	return &admin.Notice{Message: "no such user: " + name,
+		Detail: "The setting is kept and applies once user \"" + name + "\" logs in."}
 }
 
 // dropClient disconnects a client for KILL/KILL_CLIENT and forgets it at

@@ -283,6 +283,7 @@ func (c *client) appendWelcome(out []byte, status []byte) []byte {
 	if msg := c.svc.settings().LoginNotifyMessage; msg != "" {
 		out = appendNotice(out, msg)
 	}
+	out = c.appendOptionNotices(out)
 	return wire.AppendReadyForQuery(out, wire.TxIdle)
 }
 
@@ -821,7 +822,7 @@ func (c *client) consoleLogin() error {
 		return err
 	}
 	c.conn.SetDeadline(time.Time{})
-	err := admin.ServeFDs(c.svc.Console(), c.r, c.w, c.user, role, sendFD)
+	err := admin.ServeFDs(c.svc.Console(), c.r, c.w, c.user, role, sendFD, c.logger())
 	if err != nil && !errors.Is(err, io.EOF) {
 		c.logger().Info("console closed: " + err.Error())
 	}

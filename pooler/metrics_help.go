@@ -69,6 +69,7 @@ var metricHelp = map[string]string{
 	"pgturnstile_admission_capacity_seconds_total": "Slot-seconds of capacity of the pool's admission gate since it started (a policy reload restarts it).",
 	"pgturnstile_admission_decisions_total":        "Admission decisions, by priority, fair-share category and outcome.",
 	"pgturnstile_admission_wait_seconds":           "How long admission decisions took, by priority.",
+	"pgturnstile_admission_option_notices_total":   "NOTICEs sent at login for an admission startup option ignored or changed (unknown key, priority that names no tier, priority clamped to max_priority).",
 
 	// The process.
 	"pgturnstile_clients":                  "Client connections open, logged in or not.",

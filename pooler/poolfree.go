@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -46,6 +47,17 @@ func (s *Service) freeUnusedPools(now time.Time) {
 		return
 	}
 	cfg := s.config()
+	// PgBouncer's lines for what is freed, logged once Service.mu is
+	// released (no log write under an outer lock).
+	var freedPools, droppedDBs []string
+	defer func() {
+		for _, l := range freedPools {
+			s.log.Info(l)
+		}
+		for _, name := range droppedDBs {
+			s.log.Warn("dropping database '" + name + "' as it does not exist anymore or inactive auto-database")
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// An auto-database is unused since the latest of its pools' times;
@@ -90,10 +102,17 @@ func (s *Service) freeUnusedPools(now time.Time) {
 		if autoGone || poolGone {
 			s.freePoolLocked(key, p)
 		}
+		if poolGone && !autoGone {
+			// janitor.c's words; the auto-database's own line says why
+			// its pools go.
+			freedPools = append(freedPools, fmt.Sprintf("cleaning up idle pool for user %s on db %s because: pool idle timeout (age= %ds)",
+				key.user, key.db, int64(now.Sub(p.unusedSince)/time.Second)))
+		}
 	}
 	for name, a := range autos {
 		if !a.inUse && st.AutodbIdleTimeout > 0 && now.Sub(a.since) >= st.AutodbIdleTimeout {
 			s.autoDBs.Delete(name)
+			droppedDBs = append(droppedDBs, name)
 		}
 	}
 }

@@ -58,6 +58,11 @@ func TestTimingPoolIdleTimeoutFreesPool(t *testing.T) {
 		if metricsMention(r, "db", "u") {
 			t.Fatalf("freed pool's series still in /metrics")
 		}
+		// PgBouncer's line (janitor.c): unused since ~1.1 s, freed at the
+		// first janitor pass past 6.1 s.
+		if !strings.Contains(r.log.String(), "cleaning up idle pool for user u on db db because: pool idle timeout (age= 5s)") {
+			t.Errorf("no cleaning up line in the log:\n%s", r.log.String())
+		}
 		c2 := r.connect("u", nil)
 		if rep := c2.query("SELECT 2"); !rep.ready || rep.err != nil {
 			t.Fatalf("query on the fresh pool: %+v", rep)
@@ -109,6 +114,9 @@ func TestTimingAutodbIdleTimeoutFreesDatabase(t *testing.T) {
 		r.sleepUntil(7 * time.Second)
 		if listed() || hasPool(r, "auto", "u") || metricsMention(r, "auto", "u") {
 			t.Fatalf("auto-database still there after autodb_idle_timeout")
+		}
+		if !strings.Contains(r.log.String(), "level=WARN msg=\"dropping database 'auto' as it does not exist anymore or inactive auto-database\"") {
+			t.Errorf("no dropping database line in the log:\n%s", r.log.String())
 		}
 		c2 := connectTo(r, "auto")
 		if rep := c2.query("SELECT 2"); !rep.ready || rep.err != nil {

@@ -94,7 +94,7 @@ func (c *client) replicationStartup(startup map[string]string) []wire.Param {
 // replicationLogin ends the login of a replication client: it joins its
 // pool in session mode, waits for a server of its own, and gets that
 // server's welcome. A server that refuses the login fails the client with
-// "login failed", as PgBouncer does (the server's words go to the log).
+// Postgres's ErrorResponse, as an ordinary login does (replicationLoginError).
 func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup map[string]string) error {
 	if st.ApplicationNameAddHost {
 		startup["application_name"] += " - " + c.conn.RemoteAddr().String()
@@ -290,14 +290,16 @@ func (c *client) endReplication(s *server, reason string) {
 }
 
 // replicationLoginError is what a replication client is told when its
-// server's login failed: a refusal by Postgres (no replication role, no
-// hba line for replication) is "login failed", its words logged; other
-// failures as for any client.
+// server's login failed: as any client (serverLoginError), a refusal by
+// Postgres (no replication role, no hba line for replication) is passed on
+// in Postgres's words and SQLSTATE, where PgBouncer says only "login
+// failed"; its log line is PgBouncer's ("S: login failed: ..."). Unlike an
+// ordinary login's refusal it fails no other client: the pool's ordinary
+// logins may well succeed.
 func replicationLoginError(p *serverPool, s *server, err error) error {
 	var se *auth.ServerError
 	if errors.As(err, &se) {
-		p.svc.log.Error("S: login failed: " + se.Fields.Severity + ": " + se.Fields.Message)
-		return newError(CodeLoginFailed)
+		p.serverLogger(s).Error("S: login failed: " + se.Fields.Severity + ": " + se.Fields.Message)
 	}
 	return serverLoginError(err)
 }

@@ -211,19 +211,20 @@ func TestReplicationConnection(t *testing.T) {
 }
 
 // TestReplicationLoginRefused: a server that refuses the walsender fails
-// the client with PgBouncer's "login failed", the server's words logged,
-// and both closings logged as login failed.
+// the client with Postgres's own words, as an ordinary login's refusal
+// does (PgBouncer says only "login failed"), PgBouncer's "S: login
+// failed" line logged, and both closings logged with the reason.
 func TestReplicationLoginRefused(t *testing.T) {
 	fake := startFakePostgres(t)
 	tp := startTestPooler(t, fake, map[string]string{"rdb": ""}, "")
 	defer tp.shutdown(t, fake)
 	rc := dialRepl(t, tp.addr, [][2]string{{"user", "norepl"}, {"database", "rdb"}, {"replication", "yes"}})
-	if got, _ := rc.untilReady(); got != "E(login failed)" {
-		t.Errorf("refused replication login: %q, want E(login failed)", got)
+	if got, _ := rc.untilReady(); got != "E(permission denied to start WAL sender)" {
+		t.Errorf("refused replication login: %q, want E(permission denied to start WAL sender)", got)
 	}
-	waitLog(t, tp, "S: login failed: FATAL: permission denied to start WAL sender")
-	waitLog(t, tp, "closing because: login failed (age=", "conn=S-")
-	waitLog(t, tp, "closing because: login failed (age=", "conn=C-")
+	waitLog(t, tp, "S: login failed: FATAL: permission denied to start WAL sender", "conn=S-")
+	waitLog(t, tp, "closing because: permission denied to start WAL sender (age=", "conn=S-")
+	waitLog(t, tp, "closing because: permission denied to start WAL sender (age=", "conn=C-")
 }
 
 // TestReplicationHBA: a physical replication connection matches only an

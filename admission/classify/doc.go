@@ -28,6 +28,9 @@
 // level down, "web/search", or "source=web/endpoint=search"), and one key
 // per tree level. Keys this policy does not know are ignored, so the
 // trailing form coexists with sqlcommenter's own keys (route, traceparent…).
+// In the startup options they are not silent: Policy.OptionIssues lists an
+// unknown key, a priority that names no tier and a clamped priority, and
+// the pooler answers each with a NOTICE at login and counts it.
 //
 // Priorities are clamped: options and tags may lower a session's priority,
 // and raise it no higher than the user's max_priority ([users.NAME]). When

@@ -410,3 +410,53 @@ func (p *Policy) ClassifyTag(s *Session, t Tag, ok bool) admission.Class {
 	}
 	return c
 }
+
+// OptionIssue is a startup option (OptionTag) that Session did not apply
+// as written: the client is told (pooler: a NOTICE at login) rather than
+// left to find out from SHOW ADMISSION.
+type OptionIssue struct {
+	Reason string // IssueUnknownKey, IssueBadPriority or IssueClampedPriority
+	Key    string // without the "pgturnstile." prefix
+	Value  string
+	// Max is the most important priority the session may have, for
+	// IssueClampedPriority.
+	Max string
+}
+
+// The reasons of an OptionIssue, also the label of the counter of them.
+const (
+	IssueUnknownKey      = "unknown_key"      // not priority, category, or a level of the tree
+	IssueBadPriority     = "bad_priority"     // priority= names no tier
+	IssueClampedPriority = "clamped_priority" // priority above the user's max_priority: lowered to it
+)
+
+// OptionIssues lists what Session(user, database, applicationName, opts)
+// ignored or changed among opts: unknown keys, priorities that name no
+// tier, priorities more important than the session may ask for (clamped).
+// It runs once per login with options, not on the path of a transaction.
+func (p *Policy) OptionIssues(user, database, applicationName string, opts []OptionTag) []OptionIssue {
+	var out []OptionIssue
+	var sess Session
+	placed := false
+	for _, o := range opts {
+		switch {
+		case o.Key == "priority":
+			prio, ok := p.priorityOf([]byte(o.Value))
+			if !ok {
+				out = append(out, OptionIssue{Reason: IssueBadPriority, Key: o.Key, Value: o.Value})
+				continue
+			}
+			if !placed {
+				sess, placed = p.Session(user, database, applicationName, nil), true
+			}
+			if prio < sess.max {
+				out = append(out, OptionIssue{Reason: IssueClampedPriority, Key: o.Key, Value: o.Value,
+					Max: p.PriorityName(int(sess.max))})
+			}
+		case o.Key == "category", p.levelIndex([]byte(o.Key)) >= 0:
+		default:
+			out = append(out, OptionIssue{Reason: IssueUnknownKey, Key: o.Key, Value: o.Value})
+		}
+	}
+	return out
+}

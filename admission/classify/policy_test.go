@@ -359,3 +359,31 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// OptionIssues lists the startup options Session ignores or changes, so
+// that the pooler can say so at login.
+func TestOptionIssues(t *testing.T) {
+	p := mustPolicy(t, testPolicy)
+	for _, tc := range []struct {
+		user, app string
+		opts      []OptionTag
+		want      string
+	}{
+		{"u", "", []OptionTag{{"priority", "low"}, {"source", "web"}, {"endpoint", "search"}, {"category", "web/search"}}, ""},
+		{"u", "", []OptionTag{{"priority", "high"}}, ""}, // its maximum
+		{"u", "", []OptionTag{{"priority", "critical"}}, "clamped_priority priority=critical max=high"},
+		{"capped", "", []OptionTag{{"priority", "0"}}, "clamped_priority priority=0 max=medium"},
+		{"u", "batch-1", []OptionTag{{"priority", "medium"}}, "clamped_priority priority=medium max=low"},
+		{"admin", "", []OptionTag{{"priority", "critical"}}, ""},
+		{"u", "", []OptionTag{{"priority", "urgent"}}, "bad_priority priority=urgent max="},
+		{"u", "", []OptionTag{{"tier", "x"}, {"catgory", "web"}}, "unknown_key tier=x max=; unknown_key catgory=web max="},
+	} {
+		var got []string
+		for _, is := range p.OptionIssues(tc.user, "db", tc.app, tc.opts) {
+			got = append(got, is.Reason+" "+is.Key+"="+is.Value+" max="+is.Max)
+		}
+		if s := strings.Join(got, "; "); s != tc.want {
+			t.Errorf("OptionIssues(%q, %q, %v) = %q, want %q", tc.user, tc.app, tc.opts, s, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/errtext"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
 
@@ -138,7 +139,9 @@ func lineText(r slog.Record, attrs []slog.Attr) string {
 		}
 		fmt.Fprintf(&b, "%s: %s/%s@%s ", conn, db, user, addr)
 	}
-	b.WriteString(r.Message)
+	// System errors in the C library's words (errtext), as PgBouncer's
+	// lines have them and log watchers match them.
+	b.WriteString(errtext.Line(r.Message))
 	for _, a := range rest {
 		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 	}

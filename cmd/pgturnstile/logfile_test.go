@@ -113,7 +113,7 @@ func TestReopenLogsFailureLine(t *testing.T) {
 	log, sys := withSyslog(slog.New(newHandler(o, 0)), &st)
 	defer sys.Close()
 	reopenLogs(log, o, sys, &st)
-	want := "ERROR Cannot open logfile: '" + st.Logfile + "': no such file or directory\n"
+	want := "ERROR Cannot open logfile: '" + st.Logfile + "': No such file or directory\n"
 	if got := readFile(t, path); !strings.HasSuffix(got, want) {
 		t.Errorf("log = %q, want a line ending %q", got, want)
 	}

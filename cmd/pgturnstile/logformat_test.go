@@ -123,3 +123,27 @@ func TestHandlerJSON(t *testing.T) {
 		t.Errorf("after log_format = text: %q", out.String())
 	}
 }
+
+// System errors in log lines are in the C library's words, text and JSON
+// alike: PgBouncer's log watchers match "No such file or directory".
+func TestHandlerErrnoText(t *testing.T) {
+	_, err := os.Open("/nonexistent/pgturnstile.log")
+	msg := "Cannot open logfile: '/nonexistent/pgturnstile.log': " + err.Error()
+	want := "Cannot open logfile: '/nonexistent/pgturnstile.log': open /nonexistent/pgturnstile.log: No such file or directory"
+	var out bytes.Buffer
+	h := newHandler(&out, 0)
+	handle(t, h, slog.LevelError, msg)
+	if !strings.HasSuffix(strings.TrimSpace(out.String()), want) {
+		t.Errorf("text line %q, want it to end %q", out.String(), want)
+	}
+	out.Reset()
+	h.setFormat(func() string { return "json" })
+	handle(t, h, slog.LevelError, msg)
+	var rec map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["msg"] != want {
+		t.Errorf("JSON msg %q, want %q", rec["msg"], want)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"log/slog"
+
+	"github.com/pgturnstile/pgturnstile/internal/errtext"
 )
 
 // newJSONHandler is log_format = json: each line one JSON object, slog's
@@ -27,6 +29,11 @@ func newJSONHandler(w io.Writer, pid int) slog.Handler {
 			case slog.LevelKey:
 				if l, ok := a.Value.Any().(slog.Level); ok {
 					return slog.String(slog.LevelKey, levelName(l))
+				}
+			case slog.MessageKey:
+				// The C library's words for system errors, as the text lines.
+				if a.Value.Kind() == slog.KindString {
+					return slog.String(slog.MessageKey, errtext.Line(a.Value.String()))
 				}
 			case slog.TimeKey:
 				// Milliseconds, as the text lines (slog's default is

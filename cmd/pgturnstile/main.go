@@ -22,6 +22,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/errtext"
 	"github.com/pgturnstile/pgturnstile/internal/procscale"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
@@ -132,7 +133,13 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "pgturnstile: cannot load config file: %v\n", err)
+		// config.Load says "cannot load config file" itself when the file
+		// cannot be read; a parse error gets it here.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "cannot load config file: ") {
+			msg = "cannot load config file: " + msg
+		}
+		fmt.Fprintf(stderr, "pgturnstile: %s\n", errtext.Line(msg))
 		return 1
 	}
 

@@ -85,3 +85,17 @@ func TestVersionMatchesShowVersion(t *testing.T) {
 		t.Fatalf("exit %d, first line %q", code, first)
 	}
 }
+
+// A config file that cannot be read is said once, "cannot load config
+// file", with the system error in the C library's words, as PgBouncer's.
+func TestConfigLoadErrorText(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.ini")
+	var stderr bytes.Buffer
+	if code := run([]string{missing}, &stderr); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	want := "pgturnstile: cannot load config file: open " + missing + ": No such file or directory\n"
+	if stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+}

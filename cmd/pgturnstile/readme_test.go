@@ -59,3 +59,38 @@ func TestDocLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// section returns the text of the README's "## title" section.
+func section(t *testing.T, readme, title string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(readme, "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("README has no section %q", title)
+	}
+	if i := strings.Index(rest, "\n## "); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// The README warns where it walks a reader into a surprise: "Try it" has
+// SET USER before a RELOAD, and the override outlives the RELOAD; users
+// of PgBouncer 1.18 (Debian 12's) get SIGTERM's new meaning and the
+// start-up refusals.
+func TestReadmeNotes(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	try := strings.Join(strings.Fields(section(t, readme, "Try it")), " ")
+	if strings.Contains(try, "SET USER") && strings.Contains(try, "RELOAD") && !strings.Contains(try, "outlives the RELOAD") {
+		t.Errorf("Try it runs SET USER and RELOAD without saying that the override outlives the RELOAD")
+	}
+	mig := strings.Join(strings.Fields(section(t, readme, "Coming from PgBouncer 1.18")), " ")
+	for _, want := range []string{"SIGTERM waits for the clients", "SHUTDOWN WAIT_FOR_CLIENTS", "SIGQUIT", "Start-up refuses what 1.18 only warned about", "auth_file"} {
+		if !strings.Contains(mig, want) {
+			t.Errorf("the 1.18 migration note does not say %q", want)
+		}
+	}
+}
