@@ -3,6 +3,7 @@ package pooler
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -255,8 +256,10 @@ func TestApplyDeriveThenSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	con := svc.Console()
-	if err := con.SetUser("u", "pool_size=3"); err != nil {
-		t.Fatal(err)
+	// u is in no file yet: the override is kept, with a NOTICE saying so.
+	var notice *admin.Notice
+	if err := con.SetUser("u", "pool_size=3"); !errors.As(err, &notice) || notice.Message != "no such user: u" {
+		t.Fatalf("SET USER of a user not known yet: %v, want the NOTICE no such user: u", err)
 	}
 	if got := svc.config().Users["u"]; got == nil || got.PoolSize != 3 {
 		t.Fatalf("after SET USER: [users] u = %+v, want pool_size 3", got)

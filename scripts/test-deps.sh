@@ -9,7 +9,8 @@
 # ldap-utils, for the LDAP authentication tests, which run their own slapd
 # (the package is preseeded with slapd/no_configuration so that it creates
 # no database and starts no system service); and libpam0g-dev, for the
-# `-tags pam` build and its test.
+# `-tags pam` build and its test; logrotate, whose -d run checks the
+# shipped etc/pgturnstile.logrotate (TestLogrotateFile).
 #
 # Idempotent and quick when everything is there: it only installs what is
 # missing and says what it did. Debian packages are installed with apt-get
@@ -36,10 +37,11 @@ declare -A probe=(
 	[slapd]="/usr/sbin/slapd"
 	[ldap-utils]="/usr/bin/ldapadd"
 	[libpam0g-dev]="/usr/include/security/pam_appl.h"
+	[logrotate]="/usr/sbin/logrotate"
 )
 
 missing=()
-for pkg in python3-psycopg libpostgresql-jdbc-java prometheus systemd slapd ldap-utils libpam0g-dev; do
+for pkg in python3-psycopg libpostgresql-jdbc-java prometheus systemd slapd ldap-utils libpam0g-dev logrotate; do
 	if [[ -e "${probe[$pkg]}" ]] || dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
 		say "$pkg: present"
 	else
