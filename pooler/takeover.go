@@ -37,7 +37,8 @@ import (
 // listener moves with the pooler's.
 // The old process then lets go of what it passed (HandOver) and goes on
 // as a shutdown that waits for its remaining clients (those that could not
-// move: TLS, replication, session-mode ones holding a server, consoles);
+// move: TLS, replication, session-mode ones in a transaction or with a
+// busy server, consoles);
 // its pidfile goes at once. The new process serves the listeners and takes
 // every client up as a parked client of its own, with its session whole:
 // database, user, parameters, cancel key, prepared statements and the
@@ -49,8 +50,17 @@ import (
 // cannot leave crypto/tls), with their parameters, backend key and the
 // statements they have prepared, under the names Postgres knows them by:
 // the new process serves the next transaction on the same backend, with
-// no login and no Parse. Servers still linked stay with the old process
-// and its clients.
+// no login and no Parse.
+//
+// A session-mode client parked with its idle server (suspend.go) moves
+// with it, as PgBouncer 1.18's linked pairs do: SHOW FDS lists both, each
+// row's link column the other's fd column (its descriptor here), and the
+// new process adopts the server as that client's (active, not in the idle
+// stack): the session goes on on the same backend. The links are checked
+// as the rows are (checkLinks: a client and a server naming each other,
+// one client per server; checkLinked: a session-mode client here, of the
+// server's user). Other servers still linked stay with the old process
+// and their clients.
 
 // movedState is SHOW FDS's pgturnstile_state: the part of a client's
 // session (or a listener's identity) PgBouncer's columns do not carry.
