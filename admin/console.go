@@ -74,7 +74,7 @@ type FD struct {
 	User, Database, Addr           string
 	Port                           int
 	Cancel                         int64
-	Link                           int
+	Link                           int // the linked row's FD (a session client and its server); 0: none
 	ClientEncoding, StdStrings     string
 	DateStyle, TimeZone, Password  string
 	ScramClientKey, ScramServerKey []byte

@@ -240,8 +240,9 @@ func startReboot(t *testing.T, p *Pooler, edit func(ini string) string) *Pooler 
 // on the new process, whose servers never saw its Parse), its startup
 // parameters (TimeZone, application_name), and its cancel key (a cancel
 // request sent with the key the old process gave cancels the query on the
-// new one). A session-mode client holding a server cannot move: it stays
-// with the old process, which serves it until it leaves and then exits.
+// new one). A session-mode client whose server is idle moves with it
+// (PgBouncer 1.18's linked pair): its session goes on on the same backend
+// in the new process, and the old one exits at once.
 func TestOnlineRestartKeepsSession(t *testing.T) {
 	needPG(t)
 	sock := t.TempDir()
@@ -267,10 +268,11 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 	if _, err := sess.Exec(ctxT(t, 5*time.Second), "SET my.mark = 'old'"); err != nil {
 		t.Fatal(err)
 	}
+	sessPid := queryInt(t, sess, "SELECT pg_backend_pid()")
 
 	p2 := rebootPooler(t, p1)
-	if !p2.WaitLog("took over 1 clients", 5*time.Second) {
-		t.Errorf("the new process did not take over exactly the transaction-mode client; its log:\n%s", p2.Log())
+	if !p2.WaitLog("took over 2 clients", 5*time.Second) {
+		t.Errorf("the new process did not take over both clients; its log:\n%s", p2.Log())
 	}
 	if err := a.QueryRow(ctxT(t, 5*time.Second), "double_it", 21).Scan(&got); err != nil || got != 42 {
 		t.Fatalf("double_it(21) after the restart = %d, %v", got, err)
@@ -284,8 +286,8 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 	if n := queryInt(t, a, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'PGTS_%' AND statement = 'SELECT $1::int * 2'"); n != 1 {
 		t.Errorf("the backend has %d copies of double_it's statement, want 1 (prepared once, before the restart)", n)
 	}
-	if !p2.LogContains("takeover: took over 1 servers") {
-		t.Errorf("the new process did not take over the idle server; its log:\n%s", p2.Log())
+	if !p2.LogContains("takeover: took over 2 servers") {
+		t.Errorf("the new process did not take over the idle server and the session client's; its log:\n%s", p2.Log())
 	}
 	if tz := queryText(t, a, "SELECT current_setting('TimeZone')"); tz != "America/Chicago" {
 		t.Errorf("TimeZone after the restart = %q, want America/Chicago", tz)
@@ -312,21 +314,20 @@ func TestOnlineRestartKeepsSession(t *testing.T) {
 		t.Fatal("the cancel request did not cancel the query within 10 s")
 	}
 
-	// The session-mode client is still the old process's.
-	if mark := queryText(t, sess, "SELECT current_setting('my.mark')"); mark != "old" {
-		t.Errorf("session-mode client's my.mark = %q, want old (its session kept)", mark)
-	}
-	select {
-	case <-p1.exited:
-		t.Fatal("the old process exited while it still had a session-mode client")
-	default:
-	}
-	sess.Close(ctxT(t, 5*time.Second))
+	// The session-mode client moved too: the old process, with no client
+	// left, exits, and the session goes on on the same backend.
 	select {
 	case <-p1.exited:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the old process did not exit within 10 s of its last client leaving; log:\n%s", p1.Log())
+		t.Fatalf("the old process did not exit with no client left; log:\n%s", p1.Log())
 	}
+	if mark := queryText(t, sess, "SELECT current_setting('my.mark')"); mark != "old" {
+		t.Errorf("session-mode client's my.mark = %q, want old (its session kept)", mark)
+	}
+	if pid := queryInt(t, sess, "SELECT pg_backend_pid()"); pid != sessPid {
+		t.Errorf("session-mode client's backend after the restart = %d, want %d", pid, sessPid)
+	}
+	sess.Close(ctxT(t, 5*time.Second))
 }
 
 // TestShutdownWhileSuspended: SIGTERM ends a suspended pooler (its accept

@@ -119,6 +119,14 @@ type client struct {
 	// any link exists).
 	scratch []byte
 
+	// parkedSrv is the server a session-mode client parked with (under
+	// mu): while SUSPEND is in force, a session client whose server is
+	// idle (ReadyForQuery 'I', nothing outstanding, no COPY) parks with
+	// it, still linked (serverActive, held by this client), so that an
+	// online restart hands both over and the session goes on on the same
+	// backend (takeover.go). resume links it again. nil otherwise.
+	parkedSrv *server
+
 	// link is what serving the client needs beyond its session: the
 	// linked server and the protocol position on it, the pump, the waits,
 	// the drain. nil while the client is parked: park.go drops it (under

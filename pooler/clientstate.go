@@ -12,6 +12,8 @@ import "fmt"
 //	active   -> idle                    server released, lost or closed (unlinkServerLocked)
 //	active   -> draining                the client left while linked (abandonLink, relayFailed)
 //	idle     -> parked -> idle          park.go: tryPark; startLoop after resume
+//	active   -> parked -> active        the same for a session-mode client
+//	                                    parked with its idle server (SUSPEND)
 //	any      -> closed                  the client's goroutine ended (Service.clientClosed)
 //
 // SHOW CLIENTS shows login, welcome, idle and parked as PgBouncer's "idle",
@@ -103,9 +105,12 @@ var clientTransitions = [...]uint8{
 	// active -> idle: the server was released, lost or closed while the
 	// client stays; active -> closed only when serve's goroutine ended
 	// with a server linked (a panic it recovered).
-	clientActive: 1<<clientIdle | 1<<clientDraining | 1<<clientClosed,
-	// parked -> idle: the loop of a resumed client starts.
-	clientParked:   1<<clientIdle | 1<<clientClosed,
+	// active -> parked: a session-mode client parked with its server
+	// while suspended (park.go, parkedSrv).
+	clientActive: 1<<clientIdle | 1<<clientDraining | 1<<clientParked | 1<<clientClosed,
+	// parked -> idle: the loop of a resumed client starts; parked ->
+	// active: the same, with the server it parked with linked again.
+	clientParked:   1<<clientIdle | 1<<clientActive | 1<<clientClosed,
 	clientDraining: 1 << clientClosed,
 	clientClosed:   0,
 }

@@ -30,7 +30,9 @@ var legalClientTransitions = []struct {
 	{clientActive, clientIdle, "unlinkServerLocked: released, lost, closed"},
 	{clientActive, clientDraining, "abandonLink, relayFailed"},
 	{clientActive, clientClosed, "goroutine ended linked (recovered panic)"},
+	{clientActive, clientParked, "tryPark: a session client with its idle server, suspended"},
 	{clientParked, clientIdle, "startLoop after resume"},
+	{clientParked, clientActive, "startLoop after resume, the server it parked with linked again"},
 	{clientParked, clientClosed, "resume failed or killed"},
 	{clientDraining, clientClosed, "clientClosed after leave"},
 }

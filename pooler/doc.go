@@ -35,7 +35,8 @@
 //	relay_unlinked.go  what serve answers with no server linked
 //	park.go            idle clients parked as bare descriptors (epoll)
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every
-//	                   client that can move parked between transactions
+//	                   client that can move parked between transactions (a
+//	                   session-mode client with its idle server)
 //	takeover.go        online restart: SHOW FDS's rows, the old process's
 //	                   hand-over, the new one adopting the clients
 //	takeover_unix.go   pgturnstile -R's side of the console conversation,
@@ -134,6 +135,8 @@
 //	active   -> idle               the server was released, lost or closed
 //	active   -> draining           the client left while linked
 //	idle     -> parked -> idle     parked; taken up again
+//	active   -> parked -> active   the same, a session-mode client with its
+//	                               idle server, while suspended (parkedSrv)
 //	any      -> closed             the client's goroutine ended
 //
 // waiting is waiting for a server (at the admission gate or in the pool's

@@ -85,6 +85,10 @@ type link struct {
 	// relayOrPump).
 	pumpStarted bool
 	detach      bool // serve is closing the link on purpose
+	// parking: serve stops the pump to park the client with its server
+	// (park.go, stopSessionPump); the pump's expired read is not a
+	// timeout then.
+	parking bool
 	// detachReason is logged when serve closes the linked server.
 	detachReason string
 	resetDue     bool // server_reset_query still to run before release

@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -210,11 +212,27 @@ func (s *Service) requestParks(now time.Time) {
 // freed, and resume makes a new net.Conn from the descriptor. Anything that
 // may run meanwhile treats c.conn as closed: dropClient sets c.killed and
 // then closes c.sock, and resume checks c.killed after setting c.sock.
+//
+// A session-mode client linked to an idle server parks only while
+// suspended, and with its server (stopSessionPump): see client.parkedSrv.
 func (c *client) tryPark() bool {
 	c.parkWanted.Store(false)
 	c.conn.SetReadDeadline(time.Time{})
+	srv, ok := c.stopSessionPump()
+	if !ok {
+		return false
+	}
+	// keep gives up parking: a server stopped for it is watched again.
+	keep := func() bool {
+		if srv != nil {
+			c.link.pumpStarted = false
+			c.startPump(srv)
+		}
+		return false
+	}
 	c.mu.Lock()
-	idle := c.state == clientIdle && !c.link.skipToSync && !c.killed.Load()
+	idle := (c.state == clientIdle || srv != nil && c.state == clientActive && c.link.srv == srv) &&
+		!c.link.skipToSync && !c.killed.Load()
 	pumpDone := c.link.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
@@ -222,34 +240,35 @@ func (c *client) tryPark() bool {
 		select {
 		case <-pumpDone:
 		default:
-			return false
+			return keep()
 		}
 	}
 	if !idle || c.w.Buffered() > 0 || !c.r.DropBuffer() {
-		return false
+		return keep()
 	}
 	sc, ok := c.conn.(syscall.Conn)
 	if !ok {
-		return false
+		return keep()
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return keep()
 	}
 	pk := &c.svc.parker
 	if pk.start() != nil {
-		return false
+		return keep()
 	}
 	fd := -1
 	var derr error
 	cerr := rc.Control(func(sysfd uintptr) { fd, derr = netpoll.DupCloexec(int(sysfd)) })
 	if cerr != nil || derr != nil {
-		return false
+		return keep()
 	}
 	// From here on the client lives on fd alone. Parked before its conn
 	// closes: the janitor's park scan no longer touches it.
 	c.mu.Lock()
 	c.setStateLocked(clientParked)
+	c.parkedSrv = srv
 	c.mu.Unlock()
 	c.setSocket(nil)
 	c.conn.Close() // the socket stays open through fd
@@ -307,7 +326,9 @@ func (c *client) resume(fd int) {
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)
 	c.mu.Lock()
 	c.conn = conn
-	c.link = newLink(&c.mu) // still parked until its loop starts (startLoop)
+	// Still parked until its loop starts (startLoop), which links the
+	// server it parked with, if any, again.
+	c.link = newLink(&c.mu)
 	c.mu.Unlock()
 	c.setSocket(conn)
 	if c.killed.Load() { // after setSocket: see client.killed
@@ -316,6 +337,77 @@ func (c *client) resume(fd int) {
 		return
 	}
 	c.serveLoggedIn(false)
+}
+
+// stopSessionPump readies a session-mode client linked to an idle server
+// for parking with it, while suspended: the link's pump, blocked reading
+// the server, is stopped (an expired read deadline, link.parking), and
+// the server returned, still linked, with nothing of it buffered. For a
+// client with no server linked it returns nil, true (the plain park);
+// false when the client cannot park now.
+func (c *client) stopSessionPump() (*server, bool) {
+	c.mu.Lock()
+	if c.state != clientActive {
+		c.mu.Unlock()
+		return nil, true
+	}
+	s := c.link.srv
+	if !c.svc.parker.suspended.Load() || !c.sessionIdleLocked() {
+		c.mu.Unlock()
+		return nil, false
+	}
+	started, done := c.link.pumpStarted, c.link.pumpDone
+	if started {
+		c.link.parking = true
+		s.conn.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	if !started {
+		return s, true
+	}
+	<-done
+	c.mu.Lock()
+	c.link.parking = false
+	still := c.link.srv == s && c.sessionIdleLocked()
+	if still {
+		// Under mu, as abandonLink's: the server is this link's.
+		s.conn.SetReadDeadline(time.Time{})
+	}
+	c.mu.Unlock()
+	if !still {
+		return nil, false // the pump ended the link: the next read sees why
+	}
+	if s.r.Buffered() > 0 || c.w.Buffered() > 0 {
+		// The server said something as the pump stopped: it goes on.
+		c.link.pumpStarted = false
+		c.startPump(s)
+		return nil, false
+	}
+	return s, true
+}
+
+// sessionIdleLocked says whether c is a session-mode client, of the kind
+// that can be handed over, whose linked server is idle: its last
+// ReadyForQuery said 'I', nothing is outstanding or half-sent, no COPY,
+// no cancel in flight, and the server is neither TLS (its session cannot
+// leave crypto/tls) nor a replication connection. Such a client parks
+// with its server while suspended. c.mu must be held.
+func (c *client) sessionIdleLocked() bool {
+	if c.mode != config.PoolModeSession || c.state != clientActive || c.link == nil ||
+		c.tls || c.repl != replNone || c.pool == nil || c.dbName == adminDB {
+		return false
+	}
+	l := c.link
+	s, ls := l.srv, &l.ls
+	if s == nil || l.writing || l.releasing || l.detach || l.drain != nil || l.skipToSync ||
+		ls.outstanding > 0 || ls.pending || ls.copyIn || ls.feeding || ls.unsure || ls.txStatus != wire.TxIdle {
+		return false
+	}
+	if s.repl != replNone || s.cancels.Load() > 0 {
+		return false
+	}
+	_, isTLS := s.conn.(*tls.Conn)
+	return !isTLS
 }
 
 // unpark resumes c if it is parked, before its socket is closed from

@@ -47,6 +47,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				c.serverLost(s, err)
 				return pumpLinkOver
 			}
+			if c.stopForPark() {
+				return pumpLinkOver
+			}
 			if c.gone.Load() {
 				c.link.pumpFreed.signal() // see below
 			}
@@ -84,6 +87,14 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			return pumpHandOff
 		}
 	}
+}
+
+// stopForPark says whether serve stopped the pump to park the client with
+// its server (stopSessionPump): the pump ends, leaving the link as it is.
+func (c *client) stopForPark() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.link.parking
 }
 
 // pumpLook looks inside the server messages the pooler must see

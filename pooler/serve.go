@@ -217,7 +217,17 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 	// Idle from login, or from parked on a resumed client: only now may
 	// the janitor ask it to park (again).
 	c.mu.Lock()
-	c.setStateLocked(clientIdle)
+	if s := c.parkedSrv; s != nil {
+		// Parked with its server (a session-mode client, SUSPEND): the
+		// link goes on where it was, idle, with no pump until the next
+		// request.
+		c.parkedSrv = nil
+		c.link.srv = s
+		c.link.ls.reset()
+		c.setStateLocked(clientActive)
+	} else {
+		c.setStateLocked(clientIdle)
+	}
 	c.mu.Unlock()
 	// The early-park deadline is armed only where the janitor would park
 	// the client later anyway (a system with parking, no idle timeouts,

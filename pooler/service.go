@@ -506,7 +506,15 @@ func (s *Service) clientClosed(c *client) {
 	c.clearStmtsLocked()
 	c.discarded = nil
 	c.forgetUnnamedLocked()
+	parkedSrv := c.parkedSrv
+	c.parkedSrv = nil
 	c.mu.Unlock()
+	if parkedSrv != nil {
+		// It parked with its server and ended without taking it up
+		// again (killed, or its socket could not be resumed): the
+		// session's state is unknown to anyone else.
+		c.pool.discard(parkedSrv, "client close request")
+	}
 	if c.r != nil {
 		// A message it was sending is held no more.
 		c.r.Release()

@@ -23,15 +23,23 @@ import (
 // its bare descriptor: that is what SHOW FDS describes and an online
 // restart hands over (takeover.go). RESUME undoes all of it.
 //
+// A session-mode client keeps its server between transactions: when that
+// server is idle (its last ReadyForQuery said 'I', nothing outstanding,
+// no COPY, not TLS), the client parks with it, still linked
+// (client.parkedSrv): the link's pump is stopped, and an online restart
+// hands the pair over, PgBouncer 1.18's linked client and server.
+//
 // A client that cannot be handed over is left alone: a TLS client (its
 // session keys live in crypto/tls and cannot be moved), a replication
-// connection, a console session, and a session-mode client that holds a
-// server. SUSPEND does not wait for them; after a takeover they stay with
-// the old process, which serves them until they leave.
+// connection, a console session, and a session-mode client in a
+// transaction or whose server is busy or TLS. SUSPEND does not wait for
+// them; after a takeover they stay with the old process, which serves
+// them until they leave (a session client that finishes its transaction
+// while still suspended parks with its server then, and stays too).
 //
 // PgBouncer's SUSPEND also flushes and stops its servers; pgturnstile's
-// servers are idle once their clients are parked (transaction and
-// statement mode), and stay where they are.
+// servers are idle once their clients are parked, and stay where they
+// are.
 
 // suspendState is SUSPEND's state. on is mirrored in parker.suspended,
 // which serve's loop reads before each message. mu is a leaf: nothing is
@@ -127,12 +135,13 @@ func (s *Service) requestRest() int {
 	now := time.Now()
 	for _, c := range s.allClients() {
 		c.mu.Lock()
-		if c.state == clientParked || c.state == clientClosed || !c.movableLocked() {
+		sessionIdle := c.sessionIdleLocked()
+		if c.state == clientParked || c.state == clientClosed || !c.movableLocked() && !sessionIdle {
 			c.mu.Unlock()
 			continue
 		}
 		n++
-		if c.state == clientIdle {
+		if c.state == clientIdle || sessionIdle {
 			c.parkWanted.Store(true)
 			c.conn.SetReadDeadline(now)
 		}
@@ -141,9 +150,10 @@ func (s *Service) requestRest() int {
 	return n
 }
 
-// movableLocked says whether c can be handed to another process at all:
-// a logged-in client of a pool, over plain TCP or the Unix socket, that
-// holds no server between transactions. c.mu must be held.
+// movableLocked says whether c can be handed to another process on its
+// own: a logged-in client of a pool, over plain TCP or the Unix socket,
+// that holds no server between transactions. A session-mode client that
+// holds an idle one moves with it (sessionIdleLocked). c.mu must be held.
 func (c *client) movableLocked() bool {
 	if c.tls || c.repl != replNone || c.pool == nil || c.dbName == adminDB {
 		return false
@@ -164,7 +174,7 @@ func (c *client) restNow() bool {
 		return false
 	}
 	c.mu.Lock()
-	movable := c.movableLocked()
+	movable := c.movableLocked() || c.sessionIdleLocked()
 	var pumpDone chan struct{}
 	if c.state == clientIdle {
 		pumpDone = c.link.pumpDone

@@ -37,7 +37,8 @@ import (
 // listener moves with the pooler's.
 // The old process then lets go of what it passed (HandOver) and goes on
 // as a shutdown that waits for its remaining clients (those that could not
-// move: TLS, replication, session-mode ones holding a server, consoles);
+// move: TLS, replication, session-mode ones in a transaction or with a
+// busy server, consoles);
 // its pidfile goes at once. The new process serves the listeners and takes
 // every client up as a parked client of its own, with its session whole:
 // database, user, parameters, cancel key, prepared statements and the
@@ -49,8 +50,17 @@ import (
 // cannot leave crypto/tls), with their parameters, backend key and the
 // statements they have prepared, under the names Postgres knows them by:
 // the new process serves the next transaction on the same backend, with
-// no login and no Parse. Servers still linked stay with the old process
-// and its clients.
+// no login and no Parse.
+//
+// A session-mode client parked with its idle server (suspend.go) moves
+// with it, as PgBouncer 1.18's linked pairs do: SHOW FDS lists both, each
+// row's link column the other's fd column (its descriptor here), and the
+// new process adopts the server as that client's (active, not in the idle
+// stack): the session goes on on the same backend. The links are checked
+// as the rows are (checkLinks: a client and a server naming each other,
+// one client per server; checkLinked: a session-mode client here, of the
+// server's user). Other servers still linked stay with the old process
+// and their clients.
 
 // movedState is SHOW FDS's pgturnstile_state: the part of a client's
 // session (or a listener's identity) PgBouncer's columns do not carry.
@@ -146,15 +156,32 @@ func (v consoleView) FDs(pass bool) []admin.FD {
 		if fd < 0 {
 			continue // not at rest: it cannot move
 		}
-		r, ok := c.fdRow()
+		r, srv, sr, ok := c.fdRow()
 		if !ok {
 			continue
 		}
-		r.FD = -1
+		r.FD, sr.FD = -1, -1
 		if suspended {
 			r.FD = dupFD(int(fd))
+			if srv != nil {
+				sr.FD = dupServerFD(srv)
+				if r.FD < 0 || sr.FD < 0 {
+					// The pair moves together or not at all.
+					for _, d := range []int{r.FD, sr.FD} {
+						if d >= 0 {
+							closeFD(d)
+						}
+					}
+					continue
+				}
+				// PgBouncer's link: the descriptor of the linked row.
+				r.Link, sr.Link = sr.FD, r.FD
+			}
 		}
 		out = append(out, r)
+		if srv != nil {
+			out = append(out, sr)
+		}
 	}
 	for _, p := range s.allPools() {
 		out = append(out, p.handOverRows(suspended)...)
@@ -227,14 +254,20 @@ func (srv *server) fdRow() admin.FD {
 	return r
 }
 
-// fdRow describes a parked client for SHOW FDS; false if it cannot move.
-func (c *client) fdRow() (admin.FD, bool) {
+// fdRow describes a parked client for SHOW FDS, and the server it parked
+// with (srv, its row sr), if any; false if it cannot move.
+func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
-		return admin.FD{}, false
+		return admin.FD{}, nil, admin.FD{}, false
 	}
-	r := admin.FD{
+	if srv = c.parkedSrv; srv != nil {
+		// Under c.mu, which a linked server's holder owns: parked, the
+		// client touches it no more.
+		sr = srv.fdRow()
+	}
+	r = admin.FD{
 		ID: c.id, Task: "client", User: c.user, Database: c.dbName,
 		Cancel:         int64(binary.BigEndian.Uint64(c.key[:])),
 		ClientEncoding: c.params["client_encoding"], StdStrings: c.params["standard_conforming_strings"],
@@ -267,7 +300,7 @@ func (c *client) fdRow() (admin.FD, bool) {
 		st.Stmts = append(st.Stmts, movedStmt{Name: name, Query: d.query, Types: d.types})
 	}
 	r.State = marshalState(st)
-	return r, true
+	return r, srv, sr, true
 }
 
 func marshalState(st movedState) string {
@@ -353,10 +386,37 @@ func (s *Service) checkHandover() error {
 			return fmt.Errorf("%w: server %s@%s: %v", ErrRefused, m.user, m.database, err)
 		}
 	}
+	servers := map[int]movedClient{}
+	for _, m := range s.movedServers {
+		servers[m.oldFD] = m
+	}
 	for _, m := range s.moved {
-		if err := s.checkMoved(cfg, m, false); err != nil {
+		err := s.checkMoved(cfg, m, false)
+		if err == nil && m.link != 0 {
+			err = checkLinked(cfg, m, servers[m.link])
+		}
+		if err != nil {
 			return fmt.Errorf("%w: client %s@%s: %v", ErrRefused, m.user, m.database, err)
 		}
+	}
+	return nil
+}
+
+// checkLinked refuses a client handed over linked to a server (srv) unless
+// this configuration serves it in session mode, and its pool's servers log
+// in as srv's user: the session goes on on that server, as its client's
+// own.
+func checkLinked(cfg *config.Config, m, srv movedClient) error {
+	db, _ := cfg.LookupDatabase(m.database) // checkMoved found it
+	if mode := cfg.Resolve(db, m.user).PoolMode; mode != config.PoolModeSession {
+		return fmt.Errorf("linked to a server, in pool_mode %s (only a session-mode client keeps one)", mode)
+	}
+	login := m.user
+	if db.User != "" {
+		login = db.User
+	}
+	if srv.user != login {
+		return fmt.Errorf("linked to a server of user %q, not %q", srv.user, login)
 	}
 	return nil
 }
@@ -416,14 +476,27 @@ func (v consoleView) HandOver(ids []uint64) {
 		s.closeMetricsListener()
 		nln++
 	}
-	moved := 0
+	moved, movedServers := 0, 0
 	for _, c := range s.allClients() {
 		if !want[c.id] {
 			continue
 		}
+		c.mu.Lock()
+		srv := c.parkedSrv
+		c.mu.Unlock()
+		if srv != nil && !want[srv.id] {
+			continue // a client goes with its server or not at all
+		}
 		fd, ok := s.parker.release(c)
 		if !ok {
 			continue
+		}
+		if srv != nil {
+			c.mu.Lock()
+			c.parkedSrv = nil
+			c.mu.Unlock()
+			srv.pool.handOverServer(srv)
+			movedServers++
 		}
 		// Closing this process's descriptor leaves the connection open:
 		// the new process holds it.
@@ -432,7 +505,6 @@ func (v consoleView) HandOver(ids []uint64) {
 		moved++
 	}
 	servers := s.susp.takeHeldServers()
-	movedServers := 0
 	for _, srv := range servers {
 		if want[srv.id] {
 			srv.pool.handOverServer(srv)
@@ -500,11 +572,63 @@ func (h *Handover) Servers() int { return len(h.servers) }
 // Clients is how many clients were taken over.
 func (h *Handover) Clients() int { return len(h.clients) }
 
-// movedClient is one client row of SHOW FDS, as the new process read it.
+// movedClient is one client or server row of SHOW FDS, as the new
+// process read it.
 type movedClient struct {
 	fd             int
 	user, database string
 	state          movedState
+	// oldFD and link are the row's fd and link columns: its descriptor
+	// in the old process, and that of the row it is linked to (0: none),
+	// a session-mode client and its server (checkLinks).
+	oldFD, link int
+}
+
+// checkLinks refuses the rows' links unless each is what SUSPEND makes: a
+// client and a server of the same database naming each other, each server
+// linked to one client at most. The pool mode and the users are
+// checkHandover's, against the configuration.
+func (h *Handover) checkLinks() error {
+	rows := map[int]*movedClient{}
+	servers := map[int]*movedClient{}
+	for i := range h.servers {
+		m := &h.servers[i]
+		if _, dup := rows[m.oldFD]; dup {
+			return fmt.Errorf("two rows with descriptor %d", m.oldFD)
+		}
+		rows[m.oldFD], servers[m.oldFD] = m, m
+	}
+	for i := range h.clients {
+		m := &h.clients[i]
+		if _, dup := rows[m.oldFD]; dup {
+			return fmt.Errorf("two rows with descriptor %d", m.oldFD)
+		}
+		rows[m.oldFD] = m
+	}
+	linkedBy := map[int]int{} // a server's descriptor: its client's
+	for _, m := range h.clients {
+		if m.link == 0 {
+			continue
+		}
+		srv := servers[m.link]
+		switch {
+		case srv == nil:
+			return fmt.Errorf("client %s@%s is linked to %d, which is no server row", m.user, m.database, m.link)
+		case linkedBy[m.link] != 0:
+			return fmt.Errorf("server %d is linked to two clients", m.link)
+		case srv.link != m.oldFD:
+			return fmt.Errorf("client %d is linked to server %d, which is linked to %d", m.oldFD, m.link, srv.link)
+		case srv.database != m.database:
+			return fmt.Errorf("client of %q linked to a server of %q", m.database, srv.database)
+		}
+		linkedBy[m.link] = m.oldFD
+	}
+	for _, m := range h.servers {
+		if m.link != 0 && linkedBy[m.oldFD] != m.link {
+			return fmt.Errorf("server %d is linked to %d, which is no client row linked to it", m.oldFD, m.link)
+		}
+	}
+	return nil
 }
 
 // WithHandover has the service serve what an online restart took over:
@@ -526,11 +650,18 @@ func (s *Service) adoptMoved() {
 	servers := s.movedServers
 	s.movedServers = nil
 	ns := 0
+	// linked are the servers taken over linked to a client, by their
+	// descriptor in the old process: each goes to its client.
+	linked := map[int]*server{}
 	for _, m := range servers {
-		if err := s.adoptServer(m); err != nil {
+		srv, err := s.adoptServer(m)
+		if err != nil {
 			s.log.Warn("takeover: server of " + m.user + "@" + m.database + " not taken over: " + err.Error())
 			closeFD(m.fd)
 			continue
+		}
+		if m.link != 0 {
+			linked[m.oldFD] = srv
 		}
 		ns++
 	}
@@ -541,20 +672,40 @@ func (s *Service) adoptMoved() {
 	s.moved = nil
 	n := 0
 	for _, m := range moved {
-		if err := s.adopt(m); err != nil {
+		var srv *server
+		if m.link != 0 {
+			if srv = linked[m.link]; srv == nil {
+				// Its session lives on that server alone: a new one
+				// would lose it without a word.
+				s.log.Warn("takeover: client " + m.user + "@" + m.database + " not taken over: its server was not")
+				closeFD(m.fd)
+				continue
+			}
+			delete(linked, m.link)
+		}
+		if err := s.adopt(m, srv); err != nil {
 			s.log.Warn("takeover: client " + m.user + "@" + m.database + " not taken over: " + err.Error())
 			closeFD(m.fd)
+			if srv != nil {
+				srv.pool.discard(srv, "client close request")
+			}
 			continue
 		}
 		n++
+	}
+	for _, srv := range linked {
+		// checkLinks lets no linked server without its client through.
+		srv.pool.discard(srv, "client close request")
 	}
 	if len(moved) > 0 {
 		s.log.Info("takeover: took over " + strconv.Itoa(n) + " clients")
 	}
 }
 
-// adopt makes one handed-over client a parked client of this process.
-func (s *Service) adopt(m movedClient) error {
+// adopt makes one handed-over client a parked client of this process;
+// srv, when not nil, is the server it came linked to (adoptServer), which
+// it takes up again when it resumes (client.parkedSrv).
+func (s *Service) adopt(m movedClient, srv *server) error {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.database)
 	if !ok {
@@ -567,6 +718,9 @@ func (s *Service) adopt(m movedClient) error {
 	defer s.unpin(pool)
 	if err := s.parker.start(); err != nil {
 		return err
+	}
+	if srv != nil && (pool.effective().PoolMode != config.PoolModeSession || srv.pool != pool) {
+		return errors.New("linked to a server, but not a session-mode client of its pool here")
 	}
 	st := m.state
 	c := &client{
@@ -608,6 +762,10 @@ func (s *Service) adopt(m movedClient) error {
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
 	c.setStateLocked(clientParked)
+	if srv != nil {
+		c.parkedSrv = srv
+		srv.linkedTo.Store(c.id)
+	}
 	c.mu.Unlock()
 	pk := &s.parker
 	pk.mu.Lock()
@@ -625,16 +783,18 @@ func (s *Service) adopt(m movedClient) error {
 }
 
 // adoptServer makes one handed-over server an idle server of its pool
-// here, with its parameters, cancel key and prepared statements.
-func (s *Service) adoptServer(m movedClient) error {
+// here, with its parameters, cancel key and prepared statements; one that
+// came linked to a client (m.link) is held for it instead (active), its
+// session left as it is.
+func (s *Service) adoptServer(m movedClient) (*server, error) {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.database)
 	if !ok {
-		return newError(CodeNoSuchDatabase, m.database)
+		return nil, newError(CodeNoSuchDatabase, m.database)
 	}
 	p, err := s.poolFor(db, m.user)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.unpin(p)
 	target := p.target.Load()
@@ -646,24 +806,24 @@ func (s *Service) adoptServer(m movedClient) error {
 		}
 	}
 	if !found {
-		return errors.New("its host is no longer the database's")
+		return nil, errors.New("its host is no longer the database's")
 	}
 	key, err := hex.DecodeString(m.state.Key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := fileConn(m.fd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !p.dbLimit.tryTake() {
 		conn.Close()
-		return errors.New("max_db_connections reached")
+		return nil, errors.New("max_db_connections reached")
 	}
 	if !p.userLimit.tryTake() {
 		p.dbLimit.give()
 		conn.Close()
-		return errors.New("max_user_connections reached")
+		return nil, errors.New("max_user_connections reached")
 	}
 	p.mu.Lock()
 	srv := p.newLoginLocked()
@@ -684,6 +844,33 @@ func (s *Service) adoptServer(m movedClient) error {
 		srv.stmts.add(s.stmts, d)
 		s.stmts.release(d)
 	}
+	if m.link != 0 {
+		// Its client's session goes on here: what it SET is not known,
+		// so the parameters are set again when it next goes to another
+		// client (syncParams).
+		srv.unreportedDirty = true
+		p.adoptLinked(srv)
+		return srv, nil
+	}
 	p.loggedIn(srv)
-	return nil
+	return srv, nil
+}
+
+// adoptLinked counts a server taken over linked to a client among the
+// pool's servers, active: it is that client's until it leaves.
+func (p *serverPool) adoptLinked(srv *server) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.servers == nil {
+		p.servers = map[*server]struct{}{}
+	}
+	p.servers[srv] = struct{}{}
+	srv.lifeDraw = lifetimeDraw()
+	if p.welcome == nil {
+		p.welcome = make(map[string]string, len(srv.params))
+		for k, v := range srv.params {
+			p.welcome[k] = v
+		}
+	}
+	p.setServerStateLocked(srv, serverActive)
 }

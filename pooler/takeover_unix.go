@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -268,6 +269,9 @@ func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
 	if len(t.fds) > 0 {
 		return h, fmt.Errorf("%w: SHOW FDS sent %d descriptors more than rows", ErrRefused, len(t.fds))
 	}
+	if err := h.checkLinks(); err != nil {
+		return h, fmt.Errorf("%w: SHOW FDS: %v", ErrRefused, err)
+	}
 	return h, nil
 }
 
@@ -281,7 +285,11 @@ func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 		return fmt.Errorf("(%s): pgturnstile_state: %v", row["task"], err)
 	}
 	task := row["task"]
-	if err := checkRow(task, row, st); err != nil {
+	oldFD, link, err := rowLink(task, row)
+	if err == nil {
+		err = checkRow(task, row, st)
+	}
+	if err != nil {
 		closeFD(fd)
 		return fmt.Errorf("(%s): %v", task, err)
 	}
@@ -303,11 +311,30 @@ func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 			h.Listeners = append(h.Listeners, ln)
 		}
 	case "client":
-		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
+		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st, oldFD: oldFD, link: link})
 	case "server":
-		h.servers = append(h.servers, movedClient{fd: fd, user: row["user"], database: row["database"], state: st})
+		h.servers = append(h.servers, movedClient{fd: fd, user: row["user"], database: row["database"], state: st, oldFD: oldFD, link: link})
 	}
 	return nil
+}
+
+// rowLink reads a row's fd and link columns: its descriptor in the old
+// process, and the linked row's (0: none; a listener has none).
+func rowLink(task string, row map[string]string) (oldFD, link int, err error) {
+	oldFD, err = strconv.Atoi(row["fd"])
+	if err != nil || oldFD < 0 {
+		return 0, 0, fmt.Errorf("fd %q is not a descriptor", row["fd"])
+	}
+	if v, ok := row["link"]; ok {
+		link, err = strconv.Atoi(v)
+		if err != nil || link < 0 {
+			return 0, 0, fmt.Errorf("link %q is not a descriptor", v)
+		}
+	}
+	if link != 0 && task == "pooler" {
+		return 0, 0, errors.New("a listener linked to another row")
+	}
+	return oldFD, link, nil
 }
 
 func (t *takeoverConn) send(b []byte) error {
