@@ -260,11 +260,11 @@ func (c *client) fdRow() (admin.FD, bool) {
 	if c.raddr.IsValid() {
 		st.Raddr, st.Laddr = c.raddr.String(), c.laddr.String()
 	}
-	for name, d := range c.stmts {
+	for name, cs := range c.stmts {
 		if c.unconfirmed[name] {
 			continue // the client never got its ParseComplete
 		}
-		st.Stmts = append(st.Stmts, movedStmt{Name: name, Query: d.query, Types: d.types})
+		st.Stmts = append(st.Stmts, movedStmt{Name: name, Query: cs.def.query, Types: cs.def.types})
 	}
 	r.State = marshalState(st)
 	return r, true
@@ -599,9 +599,9 @@ func (s *Service) adopt(m movedClient) error {
 	for _, ms := range st.Stmts {
 		d := s.stmts.acquire(ms.Query, ms.Types, 0)
 		if c.stmts == nil {
-			c.stmts = map[string]*stmtDef{}
+			c.stmts = map[string]*clientStmt{}
 		}
-		c.stmts[ms.Name] = d
+		c.stmts[ms.Name] = &clientStmt{def: d, epoch: d.epoch.Load()}
 	}
 	c.mu.Unlock()
 	s.registerCancel(c)
@@ -681,7 +681,7 @@ func (s *Service) adoptServer(m movedClient) error {
 	srv.created, srv.lastUsed = m.state.Connected, s.clock.Now()
 	for _, ms := range m.state.Stmts {
 		d := s.stmts.adoptNamed(ms.Name, ms.Query, ms.Types)
-		srv.stmts.add(s.stmts, d)
+		srv.stmts.add(s.stmts, d, d.epoch.Load())
 		s.stmts.release(d)
 	}
 	p.loggedIn(srv)
