@@ -223,3 +223,29 @@ func TestServerStmtsShapeEpoch(t *testing.T) {
 		t.Fatalf("leak: registry %d", r.size())
 	}
 }
+
+// Online restart: a client's name whose description is older than its
+// statement's shape stays refused in the new process; a current one stays
+// current.
+func TestMovedClientStmtKeepsStale(t *testing.T) {
+	old := newStmtRegistry()
+	d := old.acquire("SELECT * FROM t", nil, 0)
+	stale := &clientStmt{def: d, epoch: d.epoch.Load()}
+	d.bumpEpoch(0)
+	fresh := &clientStmt{def: d, epoch: d.epoch.Load()}
+
+	r := newStmtRegistry()
+	a := adoptClientStmt(r, movedClientStmt("fresh", fresh))
+	if !a.current() {
+		t.Fatal("a current name came over stale")
+	}
+	b := adoptClientStmt(r, movedClientStmt("stale", stale))
+	if b.current() || b.def != a.def {
+		t.Fatal("a stale name came over current")
+	}
+	// The same from a process that does not say (an older one).
+	c := adoptClientStmt(r, movedStmt{Name: "s", Query: "SELECT 2"})
+	if !c.current() {
+		t.Fatal("a name without stale came over stale")
+	}
+}
