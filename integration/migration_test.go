@@ -123,8 +123,27 @@ func TestPreparedAfterAddColumn(t *testing.T) {
 	}
 	rows, cols, err = migrationRows(ctx, c, "mine")
 	wantMigrationRows(t, "client C", rows, cols, err, 3, "1|new|3", "2|new|3")
+	// A's description is of the first migration's shape, and C's
+	// Describe made the pooler's statement of the second's: A gets 0A000,
+	// as its own statement would directly, not rows it did not describe
+	// (shape epochs), and heals as directly by preparing the text again.
+	_, _, err = migrationRows(ctx, a, "s1")
+	wantSQLState(t, "client A after the second migration", err, "0A000")
+	migrationPrepareAgain(t, ctx, a, "s1", sel)
 	rows, cols, err = migrationRows(ctx, a, "s1")
-	wantMigrationRows(t, "client A after the second migration", rows, cols, err, 3, "1|new|3", "2|new|3")
+	wantMigrationRows(t, "client A prepared again", rows, cols, err, 3, "1|new|3", "2|new|3")
+}
+
+// migrationPrepareAgain closes the client's statement name and prepares
+// the text again under it, as pgx's statement cache does after 0A000.
+func migrationPrepareAgain(t *testing.T, ctx context.Context, c *pgconn.PgConn, name, sql string) {
+	t.Helper()
+	if err := c.Deallocate(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Prepare(ctx, name, sql, nil); err != nil {
+		t.Fatalf("prepare %s again: %v", name, err)
+	}
 }
 
 // TestPreparedAfterAddColumnWithoutDescribe: a client that executes with
@@ -211,8 +230,10 @@ func TestPreparedAfterAddColumnWithoutDescribe(t *testing.T) {
 
 // TestPreparedAfterAddColumnInTransaction: in a transaction block the
 // failing execution's error reaches the client as Postgres sends it (the
-// block is aborted: nothing may be retried), and after ROLLBACK the next
-// execution works: the statement was marked stale on the server.
+// block is aborted: nothing may be retried). After ROLLBACK the client's
+// statement still has the old description, and fails as it would
+// directly, until the client prepares the text again; then it runs (the
+// server's statement was marked stale, and is prepared again).
 func TestPreparedAfterAddColumnInTransaction(t *testing.T) {
 	needPG(t)
 	waitNoBackends(t, appDB, appUser)
@@ -239,8 +260,11 @@ func TestPreparedAfterAddColumnInTransaction(t *testing.T) {
 	if _, err := a.Exec(ctx, "ROLLBACK").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
+	_, _, err = migrationRows(ctx, a, "s1")
+	wantSQLState(t, "after ROLLBACK", err, "0A000")
+	migrationPrepareAgain(t, ctx, a, "s1", "SELECT * FROM mig_tx ORDER BY a")
 	rows, cols, err = migrationRows(ctx, a, "s1")
-	wantMigrationRows(t, "after ROLLBACK", rows, cols, err, 2, "1|5", "2|5")
+	wantMigrationRows(t, "after ROLLBACK, prepared again", rows, cols, err, 2, "1|5", "2|5")
 
 	// Inside a block again, after the statement was prepared anew: it runs.
 	if _, err := a.Exec(ctx, "BEGIN").ReadAll(); err != nil {

@@ -263,8 +263,8 @@ func (c *client) boundStatementText(body []byte) []byte {
 		_, query, _, _ := wire.DecodeParse(c.unnamedParse)
 		return query
 	}
-	if def := c.stmts[string(name)]; def != nil {
-		return []byte(def.query)
+	if cs := c.stmts[string(name)]; cs != nil {
+		return []byte(cs.def.query)
 	}
 	return nil
 }

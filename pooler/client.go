@@ -67,8 +67,9 @@ type client struct {
 	mu sync.Mutex
 	// queryStart is when the current (or last) request started.
 	queryStart time.Time
-	// stmts maps the client's prepared-statement names to definitions.
-	stmts map[string]*stmtDef
+	// stmts maps the client's prepared-statement names to definitions,
+	// each with the shape epoch of the client's description of it.
+	stmts map[string]*clientStmt
 	// unconfirmed are names in stmts whose Parse the server did not run,
 	// failed or skipped after an error (errorLocked); nil when none.
 	unconfirmed map[string]bool

@@ -29,9 +29,11 @@
 //	relay_prepared.go  Parse/Bind/Describe/Close/Query with statement names
 //	                   mapped to the server's
 //	relay_replies.go   the mapping's bookkeeping of server replies
-//	relay_retry.go     statements whose plan went stale (a migration): marked
-//	                   per server and prepared again; the first request of an
-//	                   implicit transaction sent again once
+//	relay_retry.go     statements whose plan went stale (a migration): a shape
+//	                   epoch per statement, which makes every server's older
+//	                   copy prepared again and refuses clients' older names
+//	                   with 0A000; the first request of an implicit
+//	                   transaction sent again once
 //	relay_unlinked.go  what serve answers with no server linked
 //	park.go            idle clients parked as bare descriptors (epoll)
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every

@@ -71,6 +71,7 @@ const (
 	CodeConfigChanged
 	CodePeerAuthFailed
 	CodeStatementDiscarded
+	CodeStalePlan
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -144,6 +145,10 @@ var codes = map[Code]codeInfo{
 	// ALL dropped: the client did prepare it, and drivers that re-prepare
 	// on 26000 (pgjdbc) heal.
 	CodeStatementDiscarded: {"ERROR", "26000", `prepared statement "%s" does not exist`},
+	// Postgres's own for a statement whose result a migration changed
+	// since the client described it (a client's name older than its
+	// statement's shape epoch, prepared.go): drivers prepare again on it.
+	CodeStalePlan: {"ERROR", "0A000", "cached plan must not change result type"},
 	// auth_query found no row for a user under trust.
 	CodeNoSuchUser: {"FATAL", "08P01", "no such user"},
 

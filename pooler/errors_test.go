@@ -72,6 +72,7 @@ func TestErrorTexts(t *testing.T) {
 		{CodeStatementExists, nil, "ERROR", "08P01", "prepared statement name is already in use"},
 		{CodeStatementNotFound, nil, "ERROR", "08P01", "prepared statement did not exist"},
 		{CodeStatementDiscarded, []any{"s1"}, "ERROR", "26000", `prepared statement "s1" does not exist`},
+		{CodeStalePlan, nil, "ERROR", "0A000", "cached plan must not change result type"},
 		{CodeQueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 		{CodeTransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
 		{CodeConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},

@@ -57,6 +57,12 @@ import (
 //     binds such names later. The statement is prepared on the server
 //     again at its next Bind or Describe, and a Parse of the name again is
 //     accepted (client.unconfirmed; errorLocked).
+//   - after a migration changed a statement's result, a server's 0A000
+//     (cached plan must not change result type) for it bumps its shape
+//     epoch: copies parsed before are prepared again at their next use,
+//     and client names prepared before are refused with that 0A000, as
+//     their own statements would fail directly, until the client prepares
+//     the text again (stmtDef.epoch; relay_retry.go).
 //   - max_prepared_statements changed from or to 0 at runtime starts or
 //     stops the mapping for connected clients too, at their next message
 //     with no server linked (followTrackingLocked); their names are kept.
@@ -80,6 +86,40 @@ type stmtDef struct {
 	// validated is set once a server has parsed it successfully: a later
 	// Parse of the same text may then be answered without a server.
 	validated atomic.Bool
+	// epoch is the statement's shape epoch: how many times a server
+	// reported that a migration changed its result (0A000 cached plan
+	// must not change result type; bumpEpoch). A server's copy parsed at
+	// an older epoch is closed and parsed again at its next use there
+	// (serverStmts.has), and a client's name held since an older epoch
+	// is refused with Postgres's 0A000 (clientStmt; relay_retry.go).
+	epoch atomic.Uint64
+}
+
+// bumpEpoch records that a server's copy of d parsed at epoch from had its
+// plan refused: d's epoch becomes from+1, unless another server's report
+// already took it past from (one migration, one bump).
+func (d *stmtDef) bumpEpoch(from uint64) bool { return d.epoch.CompareAndSwap(from, from+1) }
+
+// clientStmt is a client's name for a definition, with the shape epoch of
+// the result description the client has for it: the definition's epoch
+// when the client prepared the name, brought up to date when the client is
+// sent the new shape (a Describe in a request sent again; relay_retry.go).
+// Guarded by the client's mu.
+type clientStmt struct {
+	def   *stmtDef
+	epoch uint64
+}
+
+// current reports whether the client's description is of the
+// definition's current shape.
+func (cs *clientStmt) current() bool { return cs.epoch >= cs.def.epoch.Load() }
+
+// learned brings the client's epoch up to epoch: it has been sent the
+// description of a copy parsed at that epoch.
+func (cs *clientStmt) learned(epoch uint64) {
+	if epoch > cs.epoch {
+		cs.epoch = epoch
+	}
 }
 
 // stmtKey identifies a statement by its full text and parameter types. The
@@ -204,17 +244,25 @@ func (r *stmtRegistry) size() int {
 // serverStmts is a server's prepared-statement cache, least recently used
 // first. Its holder (the linked client, under client.mu) owns it.
 type serverStmts struct {
-	lru *list.List // of *stmtDef, front = most recently used
+	lru *list.List // of *stmtCopy, front = most recently used
 	m   map[*stmtDef]*list.Element
-	// stale are statements in m whose plan Postgres refused to use
-	// (0A000 cached plan must not change result type, after a migration
-	// changed their result): still prepared on the server, and closed and
-	// prepared again at their next use there (prepareLocked). Other
-	// servers' caches are unaffected until they fail too. nil when none.
-	stale map[*stmtDef]struct{}
 	// n is len(m) for SHOW SERVERS, which reads it without the holder's
 	// lock (shown).
 	n atomic.Int32
+}
+
+// stmtCopy is a statement prepared on a server, with the definition's
+// shape epoch when its Parse was sent. A copy older than the definition's
+// epoch is stale: some server refused the plan of the statement since
+// (0A000 cached plan must not change result type, after a migration
+// changed its result), so this one's plan may be of the old shape too; it
+// is still prepared on the server, and is closed and prepared again at its
+// next use there (prepareLocked). One server's report makes every
+// server's copy stale, lazily: a client that prepared the text again after
+// it does not meet the old plan on another server.
+type stmtCopy struct {
+	def   *stmtDef
+	epoch uint64
 }
 
 func (c *serverStmts) init() {
@@ -234,38 +282,39 @@ func (c *serverStmts) defs() []*stmtDef {
 	return out
 }
 
+// copyOf returns the server's copy of d, or nil.
+func (c *serverStmts) copyOf(d *stmtDef) *stmtCopy {
+	if e, ok := c.m[d]; ok {
+		return e.Value.(*stmtCopy)
+	}
+	return nil
+}
+
 // has reports whether the server has d prepared and usable (not stale).
 func (c *serverStmts) has(d *stmtDef) bool {
 	c.init()
 	e, ok := c.m[d]
-	if !ok {
-		return false
-	}
-	if _, stale := c.stale[d]; stale {
+	if !ok || e.Value.(*stmtCopy).epoch < d.epoch.Load() {
 		return false
 	}
 	c.lru.MoveToFront(e)
 	return true
 }
 
-// isStale reports whether the server has d prepared with a plan Postgres
-// refused (markStale).
+// isStale reports whether the server has d prepared at an epoch older than
+// d's (stmtCopy).
 func (c *serverStmts) isStale(d *stmtDef) bool {
-	_, stale := c.stale[d]
-	return stale
+	cp := c.copyOf(d)
+	return cp != nil && cp.epoch < d.epoch.Load()
 }
 
-// markStale marks d, if the server has it, as prepared with a plan
-// Postgres refused: its next use on this server closes and prepares it
-// again.
-func (c *serverStmts) markStale(d *stmtDef) {
-	if _, ok := c.m[d]; !ok {
-		return
-	}
-	if c.stale == nil {
-		c.stale = map[*stmtDef]struct{}{}
-	}
-	c.stale[d] = struct{}{}
+// markStale applies the server's refusal of its copy of d's plan: d's
+// epoch is bumped past the copy's (bumpEpoch), which makes this copy
+// stale, and every other server's copy parsed before the bump. It reports
+// whether this report bumped it. Nothing when the server lacks d.
+func (c *serverStmts) markStale(d *stmtDef) bool {
+	cp := c.copyOf(d)
+	return cp != nil && d.bumpEpoch(cp.epoch)
 }
 
 // holds reports whether d is prepared on the server, stale or not.
@@ -274,13 +323,14 @@ func (c *serverStmts) holds(d *stmtDef) bool {
 	return ok
 }
 
-func (c *serverStmts) add(reg *stmtRegistry, d *stmtDef) {
+// add records d as prepared on the server at shape epoch epoch.
+func (c *serverStmts) add(reg *stmtRegistry, d *stmtDef, epoch uint64) {
 	c.init()
 	if _, ok := c.m[d]; ok {
 		return
 	}
 	reg.ref(d)
-	c.m[d] = c.lru.PushFront(d)
+	c.m[d] = c.lru.PushFront(&stmtCopy{def: d, epoch: epoch})
 	c.n.Add(1)
 }
 
@@ -289,7 +339,6 @@ func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
 	if e, ok := c.m[d]; ok {
 		c.lru.Remove(e)
 		delete(c.m, d)
-		delete(c.stale, d)
 		c.n.Add(-1)
 		reg.release(d)
 	}
@@ -299,7 +348,7 @@ func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
 func (c *serverStmts) oldest() *stmtDef {
 	c.init()
 	if e := c.lru.Back(); e != nil {
-		return e.Value.(*stmtDef)
+		return e.Value.(*stmtCopy).def
 	}
 	return nil
 }
@@ -315,7 +364,7 @@ func (c *serverStmts) clear(reg *stmtRegistry) {
 	for d := range c.m {
 		reg.release(d)
 	}
-	c.lru, c.m, c.stale = nil, nil, nil
+	c.lru, c.m = nil, nil
 	c.n.Store(0)
 }
 
@@ -362,9 +411,17 @@ type op struct {
 	reused bool
 	// msg is an opSync's message: Sync, Query or FunctionCall.
 	msg byte
-	// stale marks an opCloseInjected of a statement the server had stale:
-	// if the server skips the Close, the statement stays there stale.
-	stale bool
+	// epoch is, for an opCloseInjected, the shape epoch of the copy it
+	// closes: if the server skips the Close, the copy stays there as it
+	// was. For an opParse or opParseInjected of a mapped statement, the
+	// epoch of the copy it adds. For an opDescribe sent again
+	// (relay_retry.go), the epoch whose shape its reply tells the client
+	// (name).
+	epoch uint64
+	// name is, for an opDescribe sent again, the client's name whose
+	// description its reply brings up to date; for an opDeallocate, the
+	// name the DEALLOCATE let go, given back if it fails.
+	name *clientStmt
 	// pos is an opBind's or opDescribe's place among the extended
 	// messages of its Sync cycle (linkState.cyclePos).
 	pos int
@@ -415,6 +472,9 @@ func (q *opQueue) killSyncs(positions []int) {
 		n++
 	}
 }
+
+// tail is the entry pushed last; the queue must not be empty.
+func (q *opQueue) tail() *op { return &q.buf[(q.head+q.size-1)%len(q.buf)] }
 
 func (q *opQueue) pop() op {
 	o := q.buf[q.head]

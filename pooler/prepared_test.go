@@ -69,9 +69,9 @@ func TestServerStmtsLRU(t *testing.T) {
 	r := newStmtRegistry()
 	var s serverStmts
 	d1, d2, d3 := r.acquire("q1", nil, 0), r.acquire("q2", nil, 0), r.acquire("q3", nil, 0)
-	s.add(r, d1)
-	s.add(r, d2)
-	s.add(r, d3)
+	s.add(r, d1, 0)
+	s.add(r, d2, 0)
+	s.add(r, d3, 0)
 	if !s.has(d1) { // touches d1
 		t.Fatal("d1 missing")
 	}
@@ -181,5 +181,71 @@ func TestStmtRegistryBudget(t *testing.T) {
 	}
 	if !r.reserveText(50, 100) || r.reserveText(51, 100) || !r.reserveText(50, 100) {
 		t.Fatal("reserveText: want 50 and 50 of 100, not 51 between")
+	}
+}
+
+// A server's refusal of a statement's plan bumps its shape epoch once:
+// every server's copy parsed before is stale (prepared again at its next
+// use), a second server's report of the same migration does not bump it
+// again, and a client name from before is no longer current.
+func TestServerStmtsShapeEpoch(t *testing.T) {
+	r := newStmtRegistry()
+	d := r.acquire("SELECT * FROM t", nil, 0)
+	var a, b serverStmts
+	a.add(r, d, d.epoch.Load())
+	b.add(r, d, d.epoch.Load())
+	name := &clientStmt{def: d, epoch: d.epoch.Load()}
+	if !a.markStale(d) {
+		t.Fatal("the first report did not bump the epoch")
+	}
+	if a.has(d) || b.has(d) || !a.isStale(d) || !b.isStale(d) || !a.holds(d) || !b.holds(d) {
+		t.Fatal("a copy from before the bump is usable")
+	}
+	if b.markStale(d) || d.epoch.Load() != 1 {
+		t.Fatalf("a second report of the same migration bumped the epoch to %d", d.epoch.Load())
+	}
+	if name.current() {
+		t.Fatal("a name from before the bump is current")
+	}
+	name.learned(d.epoch.Load())
+	if !name.current() {
+		t.Fatal("a name brought up to date is not current")
+	}
+	a.remove(r, d)
+	a.add(r, d, d.epoch.Load()) // prepared again
+	if !a.has(d) || b.has(d) {
+		t.Fatal("after a prepared again: only a's copy is usable")
+	}
+	a.clear(r)
+	b.clear(r)
+	r.release(d)
+	if r.size() != 0 {
+		t.Fatalf("leak: registry %d", r.size())
+	}
+}
+
+// Online restart: a client's name whose description is older than its
+// statement's shape stays refused in the new process; a current one stays
+// current.
+func TestMovedClientStmtKeepsStale(t *testing.T) {
+	old := newStmtRegistry()
+	d := old.acquire("SELECT * FROM t", nil, 0)
+	stale := &clientStmt{def: d, epoch: d.epoch.Load()}
+	d.bumpEpoch(0)
+	fresh := &clientStmt{def: d, epoch: d.epoch.Load()}
+
+	r := newStmtRegistry()
+	a := adoptClientStmt(r, movedClientStmt("fresh", fresh))
+	if !a.current() {
+		t.Fatal("a current name came over stale")
+	}
+	b := adoptClientStmt(r, movedClientStmt("stale", stale))
+	if b.current() || b.def != a.def {
+		t.Fatal("a stale name came over current")
+	}
+	// The same from a process that does not say (an older one).
+	c := adoptClientStmt(r, movedStmt{Name: "s", Query: "SELECT 2"})
+	if !c.current() {
+		t.Fatal("a name without stale came over stale")
 	}
 }

@@ -64,6 +64,7 @@ var (
 	errStatementBudget = newError(CodeStatementBudget)
 	errStmtNotFound    = newError(CodeStatementNotFound)
 	errStmtExists      = newError(CodeStatementExists)
+	errStalePlan       = newError(CodeStalePlan)
 )
 
 // relayParse relays a client's Parse: an unnamed one as it is (and
@@ -191,6 +192,27 @@ func (c *client) refuseUnknownLocked(name []byte) *Error {
 	}
 	c.refuseInBatchLocked(e)
 	return e
+}
+
+// refuseStaleLocked answers a Bind or Describe of a name whose description
+// is of an older shape than its statement's (clientStmt): a migration
+// changed the statement's result since the client prepared it, and another
+// client's use has prepared it again on the server, or will. Directly,
+// the client's own statement would fail with 0A000 (cached plan must not
+// change result type) until it prepared the text again; it gets that
+// error, in order, and nothing runs on the server, rather than rows of a
+// shape its description would misread. Drivers heal from it as from
+// Postgres's own: pgx's statement cache and pgjdbc prepare the text again,
+// and a fresh Parse holds the name at the current epoch. Called with c.mu
+// held, for the message just recorded.
+func (c *client) refuseStaleLocked() {
+	c.link.ls.unrecord() // answered here, not sent
+	c.refuseInBatchLocked(errStalePlan)
+}
+
+// logStale notes a refuseStaleLocked at NOISE. Called without c.mu.
+func (c *client) logStale(name []byte, def *stmtDef) {
+	c.noisef("prepared statement '%s' (%s) was described before its result changed: 0A000", name, def.name)
 }
 
 // logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
@@ -323,8 +345,9 @@ const keptScratch = 64 << 10
 // Called with c.mu held.
 func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
 	if s.stmts.isStale(def) {
-		// Prepared with a plan Postgres refused (markStale): closed
-		// first, so that the Parse under the same name makes a new one.
+		// Prepared before the definition's last shape epoch (a plan
+		// Postgres refused, here or on another server): closed first,
+		// so that the Parse under the same name makes a new one.
 		out = c.closeInjectedLocked(out, s, def)
 	}
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
@@ -338,22 +361,25 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 	}
 	out = c.appendParseLocked(out, def.name, def.query, def.types)
 	c.pool.stats.serverParses.Add(1)
-	c.link.ops.push(op{kind: kind, def: def, clientName: clientName})
+	// The epoch is read before the Parse is sent, so the copy's plan is
+	// at least as new as whatever migration that epoch reflects.
+	epoch := def.epoch.Load()
+	c.link.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
 	if kind == opParseInjected {
 		c.link.ls.injected(wire.MsgParse)
 	}
-	s.stmts.add(c.svc.stmts, def)
+	s.stmts.add(c.svc.stmts, def, epoch)
 	return out
 }
 
 // closeInjectedLocked appends a Close of the server's statement d and
 // takes it out of the server's cache; the op holds d until the reply, and
-// puts it back (stale as it was) if the server skips the Close. Called
-// with c.mu held.
+// puts it back (at its epoch, stale as it was) if the server skips the
+// Close. Called with c.mu held.
 func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
 	out = wire.AppendClose(out, wire.TargetStatement, d.name)
 	c.svc.stmts.ref(d) // held by the op until its reply
-	c.link.ops.push(op{kind: opCloseInjected, def: d, stale: s.stmts.isStale(d)})
+	c.link.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
 	c.link.ls.injected(wire.MsgClose)
 	s.stmts.remove(c.svc.stmts, d)
 	return out
@@ -424,8 +450,8 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return rest(false)
 	}
 	c.mu.Lock()
-	def := c.stmts[string(stmt)]
-	if def == nil {
+	cs := c.stmts[string(stmt)]
+	if cs == nil {
 		e := c.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", e)
@@ -434,6 +460,16 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		}
 		return c.r.Skip()
 	}
+	if !cs.current() {
+		c.refuseStaleLocked()
+		c.mu.Unlock()
+		c.logStale(stmt, cs.def)
+		if held != nil {
+			return nil
+		}
+		return c.r.Skip()
+	}
+	def := cs.def
 	c.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {
@@ -447,7 +483,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		if body == nil && len(pre) == bodyLen {
 			body = pre
 		}
-		c.keepFirstLocked(def, false, out[head:], body, names)
+		c.keepFirstLocked(cs, false, out[head:], body, names)
 	}
 	c.mu.Unlock()
 	c.link.out = shrunk(out)
@@ -488,13 +524,20 @@ func (c *client) relayDescribe(s *server) error {
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	def := c.stmts[string(name)]
-	if def == nil {
+	cs := c.stmts[string(name)]
+	if cs == nil {
 		e := c.refuseUnknownLocked(name)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
+	if !cs.current() {
+		c.refuseStaleLocked()
+		c.mu.Unlock()
+		c.logStale(name, cs.def)
+		return nil
+	}
+	def := cs.def
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
@@ -503,7 +546,7 @@ func (c *client) relayDescribe(s *server) error {
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
 	c.pushReplyOpLocked(opDescribe, def)
 	if c.link.retry.state == retryCapturing {
-		c.keepFirstLocked(def, true, out[head:], nil, 0)
+		c.keepFirstLocked(cs, true, out[head:], nil, 0)
 	}
 	c.mu.Unlock()
 	c.link.out = shrunk(out)
@@ -528,12 +571,12 @@ func (c *client) relayClose(s *server) error {
 	c.mu.Lock()
 	c.link.ops.push(op{kind: opClose})
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
-		if def := c.stmts[string(name)]; def != nil {
+		if cs := c.stmts[string(name)]; cs != nil {
 			// The client's name goes; the server's statement stays
 			// for other clients. Closing a name that does not exist
 			// gives the client its CloseComplete, in order.
 			delete(c.stmts, string(name))
-			c.svc.stmts.release(def)
+			c.svc.stmts.release(cs.def)
 			c.mu.Unlock()
 			c.link.out = wire.AppendClose(c.link.out[:0], wire.TargetStatement, noopStmt)
 			return s.w.Write(c.link.out)
@@ -557,13 +600,13 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	if len(pre) == bodyLen && len(c.stmts) > 0 {
 		name, ok = deallocateTarget(pre)
 	}
-	var def *stmtDef
+	var cs *clientStmt
 	if ok {
-		def = c.stmts[name]
+		cs = c.stmts[name]
 	}
 	// A simple query replaces the server's unnamed statement.
 	s.unnamedOwner = 0
-	if def == nil {
+	if cs == nil {
 		c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
@@ -572,7 +615,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// query is accepted as Postgres would; an error gives it back
 	// (errorLocked). The definition's reference is held by the op.
 	delete(c.stmts, name)
-	c.link.ops.push(op{kind: opDeallocate, def: def, clientName: name})
+	c.link.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
 	c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {

@@ -74,10 +74,14 @@ func (c *client) consumedByCopyLocked(s *server, typ byte) {
 
 // replyOpLocked pops the op of a Bind (BindComplete) or Describe
 // (RowDescription, NoData) when it is the next one owed; a RowDescription
-// of a Query finds its opSync instead and pops nothing.
+// of a Query finds its opSync instead and pops nothing. The reply of a
+// Describe sent again (relay_retry.go) tells the client its statement's
+// new shape: its name's epoch is brought up to date.
 func (c *client) replyOpLocked(kind opKind) {
 	if o := c.link.ops.peek(); o != nil && o.kind == kind {
-		c.link.ops.pop()
+		if d := c.link.ops.pop(); d.name != nil {
+			d.name.learned(d.epoch)
+		}
 	}
 }
 
@@ -94,11 +98,12 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 		if d.def != nil {
 			// A statement the server has stale was closed before this
 			// Parse (prepareLocked): if that Close was skipped too, its
-			// undo put the stale one back, which is still there.
-			if !d.reused && !s.stmts.isStale(d.def) {
+			// undo put the stale copy back, which is still there (an
+			// older epoch than this Parse's).
+			if cp := s.stmts.copyOf(d.def); !d.reused && cp != nil && cp.epoch == d.epoch {
 				s.stmts.remove(c.svc.stmts, d.def)
 			}
-			if d.clientName != "" && c.stmts[d.clientName] == d.def {
+			if cs := c.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
 				if keepName {
 					c.unconfirmLocked(d.clientName)
 				} else {
@@ -112,19 +117,16 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 		// prepared the name anew since.
 		if _, taken := c.stmts[d.clientName]; !taken {
 			if c.stmts == nil {
-				c.stmts = map[string]*stmtDef{}
+				c.stmts = map[string]*clientStmt{}
 			}
-			c.stmts[d.clientName] = d.def
+			c.stmts[d.clientName] = d.name
 		} else {
 			c.svc.stmts.release(d.def)
 		}
 	case opCloseInjected:
 		if d.def != nil {
 			// Skipped: the statement is still on the server, as it was.
-			s.stmts.add(c.svc.stmts, d.def)
-			if d.stale {
-				s.stmts.markStale(d.def)
-			}
+			s.stmts.add(c.svc.stmts, d.def, d.epoch)
 			c.svc.stmts.release(d.def)
 		}
 	}
@@ -179,19 +181,21 @@ func (c *client) commandCompleteLocked(s *server, tag []byte) {
 // 08P01 instead of Postgres's 26000.
 const maxDiscarded = 4096
 
-// holdNameLocked gives the client the name for def (a Parse of it).
+// holdNameLocked gives the client the name for def (a Parse of it), at
+// def's current shape epoch: the client's description of it comes from a
+// server's copy parsed at that epoch or later (serverStmts.has).
 func (c *client) holdNameLocked(name string, def *stmtDef) {
 	if c.stmts == nil {
-		c.stmts = map[string]*stmtDef{}
+		c.stmts = map[string]*clientStmt{}
 	}
-	c.stmts[name] = def
+	c.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
 	delete(c.unconfirmed, name)
 	delete(c.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {
-	for name, d := range c.stmts {
-		c.svc.stmts.release(d)
+	for name, cs := range c.stmts {
+		c.svc.stmts.release(cs.def)
 		delete(c.stmts, name)
 	}
 	c.unconfirmed = nil
@@ -199,9 +203,9 @@ func (c *client) clearStmtsLocked() {
 
 // dropNameLocked lets go of the client's statement name.
 func (c *client) dropNameLocked(name string) {
-	if d := c.stmts[name]; d != nil {
+	if cs := c.stmts[name]; cs != nil {
 		delete(c.stmts, name)
-		c.svc.stmts.release(d)
+		c.svc.stmts.release(cs.def)
 	}
 	delete(c.unconfirmed, name)
 }

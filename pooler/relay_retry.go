@@ -15,10 +15,26 @@ import "github.com/pgturnstile/pgturnstile/wire"
 // was closed (PgBouncer's documentation says to RECONNECT).
 //
 // Now, when such an error answers a Bind or Describe of a statement the
-// pooler prepared, the statement is marked stale on that server
-// (serverStmts.markStale): its next use there, by any client, closes it and
-// prepares it again (prepareLocked). Other servers keep theirs until they
-// fail in turn. The error reaches the client as Postgres sent it, except in
+// pooler prepared, the statement's shape epoch is bumped
+// (serverStmts.markStale, stmtDef.epoch): every server's copy parsed before
+// the bump is stale, and its next use on that server, by any client, closes
+// it and prepares it again (prepareLocked), so that a client which prepared
+// the text again does not meet the old plan on another server.
+//
+// Shape epochs also keep the other clients right. Each client's name
+// carries the epoch of the description it has (clientStmt): once another
+// client's use has prepared the server's statement again, a client whose
+// description is older would be sent rows of the new shape by a Bind,
+// Execute without a Describe, and could decode them wrongly (a column
+// dropped and added with another type under its name). Directly, its own
+// statement would fail with 0A000 until it prepared the text again; so a
+// Bind or Describe of a name older than its statement's epoch gets that
+// error from the pooler, in order, and nothing runs on the server
+// (refuseStaleLocked). A Parse gives a name the current epoch; a Describe
+// in a request sent again (below) brings the name up to the epoch of the
+// copy it described (replyOpLocked).
+//
+// The error reaches the client as Postgres sent it, except in
 // one case where nothing has happened yet that the client could see or that
 // running it again could repeat: the failed message was the first of an
 // implicit transaction, and the request it began is kept whole (below). The
@@ -64,8 +80,11 @@ const (
 // transaction (see above). Written by serve and the pump under c.mu.
 type retryCapture struct {
 	state retryState
-	// def is the mapped statement the request's first message names.
-	def *stmtDef
+	// def is the mapped statement the request's first message names, and
+	// name the client's name for it, whose epoch a second run's Describe
+	// brings up to date.
+	def  *stmtDef
+	name *clientStmt
 	// described: the request describes what it runs (a Describe of the
 	// portal after the Bind, or it is a Describe of the statement);
 	// statementOnly: it began with a Describe of the statement.
@@ -78,7 +97,7 @@ type retryCapture struct {
 }
 
 func (r *retryCapture) reset() {
-	r.state, r.def, r.swallowReady = retryOff, nil, false
+	r.state, r.def, r.name, r.swallowReady = retryOff, nil, nil, false
 	if cap(r.buf) > retryKeepLimit {
 		r.buf = nil
 	}
@@ -96,7 +115,7 @@ func (r *retryCapture) reset() {
 func (c *client) captureLocked(typ byte, n int, first bool) {
 	r := &c.link.retry
 	if first && (typ == wire.MsgBind || typ == wire.MsgDescribe) {
-		r.state, r.def, r.described, r.statementOnly = retryCapturing, nil, false, false
+		r.state, r.def, r.name, r.described, r.statementOnly = retryCapturing, nil, nil, false, false
 		r.buf = r.buf[:0]
 		return
 	}
@@ -147,16 +166,16 @@ func (c *client) keepWholeLocked(typ byte, n int) bool {
 }
 
 // keepFirstLocked keeps the request's first message, a Bind or Describe of
-// the mapped statement def as the server gets it: head, and for a Bind the
-// client's body from offset from (nil when the Bind was not held whole:
-// the copy ends). Called by the relay with c.mu held.
-func (c *client) keepFirstLocked(def *stmtDef, describe bool, head, body []byte, from int) {
+// the client's mapped statement cs as the server gets it: head, and for a
+// Bind the client's body from offset from (nil when the Bind was not held
+// whole: the copy ends). Called by the relay with c.mu held.
+func (c *client) keepFirstLocked(cs *clientStmt, describe bool, head, body []byte, from int) {
 	r := &c.link.retry
 	if (!describe && body == nil) || len(head)+len(body)-from > retryKeepLimit {
 		r.state = retryOff
 		return
 	}
-	r.def, r.statementOnly, r.described = def, describe, describe
+	r.def, r.name, r.statementOnly, r.described = cs.def, cs, describe, describe
 	r.buf = append(r.buf[:0], head...)
 	if !describe {
 		r.buf = append(r.buf, body[from:]...)
@@ -215,6 +234,10 @@ func (c *client) retryLocked(s *server, def *stmtDef) bool {
 		return false
 	}
 	out := c.prepareLocked(r.out[:0], s, def, opParseInjected, "")
+	// The second run's Describe tells the client the shape of the copy
+	// just parsed: its reply brings the client's name up to that epoch
+	// (replyOpLocked). An error before it leaves the name as it was.
+	epoch := s.stmts.copyOf(def).epoch
 	for b := r.buf; len(b) >= 5; {
 		typ, n := b[0], 1+int(uint32(b[1])<<24|uint32(b[2])<<16|uint32(b[3])<<8|uint32(b[4]))
 		c.link.ls.fromClient(typ)
@@ -227,6 +250,7 @@ func (c *client) retryLocked(s *server, def *stmtDef) bool {
 			} else {
 				c.pushReplyOpLocked(opDescribe, nil)
 			}
+			c.link.ops.tail().name, c.link.ops.tail().epoch = r.name, epoch
 		case wire.MsgSync:
 			c.link.ops.push(op{kind: opSync, msg: typ})
 		}

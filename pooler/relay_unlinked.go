@@ -115,9 +115,9 @@ func (c *client) answerClose() error {
 	}
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement {
 		c.mu.Lock()
-		if def := c.stmts[string(name)]; def != nil {
+		if cs := c.stmts[string(name)]; cs != nil {
 			delete(c.stmts, string(name))
-			c.svc.stmts.release(def)
+			c.svc.stmts.release(cs.def)
 		}
 		c.mu.Unlock()
 	}

@@ -91,6 +91,29 @@ type movedStmt struct {
 	Name  string `json:"name"` // the client's name; a server's: the name on Postgres
 	Query string `json:"query"`
 	Types []byte `json:"types,omitempty"` // the Parse's parameter-type section
+	// Stale marks a client's name whose description is older than its
+	// statement's shape (clientStmt): it stays refused with 0A000 in the
+	// new process (adoptClientStmt). An older process never sets it.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// movedClientStmt is the moved form of the client's name for cs.
+func movedClientStmt(name string, cs *clientStmt) movedStmt {
+	return movedStmt{Name: name, Query: cs.def.query, Types: cs.def.types, Stale: !cs.current()}
+}
+
+// adoptClientStmt is a moved client name in this process, with one
+// reference to its definition. A stale one is held at an epoch older than
+// its definition's, which is bumped past it if need be: the other names
+// and server copies of the text adopted at that epoch go stale too, which
+// costs them a 0A000 or a prepare again, never a wrong shape.
+func adoptClientStmt(reg *stmtRegistry, ms movedStmt) *clientStmt {
+	d := reg.acquire(ms.Query, ms.Types, 0)
+	cs := &clientStmt{def: d, epoch: d.epoch.Load()}
+	if ms.Stale {
+		d.bumpEpoch(cs.epoch)
+	}
+	return cs
 }
 
 // listenerID marks a SHOW FDS row's ID as a listener's index, apart from
@@ -293,11 +316,11 @@ func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	if c.raddr.IsValid() {
 		st.Raddr, st.Laddr = c.raddr.String(), c.laddr.String()
 	}
-	for name, d := range c.stmts {
+	for name, cs := range c.stmts {
 		if c.unconfirmed[name] {
 			continue // the client never got its ParseComplete
 		}
-		st.Stmts = append(st.Stmts, movedStmt{Name: name, Query: d.query, Types: d.types})
+		st.Stmts = append(st.Stmts, movedClientStmt(name, cs))
 	}
 	r.State = marshalState(st)
 	return r, srv, sr, true
@@ -751,11 +774,10 @@ func (s *Service) adopt(m movedClient, srv *server) error {
 	c.enterPool()
 	c.mu.Lock()
 	for _, ms := range st.Stmts {
-		d := s.stmts.acquire(ms.Query, ms.Types, 0)
 		if c.stmts == nil {
-			c.stmts = map[string]*stmtDef{}
+			c.stmts = map[string]*clientStmt{}
 		}
-		c.stmts[ms.Name] = d
+		c.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
 	}
 	c.mu.Unlock()
 	s.registerCancel(c)
@@ -841,7 +863,7 @@ func (s *Service) adoptServer(m movedClient) (*server, error) {
 	srv.created, srv.lastUsed = m.state.Connected, s.clock.Now()
 	for _, ms := range m.state.Stmts {
 		d := s.stmts.adoptNamed(ms.Name, ms.Query, ms.Types)
-		srv.stmts.add(s.stmts, d)
+		srv.stmts.add(s.stmts, d, d.epoch.Load())
 		s.stmts.release(d)
 	}
 	if m.link != 0 {
