@@ -326,7 +326,7 @@ func (v consoleView) Lists() admin.Lists {
 		p.mu.Unlock()
 	}
 	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
-	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.counts()
+	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.Counts()
 	return l
 }
 
@@ -749,3 +749,9 @@ func (s *Service) dropClient(c *client) {
 	}
 	s.cancelMu.Unlock()
 }
+
+// DNSHosts is SHOW DNS_HOSTS (admin.DNSCache).
+func (v consoleView) DNSHosts() []admin.DNSHost { return v.s.dns.HostRows() }
+
+// DNSZones is SHOW DNS_ZONES (admin.DNSCache).
+func (v consoleView) DNSZones() []admin.DNSZone { return v.s.dns.ZoneRows() }

@@ -65,10 +65,9 @@
 //	reuseport.go       so_reuseport: SO_REUSEPORT on the TCP listeners
 //	sockopts*.go       tcp_* on client and server connections (tune_socket),
 //	                   listen_backlog, tcp_defer_accept, unix_socket_group
-//	dnscache.go        the DNS cache of server host names (dns_max_ttl,
-//	                   dns_nxdomain_ttl), SHOW DNS_HOSTS/DNS_ZONES
 //	dnszone.go         resolv_conf, dns_zone_check_period's SOA queries, the
-//	                   dial through the cache
+//	                   dial through the DNS cache (internal/dnscache:
+//	                   dns_max_ttl, dns_nxdomain_ttl, SHOW DNS_HOSTS/ZONES)
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
@@ -217,7 +216,7 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnsCache.mu
+// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,

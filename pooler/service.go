@@ -19,6 +19,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -143,9 +144,9 @@ type Service struct {
 	// be replaced by tests before Serve.
 	clock clock
 	dial  func(ctx context.Context, network, address string) (net.Conn, error)
-	// dns caches server host names for dial (dnscache.go); soa asks a
+	// dns caches server host names for dial (internal/dnscache); soa asks a
 	// zone's serial for dns_zone_check_period (dnszone.go).
-	dns *dnsCache
+	dns *dnscache.Cache
 	soa func(ctx context.Context, zone string) (uint32, error)
 	// zoneCheckLast is when the janitor last started a zone check (its
 	// own field); zoneChecking is set while one runs.
@@ -196,11 +197,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		return nil, err
 	}
 	s.dial, s.soa = s.dialCached, s.systemSOA
-	s.dns = newDNSCache(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
-		st := s.settings()
-		return st.DNSMaxTTL, st.DNSNXDomainTTL
-	})
-	s.dns.addrGone, s.dns.failed = s.addrGone, s.dnsFailed
+	s.dns = s.newDNSCache(res)
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
@@ -218,6 +215,18 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		return nil, err
 	}
 	return s, nil
+}
+
+// newDNSCache is the service's DNS cache of server host names over res:
+// the TTLs in force, the service's clock, and a changed or failed answer
+// told to the pools (addrGone, dnsFailed).
+func (s *Service) newDNSCache(res dnscache.Resolver) *dnscache.Cache {
+	d := dnscache.New(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
+		st := s.settings()
+		return st.DNSMaxTTL, st.DNSNXDomainTTL
+	})
+	d.AddrGone, d.Failed = s.addrGone, s.dnsFailed
+	return d
 }
 
 func (s *Service) config() *config.Config     { return s.cfg.Load() }
