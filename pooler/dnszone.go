@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 )
 
 // resolv_conf and dns_zone_check_period.
@@ -222,17 +224,17 @@ func (s *Service) systemSOA(ctx context.Context, zone string) (uint32, error) {
 func (s *Service) dialCached(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if network != "tcp" || err != nil {
-		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
+		return sockopt.ServerDialer(s.settings()).DialContext(ctx, network, address)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
+		return sockopt.ServerDialer(s.settings()).DialContext(ctx, network, address)
 	}
 	addrs, err := s.dns.Resolve(ctx, host)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	var firstErr error
-	dialer := serverDialerFor(s.settings())
+	dialer := sockopt.ServerDialer(s.settings())
 	for _, a := range addrs {
 		c, err := dialer.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {

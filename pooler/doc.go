@@ -62,9 +62,10 @@
 //	cancelwait.go      cancel_wait_timeout
 //	peering.go         peer_id in cancel keys; cancel requests forwarded to
 //	                   the peer that owns them ([peers]); SHOW PEER_POOLS
-//	reuseport.go       so_reuseport: SO_REUSEPORT on the TCP listeners
-//	sockopts*.go       tcp_* on client and server connections (tune_socket),
-//	                   listen_backlog, tcp_defer_accept, unix_socket_group
+//	sockopts.go        listen_backlog, tcp_socket_buffer, tcp_defer_accept
+//	                   on the listeners open, again at RELOAD/SET (the
+//	                   options themselves, tcp_* on every connection and
+//	                   so_reuseport: internal/sockopt)
 //	dnszone.go         resolv_conf, dns_zone_check_period's SOA queries, the
 //	                   dial through the DNS cache (internal/dnscache:
 //	                   dns_max_ttl, dns_nxdomain_ttl, SHOW DNS_HOSTS/ZONES)

@@ -20,6 +20,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -267,7 +268,7 @@ func (s *Service) Listen() error {
 			if _, isTCP := ln.(*net.TCPListener); isTCP {
 				// As PgBouncer tunes a socket systemd hands it: the
 				// connections accepted from now on get the sizes.
-				if err := setListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
+				if err := sockopt.SetListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
 					s.log.Warn("tcp_socket_buffer on " + listenerName(ln) + ": " + err.Error())
 				}
 			}
@@ -293,7 +294,7 @@ func (s *Service) Listen() error {
 	}
 	port := st.ListenPort
 	for _, a := range addrs {
-		ln, err := listenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
+		ln, err := sockopt.ListenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
 		if err != nil {
 			s.Close()
 			return err
@@ -320,7 +321,7 @@ func (s *Service) Listen() error {
 		if err == nil {
 			err = s.tuneListener(ln)
 			if err == nil {
-				err = chownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
+				err = sockopt.ChownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
 			}
 			if err != nil {
 				ln.Close()
@@ -464,8 +465,8 @@ func (s *Service) accept(ln net.Listener) error {
 			}
 			return err
 		}
-		if tc, ok := tcpConn(conn); ok {
-			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
+		if tc, ok := sockopt.TCP(conn); ok {
+			if err := sockopt.Tune(tc, s.settings(), inherited); err != nil {
 				// PgBouncer drops a connection it cannot tune.
 				s.log.Warn(err.Error())
 				conn.Close()
