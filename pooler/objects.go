@@ -232,7 +232,5 @@ func (p *serverPool) cancelDone(s *server) {
 	}
 	reason := p.reuseOrCloseLocked(s, st, now)
 	p.mu.Unlock()
-	if reason != "" {
-		p.closeServer(s, reason)
-	}
+	p.reused(s, reason)
 }

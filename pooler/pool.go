@@ -469,6 +469,16 @@ func (p *serverPool) release(s *server) {
 	}
 	reason := p.reuseOrCloseLocked(s, st, now)
 	p.mu.Unlock()
+	p.reused(s, reason)
+}
+
+// reused ends release's rule (reuseOrCloseLocked) once p.mu is released,
+// for release and cancelDone alike: the server is closed for reason, or,
+// kept, it may now be idle, which a replication client waiting for room
+// must hear (it evicts an idle server). Before, cancelDone did not say
+// so, and a waiter heard it only because the cancel request's connection
+// ended just after (every client's end wakes the service's waiters).
+func (p *serverPool) reused(s *server, reason string) {
 	if reason != "" {
 		p.closeServer(s, reason)
 	} else if p.replWaiting.Load() > 0 {
