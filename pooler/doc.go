@@ -5,7 +5,7 @@
 //
 //	service.go         Service: listeners, accept, the client registry (cancel
 //	                   keys), pools by (database, user), auth_query
-//	unixsock.go        the Unix socket guard: refuse a live one, remove a stale one
+//	                   (accept, the Unix socket guard: internal/listener)
 //	apply.go           Service.Apply: a configuration derived, then swapped in
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	tlsinfo.go         a TLS connection described in PgBouncer's words

@@ -20,6 +20,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -312,8 +313,8 @@ func (s *Service) Listen() error {
 		s.listeners = append(s.listeners, ln)
 	}
 	if dir := st.UnixSocketDir; dir != "" {
-		path := UnixSocketPath(dir, port)
-		if err := ClearUnixSocket(path); err != nil {
+		path := listener.UnixSocketPath(dir, port)
+		if err := listener.ClearUnixSocket(path); err != nil {
 			s.Close()
 			return err
 		}
@@ -445,7 +446,7 @@ func (s *Service) stop() { s.markStopped() }
 func (s *Service) accept(ln net.Listener) error {
 	defer s.countTCPAccept(ln)()
 	inherited := slices.Contains(s.inherited, ln)
-	accept, stop := startRawAccept(ln)
+	accept, stop := listener.StartAccept(ln)
 	defer stop()
 	for {
 		conn, err := accept()
@@ -672,7 +673,7 @@ func (s *Service) Close() {
 	lns := s.listeners
 	s.mu.Unlock()
 	for _, ln := range lns {
-		closeListener(ln)
+		listener.Close(ln)
 	}
 }
 
@@ -688,7 +689,7 @@ func (s *Service) closeTCP() {
 	s.mu.Unlock()
 	for _, ln := range lns {
 		if _, unix := ln.(*net.UnixListener); !unix {
-			closeListener(ln)
+			listener.Close(ln)
 		}
 	}
 }
