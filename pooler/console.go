@@ -97,7 +97,7 @@ func (v consoleView) Pools() []admin.Pool {
 		row := admin.Pool{
 			Database:         p.key.db,
 			User:             p.key.user,
-			ClWaiting:        p.queue.Len(),
+			ClWaiting:        p.queue.len(),
 			SvActive:         p.active,
 			SvBeingCanceled:  p.beingCanceled,
 			SvIdle:           len(p.idle),
@@ -109,8 +109,8 @@ func (v consoleView) Pools() []admin.Pool {
 		// The queue can hold waits that are no pool client's (an
 		// auth_query's): cl_active never goes below zero for them.
 		row.ClActive = max(p.clientsInPool()-row.ClWaiting, 0)
-		if w := p.queue.Oldest(); w != nil {
-			row.MaxWait = now.Sub(w.Enqueued)
+		if w := p.queue.oldest(); w != nil {
+			row.MaxWait = now.Sub(w.enqueued)
 		}
 		p.mu.Unlock()
 		out = append(out, row)

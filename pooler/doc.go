@@ -47,6 +47,7 @@
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
 //	pool.go            serverPool: checkout, waiting, growth, release
+//	waitqueue.go       the pool's clients waiting for a server, in arrival order
 //	pool_connect.go    a server's login and its three endings
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
