@@ -174,7 +174,7 @@ type poolWaiter struct {
 	enqueued   time.Time
 	prev, next *poolWaiter
 	queued     bool
-	grant chan grant // buffered(1): the pool never blocks handing over
+	grant      chan grant // buffered(1): the pool never blocks handing over
 	// seq numbers the client's waits, so a cancel request aimed at one
 	// wait cannot end a later one that reuses the waiter (cancelWaiter).
 	seq atomic.Uint64
