@@ -1,10 +1,9 @@
 // Package admission decides which waiting client gets the next server of a
 // pool.
 //
-// Two mechanisms live here. The FIFO Queue (queue.go) reproduces PgBouncer:
-// the pooler calls it under its pool lock (Push when a client finds no idle
-// server, Pop when a server becomes free, Remove when a waiter gives up) and
-// it is what runs when no admission policy is configured.
+// Without an admission policy the pooler serves a pool's waiters in
+// arrival order, as PgBouncer does, from a queue of its own (the pooler's
+// waitQueue); nothing here runs.
 //
 // The Gate (gate.go) runs when an admission_file is configured: one Gate
 // per pool, a Tree (tree.go) shared by the gates of a policy, and an

@@ -159,7 +159,7 @@ type Settings struct {
 	TCPKeepIdle, TCPKeepIntvl, TCPKeepCnt, TCPUserTimeout int
 	TCPSocketBuffer, TCPDeferAccept, ListenBacklog        int
 	UnixSocketGroup                                       string
-	// The DNS cache of server host names (pooler/dnscache.go).
+	// The DNS cache of server host names (internal/dnscache).
 	DNSMaxTTL, DNSNXDomainTTL, DNSZoneCheckPeriod time.Duration
 	ResolvConf                                    string
 }

@@ -97,7 +97,7 @@ func (v consoleView) Pools() []admin.Pool {
 		row := admin.Pool{
 			Database:         p.key.db,
 			User:             p.key.user,
-			ClWaiting:        p.queue.Len(),
+			ClWaiting:        p.queue.len(),
 			SvActive:         p.active,
 			SvBeingCanceled:  p.beingCanceled,
 			SvIdle:           len(p.idle),
@@ -109,8 +109,8 @@ func (v consoleView) Pools() []admin.Pool {
 		// The queue can hold waits that are no pool client's (an
 		// auth_query's): cl_active never goes below zero for them.
 		row.ClActive = max(p.clientsInPool()-row.ClWaiting, 0)
-		if w := p.queue.Oldest(); w != nil {
-			row.MaxWait = now.Sub(w.Enqueued)
+		if w := p.queue.oldest(); w != nil {
+			row.MaxWait = now.Sub(w.enqueued)
 		}
 		p.mu.Unlock()
 		out = append(out, row)
@@ -326,7 +326,7 @@ func (v consoleView) Lists() admin.Lists {
 		p.mu.Unlock()
 	}
 	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
-	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.counts()
+	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.Counts()
 	return l
 }
 
@@ -749,3 +749,9 @@ func (s *Service) dropClient(c *client) {
 	}
 	s.cancelMu.Unlock()
 }
+
+// DNSHosts is SHOW DNS_HOSTS (admin.DNSCache).
+func (v consoleView) DNSHosts() []admin.DNSHost { return v.s.dns.HostRows() }
+
+// DNSZones is SHOW DNS_ZONES (admin.DNSCache).
+func (v consoleView) DNSZones() []admin.DNSZone { return v.s.dns.ZoneRows() }

@@ -2,11 +2,15 @@ package pooler
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +26,7 @@ func TestDNSCacheServesServerLogins(t *testing.T) {
 	res := newFakeResolver()
 	res.set("pg.example.internal", "127.0.0.1")
 	tp := startTestPooler(t, fake, map[string]string{"cs": "host=pg.example.internal"}, "",
-		func(s *Service) { s.dns.res = res })
+		func(s *Service) { s.dns = s.newDNSCache(res) })
 	defer tp.shutdown(t, fake)
 	conn, _ := dialStateClient(t, tp)
 	defer conn.Close()
@@ -70,8 +74,8 @@ func TestDNSCacheServesServerLogins(t *testing.T) {
 	res.mu.Lock()
 	delete(res.answers, "pg.example.internal")
 	res.mu.Unlock()
-	tp.svc.dns.expireZone("example.internal")
-	if _, err := tp.svc.dns.resolve(context.Background(), "pg.example.internal"); err == nil {
+	tp.svc.dns.ExpireZone("example.internal")
+	if _, err := tp.svc.dns.Resolve(context.Background(), "pg.example.internal"); err == nil {
 		t.Fatal("no error for a name that does not resolve")
 	}
 	if !strings.Contains(tp.log.tail(), "DNS lookup failed: pg.example.internal: result=-2") {
@@ -142,4 +146,84 @@ func TestSOASerialQuery(t *testing.T) {
 	if _, err := soaSerial(ctx, servers, "nowhere.test"); err == nil {
 		t.Errorf("NXDOMAIN gave a serial")
 	}
+}
+
+// dns_zone_check_period: a zone whose serial moved on has its names
+// looked up again at their next use, with PgBouncer's log line; the same
+// serial changes nothing.
+func TestDNSZoneCheck(t *testing.T) {
+	svc := newTestService(t)
+	lg := &captureLog{}
+	svc.log = slog.New(&captureHandler{log: lg})
+	res := newFakeResolver()
+	res.set("db.example.com", "10.0.0.1")
+	svc.dns = svc.newDNSCache(res)
+	serial := uint32(7)
+	svc.soa = func(_ context.Context, zone string) (uint32, error) {
+		if zone != "example.com" {
+			return 0, fmt.Errorf("unexpected zone %q", zone)
+		}
+		return serial, nil
+	}
+	ctx := context.Background()
+	svc.dns.Resolve(ctx, "db.example.com")
+	svc.checkZones(ctx)
+	if !strings.Contains(lg.tail(), "zone 'example.com' serial changed: old=0 new=7") {
+		t.Errorf("log:\n%s", lg.tail())
+	}
+	svc.dns.Resolve(ctx, "db.example.com")
+	if n := res.count("db.example.com"); n != 2 {
+		t.Errorf("%d lookups after the serial changed, want 2", n)
+	}
+	svc.checkZones(ctx)
+	svc.dns.Resolve(ctx, "db.example.com")
+	if n := res.count("db.example.com"); n != 2 {
+		t.Errorf("%d lookups with the serial unchanged, want 2", n)
+	}
+	if z := svc.Console().(admin.DNSCache).DNSZones(); len(z) != 1 || z[0].Serial != 7 {
+		t.Errorf("DNS_ZONES %+v", z)
+	}
+}
+
+// fakeResolver answers from a map and counts its lookups; block, when
+// set, holds each lookup until it is closed.
+type fakeResolver struct {
+	mu      sync.Mutex
+	answers map[string][]netip.Addr
+	lookups map[string]int
+	block   chan struct{}
+}
+
+func newFakeResolver() *fakeResolver {
+	return &fakeResolver{answers: map[string][]netip.Addr{}, lookups: map[string]int{}}
+}
+
+func (f *fakeResolver) set(host string, addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers[host] = nil
+	for _, a := range addrs {
+		f.answers[host] = append(f.answers[host], netip.MustParseAddr(a))
+	}
+}
+
+func (f *fakeResolver) count(host string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lookups[host]
+}
+
+func (f *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	f.mu.Lock()
+	f.lookups[host]++
+	block := f.block
+	a, ok := f.answers[host]
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return slices.Clone(a), nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 )
 
 // resolv_conf and dns_zone_check_period.
@@ -25,10 +27,10 @@ import (
 // still come from /etc/resolv.conf, and /etc/hosts is read first.
 //
 // dns_zone_check_period is PgBouncer's c-ares zone check: every period,
-// the SOA serial of each zone of the cached names (dnsZone) is asked, one
+// the SOA serial of each zone of the cached names is asked, one
 // zone after another; when a serial moved on, the zone's names are looked
 // up again at once, and servers connected to an address that disappeared
-// are marked close_needed (dnscache.go). Go's resolver has no
+// are marked close_needed (Service.addrGone). Go's resolver has no
 // SOA lookup: the query is sent here, over UDP, to the nameservers of
 // resolv_conf or else of /etc/resolv.conf.
 
@@ -163,7 +165,7 @@ func (s *Service) zoneCheckDue(ctx context.Context, now time.Time) {
 // checkZones asks each zone's serial in turn and has the names of those
 // that changed looked up again, with PgBouncer's log lines.
 func (s *Service) checkZones(ctx context.Context) {
-	for _, zone := range s.dns.zoneNames() {
+	for _, zone := range s.dns.ZoneNames() {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		serial, err := s.soa(qctx, zone)
 		cancel()
@@ -173,7 +175,7 @@ func (s *Service) checkZones(ctx context.Context) {
 			}
 			continue
 		}
-		old, changed := s.dns.noteSerial(zone, serial)
+		old, changed := s.dns.NoteSerial(zone, serial)
 		if !changed {
 			if s.debugOn() {
 				s.log.Debug(fmt.Sprintf("zone '%s' unchanged: serial=%d", zone, serial))
@@ -181,9 +183,9 @@ func (s *Service) checkZones(ctx context.Context) {
 			continue
 		}
 		s.log.Info(fmt.Sprintf("zone '%s' serial changed: old=%d new=%d", zone, old, serial))
-		for _, name := range s.dns.expireZone(zone) {
+		for _, name := range s.dns.ExpireZone(zone) {
 			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s.dns.resolve(lctx, name)
+			s.dns.Resolve(lctx, name)
 			cancel()
 		}
 	}
@@ -218,21 +220,21 @@ func (s *Service) systemSOA(ctx context.Context, zone string) (uint32, error) {
 
 // dialCached is the service's dial: a TCP host name is looked up in the
 // DNS cache, and its addresses dialled from the one in turn until one
-// connects (dnscache.go).
+// connects (internal/dnscache).
 func (s *Service) dialCached(ctx context.Context, network, address string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(address)
 	if network != "tcp" || err != nil {
-		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
+		return sockopt.ServerDialer(s.settings()).DialContext(ctx, network, address)
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return serverDialerFor(s.settings()).DialContext(ctx, network, address)
+		return sockopt.ServerDialer(s.settings()).DialContext(ctx, network, address)
 	}
-	addrs, err := s.dns.resolve(ctx, host)
+	addrs, err := s.dns.Resolve(ctx, host)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	var firstErr error
-	dialer := serverDialerFor(s.settings())
+	dialer := sockopt.ServerDialer(s.settings())
 	for _, a := range addrs {
 		c, err := dialer.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {

@@ -5,7 +5,7 @@
 //
 //	service.go         Service: listeners, accept, the client registry (cancel
 //	                   keys), pools by (database, user), auth_query
-//	unixsock.go        the Unix socket guard: refuse a live one, remove a stale one
+//	                   (accept, the Unix socket guard: internal/listener)
 //	apply.go           Service.Apply: a configuration derived, then swapped in
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	tlsinfo.go         a TLS connection described in PgBouncer's words
@@ -49,6 +49,7 @@
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
 //	pool.go            serverPool: checkout, waiting, growth, release
+//	waitqueue.go       the pool's clients waiting for a server, in arrival order
 //	pool_connect.go    a server's login and its three endings
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
@@ -64,13 +65,13 @@
 //	cancelwait.go      cancel_wait_timeout
 //	peering.go         peer_id in cancel keys; cancel requests forwarded to
 //	                   the peer that owns them ([peers]); SHOW PEER_POOLS
-//	reuseport.go       so_reuseport: SO_REUSEPORT on the TCP listeners
-//	sockopts*.go       tcp_* on client and server connections (tune_socket),
-//	                   listen_backlog, tcp_defer_accept, unix_socket_group
-//	dnscache.go        the DNS cache of server host names (dns_max_ttl,
-//	                   dns_nxdomain_ttl), SHOW DNS_HOSTS/DNS_ZONES
+//	sockopts.go        listen_backlog, tcp_socket_buffer, tcp_defer_accept
+//	                   on the listeners open, again at RELOAD/SET (the
+//	                   options themselves, tcp_* on every connection and
+//	                   so_reuseport: internal/sockopt)
 //	dnszone.go         resolv_conf, dns_zone_check_period's SOA queries, the
-//	                   dial through the cache
+//	                   dial through the DNS cache (internal/dnscache:
+//	                   dns_max_ttl, dns_nxdomain_ttl, SHOW DNS_HOSTS/ZONES)
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
@@ -219,7 +220,7 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnsCache.mu
+// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,

@@ -250,7 +250,7 @@ func TestDisableSkipsDeadHostOnce(t *testing.T) {
 	for queued := 0; queued < 2; time.Sleep(time.Millisecond) {
 		if p := tp.poolOf("hb"); p != nil {
 			p.mu.Lock()
-			queued = p.queue.Len()
+			queued = p.queue.len()
 			p.mu.Unlock()
 		}
 	}

@@ -73,8 +73,8 @@ func (p *serverPool) reserveDueLocked(now time.Time) bool {
 	if p.eff.ReservePoolSize <= 0 || st.ReservePoolTimeout <= 0 {
 		return false
 	}
-	w := p.queue.Oldest()
-	return w != nil && now.Sub(w.Enqueued) >= st.ReservePoolTimeout
+	w := p.queue.oldest()
+	return w != nil && now.Sub(w.enqueued) >= st.ReservePoolTimeout
 }
 
 // maintain is the janitor's periodic pass over one pool: idle and lifetime
@@ -131,7 +131,7 @@ func (p *serverPool) maintain(now time.Time) {
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: newError(waitTimeoutCode(queryTimeout, now.Sub(w.Enqueued)))}
+		w.grant <- grant{err: newError(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])

@@ -182,12 +182,12 @@ func (p *serverPool) nextIdleLocked() *server {
 // handOffLocked gives a ready server (new, released, or done being
 // cancelled) to the next waiter, or puts it idle.
 func (p *serverPool) handOffLocked(s *server) {
-	if w := p.queue.Pop(); w != nil {
-		p.queued.Store(int32(p.queue.Len()))
+	if w := p.queue.pop(); w != nil {
+		p.queued.Store(int32(p.queue.len()))
 		if s.state != serverActive {
 			p.setServerStateLocked(s, serverActive)
 		}
-		w.Data.(*poolWaiter).grant <- grant{s: s}
+		w.grant <- grant{s: s}
 		return
 	}
 	s.lastUsed = p.svc.clock.Now()
@@ -232,7 +232,5 @@ func (p *serverPool) cancelDone(s *server) {
 	}
 	reason := p.reuseOrCloseLocked(s, st, now)
 	p.mu.Unlock()
-	if reason != "" {
-		p.closeServer(s, reason)
-	}
+	p.reused(s, reason)
 }

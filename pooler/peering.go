@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -170,7 +171,7 @@ func (p *peerPool) send(s *Service, peer *config.Peer, key [8]byte, deadline tim
 // HOST/.s.PGSQL.PORT.
 func peerAddress(p *config.Peer) (network, address string) {
 	if strings.HasPrefix(p.Host, "/") || strings.HasPrefix(p.Host, "@") {
-		return "unix", UnixSocketPath(p.Host, p.Port)
+		return "unix", listener.UnixSocketPath(p.Host, p.Port)
 	}
 	return "tcp", net.JoinHostPort(p.Host, strconv.Itoa(p.Port))
 }

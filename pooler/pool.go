@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -67,7 +66,7 @@ type serverPool struct {
 	clients   atomic.Int32
 
 	// queue holds the clients waiting for a server, oldest first.
-	queue admission.Queue
+	queue waitQueue
 	// queued is queue.Len() for readers without mu (hasWaiters); set
 	// under mu after every change to queue.
 	queued atomic.Int32
@@ -131,7 +130,6 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 		key:      key,
 		cred:     cred,
 		log:      svc.log.With("pool", key.db+"/"+key.user),
-		queue:    admission.NewFIFO(),
 		lastUsed: svc.clock.Now(),
 
 		drainCancelPath: make(chan struct{}, drainCancelSlots),
@@ -171,8 +169,12 @@ func (p *serverPool) doomAllLocked() {
 // client waits for a server on most transactions when clients outnumber
 // servers, and that path must not allocate.
 type poolWaiter struct {
-	admission.Waiter
-	grant chan grant // buffered(1): the pool never blocks handing over
+	// enqueued is when the wait began; prev, next and queued link the
+	// waiter into its pool's waitQueue.
+	enqueued   time.Time
+	prev, next *poolWaiter
+	queued     bool
+	grant      chan grant // buffered(1): the pool never blocks handing over
 	// seq numbers the client's waits, so a cancel request aimed at one
 	// wait cannot end a later one that reuses the waiter (cancelWaiter).
 	seq atomic.Uint64
@@ -238,9 +240,9 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 		w.grant = make(chan grant, 1)
 	}
 	w.newWaitLocked()
-	w.Waiter = admission.Waiter{Enqueued: now, Data: w}
-	p.queue.Push(&w.Waiter)
-	p.queued.Store(int32(p.queue.Len()))
+	w.enqueued = now
+	p.queue.push(w)
+	p.queued.Store(int32(p.queue.len()))
 	p.growLocked(now, false)
 	p.mu.Unlock()
 
@@ -265,11 +267,11 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 // alone.
 func (p *serverPool) cancelWaiter(w *poolWaiter, seq uint64) {
 	p.mu.Lock()
-	if w.seq.Load() != seq || !p.queue.Remove(&w.Waiter) {
+	if w.seq.Load() != seq || !p.queue.remove(w) {
 		p.mu.Unlock()
 		return
 	}
-	p.queued.Store(int32(p.queue.Len()))
+	p.queued.Store(int32(p.queue.len()))
 	p.mu.Unlock()
 	w.grant <- grant{err: errWaitCanceled}
 }
@@ -283,12 +285,12 @@ func (p *serverPool) expireWaitersLocked(now time.Time, timeout time.Duration) [
 		return nil
 	}
 	var expired []*poolWaiter
-	for w := p.queue.Oldest(); w != nil && now.Sub(w.Enqueued) >= timeout; w = p.queue.Oldest() {
-		p.queue.Remove(w)
-		expired = append(expired, w.Data.(*poolWaiter))
+	for w := p.queue.oldest(); w != nil && now.Sub(w.enqueued) >= timeout; w = p.queue.oldest() {
+		p.queue.remove(w)
+		expired = append(expired, w)
 	}
 	if expired != nil {
-		p.queued.Store(int32(p.queue.Len()))
+		p.queued.Store(int32(p.queue.len()))
 	}
 	return expired
 }
@@ -299,8 +301,8 @@ func (p *serverPool) expireWaitersLocked(now time.Time, timeout time.Duration) [
 // dropped, since the wait ends with reason anyway.
 func (p *serverPool) abandon(w *poolWaiter, reason error) (*server, error) {
 	p.mu.Lock()
-	removed := p.queue.Remove(&w.Waiter)
-	p.queued.Store(int32(p.queue.Len()))
+	removed := p.queue.remove(w)
+	p.queued.Store(int32(p.queue.len()))
 	p.mu.Unlock()
 	if !removed {
 		g := <-w.grant
@@ -356,7 +358,7 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 	// Clients queued at the admission gate are demand too: the gate's
 	// capacity grows with the servers opened for them.
 	defer p.syncGateLocked()
-	need := p.queue.Len() + p.gateWaitingLocked() - p.connecting
+	need := p.queue.len() + p.gateWaitingLocked() - p.connecting
 	for need > 0 {
 		limit := p.eff.PoolSize
 		if useReserve {
@@ -388,7 +390,7 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 // regrowLocked continues growth after a login ended: it freed a slot of
 // server_max_parallel_connects that waiters or min_pool_size may need.
 func (p *serverPool) regrowLocked(now time.Time) {
-	if p.queue.Len() > 0 || p.gateWaitingLocked() > 0 {
+	if p.queue.len() > 0 || p.gateWaitingLocked() > 0 {
 		p.growLocked(now, p.reserveDueLocked(now))
 	}
 	p.syncGateLocked()
@@ -469,6 +471,16 @@ func (p *serverPool) release(s *server) {
 	}
 	reason := p.reuseOrCloseLocked(s, st, now)
 	p.mu.Unlock()
+	p.reused(s, reason)
+}
+
+// reused ends release's rule (reuseOrCloseLocked) once p.mu is released,
+// for release and cancelDone alike: the server is closed for reason, or,
+// kept, it may now be idle, which a replication client waiting for room
+// must hear (it evicts an idle server). Before, cancelDone did not say
+// so, and a waiter heard it only because the cancel request's connection
+// ended just after (every client's end wakes the service's waiters).
+func (p *serverPool) reused(s *server, reason string) {
 	if reason != "" {
 		p.closeServer(s, reason)
 	} else if p.replWaiting.Load() > 0 {
@@ -587,7 +599,7 @@ const deadPeekAfter = time.Millisecond
 // kick retries growth for waiters, after a cap freed a slot.
 func (p *serverPool) kick() {
 	p.mu.Lock()
-	if p.queue.Len() > 0 {
+	if p.queue.len() > 0 {
 		now := p.svc.clock.Now()
 		p.growLocked(now, p.reserveDueLocked(now))
 	}

@@ -85,8 +85,8 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// forwards it) when the server refused the login.
 	var waiters []*poolWaiter
 	if failsWaiters(err) {
-		for w := p.queue.Pop(); w != nil; w = p.queue.Pop() {
-			waiters = append(waiters, w.Data.(*poolWaiter))
+		for w := p.queue.pop(); w != nil; w = p.queue.pop() {
+			waiters = append(waiters, w)
 		}
 		p.queued.Store(0)
 	}

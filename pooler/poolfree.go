@@ -35,7 +35,7 @@ func (s *Service) unpin(p *serverPool) {
 // server in any state, no login or waiter, no growth armed. p.mu held.
 func (p *serverPool) unusedLocked() bool {
 	return p.clients.Load() == 0 && p.total == 0 && len(p.servers) == 0 &&
-		len(p.dials) == 0 && p.queue.Len() == 0 && p.replWaiting.Load() == 0 &&
+		len(p.dials) == 0 && p.queue.len() == 0 && p.replWaiting.Load() == 0 &&
 		p.growAt.IsZero() && !p.paused
 }
 

@@ -11,7 +11,7 @@ func waitQueued(t *testing.T, p *serverPool, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		p.mu.Lock()
-		got := p.queue.Len()
+		got := p.queue.len()
 		p.mu.Unlock()
 		if got == n {
 			return
@@ -112,7 +112,7 @@ func TestMaintainExpiresOldWaiters(t *testing.T) {
 	waitQueued(t, p, 2)
 
 	p.mu.Lock()
-	enqueued := old.Enqueued
+	enqueued := old.enqueued
 	p.mu.Unlock()
 	p.maintain(enqueued.Add(timeout + 5*time.Millisecond))
 	err = <-oldDone

@@ -42,8 +42,7 @@ func (p *serverPool) notifyWaitersLocked(now time.Time, after time.Duration) {
 	if after <= 0 {
 		return
 	}
-	for q := p.queue.Oldest(); q != nil && now.Sub(q.Enqueued) >= after; q = p.queue.Younger(q) {
-		w := q.Data.(*poolWaiter)
+	for w := p.queue.oldest(); w != nil && now.Sub(w.enqueued) >= after; w = p.queue.younger(w) {
 		if w.notify == nil || w.notified {
 			continue
 		}

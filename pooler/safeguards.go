@@ -155,7 +155,7 @@ func (p *serverPool) growTick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.growAt = time.Time{}
-	if p.queue.Len() > 0 {
+	if p.queue.len() > 0 {
 		p.growLocked(now, p.reserveDueLocked(now))
 	}
 	p.fillMinLocked(now)

@@ -221,8 +221,7 @@ func TestGrowthForWaitersIsPaced(t *testing.T) {
 	defer p.mu.Unlock()
 	for i := 0; i < 8; i++ {
 		w := &poolWaiter{grant: make(chan grant, 1)}
-		w.Data = w
-		p.queue.Push(&w.Waiter)
+		p.queue.push(w)
 	}
 	p.growLocked(t0, false)
 	if *launched != 2 {

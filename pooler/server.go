@@ -17,6 +17,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -223,7 +224,7 @@ func (s *Service) dialTimeout(network, address string, timeout time.Duration) (n
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		// tcp_* (sockopts.go); PgBouncer fails a connection it cannot tune.
-		if err := tuneTCP(tc, s.settings(), false); err != nil {
+		if err := sockopt.Tune(tc, s.settings(), false); err != nil {
 			s.log.Warn(err.Error())
 			conn.Close()
 			return nil, &net.OpError{Op: "dial", Net: network, Err: err}

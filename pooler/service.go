@@ -19,6 +19,9 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -143,9 +146,9 @@ type Service struct {
 	// be replaced by tests before Serve.
 	clock clock
 	dial  func(ctx context.Context, network, address string) (net.Conn, error)
-	// dns caches server host names for dial (dnscache.go); soa asks a
+	// dns caches server host names for dial (internal/dnscache); soa asks a
 	// zone's serial for dns_zone_check_period (dnszone.go).
-	dns *dnsCache
+	dns *dnscache.Cache
 	soa func(ctx context.Context, zone string) (uint32, error)
 	// zoneCheckLast is when the janitor last started a zone check (its
 	// own field); zoneChecking is set while one runs.
@@ -196,11 +199,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		return nil, err
 	}
 	s.dial, s.soa = s.dialCached, s.systemSOA
-	s.dns = newDNSCache(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
-		st := s.settings()
-		return st.DNSMaxTTL, st.DNSNXDomainTTL
-	})
-	s.dns.addrGone, s.dns.failed = s.addrGone, s.dnsFailed
+	s.dns = s.newDNSCache(res)
 	s.stopped, s.markStopped = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(s)
@@ -218,6 +217,18 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		return nil, err
 	}
 	return s, nil
+}
+
+// newDNSCache is the service's DNS cache of server host names over res:
+// the TTLs in force, the service's clock, and a changed or failed answer
+// told to the pools (addrGone, dnsFailed).
+func (s *Service) newDNSCache(res dnscache.Resolver) *dnscache.Cache {
+	d := dnscache.New(res, func() time.Time { return s.clock.Now() }, func() (time.Duration, time.Duration) {
+		st := s.settings()
+		return st.DNSMaxTTL, st.DNSNXDomainTTL
+	})
+	d.AddrGone, d.Failed = s.addrGone, s.dnsFailed
+	return d
 }
 
 func (s *Service) config() *config.Config     { return s.cfg.Load() }
@@ -258,7 +269,7 @@ func (s *Service) Listen() error {
 			if _, isTCP := ln.(*net.TCPListener); isTCP {
 				// As PgBouncer tunes a socket systemd hands it: the
 				// connections accepted from now on get the sizes.
-				if err := setListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
+				if err := sockopt.SetListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
 					s.log.Warn("tcp_socket_buffer on " + listenerName(ln) + ": " + err.Error())
 				}
 			}
@@ -284,7 +295,7 @@ func (s *Service) Listen() error {
 	}
 	port := st.ListenPort
 	for _, a := range addrs {
-		ln, err := listenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
+		ln, err := sockopt.ListenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
 		if err != nil {
 			s.Close()
 			return err
@@ -302,8 +313,8 @@ func (s *Service) Listen() error {
 		s.listeners = append(s.listeners, ln)
 	}
 	if dir := st.UnixSocketDir; dir != "" {
-		path := UnixSocketPath(dir, port)
-		if err := ClearUnixSocket(path); err != nil {
+		path := listener.UnixSocketPath(dir, port)
+		if err := listener.ClearUnixSocket(path); err != nil {
 			s.Close()
 			return err
 		}
@@ -311,7 +322,7 @@ func (s *Service) Listen() error {
 		if err == nil {
 			err = s.tuneListener(ln)
 			if err == nil {
-				err = chownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
+				err = sockopt.ChownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
 			}
 			if err != nil {
 				ln.Close()
@@ -435,7 +446,7 @@ func (s *Service) stop() { s.markStopped() }
 func (s *Service) accept(ln net.Listener) error {
 	defer s.countTCPAccept(ln)()
 	inherited := slices.Contains(s.inherited, ln)
-	accept, stop := startRawAccept(ln)
+	accept, stop := listener.StartAccept(ln)
 	defer stop()
 	for {
 		conn, err := accept()
@@ -455,8 +466,8 @@ func (s *Service) accept(ln net.Listener) error {
 			}
 			return err
 		}
-		if tc, ok := tcpConn(conn); ok {
-			if err := tuneTCP(tc, s.settings(), inherited); err != nil {
+		if tc, ok := sockopt.TCP(conn); ok {
+			if err := sockopt.Tune(tc, s.settings(), inherited); err != nil {
 				// PgBouncer drops a connection it cannot tune.
 				s.log.Warn(err.Error())
 				conn.Close()
@@ -662,7 +673,7 @@ func (s *Service) Close() {
 	lns := s.listeners
 	s.mu.Unlock()
 	for _, ln := range lns {
-		closeListener(ln)
+		listener.Close(ln)
 	}
 }
 
@@ -678,7 +689,7 @@ func (s *Service) closeTCP() {
 	s.mu.Unlock()
 	for _, ln := range lns {
 		if _, unix := ln.(*net.UnixListener); !unix {
-			closeListener(ln)
+			listener.Close(ln)
 		}
 	}
 }

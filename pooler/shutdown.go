@@ -62,12 +62,12 @@ func (s *Service) failWaitersForShutdown() {
 	for _, p := range s.poolsOf("") {
 		p.mu.Lock()
 		var failed []*poolWaiter
-		for w := p.queue.Oldest(); w != nil; w = p.queue.Oldest() {
-			p.queue.Remove(w)
-			failed = append(failed, w.Data.(*poolWaiter))
+		for w := p.queue.oldest(); w != nil; w = p.queue.oldest() {
+			p.queue.remove(w)
+			failed = append(failed, w)
 		}
 		if failed != nil {
-			p.queued.Store(int32(p.queue.Len()))
+			p.queued.Store(int32(p.queue.len()))
 		}
 		p.mu.Unlock()
 		// Each waiter owns its grant's one slot, emptied when its wait

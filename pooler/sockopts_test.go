@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 )
 
 // getsockopt reads an int option from a connection or listener.
@@ -55,7 +56,7 @@ func recordDials(mu *sync.Mutex, conns *[]net.Conn) Option {
 
 // sockoptsRig starts a pooler with settings, logs a client in, runs a
 // query (so a server is dialled) and returns the pooler's side of both.
-func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server tcpSocket) {
+func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server sockopt.TCPSocket) {
 	t.Helper()
 	fake := startFakePostgres(t)
 	var mu sync.Mutex
@@ -70,7 +71,7 @@ func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server 
 	if len(dials) == 0 {
 		t.Fatal("no server was dialled")
 	}
-	cl, ok := tcpConn(c.conn)
+	cl, ok := sockopt.TCP(c.conn)
 	if !ok {
 		t.Fatalf("the client's connection is a %T", c.conn)
 	}
@@ -86,7 +87,7 @@ func sockoptsRig(t *testing.T, settings string) (tp *testPooler, client, server 
 func TestSocketOptionsSet(t *testing.T) {
 	tp, cl, sv := sockoptsRig(t, "tcp_keepalive = 1\ntcp_keepidle = 17\ntcp_keepintvl = 7\ntcp_keepcnt = 4\n"+
 		"tcp_user_timeout = 12345\ntcp_socket_buffer = 65536\nlisten_backlog = 17\ntcp_defer_accept = 1\n")
-	for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
+	for side, c := range map[string]sockopt.TCPSocket{"client": cl, "server": sv} {
 		for _, o := range []struct {
 			name         string
 			level, opt   int
@@ -136,7 +137,7 @@ func TestSocketOptionsDefaults(t *testing.T) {
 	osIdle, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	t.Run("keepalive", func(t *testing.T) {
 		_, cl, sv := sockoptsRig(t, "tcp_defer_accept = 0\n")
-		for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
+		for side, c := range map[string]sockopt.TCPSocket{"client": cl, "server": sv} {
 			if got := getsockopt(t, c, unix.SOL_SOCKET, unix.SO_KEEPALIVE); got != 1 {
 				t.Errorf("%s side SO_KEEPALIVE = %d, want 1", side, got)
 			}
@@ -147,7 +148,7 @@ func TestSocketOptionsDefaults(t *testing.T) {
 	})
 	t.Run("off", func(t *testing.T) {
 		tp, cl, sv := sockoptsRig(t, "tcp_keepalive = 0\ntcp_defer_accept = 0\n")
-		for side, c := range map[string]tcpSocket{"client": cl, "server": sv} {
+		for side, c := range map[string]sockopt.TCPSocket{"client": cl, "server": sv} {
 			if got := getsockopt(t, c, unix.SOL_SOCKET, unix.SO_KEEPALIVE); got != 0 {
 				t.Errorf("tcp_keepalive = 0: %s side SO_KEEPALIVE = %d, want 0", side, got)
 			}

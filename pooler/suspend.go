@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
@@ -101,7 +102,7 @@ func (s *Service) Suspend() (running int, err error) {
 	// RESUME (acceptPaused). Under ss.mu, so that a RESUME's clearing
 	// comes after.
 	for _, ln := range s.listenersNow() {
-		setListenDeadline(ln, time.Unix(1, 0))
+		listener.SetDeadline(ln, time.Unix(1, 0))
 	}
 	ss.mu.Unlock()
 
@@ -210,7 +211,7 @@ func (s *Service) ResumeSuspended() bool {
 	s.parker.suspended.Store(false)
 	close(ss.resumed)
 	for _, ln := range s.listenersNow() {
-		setListenDeadline(ln, time.Time{})
+		listener.SetDeadline(ln, time.Time{})
 	}
 	ss.mu.Unlock()
 	for _, srv := range ss.takeHeldServers() {
@@ -229,7 +230,7 @@ func (s *Service) acceptPaused(ln net.Listener) {
 	ss.mu.Lock()
 	on, resumed := ss.on, ss.resumed
 	if !on {
-		setListenDeadline(ln, time.Time{})
+		listener.SetDeadline(ln, time.Time{})
 	}
 	ss.mu.Unlock()
 	if !on {

@@ -18,6 +18,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -492,7 +493,7 @@ func (v consoleView) HandOver(ids []uint64) {
 			// The socket's name is the new process's: do not unlink it.
 			ul.SetUnlinkOnClose(false)
 		}
-		closeListener(ln)
+		listener.Close(ln)
 	}
 	nln := len(lns)
 	if want[metricsID] {

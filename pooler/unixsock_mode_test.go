@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 )
 
 // unixSocketService is a Unix-socket-only Service in dir with extra
@@ -45,7 +47,7 @@ func TestUnixSocketModeAndGroup(t *testing.T) {
 		if err := svc.Listen(); err != nil {
 			t.Fatal(err)
 		}
-		fi, err := os.Stat(UnixSocketPath(dir, 6544))
+		fi, err := os.Stat(listener.UnixSocketPath(dir, 6544))
 		svc.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 )
 
 // unixOnlyService is a Service whose only listener is the Unix socket in
@@ -35,10 +37,10 @@ func TestUnixSocketLiveRefused(t *testing.T) {
 	defer first.Close()
 	second := unixOnlyService(t, dir, 6543)
 	err := second.Listen()
-	if !errors.Is(err, ErrUnixSocketInUse) || err.Error() != "unix socket is in use, cannot continue" {
-		t.Fatalf("second Listen: %v, want %q", err, ErrUnixSocketInUse)
+	if !errors.Is(err, listener.ErrUnixSocketInUse) || err.Error() != "unix socket is in use, cannot continue" {
+		t.Fatalf("second Listen: %v, want %q", err, listener.ErrUnixSocketInUse)
 	}
-	c, err := net.Dial("unix", UnixSocketPath(dir, 6543))
+	c, err := net.Dial("unix", listener.UnixSocketPath(dir, 6543))
 	if err != nil {
 		t.Fatalf("the first pooler's socket is gone after the refused start: %v", err)
 	}
@@ -49,7 +51,7 @@ func TestUnixSocketLiveRefused(t *testing.T) {
 // is removed and bound again.
 func TestUnixSocketStaleRemoved(t *testing.T) {
 	dir := t.TempDir()
-	path := UnixSocketPath(dir, 6544)
+	path := listener.UnixSocketPath(dir, 6544)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func TestUnixSocketStaleRemoved(t *testing.T) {
 // remove: the bind fails and the file stays.
 func TestUnixSocketNotASocketKept(t *testing.T) {
 	dir := t.TempDir()
-	path := UnixSocketPath(dir, 6545)
+	path := listener.UnixSocketPath(dir, 6545)
 	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
 
@@ -106,7 +107,7 @@ func (s *startup) processGuards() bool {
 	// With listen_port = 0 (tests) the socket's name is known only after
 	// the TCP bind; Listen applies the same guard then.
 	if st.UnixSocketDir != "" && st.ListenPort != 0 && !s.activated {
-		if err := pooler.CheckUnixSocket(pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
+		if err := listener.CheckUnixSocket(listener.UnixSocketPath(st.UnixSocketDir, st.ListenPort)); err != nil {
 			fatal(log, err.Error())
 			return false
 		}
@@ -143,7 +144,7 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 		}
 		s.target = nil
 	}
-	path := pooler.UnixSocketPath(st.UnixSocketDir, st.ListenPort)
+	path := listener.UnixSocketPath(st.UnixSocketDir, st.ListenPort)
 	s.log.Info("takeover_init: launching connection")
 	h, err := pooler.TakeOver(path, st.SuspendTimeout)
 	switch {

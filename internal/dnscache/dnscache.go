@@ -1,4 +1,6 @@
-package pooler
+// Package dnscache is the DNS cache of server host names: PgBouncer's
+// dnslookup.c in Go terms, for a pooler's server logins.
+package dnscache
 
 import (
 	"context"
@@ -14,7 +16,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 )
 
-// The DNS cache of server host names, PgBouncer's dnslookup.c in Go terms:
+// The cache, in PgBouncer's terms:
 //
 //   - A name is looked up once and its answer kept dns_max_ttl (the
 //     record's own TTL is ignored, as PgBouncer does); a failed lookup is
@@ -31,7 +33,7 @@ import (
 //     failover), the servers connected to that address are marked
 //     close_needed (PgBouncer's tag_host_addr_dirty).
 //   - Every name with a dot registers its zone (what follows the first
-//     dot) for dns_zone_check_period (dnszone.go).
+//     dot) for dns_zone_check_period (the pooler's zone check).
 //   - A failed lookup is logged as PgBouncer's warning, "DNS lookup
 //     failed: NAME: result=N", N getaddrinfo's code (EAI_NONAME -2 for a
 //     name that does not exist, EAI_AGAIN -3 for a timeout, EAI_FAIL -4
@@ -40,30 +42,30 @@ import (
 // SHOW DNS_HOSTS lists the names, SHOW DNS_ZONES the zones, and SHOW
 // LISTS counts both.
 
-// hostResolver looks a host name up (net.Resolver; a fake in tests).
-type hostResolver interface {
+// Resolver looks a host name up (net.Resolver; a fake in tests).
+type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// dnsCache is the cache; its fields after mu are under it.
-type dnsCache struct {
-	res hostResolver
+// Cache is the cache; its fields after mu are under it.
+type Cache struct {
+	res Resolver
 	now func() time.Time
 	// ttls returns dns_max_ttl and dns_nxdomain_ttl in force.
 	ttls func() (ok, failed time.Duration)
-	// addrGone is told of each address a new answer for host lacks;
-	// failed of each lookup that failed. Either may be nil.
-	addrGone func(host string, addr netip.Addr)
-	failed   func(host string, err *net.DNSError)
+	// AddrGone is told of each address a new answer for host lacks;
+	// Failed of each lookup that failed. Either may be nil.
+	AddrGone func(host string, addr netip.Addr)
+	Failed   func(host string, err *net.DNSError)
 
 	mu      sync.Mutex
-	hosts   map[string]*dnsHost
-	zones   map[string]*dnsZone
+	hosts   map[string]*hostEntry
+	zones   map[string]*zoneEntry
 	pending int // lookups in flight
 }
 
-// dnsHost is one name's entry.
-type dnsHost struct {
+// hostEntry is one name's entry.
+type hostEntry struct {
 	name string
 	// done is set once a lookup has answered; addrs or err is its answer,
 	// valid until expires.
@@ -76,28 +78,28 @@ type dnsHost struct {
 	// waiters counts the logins waiting on it (the tests wait for them).
 	wait    chan struct{}
 	waiters int
-	zone    *dnsZone
+	zone    *zoneEntry
 }
 
-// dnsZone is a zone whose serial dns_zone_check_period follows.
-type dnsZone struct {
+// zoneEntry is a zone whose serial dns_zone_check_period follows.
+type zoneEntry struct {
 	name   string
 	serial uint32
-	hosts  []*dnsHost
+	hosts  []*hostEntry
 }
 
-func newDNSCache(res hostResolver, now func() time.Time, ttls func() (time.Duration, time.Duration)) *dnsCache {
-	return &dnsCache{res: res, now: now, ttls: ttls, hosts: map[string]*dnsHost{}, zones: map[string]*dnsZone{}}
+func New(res Resolver, now func() time.Time, ttls func() (time.Duration, time.Duration)) *Cache {
+	return &Cache{res: res, now: now, ttls: ttls, hosts: map[string]*hostEntry{}, zones: map[string]*zoneEntry{}}
 }
 
-// resolve returns the addresses to try for host, the next in turn first.
-// A lookup error is a *net.DNSError (errors.go's "server DNS lookup
+// Resolve returns the addresses to try for host, the next in turn first.
+// A lookup error is a *net.DNSError (the pooler's "server DNS lookup
 // failed").
-func (d *dnsCache) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+func (d *Cache) Resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	d.mu.Lock()
 	h := d.hosts[host]
 	if h == nil {
-		h = &dnsHost{name: host}
+		h = &hostEntry{name: host}
 		d.hosts[host] = h
 		d.registerZoneLocked(h)
 	}
@@ -139,7 +141,7 @@ func (d *dnsCache) resolve(ctx context.Context, host string) ([]netip.Addr, erro
 
 // rotateLocked returns h's addresses starting at the one in turn, and
 // moves the turn on.
-func (h *dnsHost) rotateLocked() []netip.Addr {
+func (h *hostEntry) rotateLocked() []netip.Addr {
 	n := len(h.addrs)
 	i := h.next % n
 	h.next = (i + 1) % n
@@ -151,7 +153,7 @@ func (h *dnsHost) rotateLocked() []netip.Addr {
 // lookupRelock looks h up with d.mu released, and records the answer. A
 // lookup cut short by ctx (the login's timeout) is not an answer: nothing
 // is cached, the error is returned, and the next login looks again.
-func (d *dnsCache) lookupRelock(ctx context.Context, h *dnsHost) error {
+func (d *Cache) lookupRelock(ctx context.Context, h *hostEntry) error {
 	wait := make(chan struct{})
 	h.wait = wait
 	d.pending++
@@ -191,13 +193,13 @@ func (d *dnsCache) lookupRelock(ctx context.Context, h *dnsHost) error {
 			h.next = 0
 		}
 	}
-	if (len(gone) > 0 && d.addrGone != nil) || (err != nil && d.failed != nil) {
+	if (len(gone) > 0 && d.AddrGone != nil) || (err != nil && d.Failed != nil) {
 		d.mu.Unlock()
 		for _, a := range gone {
-			d.addrGone(h.name, a)
+			d.AddrGone(h.name, a)
 		}
-		if err != nil && d.failed != nil {
-			d.failed(h.name, de)
+		if err != nil && d.Failed != nil {
+			d.Failed(h.name, de)
 		}
 		d.mu.Lock()
 	}
@@ -206,7 +208,7 @@ func (d *dnsCache) lookupRelock(ctx context.Context, h *dnsHost) error {
 
 // registerZoneLocked files h under its zone, as PgBouncer's zone_register:
 // what follows the first dot, if anything does.
-func (d *dnsCache) registerZoneLocked(h *dnsHost) {
+func (d *Cache) registerZoneLocked(h *hostEntry) {
 	i := strings.IndexByte(h.name, '.')
 	if i < 0 || i == len(h.name)-1 {
 		return
@@ -214,18 +216,18 @@ func (d *dnsCache) registerZoneLocked(h *dnsHost) {
 	name := h.name[i+1:]
 	z := d.zones[strings.ToLower(name)]
 	if z == nil {
-		z = &dnsZone{name: name}
+		z = &zoneEntry{name: name}
 		d.zones[strings.ToLower(name)] = z
 	}
 	z.hosts = append(z.hosts, h)
 	h.zone = z
 }
 
-// expireZone ends the answers of zone's names, after its serial changed,
+// ExpireZone ends the answers of zone's names, after its serial changed,
 // and returns the names, which the zone check then looks up again at once
 // (PgBouncer's zone_requeue), so that servers on an address that left are
 // marked even while no login needs the name.
-func (d *dnsCache) expireZone(zone string) []string {
+func (d *Cache) ExpireZone(zone string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	z := d.zones[strings.ToLower(zone)]
@@ -242,10 +244,10 @@ func (d *dnsCache) expireZone(zone string) []string {
 	return names
 }
 
-// hostRows is SHOW DNS_HOSTS: each name, the seconds its answer has left
+// HostRows is SHOW DNS_HOSTS: each name, the seconds its answer has left
 // (0 once expired, as PgBouncer shows a stale one) and its addresses as
 // PgBouncer's sa2str writes them (port 0: the lookup has none).
-func (d *dnsCache) hostRows() []admin.DNSHost {
+func (d *Cache) HostRows() []admin.DNSHost {
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -265,9 +267,9 @@ func (d *dnsCache) hostRows() []admin.DNSHost {
 	return out
 }
 
-// zoneRows is SHOW DNS_ZONES: each zone, the last serial seen (0 before
+// ZoneRows is SHOW DNS_ZONES: each zone, the last serial seen (0 before
 // the first check) and how many names it holds.
-func (d *dnsCache) zoneRows() []admin.DNSZone {
+func (d *Cache) ZoneRows() []admin.DNSZone {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]admin.DNSZone, 0, len(d.zones))
@@ -278,16 +280,16 @@ func (d *dnsCache) zoneRows() []admin.DNSZone {
 	return out
 }
 
-// counts is SHOW LISTS' dns_names, dns_zones and dns_queries (lookups in
+// Counts is SHOW LISTS' dns_names, dns_zones and dns_queries (lookups in
 // flight; dns_pending is 0, as in PgBouncer).
-func (d *dnsCache) counts() (names, zones, queries int) {
+func (d *Cache) Counts() (names, zones, queries int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.hosts), len(d.zones), d.pending
 }
 
-// zoneNames lists the zones, for the zone check.
-func (d *dnsCache) zoneNames() []string {
+// ZoneNames lists the zones, for the zone check.
+func (d *Cache) ZoneNames() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]string, 0, len(d.zones))
@@ -298,10 +300,10 @@ func (d *dnsCache) zoneNames() []string {
 	return out
 }
 
-// noteSerial records zone's serial and returns the one before; changed
+// NoteSerial records zone's serial and returns the one before; changed
 // when it moved on (serial arithmetic, as PgBouncer: the first one seen
-// counts as a change).
-func (d *dnsCache) noteSerial(zone string, serial uint32) (old uint32, changed bool) {
+// Counts as a change).
+func (d *Cache) NoteSerial(zone string, serial uint32) (old uint32, changed bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	z := d.zones[strings.ToLower(zone)]
@@ -315,9 +317,3 @@ func (d *dnsCache) noteSerial(zone string, serial uint32) (old uint32, changed b
 	z.serial = serial
 	return old, true
 }
-
-// DNSHosts is SHOW DNS_HOSTS (admin.DNSCache).
-func (v consoleView) DNSHosts() []admin.DNSHost { return v.s.dns.hostRows() }
-
-// DNSZones is SHOW DNS_ZONES (admin.DNSCache).
-func (v consoleView) DNSZones() []admin.DNSZone { return v.s.dns.zoneRows() }

@@ -1,4 +1,4 @@
-package pooler
+package listener
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package pooler
+package sockopt
 
 import (
 	"errors"
@@ -13,19 +13,19 @@ import (
 
 var errNotOnPlatform = errors.New("not supported on this platform")
 
-func setUserTimeout(tcpSocket, int) error { return errNotOnPlatform }
+func setUserTimeout(TCPSocket, int) error { return errNotOnPlatform }
 
-// setDeferAccept does nothing: tcp_defer_accept's default is 1 only on
+// SetDeferAccept does nothing: tcp_defer_accept's default is 1 only on
 // Linux in PgBouncer, and 0 (nothing to set) elsewhere.
-func setDeferAccept(net.Listener, bool) error { return nil }
+func SetDeferAccept(net.Listener, bool) error { return nil }
 
-func setBacklog(net.Listener, int) error { return nil }
+func SetBacklog(net.Listener, int) error { return nil }
 
 func keepaliveDefaults(*net.KeepAliveConfig) {}
 
 // setKeepalive sets SO_KEEPALIVE and, when on, the fields of ka that are
 // not negative.
-func setKeepalive(s tcpSocket, ka net.KeepAliveConfig) error {
+func setKeepalive(s TCPSocket, ka net.KeepAliveConfig) error {
 	c, ok := s.(*net.TCPConn) // the only kind accepted here (netpoll.CanAccept is false)
 	if !ok {
 		return errNotOnPlatform
@@ -36,10 +36,10 @@ func setKeepalive(s tcpSocket, ka net.KeepAliveConfig) error {
 	return c.SetKeepAliveConfig(ka)
 }
 
-// buffersBeforeHandshake: elsewhere than Linux, tuneTCP sets
+// buffersBeforeHandshake: elsewhere than Linux, Tune sets
 // tcp_socket_buffer on each connection once it is made.
 const buffersBeforeHandshake = false
 
 // setSocketBuffers does nothing before the handshake elsewhere than Linux:
-// tuneTCP sets the sizes once the connection is made.
+// Tune sets the sizes once the connection is made.
 func setSocketBuffers(syscall.RawConn, int) error { return nil }

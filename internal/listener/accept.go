@@ -1,4 +1,9 @@
-package pooler
+// Package listener holds the pooler's listening sockets' life outside the
+// pooler: accepting on TCP without package net where the system allows
+// (netpoll.Acceptor), a listener's deadline and close reaching that
+// acceptor too, and the Unix socket's name, its stale-or-live check at
+// start.
+package listener
 
 import (
 	"net"
@@ -11,8 +16,8 @@ import (
 // rawAcceptors holds the netpoll.Acceptor serving each TCP listener (on
 // Linux), with the listener's deadline. An Acceptor waits on a duplicate
 // of the listener's descriptor, so whatever sets the listener's deadline
-// (SUSPEND) or closes it must reach the Acceptor too: setListenDeadline
-// and closeListener do both.
+// (SUSPEND) or closes it must reach the Acceptor too: SetDeadline
+// and Close do both.
 var rawAcceptors = struct {
 	mu sync.Mutex
 	m  map[net.Listener]*rawAcceptor
@@ -24,9 +29,9 @@ type rawAcceptor struct {
 	closed   bool
 }
 
-// startRawAccept returns the accept function for ln's loop: the
+// StartAccept returns the accept function for ln's loop: the
 // Acceptor's where it can have one, else ln.Accept.
-func startRawAccept(ln net.Listener) (accept func() (net.Conn, error), stop func()) {
+func StartAccept(ln net.Listener) (accept func() (net.Conn, error), stop func()) {
 	a, ok := netpoll.NewAcceptor(ln)
 	if !ok {
 		return ln.Accept, func() {}
@@ -65,9 +70,9 @@ func startRawAccept(ln net.Listener) (accept func() (net.Conn, error), stop func
 	return accept, stop
 }
 
-// setListenDeadline sets the deadline of ln's Accept, the Acceptor's
+// SetDeadline sets the deadline of ln's Accept, the Acceptor's
 // included.
-func setListenDeadline(ln net.Listener, t time.Time) {
+func SetDeadline(ln net.Listener, t time.Time) {
 	if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
 		d.SetDeadline(t)
 	}
@@ -90,8 +95,8 @@ func setListenDeadline(ln net.Listener, t time.Time) {
 	}
 }
 
-// closeListener closes ln and the Acceptor serving it.
-func closeListener(ln net.Listener) error {
+// Close closes ln and the Acceptor serving it.
+func Close(ln net.Listener) error {
 	err := ln.Close()
 	if !netpoll.CanAccept {
 		return err

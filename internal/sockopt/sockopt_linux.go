@@ -1,6 +1,6 @@
 //go:build linux
 
-package pooler
+package sockopt
 
 import (
 	"fmt"
@@ -19,13 +19,13 @@ import (
 )
 
 // setUserTimeout sets TCP_USER_TIMEOUT (milliseconds).
-func setUserTimeout(c tcpSocket, ms int) error {
+func setUserTimeout(c TCPSocket, ms int) error {
 	return setIntOpt(c, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, ms)
 }
 
-// setDeferAccept sets TCP_DEFER_ACCEPT to 1 second or clears it, as
+// SetDeferAccept sets TCP_DEFER_ACCEPT to 1 second or clears it, as
 // PgBouncer's tune_accept (whose docs say 45; its code sets 1).
-func setDeferAccept(ln net.Listener, on bool) error {
+func SetDeferAccept(ln net.Listener, on bool) error {
 	v := 0
 	if on {
 		v = 1
@@ -33,9 +33,9 @@ func setDeferAccept(ln net.Listener, on bool) error {
 	return setIntOpt(ln.(syscall.Conn), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, v)
 }
 
-// setBacklog calls listen(2) again on a listening socket: Linux then
+// SetBacklog calls listen(2) again on a listening socket: Linux then
 // takes the new backlog (capped by net.core.somaxconn, as for PgBouncer).
-func setBacklog(ln net.Listener, backlog int) error {
+func SetBacklog(ln net.Listener, backlog int) error {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {
 		return nil
@@ -65,7 +65,7 @@ func setIntOpt(sc syscall.Conn, level, opt, v int) error {
 
 // setKeepalive sets SO_KEEPALIVE and, when on, TCP_KEEPIDLE, TCP_KEEPINTVL
 // and TCP_KEEPCNT where ka's field is not negative (whole seconds).
-func setKeepalive(c tcpSocket, ka net.KeepAliveConfig) error {
+func setKeepalive(c TCPSocket, ka net.KeepAliveConfig) error {
 	if nc, ok := c.(*netpoll.Conn); ok {
 		// Every connection accepted: without the interface, k and its
 		// method value stay on the stack.
