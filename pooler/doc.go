@@ -13,9 +13,11 @@
 //	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
+//	workers.go         goroutines a finished client left, reused for the next
 //	login.go           the startup packet, TLS, authentication, the welcome
 //	directtls.go       direct TLS (sslnegotiation=direct): the first byte
 //	                   peeked, ALPN postgresql
+//	directtls_*.go     the peek and the read under it, by system
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
 //	identmap.go        auth_ident_file read with auth_hba_file
 //	login_external.go  logins an outside service checks: LDAP, PAM
@@ -46,6 +48,7 @@
 //	                   Commit (SHUTDOWN) and Abort (the old process resumes)
 //	takeover_check_unix.go  a SHOW FDS row's descriptor: the socket its
 //	                   row says it is
+//	takeover_other.go  -R refused where the peer cannot be checked
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
 //	pool.go            serverPool: checkout, waiting, growth, release
