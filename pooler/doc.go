@@ -24,7 +24,8 @@
 //	serve.go           serving a logged-in client: read, route, forward
 //	link.go            link: a client's time with a server; (un)linking
 //	pump.go            relaying a linked server's replies; release
-//	release.go         linkState and the release rule
+//	linkstate.go       linkState: what a link has sent and been answered;
+//	                   the release rule and the drain's next step
 //	drain.go           bringing a server back after its client left
 //	prepared.go        the statement registry, server statement caches, the
 //	                   replies a link owes (opQueue)
@@ -152,7 +153,7 @@
 //
 // A link (link.go) is everything a client has only while it is being
 // served: the linked server, the protocol position on it (linkState,
-// release.go), the replies owed for prepared-statement mapping, the pump's
+// linkstate.go), the replies owed for prepared-statement mapping, the pump's
 // lifetime, the hand-over of the server's writer, the drain, the relay
 // buffers. A parked client has none (c.link is nil); other goroutines
 // reach it only under the client's mu.

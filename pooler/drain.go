@@ -183,7 +183,7 @@ func (c *client) drain(s *server) bool {
 	}
 }
 
-// nextDrainLocked decides the drain's next step (release.go's
+// nextDrainLocked decides the drain's next step (linkstate.go's
 // nextDrainStep) and records on the link what the pump is about to send.
 // A step that sends the server anything waits for the drain's cancel
 // first; a drain that ends is unlinked here.

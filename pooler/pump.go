@@ -475,7 +475,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			c.pool.discard(s, "client protocol state unknown after COPY")
 			return false
 		}
-		c.releaseServer(s, st)
+		c.releaseClean(s, st)
 		return false
 	case rejectTxBlock:
 		c.mu.Unlock()
@@ -502,9 +502,9 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 	return true
 }
 
-// releaseServer returns a clean server, running server_reset_query first
+// releaseClean returns a clean server, running server_reset_query first
 // when server_reset_query_always asks for it in transaction mode.
-func (c *client) releaseServer(s *server, st *config.Settings) {
+func (c *client) releaseClean(s *server, st *config.Settings) {
 	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
 		res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout)
 		if err != nil || res.status != wire.TxIdle {
