@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"syscall"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // Direct TLS (PostgreSQL 17's sslnegotiation=direct, PgBouncer 1.25): a
@@ -44,7 +46,7 @@ func (c *client) directTLS(asked *encryptionAsked) error {
 	if !ok {
 		return nil
 	}
-	b, err := peekFirstByte(sc)
+	b, err := netpoll.PeekByte(sc)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
 	}

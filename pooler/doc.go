@@ -16,8 +16,7 @@
 //	workers.go         goroutines a finished client left, reused for the next
 //	login.go           the startup packet, TLS, authentication, the welcome
 //	directtls.go       direct TLS (sslnegotiation=direct): the first byte
-//	                   peeked, ALPN postgresql
-//	directtls_*.go     the peek and the read under it, by system
+//	                   peeked (netpoll.PeekByte), ALPN postgresql
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
 //	identmap.go        auth_ident_file read with auth_hba_file
 //	login_external.go  logins an outside service checks: LDAP, PAM

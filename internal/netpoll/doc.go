@@ -19,6 +19,8 @@
 //     semantics for deadlines and for Close from another goroutine. No
 //     system call on a client's path then wakes the runtime's sysmon
 //     thread (see Acceptor);
+//   - PeekByte (every Unix, peek_unix.go): wait for a connection's next
+//     byte and return it unconsumed (direct TLS's first-byte test);
 //   - Poller and DupCloexec: a one-shot epoll set of bare descriptors,
 //     which parks idle clients without a goroutine each (pooler/park.go),
 //     and whose Close ends a Wait blocked in it (the service closes it

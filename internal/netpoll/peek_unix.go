@@ -1,17 +1,17 @@
 //go:build unix
 
-package pooler
+package netpoll
 
 import (
 	"io"
 	"syscall"
 )
 
-// peekFirstByte waits (within the connection's read deadline) for the
-// client's first byte and returns it without consuming it (MSG_PEEK), as
+// PeekByte waits (within the connection's read deadline) for the
+// peer's next byte and returns it without consuming it (MSG_PEEK), as
 // PgBouncer's sbuf_possible_direct_tls_startup_cb looks: the byte stays
 // for the startup packet's reader, or for the TLS handshake.
-func peekFirstByte(sc syscall.Conn) (byte, error) {
+func PeekByte(sc syscall.Conn) (byte, error) {
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return 0, err

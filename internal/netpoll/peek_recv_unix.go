@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package pooler
+package netpoll
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package pooler
+package netpoll
 
 import (
 	"syscall"
