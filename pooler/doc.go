@@ -95,8 +95,8 @@
 //	logprefix.go       who a line is about (conn, db, user, addr attributes),
 //	                   which the command writes as PgBouncer's C-n/S-n prefix
 //	reloadhook.go      WithReloadHook: the command reopens its logs on RELOAD
-//	metrics.go         /metrics
-//	metrics_help.go    /metrics' HELP texts; the runtime collector's renames
+//	metrics.go         /metrics (HELP texts, the runtime collector's renames:
+//	                   internal/metricdoc)
 //
 // # Objects and their states
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/metricdoc"
 )
 
 // Prometheus metrics. Per-pool histograms and the event counters live in
@@ -18,7 +19,7 @@ import (
 // creation; gauges and the traffic counters are written at scrape time
 // from the same snapshots SHOW POOLS and SHOW STATS print, so the two
 // always agree. Every series of a pool is labelled {database,user}; every
-// family gets its HELP text from metricHelp (metrics_help.go).
+// family gets its HELP text from internal/metricdoc.
 
 // latencyBuckets are the upper bounds of the latency histograms, in
 // seconds: from 50 µs, so that the sub-millisecond queries and waits of a
@@ -93,12 +94,12 @@ func init() {
 }
 
 // WriteMetrics writes every metric in Prometheus text format, each family
-// with its HELP text (metrics_help.go). Families with one series per pool
+// with its HELP text (internal/metricdoc). Families with one series per pool
 // or database get their metadata once, then the samples.
 func (s *Service) WriteMetrics(w io.Writer) {
 	var b bytes.Buffer
 	s.writeMetrics(&b)
-	writeDescribed(w, b.Bytes())
+	metricdoc.Write(w, b.Bytes())
 }
 
 func (s *Service) writeMetrics(w io.Writer) {

@@ -8,6 +8,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/pgturnstile/pgturnstile/internal/metricdoc"
 )
 
 // nonBaseUnits are the unit words promtool check metrics rejects in a
@@ -47,8 +49,8 @@ func TestMetricsNaming(t *testing.T) {
 		t.Fatalf("only %d families in /metrics:\n%s", len(types), text)
 	}
 	for name, typ := range types {
-		if h := help[name]; h == "" || h == noHelp {
-			t.Errorf("%s: no HELP text (add it to metricHelp)", name)
+		if h := help[name]; h == "" || h == metricdoc.NoHelp {
+			t.Errorf("%s: no HELP text (add it to metricdoc.Help)", name)
 		}
 		switch {
 		case typ == "counter" && !strings.HasSuffix(name, "_total"):
@@ -74,7 +76,7 @@ func TestMetricsNaming(t *testing.T) {
 		}
 	}
 	// HELP text is written as is: it must need no escaping.
-	for name, h := range metricHelp {
+	for name, h := range metricdoc.Help {
 		if strings.ContainsAny(h, "\\\n") {
 			t.Errorf("%s: HELP text with a backslash or a newline: %q", name, h)
 		}
@@ -142,15 +144,15 @@ func TestMetricsNaming(t *testing.T) {
 		}
 	}
 	// The runtime collector's misnamed families come out renamed.
-	for old, fix := range runtimeFamilyFixes {
-		if fix.name == "" {
+	for old, fix := range metricdoc.RuntimeFamilyFixes {
+		if fix.Name == "" {
 			continue
 		}
 		if _, ok := types[old]; ok {
 			t.Errorf("%s: still in /metrics", old)
 		}
-		if _, ok := types[fix.name]; !ok {
-			t.Errorf("%s (was %s): not in /metrics", fix.name, old)
+		if _, ok := types[fix.Name]; !ok {
+			t.Errorf("%s (was %s): not in /metrics", fix.Name, old)
 		}
 	}
 }

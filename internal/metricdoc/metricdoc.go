@@ -1,4 +1,6 @@
-package pooler
+// Package metricdoc holds the HELP text of every family the pooler's
+// /metrics writes, and writes the exposition with them filled in.
+package metricdoc
 
 import (
 	"bytes"
@@ -9,12 +11,12 @@ import (
 // Prometheus' conventions. VictoriaMetrics/metrics writes "# HELP name"
 // with no text for every family it writes (it has no place for one), and
 // names a few runtime families against Prometheus' rules (promtool check
-// metrics flags them), so WriteMetrics writes into a buffer and
-// writeDescribed fills in the text and fixes those names on the way out.
+// metrics flags them), so the pooler writes into a buffer and Write fills
+// in the text and fixes those names on the way out.
 
-// metricHelp is the HELP text of every family /metrics writes. A family
-// missing here gets noHelp, which TestMetricsNaming catches.
-var metricHelp = map[string]string{
+// Help is the HELP text of every family /metrics writes. A family
+// missing here gets NoHelp, which the pooler's TestMetricsNaming catches.
+var Help = map[string]string{
 	// Pools: SHOW POOLS' columns, one series per pool (metrics.go).
 	"pgturnstile_pool_clients_active":         "Clients of the pool not waiting for a server: linked, idle or parked (SHOW POOLS cl_active).",
 	"pgturnstile_pool_clients_waiting":        "Clients queued for a server of the pool (SHOW POOLS cl_waiting).",
@@ -150,23 +152,23 @@ var metricHelp = map[string]string{
 	"process_cgroup_cpu_throttled_seconds_total":    "Time the process's cgroup was throttled by its CPU limit.",
 }
 
-// noHelp is the HELP text of a family metricHelp does not describe.
-const noHelp = "Undocumented."
+// NoHelp is the HELP text of a family Help does not describe.
+const NoHelp = "Undocumented."
 
-// runtimeFamilyFixes renames the families the runtime collector names
+// RuntimeFamilyFixes renames the families the runtime collector names
 // against Prometheus' conventions (counters end in _total; _count is for a
 // histogram's or summary's sample count) and retypes the counters it
 // writes as gauges. The old names are in the README's list of renames.
-var runtimeFamilyFixes = map[string]struct{ name, typ string }{
-	"go_cgo_calls_count":                     {name: "go_cgo_calls_total"},
-	"go_gc_forced_count":                     {name: "go_gc_forced_total"},
-	"go_cpu_count":                           {name: "go_cpus"},
-	"process_io_read_bytes_total":            {typ: "counter"},
-	"process_io_written_bytes_total":         {typ: "counter"},
-	"process_io_read_syscalls_total":         {typ: "counter"},
-	"process_io_write_syscalls_total":        {typ: "counter"},
-	"process_io_storage_read_bytes_total":    {typ: "counter"},
-	"process_io_storage_written_bytes_total": {typ: "counter"},
+var RuntimeFamilyFixes = map[string]struct{ Name, Type string }{
+	"go_cgo_calls_count":                     {Name: "go_cgo_calls_total"},
+	"go_gc_forced_count":                     {Name: "go_gc_forced_total"},
+	"go_cpu_count":                           {Name: "go_cpus"},
+	"process_io_read_bytes_total":            {Type: "counter"},
+	"process_io_written_bytes_total":         {Type: "counter"},
+	"process_io_read_syscalls_total":         {Type: "counter"},
+	"process_io_write_syscalls_total":        {Type: "counter"},
+	"process_io_storage_read_bytes_total":    {Type: "counter"},
+	"process_io_storage_written_bytes_total": {Type: "counter"},
 }
 
 var (
@@ -174,9 +176,9 @@ var (
 	typePrefix = []byte("# TYPE ")
 )
 
-// writeDescribed copies the exposition text to w, filling in each family's
-// HELP and applying runtimeFamilyFixes.
-func writeDescribed(w io.Writer, text []byte) {
+// Write copies the exposition text to w, filling in each family's
+// HELP and applying RuntimeFamilyFixes.
+func Write(w io.Writer, text []byte) {
 	out := make([]byte, 0, len(text)+len(text)/4)
 	for len(text) > 0 {
 		var line []byte
@@ -185,22 +187,22 @@ func writeDescribed(w io.Writer, text []byte) {
 		case bytes.HasPrefix(line, helpPrefix):
 			family, _, _ := bytes.Cut(line[len(helpPrefix):], []byte{' '})
 			name := fixedFamily(family)
-			help, ok := metricHelp[name]
+			help, ok := Help[name]
 			if !ok {
-				help = noHelp
+				help = NoHelp
 			}
 			out = append(append(append(append(out, helpPrefix...), name...), ' '), help...)
 		case bytes.HasPrefix(line, typePrefix):
 			family, typ, _ := bytes.Cut(line[len(typePrefix):], []byte{' '})
-			if fix, ok := runtimeFamilyFixes[string(family)]; ok && fix.typ != "" {
-				typ = []byte(fix.typ)
+			if fix, ok := RuntimeFamilyFixes[string(family)]; ok && fix.Type != "" {
+				typ = []byte(fix.Type)
 			}
 			out = append(append(append(append(out, typePrefix...), fixedFamily(family)...), ' '), typ...)
 		default:
 			// A sample of a renamed family: they have no labels.
 			name, value, ok := bytes.Cut(line, []byte{' '})
-			if fix, found := runtimeFamilyFixes[string(name)]; ok && found && fix.name != "" {
-				out = append(append(append(out, fix.name...), ' '), value...)
+			if fix, found := RuntimeFamilyFixes[string(name)]; ok && found && fix.Name != "" {
+				out = append(append(append(out, fix.Name...), ' '), value...)
 			} else {
 				out = append(out, line...)
 			}
@@ -210,10 +212,10 @@ func writeDescribed(w io.Writer, text []byte) {
 	_, _ = w.Write(out)
 }
 
-// fixedFamily is family's name after runtimeFamilyFixes.
+// fixedFamily is family's name after RuntimeFamilyFixes.
 func fixedFamily(family []byte) string {
-	if fix, ok := runtimeFamilyFixes[string(family)]; ok && fix.name != "" {
-		return fix.name
+	if fix, ok := RuntimeFamilyFixes[string(family)]; ok && fix.Name != "" {
+		return fix.Name
 	}
 	return string(family)
 }
