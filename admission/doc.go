@@ -179,10 +179,10 @@
 //     long transactions.
 //
 // Config.DebtDecay (the policy's debt_decay_interval) caps τ, i.e. how
-// long a reservation may outlive the demand behind it. Config.Forgive
-// (debt_forgive_per_success, the library's forgiveness per uncontended
-// higher-tier admission) is accepted so that such policies load, and has
-// no effect: the decay of D does the forgiving. PoolSize only decides
+// long a reservation may outlive the demand behind it; the decay of D does
+// the forgiving (an admission_file's debt_forgive_per_success, the
+// library's forgiveness per uncontended higher-tier admission, is read and
+// checked so that such files load, and goes no further). PoolSize only decides
 // whether fair sharing is on. NoDebt turns the reservations off (strict
 // tier order alone).
 //

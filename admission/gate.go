@@ -21,11 +21,6 @@ type Config struct {
 	// long a reservation may outlive the demand behind it (doc.go, "Debt");
 	// default 10s.
 	DebtDecay time.Duration
-	// Forgive was the debt forgiven per uncontended admission of a higher
-	// tier. Debt now follows the higher tiers' demand (doc.go), so it has
-	// no effect; kept so that policies setting debt_forgive_per_success
-	// still load.
-	Forgive float64
 	// HoldP50 fixes the median transaction time that floors the timeouts
 	// (Short' = max(Short, 2×p50), Long' = max(Long, 10×p50)): 0 estimates
 	// it from Release hold times, > 0 uses this value, < 0 disables the

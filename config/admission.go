@@ -62,9 +62,6 @@ type AdmissionPolicy struct {
 	// DebtDecayInterval is how long a full capacity's worth of debt takes
 	// to decay (default 10s).
 	DebtDecayInterval time.Duration
-	// DebtForgivePerSuccess is the debt forgiven per uncontended admission
-	// of a more important tier (default 0.1, within [0, 1]).
-	DebtForgivePerSuccess float64
 	// ShedSQLState is the SQLSTATE of a shed transaction: "53000" (default)
 	// or "53300".
 	ShedSQLState string
@@ -122,15 +119,14 @@ type AdmissionUser struct {
 // defaultAdmission returns the policy of an empty file.
 func defaultAdmission(file string) *AdmissionPolicy {
 	return &AdmissionPolicy{
-		File:                  file,
-		Priorities:            []string{"critical", "high", "medium", "low"},
-		DefaultPriority:       1,
-		ShortTimeout:          5 * time.Millisecond,
-		LongTimeout:           100 * time.Millisecond,
-		DebtDecayInterval:     10 * time.Second,
-		DebtForgivePerSuccess: 0.1,
-		ShedSQLState:          "53000",
-		Users:                 map[string]AdmissionUser{},
+		File:              file,
+		Priorities:        []string{"critical", "high", "medium", "low"},
+		DefaultPriority:   1,
+		ShortTimeout:      5 * time.Millisecond,
+		LongTimeout:       100 * time.Millisecond,
+		DebtDecayInterval: 10 * time.Second,
+		ShedSQLState:      "53000",
+		Users:             map[string]AdmissionUser{},
 	}
 }
 
@@ -513,7 +509,9 @@ func (a *admissionLoader) priorities(pol *AdmissionPolicy, doc map[string]any) e
 		if f < 0 || f > 1 {
 			return a.errAt(p, "must be between 0 and 1, not %g", f)
 		}
-		pol.DebtForgivePerSuccess = f
+		// Checked, so that a file written for it still loads as it did,
+		// and dropped: the gate's debt decays with the demand behind it
+		// (admission/doc.go), which does the forgiving.
 	}
 	if v, ok := t["shed_sqlstate"]; ok {
 		p := base.key("shed_sqlstate")

@@ -17,8 +17,8 @@ import (
 func renderAdmission(p *AdmissionPolicy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "priorities %s default=%d\n", strings.Join(p.Priorities, ","), p.DefaultPriority)
-	fmt.Fprintf(&b, "short=%s long=%s decay=%s forgive=%g shed=%s\n",
-		p.ShortTimeout, p.LongTimeout, p.DebtDecayInterval, p.DebtForgivePerSuccess, p.ShedSQLState)
+	fmt.Fprintf(&b, "short=%s long=%s decay=%s shed=%s\n",
+		p.ShortTimeout, p.LongTimeout, p.DebtDecayInterval, p.ShedSQLState)
 	fmt.Fprintf(&b, "levels %s\n", strings.Join(p.Levels, ","))
 	for _, n := range p.Nodes {
 		fmt.Fprintf(&b, "node line=%d path=%s weight=%g ceiling=%g\n", n.Line, strings.Join(n.Path, "/"), n.Weight, n.Ceiling)
@@ -40,15 +40,14 @@ func TestParseAdmissionDefaults(t *testing.T) {
 			t.Fatalf("%q: %v", data, err)
 		}
 		want := &AdmissionPolicy{
-			File:                  "a.toml",
-			Priorities:            []string{"critical", "high", "medium", "low"},
-			DefaultPriority:       1,
-			ShortTimeout:          5 * time.Millisecond,
-			LongTimeout:           100 * time.Millisecond,
-			DebtDecayInterval:     10 * time.Second,
-			DebtForgivePerSuccess: 0.1,
-			ShedSQLState:          "53000",
-			Users:                 map[string]AdmissionUser{},
+			File:              "a.toml",
+			Priorities:        []string{"critical", "high", "medium", "low"},
+			DefaultPriority:   1,
+			ShortTimeout:      5 * time.Millisecond,
+			LongTimeout:       100 * time.Millisecond,
+			DebtDecayInterval: 10 * time.Second,
+			ShedSQLState:      "53000",
+			Users:             map[string]AdmissionUser{},
 		}
 		if !reflect.DeepEqual(p, want) {
 			t.Errorf("%q:\n got %+v\nwant %+v", data, p, want)
@@ -92,15 +91,14 @@ max_priority = "silver"
 		t.Fatal(err)
 	}
 	want := &AdmissionPolicy{
-		File:                  "a.toml",
-		Priorities:            []string{"gold", "silver", "bronze"},
-		DefaultPriority:       2,
-		ShortTimeout:          20 * time.Millisecond,
-		LongTimeout:           20 * time.Millisecond,
-		DebtDecayInterval:     90 * time.Second,
-		DebtForgivePerSuccess: 0,
-		ShedSQLState:          "53300",
-		Levels:                []string{"auth", "endpoint"},
+		File:              "a.toml",
+		Priorities:        []string{"gold", "silver", "bronze"},
+		DefaultPriority:   2,
+		ShortTimeout:      20 * time.Millisecond,
+		LongTimeout:       20 * time.Millisecond,
+		DebtDecayInterval: 90 * time.Second,
+		ShedSQLState:      "53300",
+		Levels:            []string{"auth", "endpoint"},
 		Nodes: []AdmissionNode{
 			{Line: 13, Path: []string{"yes"}, Weight: 3},
 			{Line: 16, Path: []string{"yes", "search"}, Weight: 0.5, Ceiling: 1},
@@ -318,7 +316,7 @@ func TestAdmissionExample(t *testing.T) {
 	}
 	got := renderAdmission(p)
 	want := `priorities critical,high,medium,low default=1
-short=5ms long=100ms decay=10s forgive=0.1 shed=53000
+short=5ms long=100ms decay=10s shed=53000
 levels source,endpoint
 node line=50 path=web weight=3 ceiling=0
 node line=54 path=web/comments weight=1 ceiling=0

@@ -23,7 +23,6 @@ type Policy struct {
 	def   int8
 
 	short, long, decay time.Duration
-	forgive            float64
 	shed               string
 
 	levels []string
@@ -85,19 +84,18 @@ func New(p *config.AdmissionPolicy) (*Policy, error) {
 		return nil, fmt.Errorf("classify: %w", err)
 	}
 	c := &Policy{
-		gen:     nextGen(),
-		names:   append([]string(nil), p.Priorities...),
-		def:     int8(p.DefaultPriority),
-		short:   p.ShortTimeout,
-		long:    p.LongTimeout,
-		decay:   p.DebtDecayInterval,
-		forgive: p.DebtForgivePerSuccess,
-		shed:    p.ShedSQLState,
-		levels:  append([]string(nil), p.Levels...),
-		values:  make([][]string, len(p.Levels)),
-		index:   make([]map[string]uint16, len(p.Levels)),
-		tree:    tree,
-		users:   map[string]int8{},
+		gen:    nextGen(),
+		names:  append([]string(nil), p.Priorities...),
+		def:    int8(p.DefaultPriority),
+		short:  p.ShortTimeout,
+		long:   p.LongTimeout,
+		decay:  p.DebtDecayInterval,
+		shed:   p.ShedSQLState,
+		levels: append([]string(nil), p.Levels...),
+		values: make([][]string, len(p.Levels)),
+		index:  make([]map[string]uint16, len(p.Levels)),
+		tree:   tree,
+		users:  map[string]int8{},
 	}
 	for l := range c.levels {
 		c.values[l] = []string{""}
@@ -163,11 +161,6 @@ func (p *Policy) Long() time.Duration  { return p.long }
 // DebtDecay is the time a full pool's worth of debt takes to decay.
 func (p *Policy) DebtDecay() time.Duration { return p.decay }
 
-// Forgive is the debt forgiven per uncontended admission of a more
-// important tier, as the file gives it: 0 means none (GateConfig maps that
-// to the gate's "< 0 = none").
-func (p *Policy) Forgive() float64 { return p.forgive }
-
 // ShedSQLState is the SQLSTATE of a shed transaction, "53000" or "53300".
 func (p *Policy) ShedSQLState() string { return p.shed }
 
@@ -177,16 +170,11 @@ func (p *Policy) Tree() *admission.Tree { return p.tree }
 // GateConfig is the part of a gate's configuration this policy decides;
 // the pooler adds PoolSize, MaxWait and the clock.
 func (p *Policy) GateConfig() admission.Config {
-	forgive := p.forgive
-	if forgive == 0 {
-		forgive = -1 // the gate reads 0 as "default"
-	}
 	return admission.Config{
 		Tiers:     len(p.names),
 		Short:     p.short,
 		Long:      p.long,
 		DebtDecay: p.decay,
-		Forgive:   forgive,
 		Tree:      p.tree,
 	}
 }

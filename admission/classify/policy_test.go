@@ -258,24 +258,16 @@ shed_sqlstate = "53300"
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprintf("%d %d %s %s %s %g %s %q %q %q %q",
-		p.Tiers(), p.DefaultPriority(), p.Short(), p.Long(), p.DebtDecay(), p.Forgive(), p.ShedSQLState(),
+	got := fmt.Sprintf("%d %d %s %s %s %s %q %q %q %q",
+		p.Tiers(), p.DefaultPriority(), p.Short(), p.Long(), p.DebtDecay(), p.ShedSQLState(),
 		p.PriorityName(0), p.PriorityName(2), p.PriorityName(3), p.PriorityName(-1))
-	if want := `3 1 20ms 300ms 4s 0.5 53300 "a" "c" "3" "-1"`; got != want {
+	if want := `3 1 20ms 300ms 4s 53300 "a" "c" "3" "-1"`; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	gc := p.GateConfig()
 	if gc.Tiers != 3 || gc.Short != 20*time.Millisecond || gc.Long != 300*time.Millisecond ||
-		gc.DebtDecay != 4*time.Second || gc.Forgive != 0.5 || gc.Tree != p.Tree() {
+		gc.DebtDecay != 4*time.Second || gc.Tree != p.Tree() {
 		t.Errorf("GateConfig %+v", gc)
-	}
-	cfg.DebtForgivePerSuccess = 0
-	p, err = New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gc := p.GateConfig(); gc.Forgive != -1 {
-		t.Errorf("forgive 0 gives gate Forgive %g, want -1 (none)", gc.Forgive)
 	}
 }
 

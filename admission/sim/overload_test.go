@@ -58,7 +58,6 @@ func productionGate(pool int) admission.Config {
 		Long:      100 * time.Millisecond,
 		MaxWait:   120 * time.Second,
 		DebtDecay: 10 * time.Second,
-		Forgive:   0.1,
 	}
 }
 

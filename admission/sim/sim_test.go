@@ -56,7 +56,6 @@ func modelGate(tiers int) admission.Config {
 		Short:        5 * time.Millisecond,
 		Long:         100 * time.Millisecond,
 		DebtDecay:    10 * time.Second,
-		Forgive:      0.1,
 		HoldP50:      -1,
 		NoHysteresis: true,
 	}
