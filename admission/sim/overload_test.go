@@ -14,7 +14,7 @@ import (
 // loop clients on a pool of 4 under a two-tier PGKeeper-style policy
 // (high = tier 0, low = tier 1, short 5 ms, long 100 ms, the production
 // defaults for the rest: hold-time floors, exit hysteresis, debt decay
-// 10 s, forgiveness 0.1, query_wait_timeout 120 s).
+// 10 s, query_wait_timeout 120 s).
 //
 //   - 4 high-priority clients loop a fast transaction back to back, as
 //     the integration test's do: 0.23 ms mean hold (130 µs + exponential

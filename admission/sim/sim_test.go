@@ -47,8 +47,8 @@ func seeds() []uint64 {
 // off the hold-time floors Short' = max(Short, 2×p50), Long' = max(Long,
 // 10×p50), which the model did not have) and the library's LIFO exit (leave
 // as soon as the queue is empty), "unless stated": S6 states hysteresis.
-// DebtDecay caps the demand time constant; Forgive no longer has an effect
-// (both kept as the model stated them).
+// DebtDecay caps the demand time constant (kept as the model stated it; the
+// model's forgiveness is the decay's now).
 func modelGate(tiers int) admission.Config {
 	return admission.Config{
 		Tiers:        tiers,
