@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"context"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // A server that comes back from being_canceled (cancelDone) wakes a
@@ -22,26 +20,12 @@ import (
 func TestTimingCancelDoneWakesReplicationWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var blackhole atomic.Bool
-		r := startTimingRig(t, "pool_mode = transaction\ndefault_pool_size = 1\ncancel_wait_timeout = 15\nquery_wait_timeout = 120\n", func(svc *Service) {
-			dial := svc.dial
-			svc.dial = func(ctx context.Context, network, address string) (net.Conn, error) {
-				if blackhole.Load() {
-					<-ctx.Done() // the cancel request's connection gets nowhere
-					return nil, ctx.Err()
-				}
-				return dial(ctx, network, address)
-			}
-		})
+		r := startTimingRig(t, "pool_mode = transaction\ndefault_pool_size = 1\ncancel_wait_timeout = 15\nquery_wait_timeout = 120\n", blackholeDials(&blackhole))
 		c := r.connect("u", nil)
 		got := c.queryAsync("SLEEP") // 10 s on the fake
 		r.sleepUntil(time.Second)
 		blackhole.Store(true)
-		mine, theirs := net.Pipe()
-		r.svc.serveConn(theirs)
-		if _, err := mine.Write(wire.AppendCancelRequest(nil, c.key)); err != nil {
-			t.Fatalf("sending CancelRequest: %v", err)
-		}
-		defer mine.Close()
+		r.sendCancel(c)
 		if rep := <-got; !rep.ready || rep.err != nil {
 			t.Fatalf("the query, not cancelled: %+v", rep)
 		}

@@ -19,26 +19,12 @@ import (
 func TestTimingCancelWaitTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var blackhole atomic.Bool
-		r := startTimingRig(t, "pool_mode = transaction\ncancel_wait_timeout = 3\n", func(svc *Service) {
-			dial := svc.dial
-			svc.dial = func(ctx context.Context, network, address string) (net.Conn, error) {
-				if blackhole.Load() {
-					<-ctx.Done() // a host that drops the traffic
-					return nil, ctx.Err()
-				}
-				return dial(ctx, network, address)
-			}
-		})
+		r := startTimingRig(t, "pool_mode = transaction\ncancel_wait_timeout = 3\n", blackholeDials(&blackhole))
 		c := r.connect("u", nil)
 		got := c.queryAsync("SLEEP")
 		r.sleepUntil(time.Second)
 		blackhole.Store(true)
-		mine, theirs := net.Pipe()
-		r.svc.serveConn(theirs)
-		if _, err := mine.Write(wire.AppendCancelRequest(nil, c.key)); err != nil {
-			t.Fatalf("sending CancelRequest: %v", err)
-		}
-		defer mine.Close()
+		r.sendCancel(c)
 		r.sleepUntil(4*time.Second - time.Nanosecond)
 		if strings.Contains(r.log.String(), "cancel_wait_timeout") {
 			t.Fatalf("gave up before cancel_wait_timeout:\n%s", r.log.String())
@@ -64,4 +50,32 @@ func TestCancelWait(t *testing.T) {
 			t.Errorf("cancelWait(%v, %v) = %v; want %v", tc.cancel, tc.connect, got, tc.want)
 		}
 	}
+}
+
+// blackholeDials makes the service's dials hang until their context ends
+// while on is set: a host that drops the traffic, for cancel requests
+// that get nowhere.
+func blackholeDials(on *atomic.Bool) func(*Service) {
+	return func(svc *Service) {
+		dial := svc.dial
+		svc.dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+			if on.Load() {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return dial(ctx, network, address)
+		}
+	}
+}
+
+// sendCancel sends c's CancelRequest on a connection of its own, closed
+// with the rig.
+func (r *timingRig) sendCancel(c *pipeClient) {
+	r.t.Helper()
+	mine, theirs := net.Pipe()
+	r.svc.serveConn(theirs)
+	if _, err := mine.Write(wire.AppendCancelRequest(nil, c.key)); err != nil {
+		r.t.Fatalf("sending CancelRequest: %v", err)
+	}
+	r.t.Cleanup(func() { mine.Close() })
 }

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/dnscache/dnstest"
 	"golang.org/x/net/dns/dnsmessage"
 )
 
@@ -23,15 +22,15 @@ import (
 // connected to, that server is marked close_needed.
 func TestDNSCacheServesServerLogins(t *testing.T) {
 	fake := startFakePostgres(t)
-	res := newFakeResolver()
-	res.set("pg.example.internal", "127.0.0.1")
+	res := dnstest.New()
+	res.Set("pg.example.internal", "127.0.0.1")
 	tp := startTestPooler(t, fake, map[string]string{"cs": "host=pg.example.internal"}, "",
 		func(s *Service) { s.dns = s.newDNSCache(res) })
 	defer tp.shutdown(t, fake)
 	conn, _ := dialStateClient(t, tp)
 	defer conn.Close()
 	stateQuery(t, conn, "SELECT 1", 'I')
-	if n := res.count("pg.example.internal"); n != 1 {
+	if n := res.Count("pg.example.internal"); n != 1 {
 		t.Fatalf("%d lookups, want 1", n)
 	}
 	hosts := tp.svc.Console().(admin.DNSCache).DNSHosts()
@@ -59,10 +58,10 @@ func TestDNSCacheServesServerLogins(t *testing.T) {
 	}
 	// The zone's serial moves on: the name is looked up again at once,
 	// without a login, and its server on the address that left is marked.
-	res.set("pg.example.internal", "127.0.0.2")
+	res.Set("pg.example.internal", "127.0.0.2")
 	tp.svc.soa = func(context.Context, string) (uint32, error) { return 3, nil }
 	tp.svc.checkZones(context.Background())
-	if n := res.count("pg.example.internal"); n != 2 {
+	if n := res.Count("pg.example.internal"); n != 2 {
 		t.Errorf("%d lookups after the zone changed, want 2", n)
 	}
 	if n := closeNeeded(); n != 1 {
@@ -71,9 +70,7 @@ func TestDNSCacheServesServerLogins(t *testing.T) {
 
 	// A name that does not resolve: PgBouncer's warning, and the login's
 	// reason.
-	res.mu.Lock()
-	delete(res.answers, "pg.example.internal")
-	res.mu.Unlock()
+	res.Forget("pg.example.internal")
 	tp.svc.dns.ExpireZone("example.internal")
 	if _, err := tp.svc.dns.Resolve(context.Background(), "pg.example.internal"); err == nil {
 		t.Fatal("no error for a name that does not resolve")
@@ -155,8 +152,8 @@ func TestDNSZoneCheck(t *testing.T) {
 	svc := newTestService(t)
 	lg := &captureLog{}
 	svc.log = slog.New(&captureHandler{log: lg})
-	res := newFakeResolver()
-	res.set("db.example.com", "10.0.0.1")
+	res := dnstest.New()
+	res.Set("db.example.com", "10.0.0.1")
 	svc.dns = svc.newDNSCache(res)
 	serial := uint32(7)
 	svc.soa = func(_ context.Context, zone string) (uint32, error) {
@@ -172,58 +169,15 @@ func TestDNSZoneCheck(t *testing.T) {
 		t.Errorf("log:\n%s", lg.tail())
 	}
 	svc.dns.Resolve(ctx, "db.example.com")
-	if n := res.count("db.example.com"); n != 2 {
+	if n := res.Count("db.example.com"); n != 2 {
 		t.Errorf("%d lookups after the serial changed, want 2", n)
 	}
 	svc.checkZones(ctx)
 	svc.dns.Resolve(ctx, "db.example.com")
-	if n := res.count("db.example.com"); n != 2 {
+	if n := res.Count("db.example.com"); n != 2 {
 		t.Errorf("%d lookups with the serial unchanged, want 2", n)
 	}
 	if z := svc.Console().(admin.DNSCache).DNSZones(); len(z) != 1 || z[0].Serial != 7 {
 		t.Errorf("DNS_ZONES %+v", z)
 	}
-}
-
-// fakeResolver answers from a map and counts its lookups; block, when
-// set, holds each lookup until it is closed.
-type fakeResolver struct {
-	mu      sync.Mutex
-	answers map[string][]netip.Addr
-	lookups map[string]int
-	block   chan struct{}
-}
-
-func newFakeResolver() *fakeResolver {
-	return &fakeResolver{answers: map[string][]netip.Addr{}, lookups: map[string]int{}}
-}
-
-func (f *fakeResolver) set(host string, addrs ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answers[host] = nil
-	for _, a := range addrs {
-		f.answers[host] = append(f.answers[host], netip.MustParseAddr(a))
-	}
-}
-
-func (f *fakeResolver) count(host string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.lookups[host]
-}
-
-func (f *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	f.mu.Lock()
-	f.lookups[host]++
-	block := f.block
-	a, ok := f.answers[host]
-	f.mu.Unlock()
-	if block != nil {
-		<-block
-	}
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return slices.Clone(a), nil
 }

@@ -12,50 +12,8 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/dnscache/dnstest"
 )
-
-// fakeResolver answers from a map and counts its lookups; block, when
-// set, holds each lookup until it is closed.
-type fakeResolver struct {
-	mu      sync.Mutex
-	answers map[string][]netip.Addr
-	lookups map[string]int
-	block   chan struct{}
-}
-
-func newFakeResolver() *fakeResolver {
-	return &fakeResolver{answers: map[string][]netip.Addr{}, lookups: map[string]int{}}
-}
-
-func (f *fakeResolver) set(host string, addrs ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answers[host] = nil
-	for _, a := range addrs {
-		f.answers[host] = append(f.answers[host], netip.MustParseAddr(a))
-	}
-}
-
-func (f *fakeResolver) count(host string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.lookups[host]
-}
-
-func (f *fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	f.mu.Lock()
-	f.lookups[host]++
-	block := f.block
-	a, ok := f.answers[host]
-	f.mu.Unlock()
-	if block != nil {
-		<-block
-	}
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return slices.Clone(a), nil
-}
 
 // fakeNow is a settable time.
 type fakeNow struct {
@@ -91,8 +49,8 @@ func addrStrings(as []netip.Addr) string {
 // An answer is kept dns_max_ttl and each resolve starts at the next
 // address; a failure is kept dns_nxdomain_ttl, as a *net.DNSError.
 func TestDNSCacheTTLs(t *testing.T) {
-	res := newFakeResolver()
-	res.set("db.example.com", "10.0.0.1", "10.0.0.2", "10.0.0.3")
+	res := dnstest.New()
+	res.Set("db.example.com", "10.0.0.1", "10.0.0.2", "10.0.0.3")
 	d, clk := testDNSCache(res, 15*time.Second, 5*time.Second)
 	ctx := context.Background()
 	var order []string
@@ -107,17 +65,17 @@ func TestDNSCacheTTLs(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Errorf("rotation %q, want %q", order, want)
 	}
-	if n := res.count("db.example.com"); n != 1 {
+	if n := res.Count("db.example.com"); n != 1 {
 		t.Errorf("%d lookups within dns_max_ttl, want 1", n)
 	}
 	clk.add(14 * time.Second)
 	d.Resolve(ctx, "db.example.com")
-	if n := res.count("db.example.com"); n != 1 {
+	if n := res.Count("db.example.com"); n != 1 {
 		t.Errorf("%d lookups at 14 s, want 1", n)
 	}
 	clk.add(2 * time.Second)
 	d.Resolve(ctx, "db.example.com")
-	if n := res.count("db.example.com"); n != 2 {
+	if n := res.Count("db.example.com"); n != 2 {
 		t.Errorf("%d lookups after dns_max_ttl, want 2", n)
 	}
 
@@ -128,10 +86,10 @@ func TestDNSCacheTTLs(t *testing.T) {
 			t.Fatalf("failed lookup: %v, want a not-found *net.DNSError", err)
 		}
 	}
-	if n := res.count("gone.example.com"); n != 1 {
+	if n := res.Count("gone.example.com"); n != 1 {
 		t.Errorf("%d lookups of a failed name within dns_nxdomain_ttl, want 1", n)
 	}
-	res.set("gone.example.com", "10.0.0.9")
+	res.Set("gone.example.com", "10.0.0.9")
 	clk.add(6 * time.Second)
 	if as, err := d.Resolve(ctx, "gone.example.com"); err != nil || addrStrings(as) != "10.0.0.9" {
 		t.Errorf("after dns_nxdomain_ttl: %v %v", as, err)
@@ -141,16 +99,16 @@ func TestDNSCacheTTLs(t *testing.T) {
 	d0, _ := testDNSCache(res, 0, 0)
 	d0.Resolve(ctx, "db.example.com")
 	d0.Resolve(ctx, "db.example.com")
-	if n := res.count("db.example.com"); n != 4 {
+	if n := res.Count("db.example.com"); n != 4 {
 		t.Errorf("dns_max_ttl = 0: %d lookups in all, want 4", n)
 	}
 }
 
 // Logins that need a name while it is looked up share that lookup.
 func TestDNSCacheOneLookupInFlight(t *testing.T) {
-	res := newFakeResolver()
-	res.set("db.example.com", "10.0.0.1")
-	res.block = make(chan struct{})
+	res := dnstest.New()
+	res.Set("db.example.com", "10.0.0.1")
+	release := res.Hold()
 	d, _ := testDNSCache(res, 0, 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, 5)
@@ -183,7 +141,7 @@ func TestDNSCacheOneLookupInFlight(t *testing.T) {
 	if _, _, q := d.Counts(); q != 1 {
 		t.Errorf("dns_queries = %d during the lookup, want 1", q)
 	}
-	close(res.block)
+	release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -191,7 +149,7 @@ func TestDNSCacheOneLookupInFlight(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n := res.count("db.example.com"); n != 1 {
+	if n := res.Count("db.example.com"); n != 1 {
 		t.Errorf("%d lookups for 5 concurrent logins, want 1", n)
 	}
 }
@@ -199,10 +157,10 @@ func TestDNSCacheOneLookupInFlight(t *testing.T) {
 // A new answer that lacks an address reports it; SHOW DNS_HOSTS and
 // DNS_ZONES list the names and zones as PgBouncer does.
 func TestDNSCacheRowsAndGoneAddresses(t *testing.T) {
-	res := newFakeResolver()
-	res.set("db1.example.com", "10.0.0.1", "::1")
-	res.set("db2.example.com", "10.0.0.2")
-	res.set("localhost", "127.0.0.1")
+	res := dnstest.New()
+	res.Set("db1.example.com", "10.0.0.1", "::1")
+	res.Set("db2.example.com", "10.0.0.2")
+	res.Set("localhost", "127.0.0.1")
 	d, clk := testDNSCache(res, 15*time.Second, 15*time.Second)
 	var gone []string
 	d.AddrGone = func(host string, a netip.Addr) { gone = append(gone, host+" "+a.String()) }
@@ -227,7 +185,7 @@ func TestDNSCacheRowsAndGoneAddresses(t *testing.T) {
 		t.Errorf("dns_names %d dns_zones %d", n, z)
 	}
 
-	res.set("db1.example.com", "10.0.0.5", "::1")
+	res.Set("db1.example.com", "10.0.0.5", "::1")
 	clk.add(20 * time.Second)
 	if h := d.HostRows()[0]; h.TTL != 0 {
 		t.Errorf("an expired answer shows ttl %d, want 0", h.TTL)
