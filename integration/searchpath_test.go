@@ -164,3 +164,57 @@ func TestStartupSearchPathPerClient(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlineRestartKeepsSearchPathRecord: an idle server handed over by
+// an online restart carries the pooler's record of the search_path it set
+// for its last client. After the restart a client without one gets
+// PostgreSQL's default on that server, not the last client's, and the
+// moved client keeps its own.
+func TestOnlineRestartKeepsSearchPathRecord(t *testing.T) {
+	needPG(t)
+	searchPathFixture(t)
+	sock := t.TempDir()
+	p1 := startPooler(t, iniSettings(map[string]string{"unix_socket_dir": sock, "default_pool_size": "1"}, ""), testUserlist)
+	cfg := pgxConfig(t, p1.App())
+	cfg.RuntimeParams["search_path"] = "sp_app, public"
+	withPath, err := tryConnectPgx(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(conn *pgx.Conn) string {
+		t.Helper()
+		got, err := readSearchPath(ctxT(t, 10*time.Second), conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.probe
+	}
+	if got := probe(withPath); got != "sp_app" {
+		t.Fatalf("before the restart: sp_probe from %q, want sp_app", got)
+	}
+	pid := queryInt(t, withPath, "SELECT pg_backend_pid()")
+
+	p2 := rebootPooler(t, p1)
+	if !p2.WaitLog("takeover: took over 1 servers", 5*time.Second) {
+		t.Fatalf("the idle server was not handed over; new log:\n%s\nold log:\n%s", p2.Log(), p1.Log())
+	}
+	select {
+	case <-p1.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the old process did not exit; its log:\n%s", p1.Log())
+	}
+	without := connectPgx(t, p2.App())
+	if got := queryInt(t, without, "SELECT pg_backend_pid()"); got != pid {
+		t.Fatalf("the new client is on backend %d, want the handed-over %d", got, pid)
+	}
+	if got := probe(without); got != "42P01" {
+		t.Errorf("a client without a search_path after the restart finds sp_probe in %q, want none (42P01)", got)
+	}
+	if got := probe(withPath); got != "sp_app" {
+		t.Errorf("the moved client after the restart: sp_probe from %q, want sp_app", got)
+	}
+	// Both leave before the new process's cleanup: SIGTERM waits for
+	// clients, and these two came in before it was started.
+	withPath.Close(ctxT(t, 5*time.Second))
+	without.Close(ctxT(t, 5*time.Second))
+}

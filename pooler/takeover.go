@@ -85,6 +85,12 @@ type movedState struct {
 	// Servers (and Params, Stmts, Connected above).
 	PID      uint32 `json:"pid,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"` // the address it dialled
+	// Unreported and UnreportedDirty are the server's record of the
+	// tracked parameters Postgres does not report (server.unreported):
+	// without it the new process would not know to RESET a search_path
+	// an earlier client had, and would hand it to the next one.
+	Unreported      map[string]string `json:"unreported,omitempty"`
+	UnreportedDirty bool              `json:"unreported_dirty,omitempty"`
 }
 
 // movedStmt is one of a client's named prepared statements.
@@ -270,7 +276,8 @@ func (srv *server) fdRow() admin.FD {
 		r.Addr = "unix"
 	}
 	st := movedState{Key: hex.EncodeToString(srv.cancelKey), PID: srv.pid, Params: srv.params,
-		Connected: srv.created, Endpoint: srv.ep.address}
+		Connected: srv.created, Endpoint: srv.ep.address,
+		Unreported: srv.unreported, UnreportedDirty: srv.unreportedDirty}
 	for _, d := range srv.stmts.defs() {
 		st.Stmts = append(st.Stmts, movedStmt{Name: d.name, Query: d.query, Types: d.types})
 	}
@@ -859,6 +866,7 @@ func (s *Service) adoptServer(m movedClient) (*server, error) {
 	if srv.params == nil {
 		srv.params = map[string]string{}
 	}
+	srv.unreported, srv.unreportedDirty = m.state.Unreported, m.state.UnreportedDirty
 	srv.noteReadOnly()
 	srv.noteAppName(srv.params["application_name"])
 	srv.created, srv.lastUsed = m.state.Connected, s.clock.Now()
