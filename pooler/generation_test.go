@@ -80,12 +80,12 @@ func TestReloadNeverMixes(t *testing.T) {
 
 	const clients, txns = 8, 150
 	var (
-		mixes, seen, sheds atomic.Int64
-		mu                 sync.Mutex
-		report             []string
+		txMixes, gateMixes, seen, sheds atomic.Int64
+		mu                              sync.Mutex
+		report                          []string
 	)
-	mixed := func(format string, args ...any) {
-		mixes.Add(1)
+	mixed := func(n *atomic.Int64, format string, args ...any) {
+		n.Add(1)
 		mu.Lock()
 		if len(report) < 10 {
 			report = append(report, fmt.Sprintf(format, args...))
@@ -106,7 +106,7 @@ func TestReloadNeverMixes(t *testing.T) {
 			default:
 			}
 			if err := tp.svc.Apply(cfgs[i%2], true); err != nil {
-				mixed("RELOAD failed: %v", err)
+				mixed(&txMixes, "RELOAD failed: %v", err)
 				return
 			}
 			reloads++
@@ -116,6 +116,7 @@ func TestReloadNeverMixes(t *testing.T) {
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
+		var last *poolGate
 		for {
 			select {
 			case <-done:
@@ -130,11 +131,12 @@ func TestReloadNeverMixes(t *testing.T) {
 			p.mu.Lock()
 			pg := p.gate
 			p.mu.Unlock()
-			if pg == nil {
+			if pg == nil || pg == last {
 				continue
 			}
+			last = pg
 			if f := byFile(pg.policy.file); f == -1 || f != bySize(pg.poolSize) || f != byWait(pg.maxWait) {
-				mixed("a gate built from policy %s with pool_size %d and query_wait_timeout %v", filepath.Base(pg.policy.file), pg.poolSize, pg.maxWait)
+				mixed(&gateMixes, "a gate built from policy %s with pool_size %d and query_wait_timeout %v", filepath.Base(pg.policy.file), pg.poolSize, pg.maxWait)
 			}
 		}
 	}()
@@ -149,7 +151,7 @@ func TestReloadNeverMixes(t *testing.T) {
 				file, st := observeLink(c)
 				seen.Add(1)
 				if f := byFile(file); f == -1 || f != byTimeout(st.QueryTimeout) || f != byWait(st.QueryWaitTimeout) {
-					mixed("a transaction admitted under policy %s ran by query_timeout %v, query_wait_timeout %v", filepath.Base(file), st.QueryTimeout, st.QueryWaitTimeout)
+					mixed(&txMixes, "a transaction admitted under policy %s ran by query_timeout %v, query_wait_timeout %v", filepath.Base(file), st.QueryTimeout, st.QueryWaitTimeout)
 				}
 			})
 		}()
@@ -164,8 +166,8 @@ func TestReloadNeverMixes(t *testing.T) {
 		}
 	}
 	t.Logf("%d transactions observed, %d shed, %d RELOADs", seen.Load(), sheds.Load(), reloads)
-	if n := mixes.Load(); n > 0 {
-		t.Fatalf("%d mixes of two configurations, the first:\n%s", n, strings.Join(report, "\n"))
+	if tx, g := txMixes.Load(), gateMixes.Load(); tx+g > 0 {
+		t.Fatalf("%d transactions and %d gates mixed two configurations, the first:\n%s", tx, g, strings.Join(report, "\n"))
 	}
 	if seen.Load() != clients*txns {
 		t.Fatalf("observed %d transactions, want %d", seen.Load(), clients*txns)
