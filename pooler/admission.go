@@ -55,45 +55,57 @@ func loadAdmission(st *config.Settings) (*admissionPolicy, error) {
 	return &admissionPolicy{file: st.AdmissionFile, policy: pol}, nil
 }
 
-// poolGate is a pool's gate and what it was built from.
+// poolGate is a pool's gate and what it was built from: the policy,
+// pool_size and query_wait_timeout of one generation, gen (the newest
+// generation a link asked the gate for).
 type poolGate struct {
 	gate     *admission.Gate
+	gen      *generation
 	policy   *admissionPolicy
 	poolSize int
 	maxWait  time.Duration
 }
 
-// gateFor returns the pool's gate for the current policy, rebuilding it when
-// the policy, pool_size or query_wait_timeout changed. A reload swaps the
-// gate atomically for new arrivals; tickets of the old one go back to it.
-func (p *serverPool) gateFor(ap *admissionPolicy) *admission.Gate {
-	if ap == nil {
-		return nil
-	}
-	st := p.settings()
+// gateFor returns the pool's gate under the admission policy and pool
+// settings of generation g, which has a policy, rebuilding it when the
+// policy, pool_size or query_wait_timeout changed. A reload swaps the gate
+// atomically for new arrivals; tickets of the old one go back to it. A
+// link that took g before a RELOAD whose generation the gate was already
+// built for is not given a gate of g again (which would rebuild it back
+// and forth): it gets the newer generation with the gate, and goes on
+// under that one as a whole. nil (PAUSE): no gate to pass.
+func (p *serverPool) gateFor(g *generation) *poolGate {
 	p.mu.Lock()
-	g, warning := p.gateForLocked(ap, st)
+	if pg := p.gate; pg != nil && pg.gen.seq > g.seq {
+		g = pg.gen
+	}
+	pg, warning := p.gateForLocked(p.viewIn(g))
 	p.mu.Unlock()
 	if warning != "" {
 		p.log.Warn(warning) // not under p.mu: no I/O under a pool's lock
 	}
-	return g
+	return pg
 }
 
-// gateForLocked is gateFor under p.mu; a warning to log comes back.
-func (p *serverPool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ *admission.Gate, warning string) {
+// gateForLocked is gateFor under p.mu, for the view v (whose generation
+// has a policy); a warning to log comes back.
+func (p *serverPool) gateForLocked(v *poolView) (_ *poolGate, warning string) {
 	if p.paused {
 		// PAUSE holds clients until RESUME, as in PgBouncer, rather than
 		// letting CoDel shed them.
 		return nil, ""
 	}
-	size := p.eff.PoolSize
-	if g := p.gate; g != nil && g.policy == ap && g.poolSize == size && g.maxWait == st.QueryWaitTimeout {
-		return g.gate, ""
+	ap, size, maxWait := v.gen.adm, v.eff.PoolSize, v.st.QueryWaitTimeout
+	if pg := p.gate; pg != nil && pg.policy == ap && pg.poolSize == size && pg.maxWait == maxWait {
+		if pg.gen != v.gen {
+			pg = &poolGate{gate: pg.gate, gen: v.gen, policy: ap, poolSize: size, maxWait: maxWait}
+			p.gate = pg
+		}
+		return pg, ""
 	}
 	cfg := ap.policy.GateConfig()
 	cfg.PoolSize = max(size, 1)
-	cfg.MaxWait = st.QueryWaitTimeout
+	cfg.MaxWait = maxWait
 	cfg.Clock = gateClock{p.svc.clock}
 	// A gate rebuilt for a pool that had one, or for a closed pool, does
 	// not treat zero capacity as a start-up.
@@ -105,13 +117,13 @@ func (p *serverPool) gateForLocked(ap *admissionPolicy, st *config.Settings) (_ 
 		// rounding noise; the gate then serves each tier in FIFO order.
 		warning = fmt.Sprintf("admission: pool_size %d is under 4 slots per category (%d categories): fair sharing is off for this pool", size, cfg.Tree.Leaves())
 	}
-	p.gate = &poolGate{gate: g, policy: ap, poolSize: size, maxWait: st.QueryWaitTimeout}
+	p.gate = &poolGate{gate: g, gen: v.gen, policy: ap, poolSize: size, maxWait: maxWait}
 	// Every tier's wait histogram exists, empty, from the gate's start,
 	// as the gate's gauges do (metrics.go).
 	for prio := range ap.policy.Tiers() {
 		p.svc.admInstruments.wait(p, ap, prio)
 	}
-	return g, warning
+	return p.gate, warning
 }
 
 // gateCapacityLocked is what the gate may hand out: servers that exist or
@@ -294,7 +306,7 @@ func (c *client) appendOptionNotices(out []byte) []byte {
 	if c.adm == nil || len(c.adm.opts) == 0 {
 		return out
 	}
-	ap := c.svc.adm.Load()
+	ap := c.svc.gen.Load().adm
 	if ap == nil {
 		return out
 	}
@@ -417,7 +429,7 @@ func (in *admissionInstruments) wait(p *serverPool, ap *admissionPolicy, priorit
 // Admission lists every pool's gate for SHOW ADMISSION and the metrics.
 func (v consoleView) Admission() []admin.AdmissionRow {
 	s := v.s
-	ap := s.adm.Load()
+	ap := s.gen.Load().adm
 	if ap == nil {
 		return nil
 	}

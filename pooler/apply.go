@@ -20,13 +20,30 @@ type securityState struct {
 	hba        *auth.HBA // auth_type=hba
 }
 
-// derivedState is what derive computes from a configuration and swap
-// installs.
-type derivedState struct {
+// generation is one configuration in force: everything derive computes
+// that clients and pools read. It is immutable once published; swap
+// publishes a new one with one store (Service.gen), so a reader that loads
+// it once sees the configuration, users, security and admission policy of
+// one RELOAD, never some of the next. The pools' settings and limits follow
+// from it (poolView). A shard map, when there is one, belongs here: it must
+// agree with cfg's [databases].
+type generation struct {
 	cfg   *config.Config // with the runtime overrides laid over
 	users *auth.Store
 	sec   *securityState
-	adm   *admissionPolicy
+	// adm is the admission policy from admission_file; nil without one
+	// (PgBouncer's FIFO behaviour).
+	adm *admissionPolicy
+	// seq numbers generations from 1 in the order they are derived; a
+	// pool's gate (admission.go) is kept for the newest one it was asked
+	// for.
+	seq uint64
+}
+
+// derivedState is what derive computes from a configuration and swap
+// installs.
+type derivedState struct {
+	gen *generation
 	// dropUsers and dropPools are the SET USER / SET POOL overrides that
 	// lines of the file just read replace (fromFile); swap forgets them
 	// unless they were set again meanwhile.
@@ -59,9 +76,12 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 	if err != nil {
 		return err
 	}
-	old := s.cfg.Load()
+	var old *config.Config
+	if g := s.gen.Load(); g != nil {
+		old = g.cfg
+	}
 	s.swap(next)
-	s.peers.reload(s.log, old, next.cfg)
+	s.peers.reload(s.log, old, next.gen.cfg)
 	if next.tlsNotApplied != nil {
 		// The cause; the caller says what was kept in its own words.
 		s.log.Error("TLS setup failed: " + errors.Unwrap(next.tlsNotApplied).Error())
@@ -73,9 +93,11 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 // it changes nothing. warnings are the TLS settings' (about files that
 // loaded), returned with an error too.
 func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState, warnings []string, err error) {
-	next = &derivedState{}
+	// cur is nil at start, before the first generation.
+	cur := s.gen.Load()
+	next = &derivedState{gen: &generation{}}
 	cfg, next.dropUsers, next.dropPools = s.withOverrides(cfg, fromFile)
-	next.cfg = cfg
+	next.gen.cfg = cfg
 	st := &cfg.Settings
 	users := map[string]auth.Secret{}
 	if f := st.AuthFile; f != "" {
@@ -93,7 +115,7 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 	}
 	sec := &securityState{}
 	var tlsWarnings []string
-	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(s.sec.Load(), cfg, fromFile)
+	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(cur.security(), cfg, fromFile)
 	warnings = append(warnings, tlsWarnings...)
 	if err != nil {
 		return nil, warnings, err
@@ -101,13 +123,13 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 	// A SET of another key keeps the admission policy (and every pool's
 	// gate); the file is read again at start, RELOAD, SIGHUP, or when SET
 	// admission_file names another one.
-	adm := s.adm.Load()
+	adm := cur.admission()
 	if fromFile || adm == nil && st.AdmissionFile != "" || adm != nil && adm.file != st.AdmissionFile {
 		if adm, err = loadAdmission(st); err != nil {
 			return nil, warnings, err
 		}
 	}
-	next.adm = adm
+	next.gen.adm = adm
 	if st.AuthType == "hba" {
 		if st.AuthHBAFile == "" {
 			return nil, warnings, errors.New("auth_type=hba needs auth_hba_file")
@@ -122,23 +144,31 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 	if err := checkExternalAuth(st); err != nil {
 		return nil, warnings, err
 	}
-	next.sec = sec
+	next.gen.sec = sec
 	configured := make([]string, 0, len(cfg.Users))
 	for name := range cfg.Users {
 		configured = append(configured, name)
 	}
 	// The new store only reads the running one (for the users auth_query
 	// and the console added).
-	next.users = auth.NewStore(users, configured, s.users.Load())
+	var running *auth.Store
+	if cur != nil {
+		running = cur.users
+	}
+	next.gen.users = auth.NewStore(users, configured, running)
+	next.gen.seq = s.genSeq.Add(1)
 	return next, warnings, nil
 }
 
-// swap installs what derive computed: the configuration, users, TLS and
-// HBA, the admission policy; the pools' limits follow (shrinking pools
-// over a lowered one), and the pools [pools] names and those of forced
-// users with a min_pool_size are created.
+// swap installs what derive computed: it publishes the new generation
+// (the configuration, users, TLS and HBA, the admission policy) with one
+// store; what follows from it comes after: the listeners' socket options,
+// held_message_budget's limit, the pools' settings and limits (shrinking
+// pools over a lowered one), and the pools [pools] names and those of
+// forced users with a min_pool_size are created.
 func (s *Service) swap(next *derivedState) {
-	cfg := next.cfg
+	gen := next.gen
+	cfg := gen.cfg
 	st := &cfg.Settings
 	s.mu.Lock()
 	for name, u := range next.dropUsers {
@@ -152,21 +182,20 @@ func (s *Service) swap(next *derivedState) {
 		}
 	}
 	s.mu.Unlock()
-	s.users.Store(next.users)
 	auth.SetSCRAMIterations(st.SCRAMIterations)
-	// Compared before the store: loggedIn compares each new server's with
-	// the one stored.
-	old := s.sec.Load()
-	tlsChanged := old != nil && serverTLSChanged(old.serverTLS, next.sec.serverTLS)
-	s.sec.Store(next.sec)
-	prev := s.cfg.Swap(cfg)
-	if prev != nil && (prev.Settings.TCPDeferAccept != 0) != (st.TCPDeferAccept != 0) {
+	old := s.gen.Swap(gen)
+	// loggedIn compares each new server's TLS settings with the
+	// generation's, so a login that started under the old ones is
+	// closed.
+	tlsChanged := old != nil && serverTLSChanged(old.sec.serverTLS, gen.sec.serverTLS)
+	if old != nil && (old.cfg.Settings.TCPDeferAccept != 0) != (st.TCPDeferAccept != 0) {
 		s.applyDeferAccept(st.TCPDeferAccept != 0)
 	}
-	if prev != nil && prev.Settings.TCPSocketBuffer != st.TCPSocketBuffer && st.TCPSocketBuffer != 0 {
+	if old != nil && old.cfg.Settings.TCPSocketBuffer != st.TCPSocketBuffer && st.TCPSocketBuffer != 0 {
 		s.applySocketBuffers(st.TCPSocketBuffer)
 	}
-	s.adm.Store(next.adm)
+	// The budget is one live count of all clients' held bytes, not read
+	// per transaction: its limit follows the generation.
 	s.held.SetLimit(int64(st.HeldMessageBudget))
 	s.mu.Lock()
 	pools := make([]*serverPool, 0, len(s.pools))
@@ -189,9 +218,10 @@ func (s *Service) swap(next *derivedState) {
 		if moved {
 			retargeted = append(retargeted, p)
 		}
+		v := p.resolveView(gen, db)
+		p.view.Store(v)
 		p.mu.Lock()
-		p.eff = cfg.Resolve(db, p.key.user)
-		p.setSettings(cfg, p.eff.Timeouts)
+		p.eff = v.eff
 		p.closed = poolClosed(cfg, db, p.key.user)
 		p.syncGateLocked()
 		p.mu.Unlock()
@@ -298,4 +328,21 @@ func (s *Service) withOverrides(cfg *config.Config, fromFile bool) (_ *config.Co
 		cfg.Pools[key] = &cp
 	}
 	return cfg, dropUsers, dropPools
+}
+
+// security is the generation's TLS and HBA; nil before the first.
+func (g *generation) security() *securityState {
+	if g == nil {
+		return nil
+	}
+	return g.sec
+}
+
+// admission is the generation's admission policy; nil before the first
+// or without admission_file.
+func (g *generation) admission() *admissionPolicy {
+	if g == nil {
+		return nil
+	}
+	return g.adm
 }

@@ -119,7 +119,7 @@ func (c *client) checkDBClients(cfg *config.Config, db *config.Database) error {
 // mistyped or probing names do not fill SHOW USERS. An admin_users user
 // on the admin console is counted but never refused.
 func (c *client) checkUserClients(cfg *config.Config, user string) error {
-	if _, known := c.svc.users.Load().Lookup(user); !known {
+	if _, known := c.svc.gen.Load().users.Lookup(user); !known {
 		return nil
 	}
 	cc := &c.svc.caps

@@ -247,10 +247,11 @@ func (v consoleView) Databases() []admin.Database {
 
 func (v consoleView) Users() []admin.User {
 	s := v.s
-	cfg := s.config()
+	g := s.gen.Load()
+	cfg := g.cfg
 	_, clientsByUser := s.caps.snapshot()
 	var out []admin.User
-	for _, u := range s.users.Load().Users() {
+	for _, u := range g.users.Users() {
 		row := admin.User{Name: u.Name, PoolSize: -1, ReservePoolSize: -1,
 			MaxUserConnections: cfg.Settings.MaxUserConnections, CurrentClientConnections: clientsByUser[u.Name],
 			MaxUserClientConnections: cfg.MaxUserClients(u.Name)}
@@ -312,9 +313,10 @@ func (v consoleView) State() admin.State {
 
 func (v consoleView) Lists() admin.Lists {
 	s := v.s
-	cfg := s.config()
+	g := s.gen.Load()
+	cfg := g.cfg
 	pools := s.allPools()
-	l := admin.Lists{Databases: len(v.Databases()), Users: len(s.users.Load().Users()), Pools: len(pools)}
+	l := admin.Lists{Databases: len(v.Databases()), Users: len(g.users.Users()), Pools: len(pools)}
 	l.UsedClients = len(s.allClients())
 	l.LoginClients = int(s.clientCount.Load()) - l.UsedClients
 	if l.LoginClients < 0 {
@@ -660,7 +662,7 @@ func (v consoleView) SetUser(name, settings string) error {
 	s.mu.Lock()
 	s.userOverrides[name] = u
 	s.mu.Unlock()
-	s.users.Load().NoteConfigured(name)
+	s.gen.Load().users.NoteConfigured(name)
 	if err := s.Apply(s.config(), false); err != nil {
 		return err
 	}
@@ -708,10 +710,11 @@ func (v consoleView) SetPool(user, db, settings string) error {
 // user store (auth_file, [users], SET USER, logged in through auth_query
 // or LDAP/PAM), the forced user of a database, or the user of a pool.
 func (s *Service) knownUser(name string) bool {
-	if _, ok := s.users.Load().Lookup(name); ok {
+	g := s.gen.Load()
+	if _, ok := g.users.Lookup(name); ok {
 		return true
 	}
-	cfg := s.config()
+	cfg := g.cfg
 	if _, ok := cfg.Users[name]; ok {
 		return true
 	}

@@ -38,7 +38,7 @@ func (c *client) directTLS(asked *encryptionAsked) error {
 	if c.local || c.tls {
 		return nil
 	}
-	cfg := c.svc.sec.Load().clientTLS
+	cfg := c.svc.gen.Load().sec.clientTLS
 	if cfg == nil {
 		return nil
 	}

@@ -6,7 +6,8 @@
 //	service.go         Service: listeners, accept, the client registry (cancel
 //	                   keys), pools by (database, user), auth_query
 //	                   (accept, the Unix socket guard: internal/listener)
-//	apply.go           Service.Apply: a configuration derived, then swapped in
+//	apply.go           Service.Apply: a configuration generation derived,
+//	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	tlsinfo.go         a TLS connection described in PgBouncer's words
 //	console.go         the admin console's view of the service (consoleView)
@@ -61,7 +62,7 @@
 //	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	poolsettings.go    the settings a pool lives by: the [users]/[databases]
-//	                   timeouts over the global ones
+//	                   timeouts over the global ones, per generation
 //	txtimeout.go       transaction_timeout's deadlines
 //	queuenotice.go     query_wait_notify's and login_notify_message's NOTICEs
 //	fastclose.go       server_fast_close
@@ -434,6 +435,15 @@
 // janitor pass; broken servers, PAUSE and KILL close at once. Service.Warm
 // fills the forced-user pools to min_pool_size before clients are
 // accepted, and RESUME/RECONNECT refill through the same bucket.
+//
+// A configuration is one generation (apply.go): the configuration with
+// the runtime overrides, the users, TLS and HBA, the admission policy,
+// derived whole and published by one atomic store. A link takes the
+// generation once (linkServer): its gate is built from that generation's
+// policy, pool_size and query_wait_timeout, and a transaction-mode link
+// runs by that generation's timeouts, so no transaction sees part of one
+// RELOAD and part of the next (TestReloadNeverMixes). A session-mode link
+// is the whole session and follows RELOAD between its batches.
 //
 // Limits change at runtime (RELOAD, SET, SET USER, SET POOL): a pool over
 // its new limit closes idle servers at once and busy ones at release (or,

@@ -39,6 +39,10 @@ func newLink(mu *sync.Mutex) *link {
 // out, splices) are here too: they serve only the relaying, and go with
 // the link when the client parks, as the reader's buffer does.
 type link struct {
+	// gen is the configuration generation the link runs under, taken
+	// once by linkServer (the gate it was admitted through was built
+	// from gen's policy and pool settings); set before the pump starts.
+	gen     *generation
 	pumpOut []byte // the pump's own messages to the client
 	out     []byte // rewritten messages on their way to a server
 	// splices are the long texts a rewrite in out carries by reference
@@ -148,17 +152,21 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	}
 	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	c.mu.Unlock()
+	// The link runs under one generation, taken once here: its admission
+	// policy and its pool's settings are of the same RELOAD.
+	gen := c.svc.gen.Load()
 	// Under an admission policy the transaction first needs a ticket; the
 	// pool's own queue then only covers servers still logging in.
 	var ticket admission.Ticket
-	if ap := c.svc.adm.Load(); ap != nil {
-		if g := c.pool.gateFor(ap); g != nil {
-			t, err := c.admit(g, ap, typ, n)
+	if gen.adm != nil {
+		if pg := c.pool.gateFor(gen); pg != nil {
+			gen = pg.gen
+			t, err := c.admit(pg.gate, pg.policy, typ, n)
 			if err != nil {
 				c.endWait()
 				var se *admission.ShedError
 				if errors.As(err, &se) {
-					return nil, &shedError{se, ap}
+					return nil, &shedError{se, pg.policy}
 				}
 				return nil, err
 			}
@@ -198,6 +206,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
 	c.link.srv = s
+	c.link.gen = gen
 	if !c.tracking {
 		// The client's unnamed Parse is not watched: the server's
 		// unnamed statement is nobody's known one any more.

@@ -113,7 +113,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 	asked.ssl = asked.ssl || kind == wire.SSLRequest
 	asked.gss = asked.gss || kind == wire.GSSENCRequest
 	if kind == wire.SSLRequest && !c.tls {
-		if cfg := c.svc.sec.Load().clientTLS; cfg != nil {
+		if cfg := c.svc.gen.Load().sec.clientTLS; cfg != nil {
 			return c.startTLS(cfg)
 		}
 	}
@@ -131,7 +131,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[string]string, error) {
 	// The mode in force, not the one last given: a client_tls_* set
 	// that did not load leaves the previous TLS, mode included.
-	if !c.tls && auth.ClientTLSRequired(c.svc.sec.Load().clientMode) && !c.local {
+	if !c.tls && auth.ClientTLSRequired(c.svc.gen.Load().sec.clientMode) && !c.local {
 		return nil, newError(CodeSSLRequired)
 	}
 	startupParams, unrecognized, err := c.readParams(su)
@@ -527,7 +527,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARule, err error) {
 	switch st.AuthType {
 	case "hba":
-		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
+		rule, ok := c.svc.gen.Load().sec.hba.Match(auth.HBAConn{
 			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
 			Replication: c.repl == replPhysical,
 		})
@@ -576,7 +576,7 @@ func hbaMethod(hm auth.HBAMethod) (m auth.Method, err error) {
 // it, but trust admits it, as PgBouncer's impossible "md5" secret does.
 // No row is errAuthQueryNoRow, for authenticate to decide.
 func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, found bool, err error) {
-	if u, ok := c.svc.users.Load().Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
+	if u, ok := c.svc.gen.Load().users.Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
 		return u.Secret, true, nil
 	}
 	if authUserFor(db, st) == "" || !(dbKnown || st.AuthDBName != "") {
@@ -589,7 +589,7 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 	if !found {
 		return nil, false, errAuthQueryNoRow
 	}
-	c.svc.users.Load().NoteAuthQuery(c.user)
+	c.svc.gen.Load().users.NoteAuthQuery(c.user)
 	// A user first known through auth_query counts from here on.
 	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
 		return nil, false, err

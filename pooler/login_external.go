@@ -59,7 +59,7 @@ func (c *client) externalAuth(st *config.Settings, db *config.Database, m auth.M
 	// in PgBouncer: listed by SHOW USERS and counted against
 	// max_user_client_connections. Only after the check, so that probing
 	// names do not fill the store.
-	c.svc.users.Load().NoteExternal(c.user)
+	c.svc.gen.Load().users.NoteExternal(c.user)
 	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
 		return nil, none, err
 	}
@@ -70,7 +70,7 @@ func (c *client) externalAuth(st *config.Settings, db *config.Database, m auth.M
 // auth_hba_file rule under auth_type = hba, else auth_ldap_options.
 func (c *client) ldapOptions(st *config.Settings) (*auth.LDAPOptions, error) {
 	if st.AuthType == "hba" {
-		rule, ok := c.svc.sec.Load().hba.Match(auth.HBAConn{
+		rule, ok := c.svc.gen.Load().sec.hba.Match(auth.HBAConn{
 			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
 			Replication: c.repl == replPhysical,
 		})

@@ -31,8 +31,9 @@ type serverPool struct {
 	// the entry (retarget); each server keeps the one it dialled.
 	target atomic.Pointer[poolTarget]
 	log    *slog.Logger
-	// st: the settings with this pool's timeouts (poolsettings.go).
-	st atomic.Pointer[config.Settings]
+	// view: the pool's settings and limits under the generation in force
+	// (poolsettings.go).
+	view atomic.Pointer[poolView]
 
 	dbLimit, userLimit *limiter
 	stats              poolStats
@@ -48,7 +49,9 @@ type serverPool struct {
 	// cred logs new servers in; auth_query and SCRAM pass-through update
 	// it at client logins.
 	cred auth.ServerCredentials
-	eff  config.Effective
+	// eff are the limits of the view last installed (poolFor, swap),
+	// which growth, shrinking and the gate's capacity keep to.
+	eff config.Effective
 	// The server lists and counts, one per state (objects.go); only
 	// setServerStateLocked writes them.
 	idle          []*server // LIFO stack (or FIFO with server_round_robin)

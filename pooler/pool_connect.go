@@ -121,7 +121,7 @@ func (p *serverPool) loggedIn(s *server) {
 	}
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
-	stale := !s.target.sameServers(p.target.Load()) || serverTLSChanged(s.serverTLS, p.svc.sec.Load().serverTLS)
+	stale := !s.target.sameServers(p.target.Load()) || serverTLSChanged(s.serverTLS, p.svc.gen.Load().sec.serverTLS)
 	if p.paused || stale || p.overLimitLocked() {
 		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())

@@ -39,7 +39,7 @@ const (
 // once everything sent is answered while the link stays, or when COPY IN
 // starts.
 func (c *client) pumpRun(s *server, inline bool) pumpStop {
-	st := c.settings()
+	st := c.linkSettings()
 	for {
 		typ, _, err := s.r.Next()
 		if err != nil {

@@ -152,7 +152,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	t := s.target
 	// Read before the dial: a change of server_tls_* after this makes the
 	// login stale (loggedIn closes it), as a retarget does.
-	sec := p.svc.sec.Load()
+	sec := p.svc.gen.Load().sec
 	s.serverTLS = sec.serverTLS
 	conn, err := p.svc.dialTimeout(s.ep.network, s.ep.address, timeout)
 	if err != nil {

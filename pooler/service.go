@@ -32,11 +32,13 @@ type Service struct {
 	// afterReload is WithReloadHook's function (reloadhook.go); nil: none.
 	afterReload func(*config.Settings)
 
-	cfg atomic.Pointer[config.Config]
-	// users is the global user store (auth_file, [users], auth_query).
-	users atomic.Pointer[auth.Store]
-	// sec holds what Reload derived from the auth and TLS settings.
-	sec atomic.Pointer[securityState]
+	// gen is the configuration generation in force (apply.go): the
+	// configuration, users, TLS and HBA, the admission policy, published
+	// together by one store. A reader that needs more than one of them
+	// loads gen once and reads them all from that value.
+	gen atomic.Pointer[generation]
+	// genSeq numbers the generations derive makes (generation.seq).
+	genSeq atomic.Uint64
 	// tracked maps a lower-cased parameter name to its canonical spelling,
 	// for the parameters that follow a client from server to server.
 	tracked map[string]string
@@ -87,9 +89,8 @@ type Service struct {
 	// metrics holds the histograms and event counters of /metrics.
 	metrics *metrics.Set
 
-	// adm is the admission policy from admission_file; nil without one
-	// (PgBouncer's FIFO behaviour). admInstruments are its counters.
-	adm            atomic.Pointer[admissionPolicy]
+	// admInstruments are the admission policy's counters (the policy is
+	// the generation's adm).
 	admInstruments admissionInstruments
 
 	// parker watches the sockets of parked idle clients (park.go).
@@ -231,8 +232,8 @@ func (s *Service) newDNSCache(res dnscache.Resolver) *dnscache.Cache {
 	return d
 }
 
-func (s *Service) config() *config.Config     { return s.cfg.Load() }
-func (s *Service) settings() *config.Settings { return &s.cfg.Load().Settings }
+func (s *Service) config() *config.Config     { return s.gen.Load().cfg }
+func (s *Service) settings() *config.Settings { return &s.gen.Load().cfg.Settings }
 func (s *Service) logConnections() bool       { return s.settings().LogConnections }
 func (s *Service) logDisconnections() bool    { return s.settings().LogDisconnections }
 
@@ -241,7 +242,7 @@ func (s *Service) trackedName(name string) string { return s.tracked[strings.ToL
 
 // secret returns a user's auth_file secret.
 func (s *Service) secret(user string) (auth.Secret, bool) {
-	u, ok := s.users.Load().Lookup(user)
+	u, ok := s.gen.Load().users.Lookup(user)
 	if !ok || u.Secret == nil {
 		return auth.Secret{}, false
 	}
@@ -620,9 +621,11 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	if err != nil {
 		return nil, err
 	}
-	cfg := s.config()
-	p.eff = cfg.Resolve(db, serverUser)
-	p.setSettings(cfg, p.eff.Timeouts)
+	g := s.gen.Load()
+	cfg := g.cfg
+	v := p.resolveView(g, db)
+	p.view.Store(v)
+	p.eff = v.eff
 	p.dbLimit = s.limiterLocked(s.dbLimits, db.Name, p.eff.MaxDBConnections)
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
 	p.dbLimit.add(p)

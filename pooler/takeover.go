@@ -859,7 +859,7 @@ func (s *Service) adoptServer(m movedClient) (*server, error) {
 	srv := p.newLoginLocked()
 	p.mu.Unlock()
 	srv.ep = ep
-	srv.serverTLS = s.sec.Load().serverTLS
+	srv.serverTLS = s.gen.Load().sec.serverTLS
 	sio := wire.SocketIO(conn)
 	srv.conn, srv.r, srv.w = conn, wire.NewReader(sio, wire.DefaultBufferSize), wire.NewWriter(sio, wire.DefaultBufferSize)
 	srv.pid, srv.cancelKey, srv.params = m.state.PID, key, m.state.Params

@@ -88,7 +88,7 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 	if err := tp.svc.Apply(running, true); err != nil {
 		t.Fatal(err)
 	}
-	before := tp.svc.sec.Load()
+	before := tp.svc.gen.Load().sec
 	bad := fmt.Sprintf("[databases]\ndb = host=127.0.0.1 port=%d dbname=fake\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = 0\n%s%s", fake.port(), testPoolerSettings,
 		"client_tls_sslmode = allow\nclient_tls_key_file = "+ca2.key+"\nclient_tls_cert_file = "+ca1.cert+"\ndefault_pool_size = 9\n")
 	if err := os.WriteFile(ini, []byte(bad), 0o600); err != nil {
@@ -105,7 +105,7 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 	if got := tp.svc.settings().DefaultPoolSize; got != 9 {
 		t.Errorf("default_pool_size after the RELOAD = %d; want 9 (the rest of the file applies)", got)
 	}
-	sec := tp.svc.sec.Load()
+	sec := tp.svc.gen.Load().sec
 	if sec.clientTLS != before.clientTLS || sec.clientMode != "require" {
 		t.Errorf("client TLS after the failed set: mode %q, same config %v; want the old one in force", sec.clientMode, sec.clientTLS == before.clientTLS)
 	}
@@ -120,7 +120,7 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 	if err := tp.svc.Console().Set("server_tls_key_file", ca2.key); !errors.As(err, new(*admin.Notice)) {
 		t.Fatalf("SET server_tls_key_file alone: %v; want the NOTICE", err)
 	}
-	if got := tp.svc.sec.Load().serverTLS; got != before.serverTLS {
+	if got := tp.svc.gen.Load().sec.serverTLS; got != before.serverTLS {
 		t.Errorf("server TLS in force after the failed SET: %+v; want %+v", got, before.serverTLS)
 	}
 }
@@ -352,12 +352,12 @@ func TestTLS13CiphersChecked(t *testing.T) {
 	tp := startTestPooler(t, fake, map[string]string{"db": ""}, "client_tls_sslmode = require\n"+
 		"client_tls_key_file = "+ca.key+"\nclient_tls_cert_file = "+ca.cert+"\n")
 	defer tp.shutdown(t, fake)
-	before := tp.svc.sec.Load()
+	before := tp.svc.gen.Load().sec
 	con := tp.svc.Console()
 	if err := con.Set("client_tls13_ciphers", "TLS_AES_256_GCM_SHA384"); err != nil {
 		t.Fatalf("SET client_tls13_ciphers to a TLS 1.3 suite: %v", err)
 	}
-	applied := tp.svc.sec.Load()
+	applied := tp.svc.gen.Load().sec
 	if applied.clientTLS == before.clientTLS {
 		t.Error("a valid client_tls13_ciphers was not applied")
 	}
@@ -367,7 +367,7 @@ func TestTLS13CiphersChecked(t *testing.T) {
 	if !strings.Contains(tp.log.tail(), "ERROR TLS setup failed: failed to set the TLSv1.3 cipher suites") {
 		t.Errorf("PgBouncer's line is not logged:\n%s", tp.log.tail())
 	}
-	if tp.svc.sec.Load().clientTLS != applied.clientTLS {
+	if tp.svc.gen.Load().sec.clientTLS != applied.clientTLS {
 		t.Error("the TLS in force changed after a client_tls13_ciphers that names no suite")
 	}
 	if err := clientHandshake(tp.addr, ca.pool); err != nil {
