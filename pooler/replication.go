@@ -128,7 +128,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 		return err
 	}
 	c.mu.Lock()
-	c.link.srv = s
+	c.linkSrvLocked(s)
 	c.setStateLocked(clientActive)
 	c.mu.Unlock()
 	s.linkedTo.Store(c.id)
