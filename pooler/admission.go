@@ -200,7 +200,7 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	start := c.svc.clock.Now()
 	r := g.Submit(class, a.onAdmit)
 	if r != nil {
-		c.pool.noteDemand()
+		c.link.pool.noteDemand()
 	}
 	var res admitResult
 	select {
@@ -403,15 +403,16 @@ type waitKey struct {
 // countAdmission records one decision and how long it took.
 func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
 	in := &c.svc.admInstruments
-	k := admissionCounterKey{pool: c.pool.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
+	p := c.link.pool // the gate's: the transaction's pool
+	k := admissionCounterKey{pool: p.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
 	v, ok := in.decisions.Load(k)
 	if !ok {
 		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{%s,priority="%s",category="%s",outcome="%s"}`,
-			c.pool.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
+			p.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
 		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
 	}
 	v.(*metrics.Counter).Inc()
-	in.wait(c.pool, ap, class.Priority).Update(waited.Seconds())
+	in.wait(p, ap, class.Priority).Update(waited.Seconds())
 }
 
 // wait is the pool's admission wait histogram for a priority.

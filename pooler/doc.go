@@ -22,7 +22,8 @@
 //	identmap.go        auth_ident_file read with auth_hba_file
 //	login_external.go  logins an outside service checks: LDAP, PAM
 //	serve.go           serving a logged-in client: read, route, forward
-//	link.go            link: a client's time with a server; (un)linking
+//	link.go            link: a client's time with a server; (un)linking;
+//	                   the transaction's pool (link.pool, linkTo)
 //	pump.go            relaying a linked server's replies; release
 //	linkstate.go       linkState: what a link has sent and been answered;
 //	                   the release rule and the drain's next step
@@ -157,6 +158,13 @@
 // lifetime, the hand-over of the server's writer, the drain, the relay
 // buffers. A parked client has none (c.link is nil); other goroutines
 // reach it only under the client's mu.
+//
+// A transaction's pool is the link's (link.pool), not necessarily the
+// client's (c.pool): the router may send a transaction to another pool
+// (client.linkTo), whose admission gate and queue the client waits at,
+// whose server runs it and goes back to it, and whose statistics count it
+// (stats.go). c.pool stays the client's home: its counts (SHOW POOLS'
+// cl_*), caps, settings, login and SHOW CLIENTS row.
 //
 // # Goroutines and ownership
 //

@@ -117,7 +117,7 @@ func (c *client) startCancelLocked(s *server) {
 	done := make(chan struct{})
 	d.cancel = done
 	d.cancelling.Store(true)
-	p := c.pool
+	p := s.pool
 	go func() {
 		d.cancelOK = p.drainCancel(s)
 		close(done)
@@ -224,7 +224,7 @@ func (c *client) nextDrainLocked(s *server) drainNext {
 		c.link.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.pool.metrics.drainRollbacks.Inc()
+		c.link.pool.metrics.drainRollbacks.Inc()
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
 		c.link.resetDue = false
 		return c.releaseDrainedLocked()
@@ -257,13 +257,13 @@ func (c *client) runDrain(s *server, next drainNext) bool {
 	case drainGiveBack:
 		s.conn.SetReadDeadline(time.Time{})
 		if next.unsure {
-			c.pool.discard(s, "client protocol state unknown after COPY")
+			s.pool.discard(s, "client protocol state unknown after COPY")
 			return false
 		}
-		c.pool.release(s)
+		s.pool.release(s)
 		return false
 	case drainClose:
-		c.pool.discard(s, next.reason)
+		s.pool.discard(s, next.reason)
 		return false
 	}
 	panic("BUG: drain step " + strconv.Itoa(int(next.kind)) + " cannot be run")
@@ -279,7 +279,7 @@ func (c *client) finishDrainLocked(outcome string) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	c.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
+	c.link.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
 }
 
 // releaseDrainedLocked ends a drain that brought the server back to idle

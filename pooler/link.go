@@ -115,6 +115,50 @@ type link struct {
 	// poolWait is serve's waiter in the pool's queue, made at the first
 	// wait and reused; link numbers each wait in it under mu.
 	poolWait *poolWaiter
+	// pool is the transaction's pool: the one whose admission gate and
+	// queue the client waits at and whose server is linked (pool ==
+	// srv.pool while srv is set). linkServer sets it under mu at the start
+	// of each wait, to route or else the client's own pool (c.pool), and
+	// it stays until the next wait. It may differ from c.pool, which
+	// keeps what belongs to the client: its counts, caps, settings and
+	// SHOW CLIENTS row. What acts on the linked server (release, discard,
+	// a drain's cancel) uses the server's own pool, srv.pool, the only one
+	// that may take it back; the transaction's statistics (see stats.go)
+	// and its admission decisions count in pool. Read by serve, by the
+	// pump under mu while the server is linked, and by a cancel request
+	// under mu.
+	pool *serverPool
+	// route is the pool the client's next transaction is to run on, set
+	// by linkTo (the router) and taken by the next linkServer; nil: the
+	// client's own pool. Guarded by mu.
+	route *serverPool
+}
+
+// linkTo sends the client's next transaction to pool p rather than to its
+// own: the router's choice (a shard) for the transaction whose first
+// message serve routes next. The client stays counted, capped and shown
+// in its own pool (c.pool), whose settings (pool_mode, timeouts) it keeps;
+// it waits at p's admission gate and in p's queue, and a server of p runs
+// the transaction, goes back to p and counts it in p's statistics. The
+// transaction after it runs on the client's own pool again unless linkTo
+// is called again. The caller keeps p from being freed (poolfree.go)
+// until the transaction has begun. It reports false for a parked client
+// (no link), which routes nothing until its loop starts again.
+func (c *client) linkTo(p *serverPool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.link == nil {
+		return false
+	}
+	c.link.route = p
+	return true
+}
+
+// linkSrvLocked links s, which its pool has handed to this client, and
+// makes s's pool the transaction's. c.mu must be held.
+func (c *client) linkSrvLocked(s *server) {
+	c.link.srv = s
+	c.link.pool = s.pool
 }
 
 // unlinkAndClose closes the linked server on purpose and waits for its pump
@@ -151,6 +195,11 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 		c.link.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
 	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	p := c.pool
+	if c.link.route != nil {
+		p, c.link.route = c.link.route, nil
+	}
+	c.link.pool = p
 	c.mu.Unlock()
 	// The link runs under one generation, taken once here: its admission
 	// policy and its pool's settings are of the same RELOAD.
@@ -159,7 +208,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	// pool's own queue then only covers servers still logging in.
 	var ticket admission.Ticket
 	if gen.adm != nil {
-		if pg := c.pool.gateFor(gen); pg != nil {
+		if pg := p.gateFor(gen); pg != nil {
 			gen = pg.gen
 			t, err := c.admit(pg.gate, pg.policy, typ, n)
 			if err != nil {
@@ -173,7 +222,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.acquireUnlessShutdown()
+	s, err := c.acquireUnlessShutdown(p)
 	if err != nil {
 		c.endWait()
 		if ticket.Valid() {
@@ -181,11 +230,14 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 		}
 		return nil, err
 	}
+	if s.pool != p {
+		panic("BUG: server " + s.String() + " of another pool handed out by pool " + p.key.db + "/" + p.key.user)
+	}
 	s.ticket = ticket
 	waited := c.svc.clock.Since(start)
-	c.pool.stats.serverAssignments.Add(1)
-	c.pool.stats.waitTime.Add(int64(waited / time.Microsecond))
-	c.pool.metrics.waitDuration.Update(waited.Seconds())
+	p.stats.serverAssignments.Add(1)
+	p.stats.waitTime.Add(int64(waited / time.Microsecond))
+	p.metrics.waitDuration.Update(waited.Seconds())
 	if err := c.syncParams(s); err != nil {
 		c.endWait()
 		var pe *Error
@@ -193,10 +245,10 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 			// The server failed under the SET: the detail is for the
 			// log, the client hears PgBouncer's word for it.
 			c.logger().Warn("server failed while setting parameters: " + err.Error())
-			c.pool.discard(s, "var change failed")
+			p.discard(s, "var change failed")
 			return nil, newError(CodeServerCrashed)
 		}
-		c.pool.discard(s, "invalid server parameter")
+		p.discard(s, "invalid server parameter")
 		return nil, err
 	}
 	c.noisef("linking client to %s", s)
@@ -205,7 +257,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	// request in between finds no query to cancel either way.
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
-	c.link.srv = s
+	c.linkSrvLocked(s)
 	c.link.gen = gen
 	if !c.tracking {
 		// The client's unnamed Parse is not watched: the server's
@@ -337,7 +389,7 @@ func (c *client) syncParams(s *server) error {
 		s.syncedWith, s.syncedGen = c.params, s.paramsGen
 		return nil
 	}
-	c.pool.serverDebugf(s, "varcache_apply: %s", sb.String())
+	s.pool.serverDebugf(s, "varcache_apply: %s", sb.String())
 	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
 	if err != nil {
 		return err

@@ -472,7 +472,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		if unsure {
 			// A reply may still be on its way (see linkState): it must
 			// not reach the next client.
-			c.pool.discard(s, "client protocol state unknown after COPY")
+			s.pool.discard(s, "client protocol state unknown after COPY")
 			return false
 		}
 		c.releaseClean(s, st)
@@ -484,7 +484,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.awaitServeOffServerRelock(s)
 		c.unlinkServerLocked()
 		c.mu.Unlock()
-		c.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
+		s.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
 	idleInTx := c.link.ls.idle() && status != wire.TxIdle
@@ -508,7 +508,7 @@ func (c *client) releaseClean(s *server, st *config.Settings) {
 	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
 		res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout)
 		if err != nil || res.status != wire.TxIdle {
-			c.pool.discard(s, "reset query failed")
+			s.pool.discard(s, "reset query failed")
 			return
 		}
 		// The reset (typically DISCARD ALL) may have dropped prepared
@@ -517,7 +517,7 @@ func (c *client) releaseClean(s *server, st *config.Settings) {
 		s.unnamedOwner = 0
 		s.unreportedDirty = true
 	}
-	c.pool.release(s)
+	s.pool.release(s)
 }
 
 // pushSyncLocked records a Sync-like message the pooler itself sends.
@@ -573,7 +573,7 @@ func (c *client) pumpTimeout(s *server, st *config.Settings) bool {
 	c.awaitServeOffServerRelock(s)
 	c.unlinkServerLocked()
 	c.mu.Unlock()
-	c.pool.discard(s, reason)
+	s.pool.discard(s, reason)
 	return false
 }
 
@@ -598,7 +598,7 @@ func (c *client) serverLost(s *server, err error) {
 		c.unlinkServerLocked()
 	}
 	c.mu.Unlock()
-	c.pool.discard(s, reason)
+	s.pool.discard(s, reason)
 }
 
 // lostReasonLocked is why the linked server s is closed when it fails
@@ -675,11 +675,12 @@ func (c *client) endReleasingLocked() {
 // transaction) and the bytes sent to the client since the last one to the
 // pool's stats. c.mu orders it after serve's writes of the start times.
 func (c *client) countReadyLocked(status byte) {
-	ps := &c.pool.stats
+	p := c.link.pool
+	ps := &p.stats
 	now := c.svc.clock.Now()
 	ps.queries.Add(1)
 	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
-	c.pool.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
+	p.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
 		ps.xactTime.Add(int64(now.Sub(c.link.xactStart) / time.Microsecond))

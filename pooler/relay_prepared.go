@@ -360,7 +360,7 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 		}
 	}
 	out = c.appendParseLocked(out, def.name, def.query, def.types)
-	c.pool.stats.serverParses.Add(1)
+	s.pool.stats.serverParses.Add(1)
 	// The epoch is read before the Parse is sent, so the copy's plan is
 	// at least as new as whatever migration that epoch reflects.
 	epoch := def.epoch.Load()
@@ -470,7 +470,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return c.r.Skip()
 	}
 	def := cs.def
-	c.pool.stats.binds.Add(1)
+	s.pool.stats.binds.Add(1)
 	out := c.link.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")

@@ -112,6 +112,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
 	c.setStateLocked(clientWaiting)
+	c.link.pool = pool // its own server's, as a cancel request reads it
 	c.link.waitStart = c.svc.clock.Now()
 	if c.link.cancelWait == nil {
 		c.link.cancelWait = make(chan struct{}, 1)
@@ -128,7 +129,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 		return err
 	}
 	c.mu.Lock()
-	c.link.srv = s
+	c.linkSrvLocked(s)
 	c.setStateLocked(clientActive)
 	c.mu.Unlock()
 	s.linkedTo.Store(c.id)

@@ -222,7 +222,7 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 		// link goes on where it was, idle, with no pump until the next
 		// request.
 		c.parkedSrv = nil
-		c.link.srv = s
+		c.linkSrvLocked(s)
 		c.link.ls.reset()
 		c.setStateLocked(clientActive)
 	} else {
@@ -479,7 +479,7 @@ func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
 		return c.forwardFailed(lv, s, err)
 	}
 	c.flushBatch(s, c.willRelayInline(s, typ))
-	if c.relayOrPump(s, typ) && c.pool.hasWaiters() {
+	if c.relayOrPump(s, typ) && s.pool.hasWaiters() {
 		// The reply is out and the server is back in the pool, which has
 		// clients queued: the pooler is busy. Let the runnable goroutines
 		// go first; by the time this one reads its client again the next
@@ -664,7 +664,7 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 		return
 	}
 	if c.link.recvBytes > 0 {
-		c.pool.stats.received.Add(c.link.recvBytes)
+		c.link.pool.stats.received.Add(c.link.recvBytes)
 		c.link.recvBytes = 0
 	}
 	var err error

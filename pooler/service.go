@@ -525,7 +525,7 @@ func (s *Service) clientClosed(c *client) {
 		// It parked with its server and ended without taking it up
 		// again (killed, or its socket could not be resumed): the
 		// session's state is unknown to anyone else.
-		c.pool.discard(parkedSrv, "client close request")
+		parkedSrv.pool.discard(parkedSrv, "client close request")
 	}
 	if c.r != nil {
 		// A message it was sending is held no more.
@@ -568,7 +568,7 @@ func (s *Service) cancel(key [8]byte) {
 		case c.link.cancelWait <- struct{}{}:
 		default:
 		}
-		p, w := c.pool, c.link.poolWait
+		p, w := c.link.pool, c.link.poolWait
 		seq := w.seq.Load() // this wait's number: link set it under mu
 		c.mu.Unlock()
 		p.cancelWaiter(w, seq)

@@ -15,15 +15,16 @@ import (
 // the clients its janitor finds waiting. A client in a transaction keeps
 // its server and finishes.
 
-// acquireUnlessShutdown is linkServer's checkout: during SHUTDOWN
+// acquireUnlessShutdown is linkServer's checkout from p, the
+// transaction's pool (link.pool): during SHUTDOWN
 // WAIT_FOR_SERVERS it refuses at once, and a wait that the shutdown ended
 // (failWaitersForShutdown) is logged as PgBouncer logs the close. The
 // error closes the client (FATAL).
-func (c *client) acquireUnlessShutdown() (*server, error) {
+func (c *client) acquireUnlessShutdown(p *serverPool) (*server, error) {
 	if c.svc.waitForServers.Load() {
 		return nil, newError(CodeServerShuttingDown)
 	}
-	s, err := c.pool.acquire(nil, c.link.poolWait)
+	s, err := p.acquire(nil, c.link.poolWait)
 	var e *Error
 	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
 		// fail logs the close as PgBouncer does ("closing because:

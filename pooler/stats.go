@@ -11,6 +11,19 @@ import (
 
 // poolStats are one pool's counters for SHOW STATS and /metrics. The hot
 // path adds to them once per query or batch, not per message.
+//
+// A transaction may run on another pool than the client's own (the
+// router's linkTo: link.pool is not c.pool). Its statistics count where
+// PgBouncer counts a transaction's, in the pool whose server ran it
+// (link.pool, which is srv.pool): serverAssignments and waitTime (the
+// checkout, and the wait in that pool's queue and at its admission gate),
+// xacts, queries and their times, received (the client's bytes forwarded
+// to the server) and sent (the server's replies relayed), serverParses
+// and binds (a statement prepared on, and bound by, that server), and the
+// admission decisions and drain outcomes. What is the client's counts in
+// its own pool (c.pool): logins and clientParses (a statement name the
+// client registers, which may reach no server), as its SHOW POOLS client
+// counts and SHOW CLIENTS row do.
 type poolStats struct {
 	serverAssignments, xacts, queries atomic.Int64
 	received, sent                    atomic.Int64
