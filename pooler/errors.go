@@ -186,6 +186,8 @@ type Error struct {
 	Severity string
 	SQLState string
 	Message  string
+	// Detail, when set, is sent as the ErrorResponse's DETAIL.
+	Detail string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -206,7 +208,7 @@ func newError(code Code, args ...any) *Error {
 
 // appendError encodes e as an ErrorResponse.
 func appendError(dst []byte, e *Error) []byte {
-	return wire.AppendErrorResponse(dst, wire.MsgErrorResponse, e.Severity, e.SQLState, e.Message, "", "")
+	return wire.AppendErrorResponse(dst, wire.MsgErrorResponse, e.Severity, e.SQLState, e.Message, e.Detail, "")
 }
 
 // serverLoginError is what a client waiting for a server is told when that

@@ -291,16 +291,24 @@ func (c *client) endReplication(s *server, reason string) {
 }
 
 // replicationLoginError is what a replication client is told when its
-// server's login failed: as any client (serverLoginError), a refusal by
-// Postgres (no replication role, no hba line for replication) is passed on
-// in Postgres's words and SQLSTATE, where PgBouncer says only "login
-// failed"; its log line is PgBouncer's ("S: login failed: ..."). Unlike an
-// ordinary login's refusal it fails no other client: the pool's ordinary
-// logins may well succeed.
+// server's login failed. A refusal by Postgres (no replication role, no
+// hba line for replication) is PgBouncer's FATAL "login failed", which
+// its users' checks read, with Postgres's SQLSTATE and its words as the
+// DETAIL, where PgBouncer gives the client no reason; the log line is
+// PgBouncer's ("S: login failed: ..."), and so are the closing lines
+// ("login failed"). Unlike an ordinary login's refusal it fails no other
+// client: the pool's ordinary logins may well succeed. Other failures are
+// as for any client (serverLoginError).
 func replicationLoginError(p *serverPool, s *server, err error) error {
 	var se *auth.ServerError
 	if errors.As(err, &se) {
 		p.serverLogger(s).Error("S: login failed: " + se.Fields.Severity + ": " + se.Fields.Message)
+		e := newError(CodeLoginFailed)
+		if se.Fields.Code != "" {
+			e.SQLState = se.Fields.Code
+		}
+		e.Detail = se.Fields.Message
+		return e
 	}
 	return serverLoginError(err)
 }

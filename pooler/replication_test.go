@@ -49,7 +49,11 @@ func (rc *replClient) untilReady() (string, map[string]string) {
 		}
 		switch typ {
 		case 'E':
-			out = append(out, "E("+errorMessage(body)+")")
+			msg := errorMessage(body)
+			if d := errorField(body, 'D'); d != "" {
+				msg += ": " + d
+			}
+			out = append(out, "E("+msg+")")
 		case 'K':
 			params["\x00key"] = string(body)
 			out = append(out, "K")
@@ -67,9 +71,12 @@ func (rc *replClient) untilReady() (string, map[string]string) {
 }
 
 // errorMessage is the M field of an ErrorResponse body.
-func errorMessage(body []byte) string {
+func errorMessage(body []byte) string { return errorField(body, 'M') }
+
+// errorField is one field of an ErrorResponse body ("" if absent).
+func errorField(body []byte, code byte) string {
 	for _, f := range strings.Split(string(body), "\x00") {
-		if strings.HasPrefix(f, "M") {
+		if len(f) > 0 && f[0] == code {
 			return f[1:]
 		}
 	}
@@ -211,20 +218,20 @@ func TestReplicationConnection(t *testing.T) {
 }
 
 // TestReplicationLoginRefused: a server that refuses the walsender fails
-// the client with Postgres's own words, as an ordinary login's refusal
-// does (PgBouncer says only "login failed"), PgBouncer's "S: login
-// failed" line logged, and both closings logged with the reason.
+// the client with PgBouncer's "login failed", Postgres's words in its
+// DETAIL (PgBouncer gives no reason), PgBouncer's "S: login failed" line
+// logged, and both closings logged as PgBouncer's "login failed".
 func TestReplicationLoginRefused(t *testing.T) {
 	fake := startFakePostgres(t)
 	tp := startTestPooler(t, fake, map[string]string{"rdb": ""}, "")
 	defer tp.shutdown(t, fake)
 	rc := dialRepl(t, tp.addr, [][2]string{{"user", "norepl"}, {"database", "rdb"}, {"replication", "yes"}})
-	if got, _ := rc.untilReady(); got != "E(permission denied to start WAL sender)" {
-		t.Errorf("refused replication login: %q, want E(permission denied to start WAL sender)", got)
+	if got, _ := rc.untilReady(); got != "E(login failed: permission denied to start WAL sender)" {
+		t.Errorf("refused replication login: %q, want E(login failed: permission denied to start WAL sender)", got)
 	}
 	waitLog(t, tp, "S: login failed: FATAL: permission denied to start WAL sender", "conn=S-")
-	waitLog(t, tp, "closing because: permission denied to start WAL sender (age=", "conn=S-")
-	waitLog(t, tp, "closing because: permission denied to start WAL sender (age=", "conn=C-")
+	waitLog(t, tp, "closing because: login failed (age=", "conn=S-")
+	waitLog(t, tp, "closing because: login failed (age=", "conn=C-")
 }
 
 // TestReplicationHBA: a physical replication connection matches only an
