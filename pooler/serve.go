@@ -194,10 +194,10 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 	for {
 		typ, n, step := c.readNext(&lv)
 		if step == stepOn {
-			var s *server
-			s, step = c.route(&lv, typ, n)
+			var r routed
+			r, step = c.route(&lv, typ, n)
 			if step == stepOn {
-				step = c.forward(&lv, s, typ, n)
+				step = c.forward(&lv, r, typ, n)
 			}
 		}
 		switch step {
@@ -352,10 +352,11 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 // pooler raised, refused during COPY IN, or to the linked server, which
 // is linked for it first when there is none (linkFor).
 //
-// With stepOn it returns the server with c.mu held: the message is
-// recorded on the link (forward) under the same lock that found the link
-// linked, so the pump cannot release the server in between.
-func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
+// With stepOn the message is recorded on the link (recordLocked) under
+// the same hold of c.mu that found the link linked, so the pump cannot
+// release the server in between; route releases c.mu before it returns,
+// whatever it returns.
+func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	c.mu.Lock()
 	if c.state == clientDraining {
 		// The pump found the client's socket failing (relayFailed) and
@@ -364,7 +365,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		// as the next read of the closed socket would have.
 		c.mu.Unlock()
 		c.leave(net.ErrClosed)
-		return nil, stepEnd
+		return routed{}, stepEnd
 	}
 	for c.link.releasing {
 		// The pump is releasing the server at the end of a transaction
@@ -381,14 +382,14 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		handled, err := c.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {
 			c.closeBadInput(newError(CodeHeldMessageBudget), "")
-			return nil, stepEnd
+			return routed{}, stepEnd
 		}
 		if err != nil {
 			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
-			return nil, stepEnd
+			return routed{}, stepEnd
 		}
 		if handled {
-			return nil, stepNext
+			return routed{}, stepNext
 		}
 		c.mu.Lock()
 		s = c.link.srv
@@ -397,7 +398,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		c.mu.Unlock()
 		var step loopStep
 		if s, step = c.linkFor(typ, n); step != stepOn {
-			return nil, step
+			return routed{}, step
 		}
 		c.mu.Lock()
 	}
@@ -407,13 +408,13 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		c.mu.Unlock()
 		if err := c.skipAfterError(typ, n); err != nil {
 			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
-			return nil, stepEnd
+			return routed{}, stepEnd
 		}
 		c.flushBatch(s, false)
 		if !c.r.Pending() {
 			c.startPump(s)
 		}
-		return nil, stepNext
+		return routed{}, stepNext
 	}
 	c.link.skipToSync = false
 	if c.link.ls.feeding && !isCopyInput(typ) {
@@ -422,9 +423,22 @@ func (c *client) route(lv *loopVars, typ byte, n int) (*server, loopStep) {
 		// far the server had read.
 		c.mu.Unlock()
 		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
-		return nil, stepEnd
+		return routed{}, stepEnd
 	}
-	return s, stepOn
+	r := routed{s: s, mapped: c.recordLocked(typ, n)}
+	r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
+	c.mu.Unlock()
+	return r, stepOn
+}
+
+// routed is where route sent a message: the linked server, and what
+// forward needs of what route recorded under c.mu.
+type routed struct {
+	s      *server
+	mapped bool // relayed by relayMapped rather than as it is
+	// txLeft is transaction_timeout's time left, when txTimed.
+	txLeft  time.Duration
+	txTimed bool
 }
 
 // linkFor links a server for the message typ of n bytes (linkServer) and
@@ -454,23 +468,20 @@ func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
 	return nil, stepEnd
 }
 
-// forward records the message on the link and writes it to the linked
-// server s, flushes once the client's batch is consumed, and relays the
-// reply inline or leaves it to the pump (relayOrPump). Called with c.mu
-// held (see route); releases it.
-func (c *client) forward(lv *loopVars, s *server, typ byte, n int) loopStep {
-	mapped := c.recordLocked(typ, n)
-	txLeft, txTimed := c.txRemainingLocked(lv.st)
-	c.mu.Unlock()
+// forward writes the message route recorded to the linked server r.s,
+// flushes once the client's batch is consumed, and relays the reply
+// inline or leaves it to the pump (relayOrPump). c.mu is not held.
+func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
+	s := r.s
 	if typ == wire.MsgQuery || typ == wire.MsgSync {
 		// The reply is awaited on the server: query_timeout and
 		// transaction_timeout are its read deadline (pumpTimeout).
-		if d, ok := earliest(lv.st.QueryTimeout, lv.st.QueryTimeout > 0, txLeft, txTimed); ok {
+		if d, ok := earliest(lv.st.QueryTimeout, lv.st.QueryTimeout > 0, r.txLeft, r.txTimed); ok {
 			s.conn.SetReadDeadline(time.Now().Add(d))
 		}
 	}
 	var err error
-	if mapped {
+	if r.mapped {
 		err = c.relayMapped(typ, n, s)
 	} else {
 		err = c.r.Forward(s.w)
