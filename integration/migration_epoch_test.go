@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Shape epochs (issue 32, item 5). Every client's name for one text maps
@@ -30,12 +29,7 @@ const epochSelect = "SELECT * FROM %s WHERE a >= $1 ORDER BY a"
 func epochTable(t *testing.T, ctx context.Context, table string) {
 	t.Helper()
 	alterDirectly(t, ctx, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; CREATE TABLE %[1]s (a int, b bigint); INSERT INTO %[1]s VALUES (1, 10), (2, 20); GRANT ALL ON %[1]s TO %[2]s", table, appUser))
-	t.Cleanup(func() {
-		if c, err := pgconn.Connect(context.Background(), pg.superuserConnString(appDB)); err == nil {
-			c.Exec(context.Background(), "DROP TABLE IF EXISTS "+table).ReadAll()
-			c.Close(context.Background())
-		}
-	})
+	dropAtEnd(t, table)
 }
 
 // epochMigrate gives b another type under the same name.

@@ -56,6 +56,11 @@ func migrationTable(t *testing.T, ctx context.Context, c *pgconn.PgConn, table s
 	if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
 		t.Fatal(err)
 	}
+	dropAtEnd(t, table)
+}
+
+// dropAtEnd drops table, as the superuser, once the test is over.
+func dropAtEnd(t *testing.T, table string) {
 	t.Cleanup(func() {
 		if c, err := pgconn.Connect(context.Background(), pg.superuserConnString(appDB)); err == nil {
 			c.Exec(context.Background(), "DROP TABLE IF EXISTS "+table).ReadAll()
