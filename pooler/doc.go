@@ -9,7 +9,6 @@
 //	apply.go           Service.Apply: a configuration generation derived,
 //	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
-//	tlsinfo.go         a TLS connection described in PgBouncer's words
 //	console.go         the admin console's view of the service (consoleView)
 //	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
@@ -46,10 +45,9 @@
 //	takeover.go        online restart: SHOW FDS's rows, the old process's
 //	                   hand-over, the new one adopting the clients
 //	takeover_unix.go   pgturnstile -R's side of the console conversation,
-//	                   descriptors by SCM_RIGHTS; the peer's credentials;
-//	                   Commit (SHUTDOWN) and Abort (the old process resumes)
-//	takeover_check_unix.go  a SHOW FDS row's descriptor: the socket its
-//	                   row says it is
+//	                   descriptors by SCM_RIGHTS (each checked by
+//	                   internal/fdcheck); the peer's credentials; Commit
+//	                   (SHUTDOWN) and Abort (the old process resumes)
 //	takeover_other.go  -R refused where the peer cannot be checked
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over

@@ -709,7 +709,7 @@ func (c *client) useTLS(tc *tls.Conn) {
 // tlsVersion is the client's TLS in PgBouncer's words (tlsInfo), or "no".
 func (c *client) tlsVersion() string {
 	if tc, ok := c.conn.(*tls.Conn); ok {
-		return tlsInfo(tc.ConnectionState())
+		return auth.TLSInfo(tc.ConnectionState())
 	}
 	return "no"
 }

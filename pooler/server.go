@@ -198,7 +198,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	now := p.svc.clock.Now()
 	if tc, ok := conn.(*tls.Conn); ok && p.svc.logConnections() {
 		// PgBouncer's line, which it logs before the login.
-		p.serverLoggerAt(s, conn.RemoteAddr().String()).Info("SSL established: " + tlsInfo(tc.ConnectionState()))
+		p.serverLoggerAt(s, conn.RemoteAddr().String()).Info("SSL established: " + auth.TLSInfo(tc.ConnectionState()))
 	}
 	s.conn, s.r, s.w = conn, r, w
 	s.pid, s.cancelKey, s.params = login.PID, login.CancelKey, login.Params

@@ -33,7 +33,7 @@ import (
 // failure before that closes the connection instead, and the old process
 // resumes (ServeFDs). It trusts only a process of its own user or root on
 // the socket (SO_PEERCRED), and refuses the takeover (ErrRefused) on any
-// row it would not send itself: its descriptor (checkFD), its state
+// row it would not send itself: its descriptor (internal/fdcheck), its state
 // (checkRow), its user and database (checkHandover). The metrics_addr
 // listener moves with the pooler's.
 // The old process then lets go of what it passed (HandOver) and goes on
@@ -349,7 +349,7 @@ func marshalState(st movedState) string {
 var ErrRefused = errors.New("takeover refused")
 
 // checkRow says whether a SHOW FDS row is one a pgturnstile sends: a known
-// task, with the state that task needs. Its descriptor is checkFD's.
+// task, with the state that task needs. Its descriptor is internal/fdcheck's.
 func checkRow(task string, row map[string]string, st movedState) error {
 	switch task {
 	case "pooler":

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/fdcheck"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -117,7 +118,7 @@ var ErrNoOldProcess = errors.New("old process not found")
 // of this process's user, or root (SO_PEERCRED). A Unix socket directory
 // such as /tmp lets anyone bind the name while the pooler is down. Every
 // row of SHOW FDS is checked too (a known task, a sane state, a
-// descriptor of the right kind: checkFD); the user and database of each
+// descriptor of the right kind: fdcheck.Check); the user and database of each
 // are checked against the configuration by Service.CheckHandover. On an
 // error every descriptor received is closed.
 func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
@@ -276,7 +277,7 @@ func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
 }
 
 // add takes one SHOW FDS row with its descriptor, once both are what a
-// pgturnstile hands over (checkRow, checkFD); fd is closed otherwise.
+// pgturnstile hands over (checkRow, fdcheck.Check); fd is closed otherwise.
 // socketPath is the console's socket, the one Unix listener there is.
 func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 	var st movedState
@@ -293,7 +294,8 @@ func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 		closeFD(fd)
 		return fmt.Errorf("(%s): %v", task, err)
 	}
-	if err := checkFD(fd, task, st, socketPath); err != nil {
+	if err := fdcheck.Check(fd, fdcheck.Claim{Task: task, Network: st.Network, Address: st.Address,
+		Local: st.Local, Laddr: st.Laddr, Raddr: st.Raddr, Endpoint: st.Endpoint, SocketPath: socketPath}); err != nil {
 		closeFD(fd)
 		return fmt.Errorf("(%s %s@%s): descriptor %d: %v", task, row["user"], row["database"], fd, err)
 	}

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package pooler
+package fdcheck
 
 import (
 	"errors"
@@ -12,14 +12,30 @@ import (
 	"syscall"
 )
 
-// checkFD says whether a descriptor SHOW FDS passed is what its row says:
-// a stream socket, listening for a listener (of the row's family, at its
-// address; the Unix one at the console's socket), connected for a client
-// (at the address the row gives, or through the console's socket) and for
-// a server (to its endpoint). A pipe, a file, a socketpair or another
-// process's socket passed as a client or a server is refused: whatever
-// it is would be read as a logged-in client, or handed queries.
-func checkFD(fd int, task string, st movedState, socketPath string) error {
+// Claim is what a passed descriptor is said to be: Task is "pooler" (a
+// listener), "client" or "server", as SHOW FDS names them.
+type Claim struct {
+	Task string
+	// Listeners: Network ("tcp" or "unix") and, for TCP, Address.
+	Network, Address string
+	// Clients: Local (through SocketPath), else Laddr and Raddr.
+	Local        bool
+	Laddr, Raddr string
+	// Servers: Endpoint, the address dialled (a path for a Unix socket).
+	Endpoint string
+	// SocketPath is the console's Unix socket, the one Unix listener.
+	SocketPath string
+}
+
+// Check says whether fd is what c claims: a stream socket, listening for
+// a listener (of the claim's family, at its address; the Unix one at the
+// console's socket), connected for a client (at the address the claim
+// gives, or through the console's socket) and for a server (to its
+// endpoint). A pipe, a file, a socketpair or another process's socket
+// passed as a client or a server is refused: whatever it is would be read
+// as a logged-in client, or handed queries.
+func Check(fd int, c Claim) error {
+	task, st, socketPath := c.Task, c, c.SocketPath
 	var stat syscall.Stat_t
 	if err := syscall.Fstat(fd, &stat); err != nil {
 		return err

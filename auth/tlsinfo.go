@@ -1,16 +1,16 @@
-package pooler
+package auth
 
 import (
 	"crypto/tls"
 	"strings"
 )
 
-// tlsInfo describes a TLS connection as PgBouncer's login attempt line and
+// TLSInfo describes a TLS connection as PgBouncer's login attempt line and
 // SHOW CLIENTS do (libtls's connection info): protocol, cipher suite and
 // key exchange group, e.g. "TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519".
 // TLS 1.3 suites have the same names in OpenSSL and Go; a TLS 1.2 suite
 // is named as Go names it.
-func tlsInfo(cs tls.ConnectionState) string {
+func TLSInfo(cs tls.ConnectionState) string {
 	info := strings.Replace(tls.VersionName(cs.Version), "TLS 1.", "TLSv1.", 1) + "/" + tls.CipherSuiteName(cs.CipherSuite)
 	if g := groupName(cs.CurveID); g != "" {
 		info += "/ECDH=" + g

@@ -1,4 +1,4 @@
-package pooler
+package auth
 
 import (
 	"crypto/tls"
@@ -18,7 +18,7 @@ func TestTLSInfoIsPgBouncers(t *testing.T) {
 		{tls.ConnectionState{Version: tls.VersionTLS12, CipherSuite: tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, CurveID: tls.CurveP256}, "TLSv1.2/TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256/ECDH=prime256v1"},
 		{tls.ConnectionState{Version: tls.VersionTLS12, CipherSuite: tls.TLS_RSA_WITH_AES_128_GCM_SHA256}, "TLSv1.2/TLS_RSA_WITH_AES_128_GCM_SHA256"},
 	} {
-		if got := tlsInfo(tc.cs); got != tc.want {
+		if got := TLSInfo(tc.cs); got != tc.want {
 			t.Errorf("tlsInfo = %q; want %q", got, tc.want)
 		}
 	}
