@@ -22,6 +22,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -103,8 +104,8 @@ type Service struct {
 	// moved are the clients an online restart took over, adopted when
 	// Serve starts; afterHandOver is WithHandOverHook's function
 	// (takeover.go).
-	moved         []movedClient
-	movedServers  []movedClient
+	moved         []takeover.Row
+	movedServers  []takeover.Row
 	afterHandOver func()
 	// metricsLn is metrics_addr's listener (ServeMetrics), under mu; an
 	// online restart hands it over with the others.
