@@ -69,34 +69,10 @@ func (v consoleView) FDs(pass bool) []admin.FD {
 	var out []admin.FD
 	port := s.settings().ListenPort
 	for i, ln := range s.listenersNow() {
-		r := admin.FD{FD: -1, ID: takeover.ListenerID | uint64(i), Task: "pooler"}
-		st := takeover.State{Network: ln.Addr().Network(), Address: ln.Addr().String()}
-		switch a := ln.Addr().(type) {
-		case *net.UnixAddr:
-			r.Addr, r.Port = "unix", port
-			st.Network = "unix"
-		case *net.TCPAddr:
-			r.Addr, r.Port = a.IP.String(), a.Port
-			st.Network = "tcp"
-		}
-		if suspended {
-			r.FD = takeover.DupSocket(ln)
-		}
-		r.State = takeover.Marshal(st)
-		out = append(out, r)
+		out = append(out, takeover.ListenerRow(i, ln, port, suspended))
 	}
 	if ln := s.metricsListenerNow(); ln != nil {
-		// The new process serves the metrics port from the moment it
-		// takes over: bound here, it could not bind it itself.
-		r := admin.FD{FD: -1, ID: takeover.MetricsID, Task: "pooler"}
-		if a, ok := ln.Addr().(*net.TCPAddr); ok {
-			r.Addr, r.Port = a.IP.String(), a.Port
-		}
-		if suspended {
-			r.FD = takeover.DupSocket(ln)
-		}
-		r.State = takeover.Marshal(takeover.State{Network: "tcp", Address: ln.Addr().String(), Metrics: true})
-		out = append(out, r)
+		out = append(out, takeover.MetricsRow(ln, suspended))
 	}
 	parked := s.parker.parkedNow()
 	for _, c := range s.allClients() {

@@ -21,9 +21,10 @@
 // session (cancel key, parameters, prepared statements, the credentials
 // its pool's servers log in with), a server's (backend key, parameters,
 // the statements it has prepared under their names on Postgres), a
-// listener's address. The pooler builds the rows from its objects
-// (pooler/takeover.go, the old process's side) and adopts the rows
-// into its objects (pooler/takeover_adopt.go, the new process's);
+// listener's address. A listener's row is built here (ListenerRow,
+// MetricsRow); the pooler builds its clients' and servers' rows from its
+// objects (pooler/takeover.go, the old process's side) and adopts the
+// rows into its objects (pooler/takeover_adopt.go, the new process's):
 // nothing here knows those objects.
 //
 // Descriptors pass only over a Unix socket: on Windows (takeover_other.go)
