@@ -43,6 +43,8 @@ type token struct {
 	start, end int
 	bodyStart  int
 	bodyEnd    int
+	// kw is the keyword an unquoted identifier is, if any.
+	kw keyword
 	// joined: the string is followed by another one after a newline,
 	// which Postgres concatenates ('a'\n'b' is 'ab').
 	joined bool
@@ -169,7 +171,7 @@ func (l *lexer) next() token {
 		for l.pos < len(l.src) && isIdentCont(l.src[l.pos]) {
 			l.pos++
 		}
-		return token{kind: tokIdent, start: start, end: l.pos}
+		return token{kind: tokIdent, start: start, end: l.pos, kw: keywordOf(l.src[start:l.pos])}
 	case c == '"':
 		return l.quotedIdent(start)
 	case c == '\'':
@@ -350,24 +352,6 @@ func (l *lexer) operator(start int) token {
 	}
 	l.pos = i
 	return token{kind: tokOp, start: start, end: i}
-}
-
-// is reports an unquoted identifier or keyword equal to kw (lower case),
-// as Postgres folds ASCII letters.
-func (l *lexer) is(t token, kw string) bool {
-	if t.kind != tokIdent || t.end-t.start != len(kw) {
-		return false
-	}
-	for i := 0; i < len(kw); i++ {
-		c := l.src[t.start+i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != kw[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // punct reports a punctuation or operator token equal to s.

@@ -235,8 +235,8 @@ func (s *Scanner) statement(a, b int) {
 	}
 	for i := a; i < b; i++ {
 		t := s.toks[i]
-		if s.depth[i] == 0 && (s.lx.is(t, "union") || s.lx.is(t, "intersect") || s.lx.is(t, "except")) ||
-			s.depth[i] > 0 && (s.lx.is(t, "select") || s.lx.is(t, "with") || s.lx.is(t, "values")) {
+		if s.depth[i] == 0 && (t.kw == kwUnion || t.kw == kwIntersect || t.kw == kwExcept) ||
+			s.depth[i] > 0 && (t.kw == kwSelect || t.kw == kwWith || t.kw == kwValues) {
 			s.refuse(ReasonSubquery, table, key)
 			return
 		}
@@ -244,13 +244,13 @@ func (s *Scanner) statement(a, b int) {
 	s.nrefs = 0
 	t := s.toks[a]
 	switch {
-	case s.lx.is(t, "select"):
+	case t.kw == kwSelect:
 		s.selectStmt(a, b, table, key)
-	case s.lx.is(t, "update"):
+	case t.kw == kwUpdate:
 		s.updateStmt(a, b, table, key)
-	case s.lx.is(t, "delete"):
+	case t.kw == kwDelete:
 		s.deleteStmt(a, b, table, key)
-	case s.lx.is(t, "insert"):
+	case t.kw == kwInsert:
 		s.insertStmt(a, b, table, key)
 	default:
 		s.refuse(ReasonShape, table, key)
@@ -330,29 +330,11 @@ func containsByte(b []byte, c byte) bool {
 // reserved are the words that end a table reference where an alias could
 // stand, and that the scanner's clauses start with.
 func (s *Scanner) reserved(t token) bool {
-	if t.kind != tokIdent {
-		return false
-	}
-	switch t.end - t.start {
-	case 2:
-		return s.lx.is(t, "on") || s.lx.is(t, "as")
-	case 3:
-		return s.lx.is(t, "set") || s.lx.is(t, "for")
-	case 4:
-		return s.lx.is(t, "join") || s.lx.is(t, "left") || s.lx.is(t, "full") || s.lx.is(t, "from")
-	case 5:
-		return s.lx.is(t, "where") || s.lx.is(t, "inner") || s.lx.is(t, "right") || s.lx.is(t, "cross") ||
-			s.lx.is(t, "group") || s.lx.is(t, "order") || s.lx.is(t, "limit") || s.lx.is(t, "using") ||
-			s.lx.is(t, "union") || s.lx.is(t, "fetch") || s.lx.is(t, "outer")
-	case 6:
-		return s.lx.is(t, "having") || s.lx.is(t, "window") || s.lx.is(t, "offset") || s.lx.is(t, "except") ||
-			s.lx.is(t, "values")
-	case 7:
-		return s.lx.is(t, "natural") || s.lx.is(t, "lateral")
-	case 9:
-		return s.lx.is(t, "returning") || s.lx.is(t, "intersect") || s.lx.is(t, "tablesample")
-	case 10:
-		return s.lx.is(t, "overriding")
+	switch t.kw {
+	case kwOn, kwAs, kwSet, kwFor, kwJoin, kwLeft, kwFull, kwFrom, kwWhere, kwInner, kwRight, kwCross,
+		kwGroup, kwOrder, kwLimit, kwUsing, kwUnion, kwFetch, kwOuter, kwHaving, kwWindow, kwOffset,
+		kwExcept, kwValues, kwNatural, kwLateral, kwReturning, kwIntersect, kwTablesample, kwOverriding:
+		return true
 	}
 	return false
 }
@@ -365,7 +347,7 @@ func (s *Scanner) reserved(t token) bool {
 // alias needs AS.
 func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	lx := &s.lx
-	if i < b && lx.is(s.toks[i], "only") {
+	if i < b && s.toks[i].kw == kwOnly {
 		i++
 	}
 	if i >= b || s.toks[i].kind != tokIdent && s.toks[i].kind != tokQIdent || s.reserved(s.toks[i]) {
@@ -391,7 +373,7 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	if colo, key, typ, ok := s.Tables.Lookup(schema, name); ok {
 		ref.colo, ref.key, ref.typ = colo, key, typ
 	}
-	as := i < b && lx.is(s.toks[i], "as")
+	as := i < b && s.toks[i].kw == kwAs
 	if as {
 		i++
 		if i >= b || s.toks[i].kind != tokIdent && s.toks[i].kind != tokQIdent {
@@ -430,13 +412,13 @@ func (s *Scanner) union(i, j int) { s.refs[s.find(i)].parent = s.find(j) }
 
 // clauseEnd finds where a clause that starts at i ends: the first of the
 // words in stop at depth 0, or b.
-func (s *Scanner) clauseEnd(i, b int, stop ...string) int {
+func (s *Scanner) clauseEnd(i, b int, stop ...keyword) int {
 	for ; i < b; i++ {
-		if s.depth[i] != 0 || s.toks[i].kind != tokIdent {
+		if s.depth[i] != 0 || s.toks[i].kw == kwNone {
 			continue
 		}
 		for _, w := range stop {
-			if s.lx.is(s.toks[i], w) {
+			if s.toks[i].kw == w {
 				return i
 			}
 		}
@@ -446,20 +428,20 @@ func (s *Scanner) clauseEnd(i, b int, stop ...string) int {
 
 // selectStmt: SELECT … FROM refs [WHERE …] [GROUP BY …] ….
 func (s *Scanner) selectStmt(a, b int, table []byte, key string) {
-	from := s.clauseEnd(a+1, b, "from", "into")
-	if from == b || s.lx.is(s.toks[from], "into") {
+	from := s.clauseEnd(a+1, b, kwFrom, kwInto)
+	if from == b || s.toks[from].kw == kwInto {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
-	fromEnd := s.clauseEnd(from+1, b, "where", "group", "having", "window", "order", "limit", "offset", "fetch", "for")
+	fromEnd := s.clauseEnd(from+1, b, kwWhere, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
 	if !s.fromList(from+1, fromEnd, table, key) {
 		return
 	}
 	whereEnd := fromEnd
 	where := -1
-	if fromEnd < b && s.lx.is(s.toks[fromEnd], "where") {
+	if fromEnd < b && s.toks[fromEnd].kw == kwWhere {
 		where = fromEnd + 1
-		whereEnd = s.clauseEnd(where, b, "group", "having", "window", "order", "limit", "offset", "fetch", "for")
+		whereEnd = s.clauseEnd(where, b, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
 	}
 	s.decide(where, whereEnd, table, key)
 }
@@ -487,12 +469,12 @@ func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
 			return false
 		}
 		i = next
-		if i < b && s.toks[i].kind == tokIdent && (lx.is(s.toks[i], "on") || lx.is(s.toks[i], "using")) {
+		if i < b && s.toks[i].kind == tokIdent && (s.toks[i].kw == kwOn || s.toks[i].kw == kwUsing) {
 			if s.nrefs < 2 {
 				s.refuse(ReasonJoin, table, key)
 				return false
 			}
-			if lx.is(s.toks[i], "using") {
+			if s.toks[i].kw == kwUsing {
 				i = s.joinUsing(i+1, b)
 			} else {
 				i = s.joinOn(i+1, b)
@@ -509,20 +491,20 @@ func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
 		switch {
 		case lx.punct(t, ","):
 			i++
-		case lx.is(t, "join"):
+		case t.kw == kwJoin:
 			i++
-		case lx.is(t, "inner") || lx.is(t, "cross"):
-			if i+1 >= b || !lx.is(s.toks[i+1], "join") {
+		case t.kw == kwInner || t.kw == kwCross:
+			if i+1 >= b || s.toks[i+1].kw != kwJoin {
 				s.refuse(ReasonJoin, table, key)
 				return false
 			}
 			i += 2
-		case lx.is(t, "left") || lx.is(t, "right") || lx.is(t, "full"):
+		case t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull:
 			i++
-			if i < b && lx.is(s.toks[i], "outer") {
+			if i < b && s.toks[i].kw == kwOuter {
 				i++
 			}
-			if i >= b || !lx.is(s.toks[i], "join") {
+			if i >= b || s.toks[i].kw != kwJoin {
 				s.refuse(ReasonJoin, table, key)
 				return false
 			}
@@ -543,8 +525,8 @@ func (s *Scanner) joinOn(i, b int) int {
 	end := i
 	for end < b {
 		t := s.toks[end]
-		if s.depth[end] == 0 && (s.lx.punct(t, ",") || t.kind == tokIdent && (s.lx.is(t, "join") || s.lx.is(t, "inner") ||
-			s.lx.is(t, "left") || s.lx.is(t, "right") || s.lx.is(t, "full") || s.lx.is(t, "cross") || s.lx.is(t, "natural"))) {
+		if s.depth[end] == 0 && (s.lx.punct(t, ",") || t.kind == tokIdent && (t.kw == kwJoin || t.kw == kwInner ||
+			t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull || t.kw == kwCross || t.kw == kwNatural)) {
 			break
 		}
 		end++
@@ -592,7 +574,7 @@ func (s *Scanner) joinUsing(i, b int) int {
 func (s *Scanner) decide(w, e int, table []byte, key string) {
 	if w >= 0 {
 		for i := w; i < e; i++ {
-			if s.depth[i] == 0 && s.lx.is(s.toks[i], "or") {
+			if s.depth[i] == 0 && s.toks[i].kw == kwOr {
 				s.refuse(ReasonOr, table, key)
 				return
 			}
@@ -636,12 +618,12 @@ func (s *Scanner) conjuncts(i, e int, bind bool) bool {
 		for end < e {
 			t := s.toks[end]
 			if s.depth[end] == 0 && t.kind == tokIdent {
-				if s.lx.is(t, "or") {
+				if t.kw == kwOr {
 					return false
 				}
-				if s.lx.is(t, "between") {
+				if t.kw == kwBetween {
 					between = true
-				} else if s.lx.is(t, "and") {
+				} else if t.kw == kwAnd {
 					if !between {
 						break
 					}
@@ -720,7 +702,7 @@ func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
 			}
 			return false
 		}
-		if bind && lx.is(s.toks[next], "in") && next+1 < e && lx.punct(s.toks[next+1], "(") && lx.punct(s.toks[e-1], ")") {
+		if bind && s.toks[next].kw == kwIn && next+1 < e && lx.punct(s.toks[next+1], "(") && lx.punct(s.toks[e-1], ")") {
 			mark := len(s.keys)
 			j := next + 2
 			for j < e-1 {
@@ -839,7 +821,7 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		}
 		k.Param = n
 	case tokIdent:
-		if !lx.is(t, "null") {
+		if t.kw != kwNull {
 			return false
 		}
 		k.Null = true
@@ -867,22 +849,22 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 		return false
 	}
 	// pg_catalog.int8
-	if i+2 < e && lx.is(s.toks[i], "pg_catalog") && lx.punct(s.toks[i+1], ".") {
+	if i+2 < e && s.toks[i].kw == kwPgCatalog && lx.punct(s.toks[i+1], ".") {
 		i += 2
 	}
 	t := s.toks[i]
 	switch typ {
 	case KeyBigint:
-		return i+1 == e && (lx.is(t, "bigint") || lx.is(t, "int8") || lx.is(t, "int") || lx.is(t, "integer") ||
-			lx.is(t, "int4") || lx.is(t, "smallint") || lx.is(t, "int2"))
+		return i+1 == e && (t.kw == kwBigint || t.kw == kwInt8 || t.kw == kwInt || t.kw == kwInteger ||
+			t.kw == kwInt4 || t.kw == kwSmallint || t.kw == kwInt2)
 	case KeyText:
-		if i+1 == e && (lx.is(t, "text") || lx.is(t, "varchar")) {
+		if i+1 == e && (t.kw == kwText || t.kw == kwVarchar) {
 			return true
 		}
 		// varchar(n), character varying [(n)]
-		if lx.is(t, "character") && i+1 < e && lx.is(s.toks[i+1], "varying") {
+		if t.kw == kwCharacter && i+1 < e && s.toks[i+1].kw == kwVarying {
 			i++
-		} else if !lx.is(t, "varchar") {
+		} else if t.kw != kwVarchar {
 			return false
 		}
 		i++
@@ -891,7 +873,7 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 		}
 		return i+3 == e && lx.punct(s.toks[i], "(") && s.toks[i+1].kind == tokNumber && lx.punct(s.toks[i+2], ")")
 	case KeyUUID:
-		return i+1 == e && lx.is(t, "uuid")
+		return i+1 == e && t.kw == kwUuid
 	}
 	return false
 }
@@ -1012,16 +994,16 @@ func (s *Scanner) updateStmt(a, b int, table []byte, key string) {
 	if i < 0 {
 		return
 	}
-	if i >= b || !s.lx.is(s.toks[i], "set") {
+	if i >= b || s.toks[i].kw != kwSet {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
-	setEnd := s.clauseEnd(i+1, b, "from", "where", "returning")
+	setEnd := s.clauseEnd(i+1, b, kwFrom, kwWhere, kwReturning)
 	if s.assigns(i+1, setEnd, s.refs[0].key) {
 		s.refuse(ReasonKeyAssigned, s.refs[0].name, s.refs[0].key)
 		return
 	}
-	if setEnd < b && s.lx.is(s.toks[setEnd], "from") {
+	if setEnd < b && s.toks[setEnd].kw == kwFrom {
 		s.refuse(ReasonJoin, s.refs[0].name, s.refs[0].key)
 		return
 	}
@@ -1031,15 +1013,15 @@ func (s *Scanner) updateStmt(a, b int, table []byte, key string) {
 // whereOf decides on the WHERE that starts at i (or its absence).
 func (s *Scanner) whereOf(i, b int) {
 	r := s.refs[0]
-	if i < b && s.lx.is(s.toks[i], "where") {
-		if i+1 < b && s.lx.is(s.toks[i+1], "current") {
+	if i < b && s.toks[i].kw == kwWhere {
+		if i+1 < b && s.toks[i+1].kw == kwCurrent {
 			s.refuse(ReasonNoKey, r.name, r.key)
 			return
 		}
-		s.decide(i+1, s.clauseEnd(i+1, b, "returning"), r.name, r.key)
+		s.decide(i+1, s.clauseEnd(i+1, b, kwReturning), r.name, r.key)
 		return
 	}
-	if i < b && !s.lx.is(s.toks[i], "returning") {
+	if i < b && s.toks[i].kw != kwReturning {
 		s.refuse(ReasonShape, r.name, r.key)
 		return
 	}
@@ -1071,7 +1053,7 @@ func (s *Scanner) assigns(i, e int, key string) bool {
 
 // deleteStmt: DELETE FROM t [alias] [WHERE …] [RETURNING …].
 func (s *Scanner) deleteStmt(a, b int, table []byte, key string) {
-	if a+1 >= b || !s.lx.is(s.toks[a+1], "from") {
+	if a+1 >= b || s.toks[a+1].kw != kwFrom {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
@@ -1079,7 +1061,7 @@ func (s *Scanner) deleteStmt(a, b int, table []byte, key string) {
 	if i < 0 {
 		return
 	}
-	if i < b && s.lx.is(s.toks[i], "using") {
+	if i < b && s.toks[i].kw == kwUsing {
 		s.refuse(ReasonJoin, s.refs[0].name, s.refs[0].key)
 		return
 	}
@@ -1090,7 +1072,7 @@ func (s *Scanner) deleteStmt(a, b int, table []byte, key string) {
 // [ON CONFLICT … [DO UPDATE SET …]] [RETURNING …].
 func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 	lx := &s.lx
-	if a+1 >= b || !lx.is(s.toks[a+1], "into") {
+	if a+1 >= b || s.toks[a+1].kw != kwInto {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
@@ -1123,10 +1105,10 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		s.refuse(ReasonKeyExpression, r.name, r.key)
 		return
 	}
-	if i < b && lx.is(s.toks[i], "overriding") {
+	if i < b && s.toks[i].kw == kwOverriding {
 		i += 3
 	}
-	if i >= b || !lx.is(s.toks[i], "values") {
+	if i >= b || s.toks[i].kw != kwValues {
 		s.refuse(ReasonShape, r.name, r.key) // INSERT … SELECT
 		return
 	}
@@ -1176,11 +1158,11 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		}
 		break
 	}
-	if i < b && lx.is(s.toks[i], "on") {
-		end := s.clauseEnd(i, b, "returning")
+	if i < b && s.toks[i].kw == kwOn {
+		end := s.clauseEnd(i, b, kwReturning)
 		for j := i; j < end; j++ {
-			if s.depth[j] == 0 && lx.is(s.toks[j], "set") {
-				if s.assigns(j+1, s.clauseEnd(j+1, end, "where"), r.key) {
+			if s.depth[j] == 0 && s.toks[j].kw == kwSet {
+				if s.assigns(j+1, s.clauseEnd(j+1, end, kwWhere), r.key) {
 					s.refuse(ReasonKeyAssigned, r.name, r.key)
 					return
 				}
@@ -1189,7 +1171,7 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		}
 		i = end
 	}
-	if i < b && !lx.is(s.toks[i], "returning") {
+	if i < b && s.toks[i].kw != kwReturning {
 		s.refuse(ReasonShape, r.name, r.key)
 		return
 	}
