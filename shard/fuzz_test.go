@@ -60,3 +60,28 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadHint: hints and router SETs never panic, and what they return
+// lies within the statement.
+func FuzzReadHint(f *testing.F) {
+	for _, s := range []string{
+		`/* pgturnstile: shard_key=42, colo=org */ SELECT 1`,
+		`SELECT 1 /*shard_key='42',route='%2F'*/;`,
+		`SET LOCAL pgturnstile.shard_key TO '42'`,
+		`RESET pgturnstile.shard`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, _ := ReadHint(data)
+		for _, v := range [][]byte{h.Key, h.Colo, h.Shard} {
+			if v != nil && !bytes.Contains(data, v) {
+				t.Fatalf("hint value %q not in %q", v, data)
+			}
+		}
+		sh, _, _ := ReadSet(data)
+		if sh.Value != nil && !bytes.Contains(data, sh.Value) {
+			t.Fatalf("set value %q not in %q", sh.Value, data)
+		}
+	})
+}
