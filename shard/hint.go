@@ -41,7 +41,7 @@ const hintMarker = "pgturnstile:"
 // ReadHint finds a statement's hint: a leading comment that starts with
 // "pgturnstile:", else a trailing sqlcommenter comment carrying shard_key,
 // shard or colo. Pairs are key=value or key='value', separated by commas
-// or spaces; in quotes '' is a quote. A leading pgturnstile comment that
+// or spaces; in quotes ” is a quote. A leading pgturnstile comment that
 // does not parse, or that names a key it does not know, is ErrHint; a
 // trailing comment that does not parse is no hint (it may be another
 // tool's).
@@ -145,7 +145,7 @@ func trimSpace(b []byte) []byte {
 // parsePairs reads key=value pairs. strict: every key must be one of the
 // hint's (a leading pgturnstile comment); otherwise unknown keys are
 // passed over (a sqlcommenter comment carries others: route, framework…).
-// Values are taken as written (inside quotes, '' is not undone: a value
+// Values are taken as written (inside quotes, ” is not undone: a value
 // with a quote in it is refused instead, so that no slice needs copying).
 func parsePairs(b []byte, strict bool) (Hint, bool) {
 	var h Hint
