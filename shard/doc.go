@@ -38,6 +38,43 @@
 // partitions are compared with this package's placement of every key, in
 // text and in binary form.
 //
+// # The shard file
+//
+// shard_file (TOML, strict) declares clusters: a database name clients
+// connect to (not a [databases] entry itself), the default database for
+// unsharded tables, logical_shards (a power of two), the on_missing_key
+// policy, shadow mode, the users who may target a shard explicitly, and
+// colocations. A colocation names a key type, its tables with their key
+// columns, and the ranges of logical shards each [databases] entry holds:
+//
+//	[[cluster]]
+//	name = "app"
+//	default_database = "app_main"
+//	logical_shards = 256
+//	on_missing_key = "error"      # error | default | scatter
+//	shadow = false
+//	target_users = ["ops"]
+//
+//	[[cluster.colo]]
+//	name = "org"
+//	key_type = "bigint"           # bigint | int | smallint | text | uuid
+//	tables = { files = "org_id", orgs = "id" }
+//	shards = [
+//	  { range = "0-127",   database = "app_s0" },
+//	  { range = "128-255", database = "app_s1" },
+//	]
+//
+// Parse checks the invariants Figma's topology checks: every colocation's
+// ranges cover 0..logical_shards-1 exactly once, every database named is
+// one of the [databases] entries the caller passes, a table belongs to one
+// colocation of a cluster, names are unique. Unknown keys and broken
+// invariants are *FileError values "file:line: key: message", the line
+// being that of the value at fault (internal/tomlpos finds it). The result
+// is an immutable *Map: RELOAD parses a new one and publishes it whole, so
+// a transaction keeps the map it started with. Its lookups (Map.Cluster,
+// Cluster.Table, Colo.Place) are a map index and an array index, without
+// allocation. The user-facing description is docs/sharding.md.
+//
 // Two limits follow from Postgres: text keys must be hashed in the
 // server's encoding (the router must not convert them to another), and
 // the byte hash is that of a little-endian server (x86-64, arm64), which
