@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +114,42 @@ func refParseUUID(s string) ([16]byte, bool) {
 		panic("reference: " + err.Error())
 	}
 	return u, true
+}
+
+// FuzzShardFile: no shard file makes Parse panic, every error is a
+// *FileError, and a map that parses routes every logical shard of every
+// colo to one of the databases it was given.
+func FuzzShardFile(f *testing.F) {
+	example, err := os.ReadFile("testdata/shards.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte("[[cluster]]\nname = \"app\"\ndefault_database = \"main\"\nlogical_shards = 8\n" +
+		"[[cluster.colo]]\nname = \"org\"\nkey_type = \"int\"\ntables = { t = \"k\" }\n" +
+		"shards = [\n  { range = \"0-3\", database = \"s0\" },\n  { range = \"4-7\", database = \"s1\" },\n]\n"))
+	f.Add([]byte("cluster = [{ name = \"x\", colo = [{ shards = [{ range = \"5\" }] }] }]\n"))
+	dbs := []string{"main", "s0", "s1", "app_main", "app_s0", "app_s1"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse(data, "f.toml", dbs)
+		if err != nil {
+			var fe *FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %T: %v", err, err)
+			}
+			return
+		}
+		for _, c := range m.Clusters() {
+			if m.Cluster(c.Name) != c {
+				t.Fatalf("cluster %q not found by name", c.Name)
+			}
+			for _, co := range c.Colos() {
+				for l := uint32(0); l < c.LogicalShards; l++ {
+					if db := co.Database(l); !slices.Contains(dbs, db) {
+						t.Fatalf("colo %s: logical shard %d on %q", co.Name, l, db)
+					}
+				}
+			}
+		}
+	})
 }
