@@ -21,15 +21,6 @@ package shard
 // another colocation or an unsharded one, or a join not on the key makes
 // the statement refused: its rows could lie on other shards.
 
-// KeyType is how a colocation's key is written and hashed.
-type KeyType uint8
-
-const (
-	KeyBigint KeyType = iota // bigint, int, smallint: they hash alike
-	KeyText                  // text, varchar
-	KeyUUID
-)
-
 // Tables is what the scanner asks of the shard map.
 type Tables interface {
 	// Lookup reports the colocation of a table and its key column, as

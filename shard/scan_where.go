@@ -290,7 +290,7 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 	}
 	t := s.toks[i]
 	switch typ {
-	case KeyBigint:
+	case KeyBigint, KeyInt, KeySmallint:
 		return i+1 == e && (t.kw == kwBigint || t.kw == kwInt8 || t.kw == kwInt || t.kw == kwInteger ||
 			t.kw == kwInt4 || t.kw == kwSmallint || t.kw == kwInt2)
 	case KeyText:
