@@ -127,6 +127,19 @@ type Cluster struct {
 
 	colos  []*Colo
 	tables map[string]Table
+	// nameLens has bit n set when a table's name (or the part after its
+	// schema) is n bytes long: the scanner asks about every identifier
+	// of a statement, and most are no table's length.
+	nameLens uint64
+}
+
+// nameLenBit is the bit of nameLens for a table name as the file spells
+// it ("schema.table" counts by its table).
+func nameLenBit(name string) uint64 {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return 1 << min(len(name), 63)
 }
 
 // Table is a colocated table: its colocation and its key column.
@@ -139,8 +152,22 @@ type Table struct {
 // "schema.files"); name is a byte slice so that a scanner can pass the
 // statement's bytes without allocating.
 func (c *Cluster) Table(name []byte) (Table, bool) {
+	if c.nameLens&(1<<min(len(name)-schemaPrefixLen(name), 63)) == 0 {
+		return Table{}, false
+	}
 	t, ok := c.tables[string(name)]
 	return t, ok
+}
+
+// schemaPrefixLen is how many bytes of name lie before its table part
+// ("schema.").
+func schemaPrefixLen(name []byte) int {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // Colos returns the cluster's colocations in file order; the slice is the
@@ -181,6 +208,7 @@ type Colo struct {
 	Line    int
 	KeyType KeyType
 
+	index     int // in its cluster's colos
 	ranges    []Range
 	databases []string // distinct, in range order
 	shard     []uint16 // logical shard → index in databases
@@ -555,8 +583,10 @@ func (l *loader) cluster(p tomlpos.Path, t map[string]any) (*Cluster, error) {
 				return nil, l.errAt(tp, "table %q is already in colocation %q (line %d): a table belongs to one colocation", name, prev.Colo.Name, tableLine[name])
 			}
 			c.tables[name] = Table{Colo: co, Column: col}
+			c.nameLens |= nameLenBit(name)
 			tableLine[name] = l.lines.Line(tp)
 		}
+		co.index = len(c.colos)
 		c.colos = append(c.colos, co)
 	}
 	return c, nil

@@ -85,3 +85,33 @@ func FuzzReadHint(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRoute: routing never panics, and the trailing hint the scan finds
+// is the one ReadHint finds lexing the text on its own.
+func FuzzRoute(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`SELECT * FROM files /*shard_key='7',colo='org'*/;`))
+	f.Add([]byte(`/* pgturnstile: shard_key=7 */ SELECT * FROM files WHERE org_id = $1`))
+	c := exampleCluster(f, nil)
+	r := NewRouter(c)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r.Route(data, Pin{}, true)
+		if _, p := r.Prepare(data, Pin{Key: []byte("5"), Colo: "org"}, false); p != nil {
+			_, _ = p.Bind(params{{[]byte("1"), false}, {[]byte{0, 1}, true}, {nil, false}})
+		}
+		if _, leading, _ := leadingHint(data); leading {
+			return
+		}
+		r.scan.Scan(data)
+		want, _ := ReadHint(data)
+		if r.scan.res.Reason == ReasonTooLong || r.scan.trailing == nil && want.Empty() {
+			return
+		}
+		got := trailingHint(r.scan.trailing)
+		if string(got.Key) != string(want.Key) || string(got.Shard) != string(want.Shard) || string(got.Colo) != string(want.Colo) {
+			t.Fatalf("%q: scan's trailing hint %+v, ReadHint's %+v", data, got, want)
+		}
+	})
+}

@@ -46,31 +46,49 @@ const hintMarker = "pgturnstile:"
 // trailing comment that does not parse is no hint (it may be another
 // tool's).
 func ReadHint(sql []byte) (Hint, error) {
-	i := 0
-	for i < len(sql) && isSpace(sql[i]) {
-		i++
-	}
-	if i+1 < len(sql) && sql[i] == '/' && sql[i+1] == '*' {
-		if body, ok := commentBody(sql[i:min(len(sql), i+hintWindow)]); ok {
-			b := trimSpace(body)
-			if len(b) >= len(hintMarker) && string(b[:len(hintMarker)]) == hintMarker {
-				h, ok := parsePairs(b[len(hintMarker):], true)
-				if !ok || h.Empty() {
-					return Hint{}, ErrHint
-				}
-				return h, nil
-			}
-		}
+	if h, found, err := leadingHint(sql); found {
+		return h, err
 	}
 	body, ok := trailingCommentBody(sql)
 	if !ok {
 		return Hint{}, nil
 	}
+	return trailingHint(body), nil
+}
+
+// leadingHint reads a leading pgturnstile comment; found is false when
+// the statement does not open with one.
+func leadingHint(sql []byte) (h Hint, found bool, err error) {
+	i := 0
+	for i < len(sql) && isSpace(sql[i]) {
+		i++
+	}
+	if i+1 >= len(sql) || sql[i] != '/' || sql[i+1] != '*' {
+		return Hint{}, false, nil
+	}
+	body, ok := commentBody(sql[i:min(len(sql), i+hintWindow)])
+	if !ok {
+		return Hint{}, false, nil
+	}
+	b := trimSpace(body)
+	if len(b) < len(hintMarker) || string(b[:len(hintMarker)]) != hintMarker {
+		return Hint{}, false, nil
+	}
+	h, ok = parsePairs(b[len(hintMarker):], true)
+	if !ok || h.Empty() {
+		return Hint{}, true, ErrHint
+	}
+	return h, true, nil
+}
+
+// trailingHint reads a trailing comment's body: no hint when it does not
+// parse (it may be another tool's).
+func trailingHint(body []byte) Hint {
 	h, ok := parsePairs(body, false)
 	if !ok {
-		return Hint{}, nil
+		return Hint{}
 	}
-	return h, nil
+	return h
 }
 
 // commentBody returns the body of the comment that opens s, when it ends

@@ -57,17 +57,42 @@ type lexer struct {
 	// escapeStrings: standard_conforming_strings is off, so '…' takes
 	// backslash escapes as E'…' does.
 	escapeStrings bool
+	// lastBlock is where the body of the last /* … */ comment skipped
+	// lies (end 0: none), for the trailing hint; a comment with another
+	// nested in it does not count.
+	lastBlock  [2]int
+	lastNested bool
 }
 
-func isIdentStart(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
-}
+// Character classes, one table lookup per byte on the lexer's hot path.
+const (
+	clSpace      = 1 << iota // [ \t\n\r\f\v]
+	clIdentStart             // [A-Za-z_\x80-\xff]
+	clDigit                  // [0-9]
+	clIdentCont  = clIdentStart | clDigit
+)
 
-func isIdentCont(c byte) bool {
-	return isIdentStart(c) || c >= '0' && c <= '9' || c == '$'
-}
+var charClass = func() (t [256]uint8) {
+	for _, c := range []byte(" \t\n\r\f\v") {
+		t[c] = clSpace
+	}
+	for c := 0; c < 256; c++ {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80 {
+			t[c] = clIdentStart
+		}
+		if c >= '0' && c <= '9' {
+			t[c] = clDigit
+		}
+	}
+	return t
+}()
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+func isIdentStart(c byte) bool { return charClass[c]&clIdentStart != 0 }
+
+// isIdentCont: identifiers go on with letters, digits and '$'.
+func isIdentCont(c byte) bool { return charClass[c]&clIdentCont != 0 || c == '$' }
+
+func isDigit(c byte) bool { return charClass[c]&clDigit != 0 }
 
 // isOpChar is Postgres's op_chars.
 func isOpChar(c byte) bool {
@@ -85,7 +110,7 @@ func (l *lexer) skipSpace() (ok, newline bool) {
 	for l.pos < len(l.src) {
 		c := l.src[l.pos]
 		switch {
-		case isSpace(c):
+		case charClass[c]&clSpace != 0:
 			if c == '\n' || c == '\r' {
 				newline = true
 			}
@@ -97,6 +122,8 @@ func (l *lexer) skipSpace() (ok, newline bool) {
 		case c == '/' && l.pos+1 < len(l.src) && l.src[l.pos+1] == '*':
 			// Comments nest in Postgres.
 			depth := 0
+			open := l.pos
+			nested := false
 			for {
 				if l.pos+1 >= len(l.src) {
 					l.pos = len(l.src)
@@ -104,6 +131,7 @@ func (l *lexer) skipSpace() (ok, newline bool) {
 				}
 				if l.src[l.pos] == '/' && l.src[l.pos+1] == '*' {
 					depth++
+					nested = depth > 1
 					l.pos += 2
 					continue
 				}
@@ -111,6 +139,8 @@ func (l *lexer) skipSpace() (ok, newline bool) {
 					depth--
 					l.pos += 2
 					if depth == 0 {
+						l.lastBlock = [2]int{open + 2, l.pos - 2}
+						l.lastNested = nested
 						break
 					}
 					continue

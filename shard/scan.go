@@ -131,14 +131,17 @@ type Scanner struct {
 	// so '…' takes backslash escapes.
 	EscapeStrings bool
 
-	lx      lexer
-	toks    []token
-	depth   []int32
-	scratch []byte
-	keys    []Key
-	refs    [maxRefs]tableRef
-	nrefs   int
-	res     Result
+	lx lexer
+	// trailing is the body of the comment that ends the text (a ';'
+	// after it aside), where a sqlcommenter hint lives; nil when none.
+	trailing []byte
+	toks     []token
+	depth    []int32
+	scratch  []byte
+	keys     []Key
+	refs     [maxRefs]tableRef
+	nrefs    int
+	res      Result
 }
 
 // tableRef is one sharded table in a FROM (or the target of INSERT,
@@ -156,6 +159,7 @@ type tableRef struct {
 // Scan reads a Query or Parse text: one statement or several.
 func (s *Scanner) Scan(sql []byte) Result {
 	s.res = Result{}
+	s.trailing = nil
 	s.keys = s.keys[:0]
 	s.scratch = s.scratch[:0]
 	limit := s.Limit
@@ -194,6 +198,7 @@ func (s *Scanner) Scan(sql []byte) Result {
 			d++
 		}
 	}
+	s.findTrailing()
 	start := 0
 	for i := 0; i <= len(s.toks); i++ {
 		if i < len(s.toks) && !(s.depth[i] == 0 && s.lx.punct(s.toks[i], ";")) {
@@ -209,6 +214,26 @@ func (s *Scanner) Scan(sql []byte) Result {
 	}
 	s.res.Keys = s.keys
 	return s.res
+}
+
+// findTrailing notes the comment that ends the text: the last one the
+// lexer skipped, when no token but one ';' comes after it.
+func (s *Scanner) findTrailing() {
+	lb := s.lx.lastBlock
+	if lb[1] == 0 || s.lx.lastNested {
+		return
+	}
+	k := len(s.toks) - 1
+	if k >= 0 && s.lx.punct(s.toks[k], ";") {
+		k--
+	}
+	if k >= 0 && s.toks[k].end > lb[0] {
+		return
+	}
+	if len(s.lx.src)-(lb[0]-2) > hintWindow {
+		return // starts before the window, as trailingCommentBody reads it
+	}
+	s.trailing = s.lx.src[lb[0]:lb[1]]
 }
 
 // refuse records a refusal about a table.
