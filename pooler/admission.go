@@ -200,12 +200,12 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	start := c.svc.clock.Now()
 	r := g.Submit(class, a.onAdmit)
 	if r != nil {
-		c.link.pool.noteDemand()
+		c.mu.link.mu.pool.noteDemand()
 	}
 	var res admitResult
 	select {
 	case res = <-ch:
-	case <-c.link.cancelWait:
+	case <-c.mu.link.mu.cancelWait:
 		if g.Cancel(r) {
 			c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 			return admission.Ticket{}, errWaitCanceled
@@ -272,10 +272,10 @@ func (c *client) boundStatementText(body []byte) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(name) == 0 {
-		_, query, _, _ := wire.DecodeParse(c.unnamedParse)
+		_, query, _, _ := wire.DecodeParse(c.mu.unnamedParse)
 		return query
 	}
-	if cs := c.stmts[string(name)]; cs != nil {
+	if cs := c.mu.stmts[string(name)]; cs != nil {
 		return []byte(cs.def.query)
 	}
 	return nil
@@ -403,7 +403,7 @@ type waitKey struct {
 // countAdmission records one decision and how long it took.
 func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
 	in := &c.svc.admInstruments
-	p := c.link.pool // the gate's: the transaction's pool
+	p := c.mu.link.mu.pool // the gate's: the transaction's pool
 	k := admissionCounterKey{pool: p.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
 	v, ok := in.decisions.Load(k)
 	if !ok {

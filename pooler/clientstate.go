@@ -140,7 +140,7 @@ var clientTransitions = [...]uint8{
 // client and a goroutine dump that shows where, rather than a client in a
 // state nobody knows.
 func (c *client) setStateLocked(to clientState) {
-	from := c.state
+	from := c.mu.state
 	if int(from) >= len(clientTransitions) || clientTransitions[from]&(1<<to) == 0 {
 		panic(fmt.Sprintf("BUG: client %s: %s -> %s is not a legal transition", c, from, to))
 	}
@@ -148,7 +148,7 @@ func (c *client) setStateLocked(to clientState) {
 	if p == nil && to.inPool() {
 		panic(fmt.Sprintf("BUG: client %s: %s -> %s with no pool to count it in", c, from, to))
 	}
-	c.state = to
+	c.mu.state = to
 	if to == clientDraining {
 		c.gone.Store(true)
 	}
@@ -198,8 +198,8 @@ func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
 // (released, closed or lost). An active client becomes idle; a draining or
 // closed one stays as it is. c.mu must be held.
 func (c *client) unlinkServerLocked() {
-	c.link.srv = nil
-	if c.state == clientActive {
+	c.mu.link.mu.srv = nil
+	if c.mu.state == clientActive {
 		c.setStateLocked(clientIdle)
 	}
 }

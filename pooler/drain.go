@@ -60,10 +60,10 @@ type drainState struct {
 // startDrainLocked starts the clock of a drain and, when a query is still
 // running, the quiet check that cancels it.
 func (c *client) startDrainLocked(s *server, now time.Time) {
-	d := c.link.drain
+	d := c.mu.link.mu.drain
 	d.deadline = now.Add(drainTimeout)
 	d.started = now
-	if c.link.ls.outstanding == 0 {
+	if c.mu.link.mu.ls.outstanding == 0 {
 		return
 	}
 	if c.svc.settings().ClientDrainMaxBytes == 0 {
@@ -79,8 +79,8 @@ func (c *client) startDrainLocked(s *server, now time.Time) {
 func (c *client) drainQuietCheck(s *server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := c.link.drain
-	if c.link.srv != s || d.finished || d.cancel != nil || c.link.ls.outstanding == 0 {
+	d := c.mu.link.mu.drain
+	if c.mu.link.mu.srv != s || d.finished || d.cancel != nil || c.mu.link.mu.ls.outstanding == 0 {
 		return
 	}
 	b := d.bytes.Load()
@@ -95,12 +95,12 @@ func (c *client) drainQuietCheck(s *server) {
 // drainDiscarded counts n bytes of server output thrown away for a client
 // that left, and cancels the query once client_drain_max_bytes is passed.
 func (c *client) drainDiscarded(s *server, n int64) {
-	d := c.link.drain
+	d := c.mu.link.mu.drain
 	if d.bytes.Add(n) <= int64(c.svc.settings().ClientDrainMaxBytes) || d.cancelling.Load() {
 		return
 	}
 	c.mu.Lock()
-	if c.link.srv == s && c.link.ls.outstanding > 0 {
+	if c.mu.link.mu.srv == s && c.mu.link.mu.ls.outstanding > 0 {
 		c.startCancelLocked(s)
 	}
 	c.mu.Unlock()
@@ -110,7 +110,7 @@ func (c *client) drainDiscarded(s *server, n int64) {
 // background: the pump keeps discarding meanwhile (a backend blocked on a
 // full socket only sees the cancel once it can write again).
 func (c *client) startCancelLocked(s *server) {
-	d := c.link.drain
+	d := c.mu.link.mu.drain
 	if d.cancel != nil {
 		return
 	}
@@ -189,19 +189,19 @@ func (c *client) drain(s *server) bool {
 // first; a drain that ends is unlinked here.
 func (c *client) nextDrainLocked(s *server) drainNext {
 	now := c.svc.clock.Now()
-	d := c.link.drain
+	d := c.mu.link.mu.drain
 	if d.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	step := nextDrainStep(&c.link.ls, c.link.resetDue)
+	step := nextDrainStep(&c.mu.link.mu.ls, c.mu.link.mu.resetDue)
 	if step == drainWait {
 		switch {
 		case now.After(d.deadline):
 			return c.failDrainLocked("client disconnect while server was not ready")
-		case c.link.ls.copyIn && !d.copyFailed:
+		case c.mu.link.mu.ls.copyIn && !d.copyFailed:
 			// A COPY FROM STDIN waits for data that will never come.
 			d.copyFailed = true
-			c.link.ls.fromClient(wire.MsgCopyFail)
+			c.mu.link.mu.ls.fromClient(wire.MsgCopyFail)
 			s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 			return drainNext{kind: drainSend, deadline: d.deadline}
 		}
@@ -216,22 +216,22 @@ func (c *client) nextDrainLocked(s *server) drainNext {
 	}
 	switch {
 	case step == drainSync:
-		c.link.ls.fromClient(wire.MsgSync)
+		c.mu.link.mu.ls.fromClient(wire.MsgSync)
 		c.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case step == drainRollback:
 		// Auto rollback: the client's transaction dies with it.
-		c.link.ls.fromClient(wire.MsgQuery)
+		c.mu.link.mu.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.link.pool.metrics.drainRollbacks.Inc()
+		c.mu.link.mu.pool.metrics.drainRollbacks.Inc()
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.link.resetDue = false
+		c.mu.link.mu.resetDue = false
 		return c.releaseDrainedLocked()
 	case step == drainReset:
-		c.link.resetDue = false
+		c.mu.link.mu.resetDue = false
 		s.unreportedDirty = true // whatever the reset query is
-		c.link.ls.fromClient(wire.MsgQuery)
+		c.mu.link.mu.ls.fromClient(wire.MsgQuery)
 		c.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
 	default: // drainRelease
@@ -271,7 +271,7 @@ func (c *client) runDrain(s *server, next drainNext) bool {
 
 // finishDrainLocked counts the drain's outcome, once.
 func (c *client) finishDrainLocked(outcome string) {
-	d := c.link.drain
+	d := c.mu.link.mu.drain
 	if d.finished {
 		return
 	}
@@ -279,19 +279,19 @@ func (c *client) finishDrainLocked(outcome string) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	c.link.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
+	c.mu.link.mu.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
 }
 
 // releaseDrainedLocked ends a drain that brought the server back to idle
 // and unlinks it; runDrain gives it back to the pool.
 func (c *client) releaseDrainedLocked() drainNext {
 	outcome := "drained"
-	if c.link.drain.cancelOK {
+	if c.mu.link.mu.drain.cancelOK {
 		outcome = "cancelled"
 	}
 	c.finishDrainLocked(outcome)
 	c.unlinkServerLocked()
-	return drainNext{kind: drainGiveBack, unsure: c.link.ls.unsure}
+	return drainNext{kind: drainGiveBack, unsure: c.mu.link.mu.ls.unsure}
 }
 
 // failDrainLocked ends a drain that could not bring the server back and
@@ -309,10 +309,10 @@ func (c *client) failDrainLocked(reason string) drainNext {
 func (c *client) drainTick(s *server) bool {
 	c.mu.Lock()
 	now := c.svc.clock.Now()
-	if c.link.drain.deadline.IsZero() {
+	if c.mu.link.mu.drain.deadline.IsZero() {
 		c.startDrainLocked(s, now)
 	}
-	next := drainNext{kind: drainReadOn, deadline: c.link.drain.deadline}
+	next := drainNext{kind: drainReadOn, deadline: c.mu.link.mu.drain.deadline}
 	if now.After(next.deadline) {
 		next = c.failDrainLocked("client disconnect while server was not ready")
 	}
@@ -335,17 +335,17 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			// notice the departure itself).
 			c.conn.Close()
 			c.mu.Lock()
-			if c.link.srv == s && !c.gone.Load() {
-				if c.link.drain == nil {
-					c.link.drain = &drainState{} // before gone: the pump reads it once gone
+			if c.mu.link.mu.srv == s && !c.gone.Load() {
+				if c.mu.link.mu.drain == nil {
+					c.mu.link.mu.drain = &drainState{} // before gone: the pump reads it once gone
 				}
 				c.setStateLocked(clientDraining)
-				c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+				c.mu.link.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 			}
 			c.mu.Unlock()
 			out = nil
 			if c.gone.Load() {
-				c.link.pumpFreed.signal() // nothing more goes to the client
+				c.mu.link.mu.pumpFreed.signal() // nothing more goes to the client
 			}
 			if s.r.Fits() {
 				// Forward had read the whole message before the write
@@ -353,7 +353,7 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 				return true
 			}
 		case isTimeout(err) && c.gone.Load():
-			c.link.pumpFreed.signal() // out is dropped: see pumpRun
+			c.mu.link.mu.pumpFreed.signal() // out is dropped: see pumpRun
 			if !c.drainTick(s) {
 				return false
 			}

@@ -20,118 +20,149 @@ import (
 // ending the link on purpose (unlinkAndClose) or because the client left
 // (leave, abandonLink, drained by the pump in drain.go).
 
-// newLink returns an empty link whose condition uses the client's mu.
-func newLink(mu *sync.Mutex) *link {
-	l := &link{}
-	l.writerDone.L = mu
-	l.releaseDone.L = mu
+// newLink returns an empty link of client c, whose conditions wait on
+// c's mu.
+func newLink(c *client) *link {
+	l := &link{c: c}
+	l.mu.writerDone.L = &c.mu.Mutex
+	l.mu.releaseDone.L = &c.mu.Mutex
 	return l
 }
 
 // link is the part of a client that serves its requests: the linked
 // server and the protocol position on it, the pump's lifetime, the writer
 // hand-over, the wait for a server and the drain after the client left.
-// It is not embedded: its fields are reached as c.link.f, so that code
-// reading them says it depends on a client that is not parked. c.mu guards
-// what the comments say it does.
+// It is reached as c.mu.link (nil while the client is parked), and the
+// transaction path is its methods: route and forward (serve.go), linking
+// and release (here), relaying (pump.go), draining (drain.go) and the
+// prepared-statement mapping (relay_*.go).
 //
-// The buffers for messages between a client and its servers (pumpOut,
-// out, splices) are here too: they serve only the relaying, and go with
-// the link when the client parks, as the reader's buffer does.
+// Its fields are grouped by who may touch them: mu, what the client's mu
+// guards (the link has no lock of its own; serve, the pump and other
+// goroutines share these); serve, what only serve's goroutine touches;
+// pump, what only the link's relay touches (the pump goroutine, or serve
+// relaying inline, which is then the pump).
+//
+// The buffers for messages between a client and its servers (serve.out,
+// serve.splices, pump.out) are here too: they serve only the
+// relaying, and go with the link when the client parks, as the reader's
+// buffer does.
 type link struct {
-	// gen is the configuration generation the link runs under, taken
-	// once by linkServer (the gate it was admitted through was built
-	// from gen's policy and pool settings); set before the pump starts.
-	gen     *generation
-	pumpOut []byte // the pump's own messages to the client
-	out     []byte // rewritten messages on their way to a server
-	// splices are the long texts a rewrite in out carries by reference
-	// (relay_prepared.go, writeRewrite).
-	splices []splice
-	// replies counts, for linkState.failing, the server's replies that
-	// complete an extended-protocol message since its last ReadyForQuery.
-	// Only the link's pump touches it.
-	replies int
-	// ops are the replies the linked server owes, for mapping (prepared.go).
-	ops opQueue
-	// retry is the request that began the current implicit transaction,
-	// kept to be run again once if its statement's plan was stale
-	// (relay_retry.go).
-	retry retryCapture
-	// skipToSync drops client messages up to the next Sync after an error
-	// the pooler raised itself, as Postgres does after its own errors.
-	skipToSync bool
-	// writerDone is signalled when serve stops writing to the linked
-	// server (writing goes false).
-	writerDone sync.Cond
-	// releasing is set while the pump, about to release the server at
-	// the end of a transaction, flushes the last replies with c.mu
-	// released; releaseDone is broadcast when it is over. serve waits for
-	// it before routing the client's next message, so that the next
-	// transaction gets a server from the pool (after a RELOAD, one of the
-	// new target) rather than the one being released.
-	releasing   bool
-	releaseDone sync.Cond
-	srv         *server // linked server, nil when none
-	// writing is set while serve may still touch the linked server's writer
-	// (between recording a message and flushing the batch). The pump never
-	// releases the server while it is set: the server's next holder would
-	// share the writer.
-	writing  bool
-	ls       linkState     // protocol position on the link
-	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
-	// pumpFreed tells serve that the link's pump writes no more to the
-	// client, before the pump ends: a drain may go on for drainTimeout,
-	// and a client closed for bad input (closeBadInput) hears why at
-	// once. nil until the pump starts, as pumpDone.
-	pumpFreed *pumpFreed
-	// pumpStarted: the link has a pump goroutine (serve's own; see
-	// relayOrPump).
-	pumpStarted bool
-	detach      bool // serve is closing the link on purpose
-	// parking: serve stops the pump to park the client with its server
-	// (park.go, stopSessionPump); the pump's expired read is not a
-	// timeout then.
-	parking bool
-	// detachReason is logged when serve closes the linked server.
-	detachReason string
-	resetDue     bool // server_reset_query still to run before release
-	// drain is the progress of bringing the server back after the client
-	// left (drain.go).
-	drain *drainState // nil until the client leaves mid-link
-	// Statistics: serve's batch byte count and the start of the current
-	// transaction (queryStart is the client's) (written by serve before the request goes out,
-	// read by the pump after its reply: ordered by the link).
-	recvBytes int64
-	xactStart time.Time
-	// sentBytes is the pump's count since the last ReadyForQuery.
-	sentBytes int64
-	// While serve waits for a server (clientWaiting), at the admission
-	// gate or in the pool's queue, a cancel request signals cancelWait,
-	// which the gate hears, and ends the pool wait through
-	// serverPool.cancelWaiter. waitStart is when the wait began.
-	waitStart  time.Time
-	cancelWait chan struct{}
-	// poolWait is serve's waiter in the pool's queue, made at the first
-	// wait and reused; link numbers each wait in it under mu.
-	poolWait *poolWaiter
-	// pool is the transaction's pool: the one whose admission gate and
-	// queue the client waits at and whose server is linked (pool ==
-	// srv.pool while srv is set). linkServer sets it under mu at the start
-	// of each wait, to route or else the client's own pool (c.pool), and
-	// it stays until the next wait. It may differ from c.pool, which
-	// keeps what belongs to the client: its counts, caps, settings and
-	// SHOW CLIENTS row. What acts on the linked server (release, discard,
-	// a drain's cancel) uses the server's own pool, srv.pool, the only one
-	// that may take it back; the transaction's statistics (see stats.go)
-	// and its admission decisions count in pool. Read by serve, by the
-	// pump under mu while the server is linked, and by a cancel request
-	// under mu.
-	pool *serverPool
-	// route is the pool the client's next transaction is to run on, set
-	// by linkTo (the router) and taken by the next linkServer; nil: the
-	// client's own pool. Guarded by mu.
-	route *serverPool
+	c *client // the client served; fixed
+
+	mu struct {
+		// srv is the linked server, nil when none.
+		srv *server
+		// pool is the transaction's pool: the one whose admission gate
+		// and queue the client waits at and whose server is linked
+		// (pool == srv.pool while srv is set). linkServer sets it at the
+		// start of each wait, to route or else the client's own pool
+		// (c.pool), and it stays until the next wait. It may differ from
+		// c.pool, which keeps what belongs to the client: its counts,
+		// caps, settings and SHOW CLIENTS row. What acts on the linked
+		// server (release, discard, a drain's cancel) uses the server's
+		// own pool, srv.pool, the only one that may take it back; the
+		// transaction's statistics (see stats.go) and its admission
+		// decisions count in pool. Read by serve, by the pump under mu
+		// while the server is linked, and by a cancel request under mu.
+		pool *serverPool
+		// route is the pool the client's next transaction is to run on,
+		// set by linkTo (the router) and taken by the next linkServer;
+		// nil: the client's own pool.
+		route *serverPool
+		// gen is the configuration generation the link runs under, taken
+		// once by linkServer (the gate it was admitted through was built
+		// from gen's policy and pool settings); set before the pump
+		// starts, which reads it without mu.
+		gen *generation
+		ls  linkState // protocol position on the link
+		// ops are the replies the linked server owes, for mapping
+		// (prepared.go).
+		ops opQueue
+		// retry is the request that began the current implicit
+		// transaction, kept to be run again once if its statement's plan
+		// was stale (relay_retry.go).
+		retry retryCapture
+		// skipToSync drops client messages up to the next Sync after an
+		// error the pooler raised itself, as Postgres does after its own
+		// errors.
+		skipToSync bool
+		// writing is set while serve may still touch the linked server's
+		// writer (between recording a message and flushing the batch).
+		// The pump never releases the server while it is set: the
+		// server's next holder would share the writer. writerDone is
+		// signalled when it goes false.
+		writing    bool
+		writerDone sync.Cond
+		// releasing is set while the pump, about to release the server
+		// at the end of a transaction, flushes the last replies with mu
+		// released; releaseDone is broadcast when it is over. serve waits
+		// for it before routing the client's next message, so that the
+		// next transaction gets a server from the pool (after a RELOAD,
+		// one of the new target) rather than the one being released.
+		releasing   bool
+		releaseDone sync.Cond
+		// pumpDone is closed when the link's pump exits; nil until it
+		// starts.
+		pumpDone chan struct{}
+		// pumpFreed tells serve that the link's pump writes no more to
+		// the client, before the pump ends: a drain may go on for
+		// drainTimeout, and a client closed for bad input (closeBadInput)
+		// hears why at once. nil until the pump starts, as pumpDone; the
+		// pump signals it without mu.
+		pumpFreed *pumpFreed
+		// detach: serve is closing the link on purpose; detachReason is
+		// logged when serve closes the linked server.
+		detach       bool
+		detachReason string
+		// parking: serve stops the pump to park the client with its
+		// server (park.go, stopSessionPump); the pump's expired read is
+		// not a timeout then.
+		parking  bool
+		resetDue bool // server_reset_query still to run before release
+		// drain is the progress of bringing the server back after the
+		// client left (drain.go); nil until the client leaves mid-link.
+		drain *drainState
+		// xactStart is the start of the current transaction (queryStart
+		// is the client's): written by serve before the request goes
+		// out, read by the pump after its reply.
+		xactStart time.Time
+		// While serve waits for a server (clientWaiting), at the
+		// admission gate or in the pool's queue, a cancel request signals
+		// cancelWait, which the gate hears, and ends the pool wait
+		// through serverPool.cancelWaiter. waitStart is when the wait
+		// began.
+		waitStart  time.Time
+		cancelWait chan struct{}
+		// poolWait is serve's waiter in the pool's queue, made at the
+		// first wait and reused; linkServer numbers each wait in it.
+		poolWait *poolWaiter
+	}
+
+	serve struct {
+		// pumpStarted: the link has a pump goroutine (see relayOrPump).
+		pumpStarted bool
+		// recvBytes is the batch's byte count, added to the pool's
+		// statistics when the batch is flushed.
+		recvBytes int64
+		out       []byte // rewritten messages on their way to a server
+		// splices are the long texts a rewrite in out carries by
+		// reference (relay_prepared.go, writeRewrite). The pump uses
+		// them too, under mu, in retryLocked, which runs only while
+		// serve is not writing.
+		splices []splice
+	}
+
+	pump struct {
+		// replies counts, for linkState.failing, the server's replies
+		// that complete an extended-protocol message since its last
+		// ReadyForQuery.
+		replies int
+		// sentBytes is the count of bytes sent to the client since the
+		// last ReadyForQuery.
+		sentBytes int64
+		out       []byte // the pump's own messages to the client
+	}
 }
 
 // linkTo sends the client's next transaction to pool p rather than to its
@@ -147,34 +178,34 @@ type link struct {
 func (c *client) linkTo(p *serverPool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.link == nil {
+	if c.mu.link == nil {
 		return false
 	}
-	c.link.route = p
+	c.mu.link.mu.route = p
 	return true
 }
 
 // linkSrvLocked links s, which its pool has handed to this client, and
 // makes s's pool the transaction's. c.mu must be held.
 func (c *client) linkSrvLocked(s *server) {
-	c.link.srv = s
-	c.link.pool = s.pool
+	c.mu.link.mu.srv = s
+	c.mu.link.mu.pool = s.pool
 }
 
 // unlinkAndClose closes the linked server on purpose and waits for its pump
 // to stop, after which serve owns the client socket again.
 func (c *client) unlinkAndClose(reason string) {
 	c.mu.Lock()
-	s := c.link.srv
-	c.link.detach = true
-	c.link.detachReason = reason
+	s := c.mu.link.mu.srv
+	c.mu.link.mu.detach = true
+	c.mu.link.mu.detachReason = reason
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.conn.Close()
 	c.startPump(s) // the pump reports the closed server and ends the link
-	<-c.link.pumpDone
+	<-c.mu.link.mu.pumpDone
 }
 
 // linkServer checks a server out for this client, brings its tracked parameters
@@ -183,23 +214,23 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.setStateLocked(clientWaiting)
-	c.link.waitStart = start
-	if c.link.cancelWait == nil {
-		c.link.cancelWait = make(chan struct{}, 1)
+	c.mu.link.mu.waitStart = start
+	if c.mu.link.mu.cancelWait == nil {
+		c.mu.link.mu.cancelWait = make(chan struct{}, 1)
 	}
 	select {
-	case <-c.link.cancelWait: // a stale cancel for an earlier wait
+	case <-c.mu.link.mu.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
-	if c.link.poolWait == nil {
-		c.link.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
+	if c.mu.link.mu.poolWait == nil {
+		c.mu.link.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
-	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	c.mu.link.mu.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	p := c.pool
-	if c.link.route != nil {
-		p, c.link.route = c.link.route, nil
+	if c.mu.link.mu.route != nil {
+		p, c.mu.link.mu.route = c.mu.link.mu.route, nil
 	}
-	c.link.pool = p
+	c.mu.link.mu.pool = p
 	c.mu.Unlock()
 	// The link runs under one generation, taken once here: its admission
 	// policy and its pool's settings are of the same RELOAD.
@@ -258,21 +289,21 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
 	c.linkSrvLocked(s)
-	c.link.gen = gen
+	c.mu.link.mu.gen = gen
 	if !c.tracking {
 		// The client's unnamed Parse is not watched: the server's
 		// unnamed statement is nobody's known one any more.
 		s.unnamedOwner = 0
 	}
-	c.link.ls.reset()
-	c.link.replies = 0
-	c.link.ops.reset()
-	c.link.retry.reset()
-	c.link.skipToSync = false
-	c.link.pumpDone = nil
-	c.link.pumpFreed = nil
-	c.link.pumpStarted = false
-	c.link.detach = false
+	c.mu.link.mu.ls.reset()
+	c.mu.link.pump.replies = 0
+	c.mu.link.mu.ops.reset()
+	c.mu.link.mu.retry.reset()
+	c.mu.link.mu.skipToSync = false
+	c.mu.link.mu.pumpDone = nil
+	c.mu.link.mu.pumpFreed = nil
+	c.mu.link.serve.pumpStarted = false
+	c.mu.link.mu.detach = false
 	c.mu.Unlock()
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
@@ -300,7 +331,7 @@ func (c *client) endWait() {
 //
 // relayed reports that the reply was relayed inline and the link is over.
 func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
-	if c.r.Pending() || c.link.pumpStarted {
+	if c.r.Pending() || c.mu.link.serve.pumpStarted {
 		return false
 	}
 	if typ != wire.MsgSync && typ != wire.MsgQuery {
@@ -317,17 +348,17 @@ func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
 // startPump starts the link's pump goroutine unless it runs already.
 // Called by serve only.
 func (c *client) startPump(s *server) {
-	if c.link.pumpStarted {
+	if c.mu.link.serve.pumpStarted {
 		return
 	}
-	c.link.pumpStarted = true
+	c.mu.link.serve.pumpStarted = true
 	// Made here, not at link: most links end with the inline relay and
 	// never have a pump to wait for.
 	done := make(chan struct{})
 	freed := &pumpFreed{ch: make(chan struct{})}
 	c.mu.Lock()
-	c.link.pumpDone = done
-	c.link.pumpFreed = freed
+	c.mu.link.mu.pumpDone = done
+	c.mu.link.mu.pumpFreed = freed
 	c.mu.Unlock()
 	go c.pump(s, done, freed)
 }
@@ -502,29 +533,29 @@ func (c *client) leave(err error) {
 // clean once the client is gone: see leave.
 func (c *client) abandonLink() {
 	c.mu.Lock()
-	if c.link.writing && c.link.srv != nil {
+	if c.mu.link.mu.writing && c.mu.link.mu.srv != nil {
 		// serve still holds the server's writer with part of a batch it
 		// recorded as sent (a refused frame read in the same batch kept
 		// flushBatch from running): it goes out now, so the replies the
 		// drain waits for are owed by the server, not by a buffer.
-		s := c.link.srv
+		s := c.mu.link.mu.srv
 		c.mu.Unlock()
 		if err := s.w.Flush(); err != nil {
 			s.conn.Close()
 		}
 		c.mu.Lock()
 	}
-	c.link.writing = false
-	c.link.writerDone.Broadcast()
-	s := c.link.srv
+	c.mu.link.mu.writing = false
+	c.mu.link.mu.writerDone.Broadcast()
+	s := c.mu.link.mu.srv
 	if s != nil {
-		if c.link.drain == nil {
-			c.link.drain = &drainState{} // before gone: the pump reads it once gone
+		if c.mu.link.mu.drain == nil {
+			c.mu.link.mu.drain = &drainState{} // before gone: the pump reads it once gone
 		}
-		if c.state != clientDraining { // the pump may have seen the client go first (relayFailed)
+		if c.mu.state != clientDraining { // the pump may have seen the client go first (relayFailed)
 			c.setStateLocked(clientDraining)
 		}
-		c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		c.mu.link.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
 		// reads it, and this deadline must not reach that one.
 		s.conn.SetReadDeadline(time.Now())

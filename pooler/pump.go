@@ -51,7 +51,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 				return pumpLinkOver
 			}
 			if c.gone.Load() {
-				c.link.pumpFreed.signal() // see below
+				c.mu.link.mu.pumpFreed.signal() // see below
 			}
 			if c.pumpTimeout(s, st) {
 				continue
@@ -59,7 +59,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			return pumpLinkOver
 		}
 		if completesExtended(typ) {
-			c.link.replies++
+			c.mu.link.pump.replies++
 		}
 		gone := c.gone.Load()
 		var out *wire.Writer
@@ -68,7 +68,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		} else {
 			// Once the client is gone the pump discards what the server
 			// sends: serve may write the client's last error now.
-			c.link.pumpFreed.signal()
+			c.mu.link.mu.pumpFreed.signal()
 		}
 		act := c.pumpLook(s, typ, out, inline, st)
 		switch act {
@@ -94,7 +94,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 func (c *client) stopForPark() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.link.parking
+	return c.mu.link.mu.parking
 }
 
 // pumpLook looks inside the server messages the pooler must see
@@ -150,7 +150,7 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 // link is over.
 func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bool {
 	n := int64(s.r.BodyLen()) + 5
-	c.link.sentBytes += n
+	c.mu.link.pump.sentBytes += n
 	if gone {
 		c.drainDiscarded(s, n)
 	}
@@ -168,7 +168,7 @@ func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bo
 // the release rule (afterReady). Inline, a link that stays once
 // everything sent is answered is handed over to a pump goroutine.
 func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Settings) replyAct {
-	c.link.replies = 0
+	c.mu.link.pump.replies = 0
 	msg, err := s.r.Message()
 	var status byte
 	if err == nil {
@@ -180,24 +180,24 @@ func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.
 	}
 	if c.tracking {
 		c.mu.Lock()
-		c.link.retry.state = retryOff
-		if c.link.retry.swallowReady {
+		c.mu.link.mu.retry.state = retryOff
+		if c.mu.link.mu.retry.swallowReady {
 			// The ReadyForQuery of a request the pooler sent again
 			// (relay_retry.go): the second run's comes next.
-			c.link.retry.swallowReady = false
-			c.link.ls.readyForQuery(status)
-			c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])[:0]
+			c.mu.link.mu.retry.swallowReady = false
+			c.mu.link.mu.ls.readyForQuery(status)
+			c.mu.link.pump.out = c.readyLocked(c.mu.link.pump.out[:0])[:0]
 			c.mu.Unlock()
 			return replyDone
 		}
-		owed := c.readyLocked(c.link.pumpOut[:0])
+		owed := c.readyLocked(c.mu.link.pump.out[:0])
 		c.mu.Unlock()
-		c.link.pumpOut = owed
+		c.mu.link.pump.out = owed
 		if out != nil && len(owed) > 0 {
 			out.Write(owed)
 		}
 	}
-	c.link.sentBytes += int64(len(msg))
+	c.mu.link.pump.sentBytes += int64(len(msg))
 	if out != nil {
 		out.Write(msg)
 	}
@@ -206,7 +206,7 @@ func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.
 	}
 	if inline {
 		c.mu.Lock()
-		answered := c.link.ls.outstanding == 0
+		answered := c.mu.link.mu.ls.outstanding == 0
 		c.mu.Unlock()
 		if answered && !s.r.Pending() {
 			// The link stays (a transaction block): a pump goroutine
@@ -247,8 +247,8 @@ func (c *client) pumpParameter(s *server, out *wire.Writer) replyAct {
 // left when the message was read.
 func (c *client) pumpCopyStarted(s *server, gone, inline bool) replyAct {
 	c.mu.Lock()
-	if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
-		c.link.ops.killSyncs(dropped)
+	if dropped, consumed := c.mu.link.mu.ls.copyStarted(c.mu.link.pump.replies); c.tracking {
+		c.mu.link.mu.ops.killSyncs(dropped)
 		switch consumed {
 		case wire.MsgParse, wire.MsgClose, wire.MsgBind, wire.MsgDescribe:
 			c.consumedByCopyLocked(s, consumed)
@@ -296,16 +296,16 @@ func (c *client) pumpError(s *server, inline bool) replyAct {
 	// Read before c.mu is taken: the message may still be arriving.
 	stalePlan := c.tracking && isStalePlan(s)
 	c.mu.Lock()
-	replies := c.link.replies
-	skip, synced := c.link.ls.serverError(replies)
+	replies := c.mu.link.pump.replies
+	skip, synced := c.mu.link.mu.ls.serverError(replies)
 	if skip {
-		c.link.replies = 0
+		c.mu.link.pump.replies = 0
 		if !synced {
 			// The server skips the client's messages up to its next
 			// Sync: so does serve, so that none is counted as owing a
 			// reply. The server says nothing more until that Sync, which
 			// serve must read: an inline relay hands over.
-			c.link.skipToSync = true
+			c.mu.link.mu.skipToSync = true
 			if inline {
 				act = replyForwardHandOff
 			}
@@ -321,7 +321,7 @@ func (c *client) pumpError(s *server, inline bool) replyAct {
 		if stale != nil && synced {
 			retried = c.retryLocked(s, stale)
 		} else {
-			c.link.retry.state = retryOff
+			c.mu.link.mu.retry.state = retryOff
 		}
 	}
 	c.mu.Unlock()
@@ -380,7 +380,7 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 		c.serverLost(s, err)
 		return replyLinkOver
 	}
-	c.link.sentBytes += int64(len(deallocateComplete))
+	c.mu.link.pump.sentBytes += int64(len(deallocateComplete))
 	if out != nil {
 		out.Write(deallocateComplete)
 		if !s.r.Pending() {
@@ -414,27 +414,27 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		// counts client queries and transactions, as PgBouncer's.
 		c.countReadyLocked(status)
 	}
-	c.link.ls.readyForQuery(status)
-	if c.link.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
+	c.mu.link.mu.ls.readyForQuery(status)
+	if c.mu.link.mu.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
 		c.mu.Unlock()
 		return c.drain(s)
 	}
-	act := afterReadyForQuery(c.mode, &c.link.ls)
-	for act == releaseServer && (c.link.writing || c.w.Buffered() > 0) {
-		if c.link.writing {
+	act := afterReadyForQuery(c.mode, &c.mu.link.mu.ls)
+	for act == releaseServer && (c.mu.link.mu.writing || c.w.Buffered() > 0) {
+		if c.mu.link.mu.writing {
 			// serve is finishing a flush to this server; wait for it,
 			// then look again: it may have sent more.
-			c.link.writerDone.Wait()
+			c.mu.link.mu.writerDone.Wait()
 		} else {
 			// The replies go out before the writer is handed back
 			// (after c.link.srv is cleared serve may link another
 			// server whose pump writes to the client), and without
 			// c.mu (see above). The client may answer them before c.mu
 			// is taken again: look again.
-			c.link.releasing = true
+			c.mu.link.mu.releasing = true
 			c.mu.Unlock()
 			c.w.Flush()
 			c.mu.Lock()
@@ -444,7 +444,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			c.mu.Unlock()
 			return c.drain(s)
 		}
-		act = afterReadyForQuery(c.mode, &c.link.ls)
+		act = afterReadyForQuery(c.mode, &c.mu.link.mu.ls)
 	}
 	if act != releaseServer {
 		c.endReleasingLocked()
@@ -456,7 +456,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		}
 		c.unlinkServerLocked()
 		c.endReleasingLocked()
-		unsure := c.link.ls.unsure
+		unsure := c.mu.link.mu.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
@@ -487,7 +487,7 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 		s.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
-	idleInTx := c.link.ls.idle() && status != wire.TxIdle
+	idleInTx := c.mu.link.mu.ls.idle() && status != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	if !s.r.Pending() {
@@ -523,7 +523,7 @@ func (c *client) releaseClean(s *server, st *config.Settings) {
 // pushSyncLocked records a Sync-like message the pooler itself sends.
 func (c *client) pushSyncLocked(typ byte) {
 	if c.tracking {
-		c.link.ops.push(op{kind: opSync, msg: typ})
+		c.mu.link.mu.ops.push(op{kind: opSync, msg: typ})
 	}
 }
 
@@ -558,7 +558,7 @@ func (c *client) pumpTimeout(s *server, st *config.Settings) bool {
 	c.mu.Lock()
 	gone := c.gone.Load()
 	txLeft, txTimed := c.txRemainingLocked(st)
-	queryOver := st.QueryTimeout > 0 && c.svc.clock.Since(c.queryStart) >= st.QueryTimeout
+	queryOver := st.QueryTimeout > 0 && c.svc.clock.Since(c.mu.queryStart) >= st.QueryTimeout
 	c.mu.Unlock()
 	if gone {
 		return c.drain(s)
@@ -580,7 +580,7 @@ func (c *client) pumpTimeout(s *server, st *config.Settings) bool {
 // serverLost handles a server that failed while linked.
 func (c *client) serverLost(s *server, err error) {
 	c.mu.Lock()
-	tell := c.link.srv == s && !c.gone.Load() && !c.link.detach
+	tell := c.mu.link.mu.srv == s && !c.gone.Load() && !c.mu.link.mu.detach
 	_, code := c.lostReasonLocked(s)
 	c.mu.Unlock()
 	if tell {
@@ -594,7 +594,7 @@ func (c *client) serverLost(s *server, err error) {
 		// without one).
 		c.finishDrainLocked("closed")
 	}
-	if c.link.srv == s {
+	if c.mu.link.mu.srv == s {
 		c.unlinkServerLocked()
 	}
 	c.mu.Unlock()
@@ -605,8 +605,8 @@ func (c *client) serverLost(s *server, err error) {
 // (the log's reason) and what the client is told.
 func (c *client) lostReasonLocked(s *server) (string, Code) {
 	reason, code := "server conn crashed?", CodeServerCrashed
-	if c.link.detach {
-		reason = c.link.detachReason
+	if c.mu.link.mu.detach {
+		reason = c.mu.link.mu.detachReason
 	}
 	if s.evicted.Load() {
 		reason, code = "evicted", CodeEvicted
@@ -631,7 +631,7 @@ func (c *client) lostReasonLocked(s *server) (string, Code) {
 // Never called by serve itself (inline relay): serve has flushed its
 // batch before it relays.
 func (c *client) awaitServeOffServerRelock(s *server) {
-	if c.link.srv != s || !c.link.writing {
+	if c.mu.link.mu.srv != s || !c.mu.link.mu.writing {
 		return
 	}
 	// Closed with the lock released: closing a TLS connection may write
@@ -639,8 +639,8 @@ func (c *client) awaitServeOffServerRelock(s *server) {
 	c.mu.Unlock()
 	s.conn.Close()
 	c.mu.Lock()
-	for c.link.srv == s && c.link.writing {
-		c.link.writerDone.Wait()
+	for c.mu.link.mu.srv == s && c.mu.link.mu.writing {
+		c.mu.link.mu.writerDone.Wait()
 	}
 }
 
@@ -665,9 +665,9 @@ func (c *client) closeClient(code Code) {
 // endReleasingLocked ends afterReady's release flush: serve, waiting to
 // route the client's next message, goes on.
 func (c *client) endReleasingLocked() {
-	if c.link.releasing {
-		c.link.releasing = false
-		c.link.releaseDone.Broadcast()
+	if c.mu.link.mu.releasing {
+		c.mu.link.mu.releasing = false
+		c.mu.link.mu.releaseDone.Broadcast()
 	}
 }
 
@@ -675,16 +675,16 @@ func (c *client) endReleasingLocked() {
 // transaction) and the bytes sent to the client since the last one to the
 // pool's stats. c.mu orders it after serve's writes of the start times.
 func (c *client) countReadyLocked(status byte) {
-	p := c.link.pool
+	p := c.mu.link.mu.pool
 	ps := &p.stats
 	now := c.svc.clock.Now()
 	ps.queries.Add(1)
-	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
-	p.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
+	ps.queryTime.Add(int64(now.Sub(c.mu.queryStart) / time.Microsecond))
+	p.metrics.queryDuration.Update(now.Sub(c.mu.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
-		ps.xactTime.Add(int64(now.Sub(c.link.xactStart) / time.Microsecond))
+		ps.xactTime.Add(int64(now.Sub(c.mu.link.mu.xactStart) / time.Microsecond))
 	}
-	ps.sent.Add(c.link.sentBytes)
-	c.link.sentBytes = 0
+	ps.sent.Add(c.mu.link.pump.sentBytes)
+	c.mu.link.pump.sentBytes = 0
 }

@@ -39,7 +39,7 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 // Parse is not (it may be stale by then). Called with c.mu held.
 func (c *client) followTrackingLocked() {
 	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
-	if on == c.tracking || c.link.skipToSync || c.link.ops.size > 0 {
+	if on == c.tracking || c.mu.link.mu.skipToSync || c.mu.link.mu.ops.size > 0 {
 		return
 	}
 	c.tracking = on
@@ -94,10 +94,10 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		// that a Bind in a later Sync cycle can recreate it on whichever
 		// server that cycle gets (lib/pq, pgx's describe-exec mode).
 		remembered := ok && c.rememberUnnamedLocked(body, own, st.PreparedStatementBudget)
-		c.link.ops.push(op{kind: opParse, unnamed: ok})
+		c.mu.link.mu.ops.push(op{kind: opParse, unnamed: ok})
 		if remembered {
-			c.unnamedGen++
-			s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+			c.mu.unnamedGen++
+			s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
 		} else {
 			s.unnamedOwner = 0
 		}
@@ -108,13 +108,13 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	// pooler maps, as PgBouncer's (client_parse_count, bind_count).
 	c.pool.stats.clientParses.Add(1)
 	if len(name) > maxNameMessage-2 {
-		c.link.ls.unrecord() // answered here, not sent
+		c.mu.link.mu.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if c.heldLocked(name) {
-		c.link.ls.unrecord() // answered here, not sent
+		c.mu.link.mu.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
@@ -131,24 +131,24 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
-		c.link.ls.unrecord() // answered here, not sent
+		c.mu.link.mu.ls.unrecord() // answered here, not sent
 		c.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
 	}
 	c.holdNameLocked(name, def)
-	out := c.link.out[:0]
+	out := c.mu.link.serve.out[:0]
 	if s.stmts.has(def) {
-		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
-		c.link.ops.push(op{kind: opCloseInjected})
+		c.mu.link.mu.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
+		c.mu.link.mu.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
-		c.link.ls.injected(wire.MsgClose)
+		c.mu.link.mu.ls.injected(wire.MsgClose)
 	} else {
 		out = c.prepareLocked(out, s, def, opParse, name)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
+	c.mu.link.serve.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }
 
@@ -165,11 +165,11 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	if len(pre) > 0 && pre[0] == 0 {
 		c.forgetUnnamedLocked()
 		s.unnamedOwner = 0
-		c.link.ops.push(op{kind: opParse})
+		c.mu.link.mu.ops.push(op{kind: opParse})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	c.link.ls.unrecord() // answered here, not sent
+	c.mu.link.mu.ls.unrecord() // answered here, not sent
 	c.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
@@ -185,9 +185,9 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // returns the error sent. Called with c.mu held, for the message just
 // recorded.
 func (c *client) refuseUnknownLocked(name []byte) *Error {
-	c.link.ls.unrecord() // answered here, not sent
+	c.mu.link.mu.ls.unrecord() // answered here, not sent
 	e := errStmtNotFound
-	if _, dropped := c.discarded[string(name)]; dropped {
+	if _, dropped := c.mu.discarded[string(name)]; dropped {
 		e = newError(CodeStatementDiscarded, string(name))
 	}
 	c.refuseInBatchLocked(e)
@@ -206,7 +206,7 @@ func (c *client) refuseUnknownLocked(name []byte) *Error {
 // and a fresh Parse holds the name at the current epoch. Called with c.mu
 // held, for the message just recorded.
 func (c *client) refuseStaleLocked() {
-	c.link.ls.unrecord() // answered here, not sent
+	c.mu.link.mu.ls.unrecord() // answered here, not sent
 	c.refuseInBatchLocked(errStalePlan)
 }
 
@@ -230,8 +230,8 @@ func (c *client) logStmtRefusal(cause string, e *Error) {
 // client's messages up to that Sync, as Postgres does after its own
 // errors. Called with c.mu held.
 func (c *client) refuseInBatchLocked(e *Error) {
-	c.link.ops.push(op{kind: opError, err: e})
-	c.link.skipToSync = true
+	c.mu.link.mu.ops.push(op{kind: opError, err: e})
+	c.mu.link.mu.skipToSync = true
 }
 
 // rememberUnnamedLocked keeps body as the client's last unnamed Parse,
@@ -241,8 +241,8 @@ func (c *client) refuseInBatchLocked(e *Error) {
 // reuses the previous buffer unless that is much larger: a client keeps
 // no more than about its last statement. Called with c.mu held.
 func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
-	if old := cap(c.unnamedParse); !own && c.unnamedParse != nil && old >= len(body) && old <= max(2*len(body), 4096) {
-		c.unnamedParse = append(c.unnamedParse[:0], body...)
+	if old := cap(c.mu.unnamedParse); !own && c.mu.unnamedParse != nil && old >= len(body) && old <= max(2*len(body), 4096) {
+		c.mu.unnamedParse = append(c.mu.unnamedParse[:0], body...)
 		return true
 	}
 	c.forgetUnnamedLocked()
@@ -250,19 +250,19 @@ func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
 		return false
 	}
 	if own {
-		c.unnamedParse = body[:len(body):len(body)]
+		c.mu.unnamedParse = body[:len(body):len(body)]
 	} else {
-		c.unnamedParse = make([]byte, len(body))
-		copy(c.unnamedParse, body)
+		c.mu.unnamedParse = make([]byte, len(body))
+		copy(c.mu.unnamedParse, body)
 	}
 	return true
 }
 
 // forgetUnnamedLocked drops the client's remembered unnamed Parse.
 func (c *client) forgetUnnamedLocked() {
-	if c.unnamedParse != nil {
-		c.svc.stmts.releaseText(int64(cap(c.unnamedParse)))
-		c.unnamedParse = nil
+	if c.mu.unnamedParse != nil {
+		c.svc.stmts.releaseText(int64(cap(c.mu.unnamedParse)))
+		c.mu.unnamedParse = nil
 	}
 }
 
@@ -285,7 +285,7 @@ func (c *client) appendText(out, text []byte) []byte {
 	if len(text) <= inlineText {
 		return append(out, text...)
 	}
-	c.link.splices = append(c.link.splices, splice{at: len(out), text: text})
+	c.mu.link.serve.splices = append(c.mu.link.serve.splices, splice{at: len(out), text: text})
 	return out
 }
 
@@ -301,12 +301,12 @@ func (c *client) appendParseLocked(out []byte, name, query string, types []byte)
 
 // writeRewrite writes a rewrite buffer with its splices to w.
 func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
-	if len(c.link.splices) == 0 {
+	if len(c.mu.link.serve.splices) == 0 {
 		return w.Write(out)
 	}
 	prev := 0
 	var err error
-	for _, sp := range c.link.splices {
+	for _, sp := range c.mu.link.serve.splices {
 		if err = w.Write(out[prev:sp.at]); err != nil {
 			break
 		}
@@ -315,8 +315,8 @@ func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
 		}
 		prev = sp.at
 	}
-	clear(c.link.splices)
-	c.link.splices = c.link.splices[:0]
+	clear(c.mu.link.serve.splices)
+	c.mu.link.serve.splices = c.mu.link.serve.splices[:0]
 	if err != nil {
 		return err
 	}
@@ -364,9 +364,9 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 	// The epoch is read before the Parse is sent, so the copy's plan is
 	// at least as new as whatever migration that epoch reflects.
 	epoch := def.epoch.Load()
-	c.link.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
+	c.mu.link.mu.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
 	if kind == opParseInjected {
-		c.link.ls.injected(wire.MsgParse)
+		c.mu.link.mu.ls.injected(wire.MsgParse)
 	}
 	s.stmts.add(c.svc.stmts, def, epoch)
 	return out
@@ -379,8 +379,8 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
 	out = wire.AppendClose(out, wire.TargetStatement, d.name)
 	c.svc.stmts.ref(d) // held by the op until its reply
-	c.link.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
-	c.link.ls.injected(wire.MsgClose)
+	c.mu.link.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
+	c.mu.link.mu.ls.injected(wire.MsgClose)
 	s.stmts.remove(c.svc.stmts, d)
 	return out
 }
@@ -389,7 +389,7 @@ func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
 // (after what was injected for it), with its place in its Sync cycle.
 // Called with c.mu held.
 func (c *client) pushReplyOpLocked(kind opKind, def *stmtDef) {
-	c.link.ops.push(op{kind: kind, def: def, pos: c.link.ls.cyclePos()})
+	c.mu.link.mu.ops.push(op{kind: kind, def: def, pos: c.mu.link.mu.ls.cyclePos()})
 }
 
 func (c *client) relayBind(bodyLen int, s *server) error {
@@ -440,17 +440,17 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
-		out := c.unnamedLocked(c.link.out[:0], s)
+		out := c.unnamedLocked(c.mu.link.serve.out[:0], s)
 		c.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
-		c.link.out = shrunk(out)
+		c.mu.link.serve.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return rest(false)
 	}
 	c.mu.Lock()
-	cs := c.stmts[string(stmt)]
+	cs := c.mu.stmts[string(stmt)]
 	if cs == nil {
 		e := c.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
@@ -471,14 +471,14 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	def := cs.def
 	s.pool.stats.binds.Add(1)
-	out := c.link.out[:0]
+	out := c.mu.link.serve.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
 	c.pushReplyOpLocked(opBind, def)
-	if c.link.retry.state == retryCapturing {
+	if c.mu.link.mu.retry.state == retryCapturing {
 		body := held
 		if body == nil && len(pre) == bodyLen {
 			body = pre
@@ -486,7 +486,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		c.keepFirstLocked(cs, false, out[head:], body, names)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
+	c.mu.link.serve.out = shrunk(out)
 	if err := c.writeRewrite(s.w, out); err != nil {
 		return err
 	}
@@ -515,16 +515,16 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	c.mu.Lock()
 	if len(name) == 0 {
-		out := c.unnamedLocked(c.link.out[:0], s)
+		out := c.unnamedLocked(c.mu.link.serve.out[:0], s)
 		c.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
-		c.link.out = shrunk(out)
+		c.mu.link.serve.out = shrunk(out)
 		if err := c.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	cs := c.stmts[string(name)]
+	cs := c.mu.stmts[string(name)]
 	if cs == nil {
 		e := c.refuseUnknownLocked(name)
 		c.mu.Unlock()
@@ -538,18 +538,18 @@ func (c *client) relayDescribe(s *server) error {
 		return nil
 	}
 	def := cs.def
-	out := c.link.out[:0]
+	out := c.mu.link.serve.out[:0]
 	if !s.stmts.has(def) {
 		out = c.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
 	c.pushReplyOpLocked(opDescribe, def)
-	if c.link.retry.state == retryCapturing {
+	if c.mu.link.mu.retry.state == retryCapturing {
 		c.keepFirstLocked(cs, true, out[head:], nil, 0)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
+	c.mu.link.serve.out = shrunk(out)
 	return c.writeRewrite(s.w, out)
 }
 
@@ -557,7 +557,7 @@ func (c *client) relayDescribe(s *server) error {
 func (c *client) mapsName(name []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stmts[string(name)] != nil
+	return c.mu.stmts[string(name)] != nil
 }
 
 func (c *client) relayClose(s *server) error {
@@ -569,17 +569,17 @@ func (c *client) relayClose(s *server) error {
 		return errUnmappedTooLong
 	}
 	c.mu.Lock()
-	c.link.ops.push(op{kind: opClose})
+	c.mu.link.mu.ops.push(op{kind: opClose})
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
-		if cs := c.stmts[string(name)]; cs != nil {
+		if cs := c.mu.stmts[string(name)]; cs != nil {
 			// The client's name goes; the server's statement stays
 			// for other clients. Closing a name that does not exist
 			// gives the client its CloseComplete, in order.
-			delete(c.stmts, string(name))
+			delete(c.mu.stmts, string(name))
 			c.svc.stmts.release(cs.def)
 			c.mu.Unlock()
-			c.link.out = wire.AppendClose(c.link.out[:0], wire.TargetStatement, noopStmt)
-			return s.w.Write(c.link.out)
+			c.mu.link.serve.out = wire.AppendClose(c.mu.link.serve.out[:0], wire.TargetStatement, noopStmt)
+			return s.w.Write(c.mu.link.serve.out)
 		}
 	}
 	c.mu.Unlock()
@@ -597,32 +597,32 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	}
 	c.mu.Lock()
 	name, ok := "", false
-	if len(pre) == bodyLen && len(c.stmts) > 0 {
+	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
 		name, ok = deallocateTarget(pre)
 	}
 	var cs *clientStmt
 	if ok {
-		cs = c.stmts[name]
+		cs = c.mu.stmts[name]
 	}
 	// A simple query replaces the server's unnamed statement.
 	s.unnamedOwner = 0
 	if cs == nil {
-		c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		c.mu.link.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
 	// The name goes now, so that a Parse of it pipelined behind this
 	// query is accepted as Postgres would; an error gives it back
 	// (errorLocked). The definition's reference is held by the op.
-	delete(c.stmts, name)
-	c.link.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
-	c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+	delete(c.mu.stmts, name)
+	c.mu.link.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
+	c.mu.link.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
-	c.link.out = append(c.link.out[:0], deallocateStandIn...)
-	return s.w.Write(c.link.out)
+	c.mu.link.serve.out = append(c.mu.link.serve.out[:0], deallocateStandIn...)
+	return s.w.Write(c.mu.link.serve.out)
 }
 
 // deallocateStandIn is what the server gets for a client's DEALLOCATE of a
@@ -638,11 +638,11 @@ var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', '
 // client's DEALLOCATE succeeded. It reports whether the op at the head was
 // a DEALLOCATE, in which case the caller sends "DEALLOCATE" as the tag.
 func (c *client) deallocateDoneLocked(tag []byte) bool {
-	o := c.link.ops.peek()
+	o := c.mu.link.mu.ops.peek()
 	if o == nil || o.kind != opDeallocate || string(tag) != "DO" {
 		return false
 	}
-	d := c.link.ops.pop()
+	d := c.mu.link.mu.ops.pop()
 	c.svc.stmts.release(d.def)
 	return true
 }
@@ -685,13 +685,13 @@ func deallocateTarget(body []byte) (string, bool) {
 // server s does not hold it as its unnamed statement, for a Bind or
 // Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
 func (c *client) unnamedLocked(out []byte, s *server) []byte {
-	if c.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.unnamedGen) {
+	if c.mu.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.mu.unnamedGen) {
 		return out
 	}
-	out = wire.AppendHeader(out, wire.MsgParse, len(c.unnamedParse))
-	out = c.appendText(out, c.unnamedParse)
-	c.link.ops.push(op{kind: opParseInjected, unnamed: true})
-	c.link.ls.injected(wire.MsgParse)
-	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
+	out = c.appendText(out, c.mu.unnamedParse)
+	c.mu.link.mu.ops.push(op{kind: opParseInjected, unnamed: true})
+	c.mu.link.mu.ls.injected(wire.MsgParse)
+	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
 	return out
 }

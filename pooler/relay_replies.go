@@ -9,13 +9,13 @@ import "github.com/pgturnstile/pgturnstile/wire"
 // replyLocked pops the op a ParseComplete or CloseComplete answers and
 // reports whether the pooler injected it (the reply is swallowed).
 func (c *client) replyLocked(s *server) (swallow bool) {
-	o := c.link.ops.peek()
+	o := c.mu.link.mu.ops.peek()
 	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate || o.kind == opBind || o.kind == opDescribe {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
 	}
-	popped := c.link.ops.pop()
+	popped := c.mu.link.mu.ops.pop()
 	if popped.kind == opCloseInjected && popped.def != nil {
 		c.svc.stmts.release(popped.def)
 	}
@@ -42,11 +42,11 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // it again). A client that does know and parses the name again gets no
 // error for it (unconfirmed).
 func (c *client) errorLocked(s *server, skip bool) {
-	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
+	for o := c.mu.link.mu.ops.peek(); o != nil; o = c.mu.link.mu.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.link.ops.pop(), true)
+		c.undoLocked(s, c.mu.link.mu.ops.pop(), true)
 	}
 }
 
@@ -57,8 +57,8 @@ func (c *client) errorLocked(s *server, skip bool) {
 // between the COPY's start and it are COPY data and Syncs, whose ops are
 // gone.
 func (c *client) consumedByCopyLocked(s *server, typ byte) {
-	for i := 0; i < c.link.ops.size; i++ {
-		o := &c.link.ops.buf[(c.link.ops.head+i)%len(c.link.ops.buf)]
+	for i := 0; i < c.mu.link.mu.ops.size; i++ {
+		o := &c.mu.link.mu.ops.buf[(c.mu.link.mu.ops.head+i)%len(c.mu.link.mu.ops.buf)]
 		switch {
 		case (typ == wire.MsgParse || typ == wire.MsgClose) &&
 			(o.kind == opParse || o.kind == opParseInjected || o.kind == opClose || o.kind == opCloseInjected),
@@ -78,8 +78,8 @@ func (c *client) consumedByCopyLocked(s *server, typ byte) {
 // Describe sent again (relay_retry.go) tells the client its statement's
 // new shape: its name's epoch is brought up to date.
 func (c *client) replyOpLocked(kind opKind) {
-	if o := c.link.ops.peek(); o != nil && o.kind == kind {
-		if d := c.link.ops.pop(); d.name != nil {
+	if o := c.mu.link.mu.ops.peek(); o != nil && o.kind == kind {
+		if d := c.mu.link.mu.ops.pop(); d.name != nil {
 			d.name.learned(d.epoch)
 		}
 	}
@@ -103,7 +103,7 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 			if cp := s.stmts.copyOf(d.def); !d.reused && cp != nil && cp.epoch == d.epoch {
 				s.stmts.remove(c.svc.stmts, d.def)
 			}
-			if cs := c.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
+			if cs := c.mu.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
 				if keepName {
 					c.unconfirmLocked(d.clientName)
 				} else {
@@ -115,11 +115,11 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 		// DEALLOCATE failed (an aborted transaction): Postgres keeps
 		// the statement, so the client keeps its name, unless it has
 		// prepared the name anew since.
-		if _, taken := c.stmts[d.clientName]; !taken {
-			if c.stmts == nil {
-				c.stmts = map[string]*clientStmt{}
+		if _, taken := c.mu.stmts[d.clientName]; !taken {
+			if c.mu.stmts == nil {
+				c.mu.stmts = map[string]*clientStmt{}
 			}
-			c.stmts[d.clientName] = d.name
+			c.mu.stmts[d.clientName] = d.name
 		} else {
 			c.svc.stmts.release(d.def)
 		}
@@ -135,8 +135,8 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 // readyLocked appends the errors the pooler owes before this ReadyForQuery
 // and pops the Sync it answers.
 func (c *client) readyLocked(out []byte) []byte {
-	for o := c.link.ops.peek(); o != nil && o.kind != opSync; o = c.link.ops.peek() {
-		d := c.link.ops.pop()
+	for o := c.mu.link.mu.ops.peek(); o != nil && o.kind != opSync; o = c.mu.link.mu.ops.peek() {
+		d := c.mu.link.mu.ops.pop()
 		if d.kind == opError && d.err != nil {
 			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
 		}
@@ -146,8 +146,8 @@ func (c *client) readyLocked(out []byte) []byte {
 			c.svc.stmts.release(d.def)
 		}
 	}
-	if o := c.link.ops.peek(); o != nil {
-		c.link.ops.pop()
+	if o := c.mu.link.mu.ops.peek(); o != nil {
+		c.mu.link.mu.ops.pop()
 	}
 	return out
 }
@@ -161,17 +161,17 @@ func (c *client) commandCompleteLocked(s *server, tag []byte) {
 	}
 	s.stmts.clear(c.svc.stmts)
 	s.unnamedOwner = 0
-	if len(c.discarded)+len(c.stmts) > maxDiscarded {
-		c.discarded = nil
+	if len(c.mu.discarded)+len(c.mu.stmts) > maxDiscarded {
+		c.mu.discarded = nil
 	}
-	for name := range c.stmts {
-		if len(c.discarded) == maxDiscarded {
+	for name := range c.mu.stmts {
+		if len(c.mu.discarded) == maxDiscarded {
 			break
 		}
-		if c.discarded == nil {
-			c.discarded = map[string]struct{}{}
+		if c.mu.discarded == nil {
+			c.mu.discarded = map[string]struct{}{}
 		}
-		c.discarded[name] = struct{}{}
+		c.mu.discarded[name] = struct{}{}
 	}
 	c.clearStmtsLocked()
 }
@@ -185,49 +185,49 @@ const maxDiscarded = 4096
 // def's current shape epoch: the client's description of it comes from a
 // server's copy parsed at that epoch or later (serverStmts.has).
 func (c *client) holdNameLocked(name string, def *stmtDef) {
-	if c.stmts == nil {
-		c.stmts = map[string]*clientStmt{}
+	if c.mu.stmts == nil {
+		c.mu.stmts = map[string]*clientStmt{}
 	}
-	c.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
-	delete(c.unconfirmed, name)
-	delete(c.discarded, name)
+	c.mu.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
+	delete(c.mu.unconfirmed, name)
+	delete(c.mu.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {
-	for name, cs := range c.stmts {
+	for name, cs := range c.mu.stmts {
 		c.svc.stmts.release(cs.def)
-		delete(c.stmts, name)
+		delete(c.mu.stmts, name)
 	}
-	c.unconfirmed = nil
+	c.mu.unconfirmed = nil
 }
 
 // dropNameLocked lets go of the client's statement name.
 func (c *client) dropNameLocked(name string) {
-	if cs := c.stmts[name]; cs != nil {
-		delete(c.stmts, name)
+	if cs := c.mu.stmts[name]; cs != nil {
+		delete(c.mu.stmts, name)
 		c.svc.stmts.release(cs.def)
 	}
-	delete(c.unconfirmed, name)
+	delete(c.mu.unconfirmed, name)
 }
 
 // unconfirmLocked marks the client's name as one whose Parse the server
 // did not run (failed or skipped): kept, but a Parse of it again replaces
 // it without an error (heldLocked).
 func (c *client) unconfirmLocked(name string) {
-	if c.unconfirmed == nil {
-		c.unconfirmed = map[string]bool{}
+	if c.mu.unconfirmed == nil {
+		c.mu.unconfirmed = map[string]bool{}
 	}
-	c.unconfirmed[name] = true
+	c.mu.unconfirmed[name] = true
 }
 
 // heldLocked reports whether a Parse of name must be refused because the
 // client holds it; an unconfirmed name is dropped instead, and the Parse
 // takes it anew.
 func (c *client) heldLocked(name string) bool {
-	if _, held := c.stmts[name]; !held {
+	if _, held := c.mu.stmts[name]; !held {
 		return false
 	}
-	if c.unconfirmed[name] {
+	if c.mu.unconfirmed[name] {
 		c.dropNameLocked(name)
 		return false
 	}

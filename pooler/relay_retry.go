@@ -113,7 +113,7 @@ func (r *retryCapture) reset() {
 // Describe is kept by its relay (keepFirstLocked), with the server's name.
 // Called by serve with c.mu held.
 func (c *client) captureLocked(typ byte, n int, first bool) {
-	r := &c.link.retry
+	r := &c.mu.link.mu.retry
 	if first && (typ == wire.MsgBind || typ == wire.MsgDescribe) {
 		r.state, r.def, r.name, r.described, r.statementOnly = retryCapturing, nil, nil, false, false
 		r.buf = r.buf[:0]
@@ -152,7 +152,7 @@ func (c *client) captureLocked(typ byte, n int, first bool) {
 // whole in the read buffer, to the copy; false when it is not or the copy
 // would pass retryKeepLimit. Called with c.mu held.
 func (c *client) keepWholeLocked(typ byte, n int) bool {
-	r := &c.link.retry
+	r := &c.mu.link.mu.retry
 	if len(r.buf)+5+n > retryKeepLimit || 5+n > wire.DefaultBufferSize {
 		return false
 	}
@@ -170,7 +170,7 @@ func (c *client) keepWholeLocked(typ byte, n int) bool {
 // Bind the client's body from offset from (nil when the Bind was not held
 // whole: the copy ends). Called by the relay with c.mu held.
 func (c *client) keepFirstLocked(cs *clientStmt, describe bool, head, body []byte, from int) {
-	r := &c.link.retry
+	r := &c.mu.link.mu.retry
 	if (!describe && body == nil) || len(head)+len(body)-from > retryKeepLimit {
 		r.state = retryOff
 		return
@@ -206,7 +206,7 @@ func isStalePlan(s *server) bool {
 // the server completed in the failing request before the error. Called by
 // the pump with c.mu held, before errorLocked pops the ops.
 func (c *client) staleLocked(s *server, replies int) *stmtDef {
-	o := c.link.ops.peek()
+	o := c.mu.link.mu.ops.peek()
 	if o == nil || (o.kind != opBind && o.kind != opDescribe) || o.def == nil || o.pos != replies {
 		return nil
 	}
@@ -226,11 +226,11 @@ func (c *client) staleLocked(s *server, replies int) *stmtDef {
 // server with c.mu held, so that serve, which records a message under c.mu
 // before it writes it, cannot write in between.
 func (c *client) retryLocked(s *server, def *stmtDef) bool {
-	r := &c.link.retry
+	r := &c.mu.link.mu.retry
 	armed := r.state == retryArmed && r.def == def
 	r.state = retryOff
-	if !armed || c.gone.Load() || c.link.writing || !s.stmts.holds(def) ||
-		c.link.ls.sent.len() != 1 || c.link.ls.sent.at(0) != wire.MsgSync {
+	if !armed || c.gone.Load() || c.mu.link.mu.writing || !s.stmts.holds(def) ||
+		c.mu.link.mu.ls.sent.len() != 1 || c.mu.link.mu.ls.sent.at(0) != wire.MsgSync {
 		return false
 	}
 	out := c.prepareLocked(r.out[:0], s, def, opParseInjected, "")
@@ -240,7 +240,7 @@ func (c *client) retryLocked(s *server, def *stmtDef) bool {
 	epoch := s.stmts.copyOf(def).epoch
 	for b := r.buf; len(b) >= 5; {
 		typ, n := b[0], 1+int(uint32(b[1])<<24|uint32(b[2])<<16|uint32(b[3])<<8|uint32(b[4]))
-		c.link.ls.fromClient(typ)
+		c.mu.link.mu.ls.fromClient(typ)
 		switch typ {
 		case wire.MsgBind:
 			c.pushReplyOpLocked(opBind, def)
@@ -250,9 +250,9 @@ func (c *client) retryLocked(s *server, def *stmtDef) bool {
 			} else {
 				c.pushReplyOpLocked(opDescribe, nil)
 			}
-			c.link.ops.tail().name, c.link.ops.tail().epoch = r.name, epoch
+			c.mu.link.mu.ops.tail().name, c.mu.link.mu.ops.tail().epoch = r.name, epoch
 		case wire.MsgSync:
-			c.link.ops.push(op{kind: opSync, msg: typ})
+			c.mu.link.mu.ops.push(op{kind: opSync, msg: typ})
 		}
 		b = b[n:]
 	}

@@ -15,10 +15,10 @@ import "github.com/pgturnstile/pgturnstile/wire"
 // prepare synchronously while other sessions of the same thread hold every
 // server (pgbench -M prepared) from waiting on themselves.
 func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
-	if c.link.skipToSync && typ != wire.MsgSync {
+	if c.mu.link.mu.skipToSync && typ != wire.MsgSync {
 		return true, c.skipAfterError(typ, bodyLen)
 	}
-	if !c.tracking && !c.link.skipToSync {
+	if !c.tracking && !c.mu.link.mu.skipToSync {
 		return false, nil
 	}
 	if typ == wire.MsgSync {
@@ -69,7 +69,7 @@ func (c *client) keepSkippedParse(body []byte) {
 	name := string(nameBytes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, held := c.stmts[name]; held {
+	if _, held := c.mu.stmts[name]; held {
 		return
 	}
 	def := c.svc.stmts.acquire(string(query), types, c.svc.settings().PreparedStatementBudget)
@@ -87,11 +87,11 @@ func (c *client) answerSync() error {
 		return err
 	}
 	c.mu.Lock()
-	c.link.skipToSync = false
-	c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])
+	c.mu.link.mu.skipToSync = false
+	out := c.readyLocked(c.scratch[:0])
 	c.mu.Unlock()
-	out := wire.AppendReadyForQuery(c.link.pumpOut, wire.TxIdle)
-	c.link.pumpOut = out
+	out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	c.scratch = out
 	if err := c.w.Write(out); err != nil {
 		return err
 	}
@@ -115,8 +115,8 @@ func (c *client) answerClose() error {
 	}
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement {
 		c.mu.Lock()
-		if cs := c.stmts[string(name)]; cs != nil {
-			delete(c.stmts, string(name))
+		if cs := c.mu.stmts[string(name)]; cs != nil {
+			delete(c.mu.stmts, string(name))
 			c.svc.stmts.release(cs.def)
 		}
 		c.mu.Unlock()

@@ -41,7 +41,7 @@ func (c *client) refuse(typ byte, out []byte) error {
 		out = wire.AppendReadyForQuery(out, wire.TxIdle)
 	default:
 		c.mu.Lock()
-		c.link.skipToSync = true
+		c.mu.link.mu.skipToSync = true
 		c.mu.Unlock()
 	}
 	c.scratch = out
@@ -217,13 +217,13 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 	// Idle from login, or from parked on a resumed client: only now may
 	// the janitor ask it to park (again).
 	c.mu.Lock()
-	if s := c.parkedSrv; s != nil {
+	if s := c.mu.parkedSrv; s != nil {
 		// Parked with its server (a session-mode client, SUSPEND): the
 		// link goes on where it was, idle, with no pump until the next
 		// request.
-		c.parkedSrv = nil
+		c.mu.parkedSrv = nil
 		c.linkSrvLocked(s)
-		c.link.ls.reset()
+		c.mu.link.mu.ls.reset()
 		c.setStateLocked(clientActive)
 	} else {
 		c.setStateLocked(clientIdle)
@@ -358,7 +358,7 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 // whatever it returns.
 func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	c.mu.Lock()
-	if c.state == clientDraining {
+	if c.mu.state == clientDraining {
 		// The pump found the client's socket failing (relayFailed) and
 		// closed it: the client left, and what is left of its messages in
 		// the read buffer is not run (nor a server linked for it). It ends
@@ -367,17 +367,17 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.leave(net.ErrClosed)
 		return routed{}, stepEnd
 	}
-	for c.link.releasing {
+	for c.mu.link.mu.releasing {
 		// The pump is releasing the server at the end of a transaction
 		// (afterReady): this message goes to whichever server the
 		// pool gives next.
-		c.link.releaseDone.Wait()
+		c.mu.link.mu.releaseDone.Wait()
 	}
-	s := c.link.srv
+	s := c.mu.link.mu.srv
 	if s == nil {
 		c.followTrackingLocked()
 	}
-	if s == nil && (c.tracking || c.link.skipToSync) {
+	if s == nil && (c.tracking || c.mu.link.mu.skipToSync) {
 		c.mu.Unlock()
 		handled, err := c.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {
@@ -392,7 +392,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 			return routed{}, stepNext
 		}
 		c.mu.Lock()
-		s = c.link.srv
+		s = c.mu.link.mu.srv
 	}
 	if s == nil {
 		c.mu.Unlock()
@@ -402,7 +402,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		}
 		c.mu.Lock()
 	}
-	if c.link.skipToSync && typ != wire.MsgSync {
+	if c.mu.link.mu.skipToSync && typ != wire.MsgSync {
 		// After an error the pooler raised, like Postgres: drop
 		// everything up to the client's Sync.
 		c.mu.Unlock()
@@ -416,8 +416,8 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		}
 		return routed{}, stepNext
 	}
-	c.link.skipToSync = false
-	if c.link.ls.feeding && !isCopyInput(typ) {
+	c.mu.link.mu.skipToSync = false
+	if c.mu.link.mu.ls.feeding && !isCopyInput(typ) {
 		// Postgres would end the COPY with an error over it and consume
 		// it; what the client's later messages then get depends on how
 		// far the server had read.
@@ -507,19 +507,19 @@ func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 // reports whether the message is mapped (relayMapped) rather than passed
 // on as it is.
 func (c *client) recordLocked(typ byte, n int) (mapped bool) {
-	l := c.link
-	ignored := l.ls.feeding // a Sync or Flush the server ignores in COPY IN
-	first := l.ls.idle() && l.ls.txStatus == wire.TxIdle && !ignored
-	if l.ls.idle() {
+	l := c.mu.link
+	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
+	if l.mu.ls.idle() {
 		// The first request after an idle point starts a query (and a
 		// transaction when none is open).
-		c.queryStart = c.svc.clock.Now()
-		if l.ls.txStatus == wire.TxIdle {
-			l.xactStart = c.queryStart
+		c.mu.queryStart = c.svc.clock.Now()
+		if l.mu.ls.txStatus == wire.TxIdle {
+			l.mu.xactStart = c.mu.queryStart
 		}
 	}
-	l.ls.fromClient(typ)
-	l.recvBytes += int64(n) + 5
+	l.mu.ls.fromClient(typ)
+	l.serve.recvBytes += int64(n) + 5
 	if c.tracking {
 		c.captureLocked(typ, n, first)
 		switch typ {
@@ -527,11 +527,11 @@ func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 			mapped = true
 		case wire.MsgSync, wire.MsgFunctionCall:
 			if !ignored {
-				l.ops.push(op{kind: opSync, msg: typ})
+				l.mu.ops.push(op{kind: opSync, msg: typ})
 			}
 		}
 	}
-	l.writing = true
+	l.mu.writing = true
 	return mapped
 }
 
@@ -649,11 +649,11 @@ func (c *client) closeBadInput(e *Error, detail string) {
 		c.logger().Warn(detail)
 	}
 	var done chan struct{}
-	if c.link.pumpStarted {
+	if c.mu.link.serve.pumpStarted {
 		// The link's pump may write to the client until it has seen the
 		// client go (or, after a link that ended, until it has exited).
 		c.mu.Lock()
-		done = c.link.pumpFreed.ch
+		done = c.mu.link.mu.pumpFreed.ch
 		c.mu.Unlock()
 	}
 	if done == nil {
@@ -674,9 +674,9 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 	if c.r.Pending() {
 		return
 	}
-	if c.link.recvBytes > 0 {
-		c.link.pool.stats.received.Add(c.link.recvBytes)
-		c.link.recvBytes = 0
+	if c.mu.link.serve.recvBytes > 0 {
+		c.mu.link.mu.pool.stats.received.Add(c.mu.link.serve.recvBytes)
+		c.mu.link.serve.recvBytes = 0
 	}
 	var err error
 	if awaitReply {
@@ -695,15 +695,15 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 // (the server answers it), no pump reads the server, and nothing of an
 // earlier reply is left unread in the server's buffer.
 func (c *client) willRelayInline(s *server, typ byte) bool {
-	return !c.r.Pending() && !c.link.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+	return !c.r.Pending() && !c.mu.link.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
 // may release the server.
 func (c *client) doneWriting() {
 	c.mu.Lock()
-	c.link.writing = false
-	c.link.writerDone.Broadcast()
+	c.mu.link.mu.writing = false
+	c.mu.link.mu.writerDone.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -711,8 +711,8 @@ func (c *client) doneWriting() {
 // idle_transaction_timeout from the current link state.
 func (c *client) armClientDeadline(st *config.Settings) {
 	c.mu.Lock()
-	linked := c.link.srv != nil
-	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
+	linked := c.mu.link.mu.srv != nil
+	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	var d time.Duration
@@ -733,8 +733,8 @@ func (c *client) armClientDeadline(st *config.Settings) {
 // closed.
 func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Lock()
-	linked := c.link.srv != nil
-	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
+	linked := c.mu.link.mu.srv != nil
+	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	switch {

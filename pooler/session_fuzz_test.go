@@ -420,7 +420,7 @@ func (s *session) checkReleased(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			c.mu.Lock()
-			ls := c.link.ls
+			ls := c.mu.link.mu.ls
 			c.mu.Unlock()
 			t.Fatalf("the client still holds its server 1 s after ReadyForQuery 'I' with nothing outstanding (link state %+v)", ls)
 		}

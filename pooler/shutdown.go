@@ -24,7 +24,7 @@ func (c *client) acquireUnlessShutdown(p *serverPool) (*server, error) {
 	if c.svc.waitForServers.Load() {
 		return nil, newError(CodeServerShuttingDown)
 	}
-	s, err := p.acquire(nil, c.link.poolWait)
+	s, err := p.acquire(nil, c.mu.link.mu.poolWait)
 	var e *Error
 	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
 		// fail logs the close as PgBouncer does ("closing because:

@@ -290,10 +290,10 @@ func (srv *server) fdRow() admin.FD {
 func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
+	if c.mu.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
 		return admin.FD{}, nil, admin.FD{}, false
 	}
-	if srv = c.parkedSrv; srv != nil {
+	if srv = c.mu.parkedSrv; srv != nil {
 		// Under c.mu, which a linked server's holder owns: parked, the
 		// client touches it no more.
 		sr = srv.fdRow()
@@ -324,8 +324,8 @@ func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	if c.raddr.IsValid() {
 		st.Raddr, st.Laddr = c.raddr.String(), c.laddr.String()
 	}
-	for name, cs := range c.stmts {
-		if c.unconfirmed[name] {
+	for name, cs := range c.mu.stmts {
+		if c.mu.unconfirmed[name] {
 			continue // the client never got its ParseComplete
 		}
 		st.Stmts = append(st.Stmts, movedClientStmt(name, cs))
@@ -513,7 +513,7 @@ func (v consoleView) HandOver(ids []uint64) {
 			continue
 		}
 		c.mu.Lock()
-		srv := c.parkedSrv
+		srv := c.mu.parkedSrv
 		c.mu.Unlock()
 		if srv != nil && !want[srv.id] {
 			continue // a client goes with its server or not at all
@@ -524,7 +524,7 @@ func (v consoleView) HandOver(ids []uint64) {
 		}
 		if srv != nil {
 			c.mu.Lock()
-			c.parkedSrv = nil
+			c.mu.parkedSrv = nil
 			c.mu.Unlock()
 			srv.pool.handOverServer(srv)
 			movedServers++
@@ -782,10 +782,10 @@ func (s *Service) adopt(m movedClient, srv *server) error {
 	c.enterPool()
 	c.mu.Lock()
 	for _, ms := range st.Stmts {
-		if c.stmts == nil {
-			c.stmts = map[string]*clientStmt{}
+		if c.mu.stmts == nil {
+			c.mu.stmts = map[string]*clientStmt{}
 		}
-		c.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
+		c.mu.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
 	}
 	c.mu.Unlock()
 	s.registerCancel(c)
@@ -793,7 +793,7 @@ func (s *Service) adopt(m movedClient, srv *server) error {
 	c.setStateLocked(clientIdle)
 	c.setStateLocked(clientParked)
 	if srv != nil {
-		c.parkedSrv = srv
+		c.mu.parkedSrv = srv
 		srv.linkedTo.Store(c.id)
 	}
 	c.mu.Unlock()
