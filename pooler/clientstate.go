@@ -197,8 +197,9 @@ func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
 // unlinkServerLocked records that the linked server left the link
 // (released, closed or lost). An active client becomes idle; a draining or
 // closed one stays as it is. c.mu must be held.
-func (c *client) unlinkServerLocked() {
-	c.mu.link.mu.srv = nil
+func (l *link) unlinkServerLocked() {
+	c := l.c
+	l.mu.srv = nil
 	if c.mu.state == clientActive {
 		c.setStateLocked(clientIdle)
 	}

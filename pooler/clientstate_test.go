@@ -258,7 +258,7 @@ func TestUnlinkServerKeepsDraining(t *testing.T) {
 		c.mu.link = newLink(c)
 		c.mu.link.mu.srv = &server{}
 		c.mu.Lock()
-		c.unlinkServerLocked()
+		c.mu.link.unlinkServerLocked()
 		c.mu.Unlock()
 		if c.mu.state != tc.want || c.mu.link.mu.srv != nil {
 			t.Errorf("%s: after unlinkServerLocked state %s, srv %v; want %s, nil", tc.from, c.mu.state, c.mu.link.mu.srv, tc.want)

@@ -187,50 +187,52 @@ func (c *client) linkTo(p *serverPool) bool {
 
 // linkSrvLocked links s, which its pool has handed to this client, and
 // makes s's pool the transaction's. c.mu must be held.
-func (c *client) linkSrvLocked(s *server) {
-	c.mu.link.mu.srv = s
-	c.mu.link.mu.pool = s.pool
+func (l *link) linkSrvLocked(s *server) {
+	l.mu.srv = s
+	l.mu.pool = s.pool
 }
 
 // unlinkAndClose closes the linked server on purpose and waits for its pump
 // to stop, after which serve owns the client socket again.
-func (c *client) unlinkAndClose(reason string) {
+func (l *link) unlinkAndClose(reason string) {
+	c := l.c
 	c.mu.Lock()
-	s := c.mu.link.mu.srv
-	c.mu.link.mu.detach = true
-	c.mu.link.mu.detachReason = reason
+	s := l.mu.srv
+	l.mu.detach = true
+	l.mu.detachReason = reason
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.conn.Close()
-	c.startPump(s) // the pump reports the closed server and ends the link
-	<-c.mu.link.mu.pumpDone
+	l.startPump(s) // the pump reports the closed server and ends the link
+	<-l.mu.pumpDone
 }
 
 // linkServer checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
-func (c *client) linkServer(typ byte, n int) (*server, error) {
+func (l *link) linkServer(typ byte, n int) (*server, error) {
+	c := l.c
 	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.setStateLocked(clientWaiting)
-	c.mu.link.mu.waitStart = start
-	if c.mu.link.mu.cancelWait == nil {
-		c.mu.link.mu.cancelWait = make(chan struct{}, 1)
+	l.mu.waitStart = start
+	if l.mu.cancelWait == nil {
+		l.mu.cancelWait = make(chan struct{}, 1)
 	}
 	select {
-	case <-c.mu.link.mu.cancelWait: // a stale cancel for an earlier wait
+	case <-l.mu.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
-	if c.mu.link.mu.poolWait == nil {
-		c.mu.link.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
+	if l.mu.poolWait == nil {
+		l.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
-	c.mu.link.mu.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	l.mu.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	p := c.pool
-	if c.mu.link.mu.route != nil {
-		p, c.mu.link.mu.route = c.mu.link.mu.route, nil
+	if l.mu.route != nil {
+		p, l.mu.route = l.mu.route, nil
 	}
-	c.mu.link.mu.pool = p
+	l.mu.pool = p
 	c.mu.Unlock()
 	// The link runs under one generation, taken once here: its admission
 	// policy and its pool's settings are of the same RELOAD.
@@ -241,9 +243,9 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	if gen.adm != nil {
 		if pg := p.gateFor(gen); pg != nil {
 			gen = pg.gen
-			t, err := c.admit(pg.gate, pg.policy, typ, n)
+			t, err := l.admit(pg.gate, pg.policy, typ, n)
 			if err != nil {
-				c.endWait()
+				l.endWait()
 				var se *admission.ShedError
 				if errors.As(err, &se) {
 					return nil, &shedError{se, pg.policy}
@@ -255,7 +257,7 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	}
 	s, err := c.acquireUnlessShutdown(p)
 	if err != nil {
-		c.endWait()
+		l.endWait()
 		if ticket.Valid() {
 			ticket.Release()
 		}
@@ -269,8 +271,8 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	p.stats.serverAssignments.Add(1)
 	p.stats.waitTime.Add(int64(waited / time.Microsecond))
 	p.metrics.waitDuration.Update(waited.Seconds())
-	if err := c.syncParams(s); err != nil {
-		c.endWait()
+	if err := l.syncParams(s); err != nil {
+		l.endWait()
 		var pe *Error
 		if !errors.As(err, &pe) {
 			// The server failed under the SET: the detail is for the
@@ -288,22 +290,22 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	// request in between finds no query to cancel either way.
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
-	c.linkSrvLocked(s)
-	c.mu.link.mu.gen = gen
+	l.linkSrvLocked(s)
+	l.mu.gen = gen
 	if !c.tracking {
 		// The client's unnamed Parse is not watched: the server's
 		// unnamed statement is nobody's known one any more.
 		s.unnamedOwner = 0
 	}
-	c.mu.link.mu.ls.reset()
-	c.mu.link.pump.replies = 0
-	c.mu.link.mu.ops.reset()
-	c.mu.link.mu.retry.reset()
-	c.mu.link.mu.skipToSync = false
-	c.mu.link.mu.pumpDone = nil
-	c.mu.link.mu.pumpFreed = nil
-	c.mu.link.serve.pumpStarted = false
-	c.mu.link.mu.detach = false
+	l.mu.ls.reset()
+	l.pump.replies = 0
+	l.mu.ops.reset()
+	l.mu.retry.reset()
+	l.mu.skipToSync = false
+	l.mu.pumpDone = nil
+	l.mu.pumpFreed = nil
+	l.serve.pumpStarted = false
+	l.mu.detach = false
 	c.mu.Unlock()
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
@@ -311,7 +313,8 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 }
 
 // endWait marks a wait for a server that ended without a link.
-func (c *client) endWait() {
+func (l *link) endWait() {
+	c := l.c
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
 	c.mu.Unlock()
@@ -330,37 +333,39 @@ func (c *client) endWait() {
 // client sends meanwhile waits in the socket, as it would with Postgres.
 //
 // relayed reports that the reply was relayed inline and the link is over.
-func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
-	if c.r.Pending() || c.mu.link.serve.pumpStarted {
+func (l *link) relayOrPump(s *server, typ byte) (relayed bool) {
+	c := l.c
+	if c.r.Pending() || l.serve.pumpStarted {
 		return false
 	}
 	if typ != wire.MsgSync && typ != wire.MsgQuery {
-		c.startPump(s)
+		l.startPump(s)
 		return false
 	}
-	if c.pumpRun(s, true) == pumpLinkOver {
+	if l.pumpRun(s, true) == pumpLinkOver {
 		return true
 	}
-	c.startPump(s)
+	l.startPump(s)
 	return false
 }
 
 // startPump starts the link's pump goroutine unless it runs already.
 // Called by serve only.
-func (c *client) startPump(s *server) {
-	if c.mu.link.serve.pumpStarted {
+func (l *link) startPump(s *server) {
+	c := l.c
+	if l.serve.pumpStarted {
 		return
 	}
-	c.mu.link.serve.pumpStarted = true
+	l.serve.pumpStarted = true
 	// Made here, not at link: most links end with the inline relay and
 	// never have a pump to wait for.
 	done := make(chan struct{})
 	freed := &pumpFreed{ch: make(chan struct{})}
 	c.mu.Lock()
-	c.mu.link.mu.pumpDone = done
-	c.mu.link.mu.pumpFreed = freed
+	l.mu.pumpDone = done
+	l.mu.pumpFreed = freed
 	c.mu.Unlock()
-	go c.pump(s, done, freed)
+	go l.pumpGoroutine(s, done, freed)
 }
 
 // pumpFreed is closed once by a link's pump when it stops writing to the
@@ -393,7 +398,8 @@ func (f *pumpFreed) signal() {
 // name different schemas once quoted. One the client does not carry but an
 // earlier client had set goes back to its default with RESET, so no value
 // passes from one client to the next.
-func (c *client) syncParams(s *server) error {
+func (l *link) syncParams(s *server) error {
+	c := l.c
 	if !s.unreportedDirty && s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
 		return nil
 	}
@@ -444,7 +450,7 @@ func (c *client) syncParams(s *server) error {
 	}
 	s.unreportedDirty = false
 	s.paramsGen++
-	c.setCanonical(s)
+	l.setCanonical(s)
 	return nil
 }
 
@@ -497,7 +503,8 @@ func appendSetting(sb *strings.Builder, name, value string) {
 // value that differs only in form after a SET, as PgBouncer's
 // varcache_set_canonical does: Postgres sends no ParameterStatus when the
 // value it holds is the canonical form of the one set.
-func (c *client) setCanonical(s *server) {
+func (l *link) setCanonical(s *server) {
+	c := l.c
 	for name, have := range c.params {
 		canon, ok := s.params[name]
 		if !ok || canon == have {
@@ -526,36 +533,37 @@ func (c *client) leave(err error) {
 	} else if c.svc.logDisconnections() {
 		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
-	c.abandonLink()
+	c.mu.link.abandonLink()
 }
 
 // abandonLink hands a linked server, if any, to its pump to drain back to
 // clean once the client is gone: see leave.
-func (c *client) abandonLink() {
+func (l *link) abandonLink() {
+	c := l.c
 	c.mu.Lock()
-	if c.mu.link.mu.writing && c.mu.link.mu.srv != nil {
+	if l.mu.writing && l.mu.srv != nil {
 		// serve still holds the server's writer with part of a batch it
 		// recorded as sent (a refused frame read in the same batch kept
 		// flushBatch from running): it goes out now, so the replies the
 		// drain waits for are owed by the server, not by a buffer.
-		s := c.mu.link.mu.srv
+		s := l.mu.srv
 		c.mu.Unlock()
 		if err := s.w.Flush(); err != nil {
 			s.conn.Close()
 		}
 		c.mu.Lock()
 	}
-	c.mu.link.mu.writing = false
-	c.mu.link.mu.writerDone.Broadcast()
-	s := c.mu.link.mu.srv
+	l.mu.writing = false
+	l.mu.writerDone.Broadcast()
+	s := l.mu.srv
 	if s != nil {
-		if c.mu.link.mu.drain == nil {
-			c.mu.link.mu.drain = &drainState{} // before gone: the pump reads it once gone
+		if l.mu.drain == nil {
+			l.mu.drain = &drainState{} // before gone: the pump reads it once gone
 		}
 		if c.mu.state != clientDraining { // the pump may have seen the client go first (relayFailed)
 			c.setStateLocked(clientDraining)
 		}
-		c.mu.link.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		l.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 		// Under mu: once the pump has released s, another client's pump
 		// reads it, and this deadline must not reach that one.
 		s.conn.SetReadDeadline(time.Now())
@@ -564,6 +572,6 @@ func (c *client) abandonLink() {
 	if s != nil {
 		// A link left mid-batch has no pump yet: start the one that
 		// drains it.
-		c.startPump(s)
+		l.startPump(s)
 	}
 }

@@ -226,7 +226,7 @@ func (c *client) tryPark() bool {
 	keep := func() bool {
 		if srv != nil {
 			c.mu.link.serve.pumpStarted = false
-			c.startPump(srv)
+			c.mu.link.startPump(srv)
 		}
 		return false
 	}
@@ -380,7 +380,7 @@ func (c *client) stopSessionPump() (*server, bool) {
 	if s.r.Buffered() > 0 || c.w.Buffered() > 0 {
 		// The server said something as the pump stopped: it goes on.
 		c.mu.link.serve.pumpStarted = false
-		c.startPump(s)
+		c.mu.link.startPump(s)
 		return nil, false
 	}
 	return s, true

@@ -13,18 +13,18 @@ import (
 // relayMapped forwards a Parse, Bind, Describe, Close or Query with
 // prepared-statement mapping (see prepared.go). bodyLen is the message's
 // body length from Next.
-func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
+func (l *link) relayMapped(typ byte, bodyLen int, s *server) error {
 	switch typ {
 	case wire.MsgParse:
-		return c.relayParse(bodyLen, s)
+		return l.relayParse(bodyLen, s)
 	case wire.MsgBind:
-		return c.relayBind(bodyLen, s)
+		return l.relayBind(bodyLen, s)
 	case wire.MsgDescribe:
-		return c.relayDescribe(s)
+		return l.relayDescribe(s)
 	case wire.MsgClose:
-		return c.relayClose(s)
+		return l.relayClose(s)
 	case wire.MsgQuery:
-		return c.relayQuery(bodyLen, s)
+		return l.relayQuery(bodyLen, s)
 	}
 	panic("BUG: relayMapped for message type " + string(typ))
 }
@@ -37,9 +37,10 @@ func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
 // error owed, no skip to Sync. The client's names are kept, as PgBouncer
 // keeps them, for when the mapping is on again; its remembered unnamed
 // Parse is not (it may be stale by then). Called with c.mu held.
-func (c *client) followTrackingLocked() {
+func (l *link) followTrackingLocked() {
+	c := l.c
 	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
-	if on == c.tracking || c.mu.link.mu.skipToSync || c.mu.link.mu.ops.size > 0 {
+	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
 		return
 	}
 	c.tracking = on
@@ -72,10 +73,11 @@ var (
 // prepared on the server only when it does not have it yet. One function:
 // its refusals (held size, name length, budget, name reuse) must answer in
 // the order the protocol requires, before anything reaches the server.
-func (c *client) relayParse(bodyLen int, s *server) error {
+func (l *link) relayParse(bodyLen int, s *server) error {
+	c := l.c
 	st := c.svc.settings()
 	if st.MaxHeldMessageSize > 0 && bodyLen > st.MaxHeldMessageSize {
-		return c.relayParseUnheld(bodyLen, s)
+		return l.relayParseUnheld(bodyLen, s)
 	}
 	// A body larger than the read buffer is copied out for this message
 	// alone (reserved in held_message_budget first): the pooler may keep
@@ -94,7 +96,7 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		// that a Bind in a later Sync cycle can recreate it on whichever
 		// server that cycle gets (lib/pq, pgx's describe-exec mode).
 		remembered := ok && c.rememberUnnamedLocked(body, own, st.PreparedStatementBudget)
-		c.mu.link.mu.ops.push(op{kind: opParse, unnamed: ok})
+		l.mu.ops.push(op{kind: opParse, unnamed: ok})
 		if remembered {
 			c.mu.unnamedGen++
 			s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
@@ -108,14 +110,14 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	// pooler maps, as PgBouncer's (client_parse_count, bind_count).
 	c.pool.stats.clientParses.Add(1)
 	if len(name) > maxNameMessage-2 {
-		c.mu.link.mu.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStatementName)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if c.heldLocked(name) {
-		c.mu.link.mu.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStmtExists)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return nil
@@ -131,32 +133,33 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
-		c.mu.link.mu.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStatementBudget)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
 	}
 	c.holdNameLocked(name, def)
-	out := c.mu.link.serve.out[:0]
+	out := l.serve.out[:0]
 	if s.stmts.has(def) {
-		c.mu.link.mu.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
-		c.mu.link.mu.ops.push(op{kind: opCloseInjected})
+		l.mu.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
+		l.mu.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
-		c.mu.link.mu.ls.injected(wire.MsgClose)
+		l.mu.ls.injected(wire.MsgClose)
 	} else {
-		out = c.prepareLocked(out, s, def, opParse, name)
+		out = l.prepareLocked(out, s, def, opParse, name)
 	}
 	c.mu.Unlock()
-	c.mu.link.serve.out = shrunk(out)
-	return c.writeRewrite(s.w, out)
+	l.serve.out = shrunk(out)
+	return l.writeRewrite(s.w, out)
 }
 
 // relayParseUnheld passes on a Parse larger than max_held_message_size
 // without holding it: an unnamed one is streamed to the server (and not
 // remembered for a later Sync cycle, as in PgBouncer); a named one, which
 // the pooler could only map by holding it, is refused in order.
-func (c *client) relayParseUnheld(bodyLen int, s *server) error {
+func (l *link) relayParseUnheld(bodyLen int, s *server) error {
+	c := l.c
 	pre, err := c.r.Peek(min(bodyLen, 256))
 	if err != nil {
 		return err
@@ -165,12 +168,12 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	if len(pre) > 0 && pre[0] == 0 {
 		c.forgetUnnamedLocked()
 		s.unnamedOwner = 0
-		c.mu.link.mu.ops.push(op{kind: opParse})
+		l.mu.ops.push(op{kind: opParse})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	c.mu.link.mu.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errHeldMessage)
+	l.mu.ls.unrecord() // answered here, not sent
+	l.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
 }
@@ -184,13 +187,14 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // Postgres's own error (26000), as the client would get directly. It
 // returns the error sent. Called with c.mu held, for the message just
 // recorded.
-func (c *client) refuseUnknownLocked(name []byte) *Error {
-	c.mu.link.mu.ls.unrecord() // answered here, not sent
+func (l *link) refuseUnknownLocked(name []byte) *Error {
+	c := l.c
+	l.mu.ls.unrecord() // answered here, not sent
 	e := errStmtNotFound
 	if _, dropped := c.mu.discarded[string(name)]; dropped {
 		e = newError(CodeStatementDiscarded, string(name))
 	}
-	c.refuseInBatchLocked(e)
+	l.refuseInBatchLocked(e)
 	return e
 }
 
@@ -205,9 +209,9 @@ func (c *client) refuseUnknownLocked(name []byte) *Error {
 // Postgres's own: pgx's statement cache and pgjdbc prepare the text again,
 // and a fresh Parse holds the name at the current epoch. Called with c.mu
 // held, for the message just recorded.
-func (c *client) refuseStaleLocked() {
-	c.mu.link.mu.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errStalePlan)
+func (l *link) refuseStaleLocked() {
+	l.mu.ls.unrecord() // answered here, not sent
+	l.refuseInBatchLocked(errStalePlan)
 }
 
 // logStale notes a refuseStaleLocked at NOISE. Called without c.mu.
@@ -229,9 +233,9 @@ func (c *client) logStmtRefusal(cause string, e *Error) {
 // before the ReadyForQuery of the client's next Sync, and drops the
 // client's messages up to that Sync, as Postgres does after its own
 // errors. Called with c.mu held.
-func (c *client) refuseInBatchLocked(e *Error) {
-	c.mu.link.mu.ops.push(op{kind: opError, err: e})
-	c.mu.link.mu.skipToSync = true
+func (l *link) refuseInBatchLocked(e *Error) {
+	l.mu.ops.push(op{kind: opError, err: e})
+	l.mu.skipToSync = true
 }
 
 // rememberUnnamedLocked keeps body as the client's last unnamed Parse,
@@ -281,32 +285,32 @@ const inlineText = 16 << 10
 
 // appendText appends text to out, or records it as a splice at the end of
 // out when it is long. The caller writes out with writeRewrite.
-func (c *client) appendText(out, text []byte) []byte {
+func (l *link) appendText(out, text []byte) []byte {
 	if len(text) <= inlineText {
 		return append(out, text...)
 	}
-	c.mu.link.serve.splices = append(c.mu.link.serve.splices, splice{at: len(out), text: text})
+	l.serve.splices = append(l.serve.splices, splice{at: len(out), text: text})
 	return out
 }
 
 // appendParseLocked is wire.AppendParse for a rewrite, with the query
 // spliced when long (appendText). Called with c.mu held.
-func (c *client) appendParseLocked(out []byte, name, query string, types []byte) []byte {
+func (l *link) appendParseLocked(out []byte, name, query string, types []byte) []byte {
 	out = wire.AppendParseHead(out, name, len(query), types)
 	// The definition's text is immutable and outlives the write: a view
 	// of it, not a copy.
-	out = c.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
+	out = l.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
 	return wire.AppendParseTail(out, types)
 }
 
 // writeRewrite writes a rewrite buffer with its splices to w.
-func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
-	if len(c.mu.link.serve.splices) == 0 {
+func (l *link) writeRewrite(w *wire.Writer, out []byte) error {
+	if len(l.serve.splices) == 0 {
 		return w.Write(out)
 	}
 	prev := 0
 	var err error
-	for _, sp := range c.mu.link.serve.splices {
+	for _, sp := range l.serve.splices {
 		if err = w.Write(out[prev:sp.at]); err != nil {
 			break
 		}
@@ -315,8 +319,8 @@ func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
 		}
 		prev = sp.at
 	}
-	clear(c.mu.link.serve.splices)
-	c.mu.link.serve.splices = c.mu.link.serve.splices[:0]
+	clear(l.serve.splices)
+	l.serve.splices = l.serve.splices[:0]
 	if err != nil {
 		return err
 	}
@@ -343,12 +347,13 @@ const keptScratch = 64 << 10
 // After the limit was lowered (SET, RELOAD) that closes several at once,
 // shrinking the cache to the new limit on its next Parse, as PgBouncer.
 // Called with c.mu held.
-func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+func (l *link) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+	c := l.c
 	if s.stmts.isStale(def) {
 		// Prepared before the definition's last shape epoch (a plan
 		// Postgres refused, here or on another server): closed first,
 		// so that the Parse under the same name makes a new one.
-		out = c.closeInjectedLocked(out, s, def)
+		out = l.closeInjectedLocked(out, s, def)
 	}
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
 		for s.stmts.len() >= limit {
@@ -356,17 +361,17 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 			if old == nil {
 				panic("BUG: server " + s.String() + ": statement cache not empty but has no oldest")
 			}
-			out = c.closeInjectedLocked(out, s, old)
+			out = l.closeInjectedLocked(out, s, old)
 		}
 	}
-	out = c.appendParseLocked(out, def.name, def.query, def.types)
+	out = l.appendParseLocked(out, def.name, def.query, def.types)
 	s.pool.stats.serverParses.Add(1)
 	// The epoch is read before the Parse is sent, so the copy's plan is
 	// at least as new as whatever migration that epoch reflects.
 	epoch := def.epoch.Load()
-	c.mu.link.mu.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
+	l.mu.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
 	if kind == opParseInjected {
-		c.mu.link.mu.ls.injected(wire.MsgParse)
+		l.mu.ls.injected(wire.MsgParse)
 	}
 	s.stmts.add(c.svc.stmts, def, epoch)
 	return out
@@ -376,11 +381,12 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 // takes it out of the server's cache; the op holds d until the reply, and
 // puts it back (at its epoch, stale as it was) if the server skips the
 // Close. Called with c.mu held.
-func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+func (l *link) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+	c := l.c
 	out = wire.AppendClose(out, wire.TargetStatement, d.name)
 	c.svc.stmts.ref(d) // held by the op until its reply
-	c.mu.link.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
-	c.mu.link.mu.ls.injected(wire.MsgClose)
+	l.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
+	l.mu.ls.injected(wire.MsgClose)
 	s.stmts.remove(c.svc.stmts, d)
 	return out
 }
@@ -388,11 +394,12 @@ func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
 // pushReplyOpLocked records the op of a Bind or Describe just written
 // (after what was injected for it), with its place in its Sync cycle.
 // Called with c.mu held.
-func (c *client) pushReplyOpLocked(kind opKind, def *stmtDef) {
-	c.mu.link.mu.ops.push(op{kind: kind, def: def, pos: c.mu.link.mu.ls.cyclePos()})
+func (l *link) pushReplyOpLocked(kind opKind, def *stmtDef) {
+	l.mu.ops.push(op{kind: kind, def: def, pos: l.mu.ls.cyclePos()})
 }
 
-func (c *client) relayBind(bodyLen int, s *server) error {
+func (l *link) relayBind(bodyLen int, s *server) error {
+	c := l.c
 	// The whole body when it is in the buffer (it is, when it fits:
 	// awaitMessage), for a copy the first request of a transaction keeps
 	// (relay_retry.go); else the start, for the names.
@@ -434,17 +441,17 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	if !ok {
 		c.mu.Lock()
-		c.pushReplyOpLocked(opBind, nil)
+		l.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
 		return rest(false)
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
-		out := c.unnamedLocked(c.mu.link.serve.out[:0], s)
-		c.pushReplyOpLocked(opBind, nil)
+		out := l.unnamedLocked(l.serve.out[:0], s)
+		l.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
-		c.mu.link.serve.out = shrunk(out)
-		if err := c.writeRewrite(s.w, out); err != nil {
+		l.serve.out = shrunk(out)
+		if err := l.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return rest(false)
@@ -452,7 +459,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	c.mu.Lock()
 	cs := c.mu.stmts[string(stmt)]
 	if cs == nil {
-		e := c.refuseUnknownLocked(stmt)
+		e := l.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", e)
 		if held != nil {
@@ -461,7 +468,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return c.r.Skip()
 	}
 	if !cs.current() {
-		c.refuseStaleLocked()
+		l.refuseStaleLocked()
 		c.mu.Unlock()
 		c.logStale(stmt, cs.def)
 		if held != nil {
@@ -471,23 +478,23 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	def := cs.def
 	s.pool.stats.binds.Add(1)
-	out := c.mu.link.serve.out[:0]
+	out := l.serve.out[:0]
 	if !s.stmts.has(def) {
-		out = c.prepareLocked(out, s, def, opParseInjected, "")
+		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
-	c.pushReplyOpLocked(opBind, def)
-	if c.mu.link.mu.retry.state == retryCapturing {
+	l.pushReplyOpLocked(opBind, def)
+	if l.mu.retry.state == retryCapturing {
 		body := held
 		if body == nil && len(pre) == bodyLen {
 			body = pre
 		}
-		c.keepFirstLocked(cs, false, out[head:], body, names)
+		l.keepFirstLocked(cs, false, out[head:], body, names)
 	}
 	c.mu.Unlock()
-	c.mu.link.serve.out = shrunk(out)
-	if err := c.writeRewrite(s.w, out); err != nil {
+	l.serve.out = shrunk(out)
+	if err := l.writeRewrite(s.w, out); err != nil {
 		return err
 	}
 	return rest(true)
@@ -498,7 +505,8 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 // the Bind whole.
 const bindPeek = 512
 
-func (c *client) relayDescribe(s *server) error {
+func (l *link) relayDescribe(s *server) error {
+	c := l.c
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
@@ -509,48 +517,48 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	if !ok || target != wire.TargetStatement {
 		c.mu.Lock()
-		c.pushReplyOpLocked(opDescribe, nil)
+		l.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
 	c.mu.Lock()
 	if len(name) == 0 {
-		out := c.unnamedLocked(c.mu.link.serve.out[:0], s)
-		c.pushReplyOpLocked(opDescribe, nil)
+		out := l.unnamedLocked(l.serve.out[:0], s)
+		l.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
-		c.mu.link.serve.out = shrunk(out)
-		if err := c.writeRewrite(s.w, out); err != nil {
+		l.serve.out = shrunk(out)
+		if err := l.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
 	cs := c.mu.stmts[string(name)]
 	if cs == nil {
-		e := c.refuseUnknownLocked(name)
+		e := l.refuseUnknownLocked(name)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
 	if !cs.current() {
-		c.refuseStaleLocked()
+		l.refuseStaleLocked()
 		c.mu.Unlock()
 		c.logStale(name, cs.def)
 		return nil
 	}
 	def := cs.def
-	out := c.mu.link.serve.out[:0]
+	out := l.serve.out[:0]
 	if !s.stmts.has(def) {
-		out = c.prepareLocked(out, s, def, opParseInjected, "")
+		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
-	c.pushReplyOpLocked(opDescribe, def)
-	if c.mu.link.mu.retry.state == retryCapturing {
-		c.keepFirstLocked(cs, true, out[head:], nil, 0)
+	l.pushReplyOpLocked(opDescribe, def)
+	if l.mu.retry.state == retryCapturing {
+		l.keepFirstLocked(cs, true, out[head:], nil, 0)
 	}
 	c.mu.Unlock()
-	c.mu.link.serve.out = shrunk(out)
-	return c.writeRewrite(s.w, out)
+	l.serve.out = shrunk(out)
+	return l.writeRewrite(s.w, out)
 }
 
 // mapsName reports whether name is one of the client's mapped statements.
@@ -560,7 +568,8 @@ func (c *client) mapsName(name []byte) bool {
 	return c.mu.stmts[string(name)] != nil
 }
 
-func (c *client) relayClose(s *server) error {
+func (l *link) relayClose(s *server) error {
+	c := l.c
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
@@ -569,7 +578,7 @@ func (c *client) relayClose(s *server) error {
 		return errUnmappedTooLong
 	}
 	c.mu.Lock()
-	c.mu.link.mu.ops.push(op{kind: opClose})
+	l.mu.ops.push(op{kind: opClose})
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
 		if cs := c.mu.stmts[string(name)]; cs != nil {
 			// The client's name goes; the server's statement stays
@@ -578,8 +587,8 @@ func (c *client) relayClose(s *server) error {
 			delete(c.mu.stmts, string(name))
 			c.svc.stmts.release(cs.def)
 			c.mu.Unlock()
-			c.mu.link.serve.out = wire.AppendClose(c.mu.link.serve.out[:0], wire.TargetStatement, noopStmt)
-			return s.w.Write(c.mu.link.serve.out)
+			l.serve.out = wire.AppendClose(l.serve.out[:0], wire.TargetStatement, noopStmt)
+			return s.w.Write(l.serve.out)
 		}
 	}
 	c.mu.Unlock()
@@ -590,7 +599,8 @@ func (c *client) relayClose(s *server) error {
 // statement name, which must not reach the server under the client's name.
 // DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
 // CommandComplete.
-func (c *client) relayQuery(bodyLen int, s *server) error {
+func (l *link) relayQuery(bodyLen int, s *server) error {
+	c := l.c
 	pre, err := c.r.Peek(256)
 	if err != nil {
 		return err
@@ -607,7 +617,7 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// A simple query replaces the server's unnamed statement.
 	s.unnamedOwner = 0
 	if cs == nil {
-		c.mu.link.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
@@ -615,14 +625,14 @@ func (c *client) relayQuery(bodyLen int, s *server) error {
 	// query is accepted as Postgres would; an error gives it back
 	// (errorLocked). The definition's reference is held by the op.
 	delete(c.mu.stmts, name)
-	c.mu.link.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
-	c.mu.link.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+	l.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
+	l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
-	c.mu.link.serve.out = append(c.mu.link.serve.out[:0], deallocateStandIn...)
-	return s.w.Write(c.mu.link.serve.out)
+	l.serve.out = append(l.serve.out[:0], deallocateStandIn...)
+	return s.w.Write(l.serve.out)
 }
 
 // deallocateStandIn is what the server gets for a client's DEALLOCATE of a
@@ -637,12 +647,13 @@ var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', '
 // deallocateDoneLocked applies the CommandComplete of the stand-in: the
 // client's DEALLOCATE succeeded. It reports whether the op at the head was
 // a DEALLOCATE, in which case the caller sends "DEALLOCATE" as the tag.
-func (c *client) deallocateDoneLocked(tag []byte) bool {
-	o := c.mu.link.mu.ops.peek()
+func (l *link) deallocateDoneLocked(tag []byte) bool {
+	c := l.c
+	o := l.mu.ops.peek()
 	if o == nil || o.kind != opDeallocate || string(tag) != "DO" {
 		return false
 	}
-	d := c.mu.link.mu.ops.pop()
+	d := l.mu.ops.pop()
 	c.svc.stmts.release(d.def)
 	return true
 }
@@ -684,14 +695,15 @@ func deallocateTarget(body []byte) (string, bool) {
 // unnamedLocked appends a Parse of the client's last unnamed statement when
 // server s does not hold it as its unnamed statement, for a Bind or
 // Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
-func (c *client) unnamedLocked(out []byte, s *server) []byte {
+func (l *link) unnamedLocked(out []byte, s *server) []byte {
+	c := l.c
 	if c.mu.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.mu.unnamedGen) {
 		return out
 	}
 	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
-	out = c.appendText(out, c.mu.unnamedParse)
-	c.mu.link.mu.ops.push(op{kind: opParseInjected, unnamed: true})
-	c.mu.link.mu.ls.injected(wire.MsgParse)
+	out = l.appendText(out, c.mu.unnamedParse)
+	l.mu.ops.push(op{kind: opParseInjected, unnamed: true})
+	l.mu.ls.injected(wire.MsgParse)
 	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
 	return out
 }

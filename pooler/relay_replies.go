@@ -8,14 +8,15 @@ import "github.com/pgturnstile/pgturnstile/wire"
 
 // replyLocked pops the op a ParseComplete or CloseComplete answers and
 // reports whether the pooler injected it (the reply is swallowed).
-func (c *client) replyLocked(s *server) (swallow bool) {
-	o := c.mu.link.mu.ops.peek()
+func (l *link) replyLocked(s *server) (swallow bool) {
+	c := l.c
+	o := l.mu.ops.peek()
 	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate || o.kind == opBind || o.kind == opDescribe {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
 	}
-	popped := c.mu.link.mu.ops.pop()
+	popped := l.mu.ops.pop()
 	if popped.kind == opCloseInjected && popped.def != nil {
 		c.svc.stmts.release(popped.def)
 	}
@@ -41,12 +42,12 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // Describe (where a statement that still fails gets Postgres's error for
 // it again). A client that does know and parses the name again gets no
 // error for it (unconfirmed).
-func (c *client) errorLocked(s *server, skip bool) {
-	for o := c.mu.link.mu.ops.peek(); o != nil; o = c.mu.link.mu.ops.peek() {
+func (l *link) errorLocked(s *server, skip bool) {
+	for o := l.mu.ops.peek(); o != nil; o = l.mu.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.mu.link.mu.ops.pop(), true)
+		l.undoLocked(s, l.mu.ops.pop(), true)
 	}
 }
 
@@ -56,9 +57,9 @@ func (c *client) errorLocked(s *server, skip bool) {
 // undone. Its op is the first op of its kind in the queue: the messages
 // between the COPY's start and it are COPY data and Syncs, whose ops are
 // gone.
-func (c *client) consumedByCopyLocked(s *server, typ byte) {
-	for i := 0; i < c.mu.link.mu.ops.size; i++ {
-		o := &c.mu.link.mu.ops.buf[(c.mu.link.mu.ops.head+i)%len(c.mu.link.mu.ops.buf)]
+func (l *link) consumedByCopyLocked(s *server, typ byte) {
+	for i := 0; i < l.mu.ops.size; i++ {
+		o := &l.mu.ops.buf[(l.mu.ops.head+i)%len(l.mu.ops.buf)]
 		switch {
 		case (typ == wire.MsgParse || typ == wire.MsgClose) &&
 			(o.kind == opParse || o.kind == opParseInjected || o.kind == opClose || o.kind == opCloseInjected),
@@ -66,7 +67,7 @@ func (c *client) consumedByCopyLocked(s *server, typ byte) {
 			typ == wire.MsgDescribe && o.kind == opDescribe:
 			d := *o
 			o.kind = opDead
-			c.undoLocked(s, d, false)
+			l.undoLocked(s, d, false)
 			return
 		}
 	}
@@ -77,9 +78,9 @@ func (c *client) consumedByCopyLocked(s *server, typ byte) {
 // of a Query finds its opSync instead and pops nothing. The reply of a
 // Describe sent again (relay_retry.go) tells the client its statement's
 // new shape: its name's epoch is brought up to date.
-func (c *client) replyOpLocked(kind opKind) {
-	if o := c.mu.link.mu.ops.peek(); o != nil && o.kind == kind {
-		if d := c.mu.link.mu.ops.pop(); d.name != nil {
+func (l *link) replyOpLocked(kind opKind) {
+	if o := l.mu.ops.peek(); o != nil && o.kind == kind {
+		if d := l.mu.ops.pop(); d.name != nil {
 			d.name.learned(d.epoch)
 		}
 	}
@@ -88,7 +89,8 @@ func (c *client) replyOpLocked(kind opKind) {
 // undoLocked undoes what the message of op d would have changed, for a
 // message the server did not run. keepName: a Parse's name stays the
 // client's, unconfirmed (errorLocked).
-func (c *client) undoLocked(s *server, d op, keepName bool) {
+func (l *link) undoLocked(s *server, d op, keepName bool) {
+	c := l.c
 	if d.unnamed {
 		// Whether the server got this unnamed statement is unknown.
 		s.unnamedOwner = 0
@@ -134,9 +136,10 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 
 // readyLocked appends the errors the pooler owes before this ReadyForQuery
 // and pops the Sync it answers.
-func (c *client) readyLocked(out []byte) []byte {
-	for o := c.mu.link.mu.ops.peek(); o != nil && o.kind != opSync; o = c.mu.link.mu.ops.peek() {
-		d := c.mu.link.mu.ops.pop()
+func (l *link) readyLocked(out []byte) []byte {
+	c := l.c
+	for o := l.mu.ops.peek(); o != nil && o.kind != opSync; o = l.mu.ops.peek() {
+		d := l.mu.ops.pop()
 		if d.kind == opError && d.err != nil {
 			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
 		}
@@ -146,15 +149,16 @@ func (c *client) readyLocked(out []byte) []byte {
 			c.svc.stmts.release(d.def)
 		}
 	}
-	if o := c.mu.link.mu.ops.peek(); o != nil {
-		c.mu.link.mu.ops.pop()
+	if o := l.mu.ops.peek(); o != nil {
+		l.mu.ops.pop()
 	}
 	return out
 }
 
 // commandCompleteLocked clears both sides' statements after DISCARD ALL or
 // DEALLOCATE ALL.
-func (c *client) commandCompleteLocked(s *server, tag []byte) {
+func (l *link) commandCompleteLocked(s *server, tag []byte) {
+	c := l.c
 	t := string(tag)
 	if t != "DISCARD ALL" && t != "DEALLOCATE ALL" {
 		return

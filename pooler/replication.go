@@ -129,7 +129,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 		return err
 	}
 	c.mu.Lock()
-	c.linkSrvLocked(s)
+	c.mu.link.linkSrvLocked(s)
 	c.setStateLocked(clientActive)
 	c.mu.Unlock()
 	s.linkedTo.Store(c.id)

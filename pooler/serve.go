@@ -195,9 +195,9 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 		typ, n, step := c.readNext(&lv)
 		if step == stepOn {
 			var r routed
-			r, step = c.route(&lv, typ, n)
+			r, step = c.mu.link.route(&lv, typ, n)
 			if step == stepOn {
-				step = c.forward(&lv, r, typ, n)
+				step = c.mu.link.forward(&lv, r, typ, n)
 			}
 		}
 		switch step {
@@ -222,7 +222,7 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 		// link goes on where it was, idle, with no pump until the next
 		// request.
 		c.mu.parkedSrv = nil
-		c.linkSrvLocked(s)
+		c.mu.link.linkSrvLocked(s)
 		c.mu.link.mu.ls.reset()
 		c.setStateLocked(clientActive)
 	} else {
@@ -356,7 +356,8 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 // the same hold of c.mu that found the link linked, so the pump cannot
 // release the server in between; route releases c.mu before it returns,
 // whatever it returns.
-func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
+func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
+	c := l.c
 	c.mu.Lock()
 	if c.mu.state == clientDraining {
 		// The pump found the client's socket failing (relayFailed) and
@@ -367,19 +368,19 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.leave(net.ErrClosed)
 		return routed{}, stepEnd
 	}
-	for c.mu.link.mu.releasing {
+	for l.mu.releasing {
 		// The pump is releasing the server at the end of a transaction
 		// (afterReady): this message goes to whichever server the
 		// pool gives next.
-		c.mu.link.mu.releaseDone.Wait()
+		l.mu.releaseDone.Wait()
 	}
-	s := c.mu.link.mu.srv
+	s := l.mu.srv
 	if s == nil {
-		c.followTrackingLocked()
+		l.followTrackingLocked()
 	}
-	if s == nil && (c.tracking || c.mu.link.mu.skipToSync) {
+	if s == nil && (c.tracking || l.mu.skipToSync) {
 		c.mu.Unlock()
-		handled, err := c.answerUnlinked(typ, n)
+		handled, err := l.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {
 			c.closeBadInput(newError(CodeHeldMessageBudget), "")
 			return routed{}, stepEnd
@@ -392,32 +393,32 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 			return routed{}, stepNext
 		}
 		c.mu.Lock()
-		s = c.mu.link.mu.srv
+		s = l.mu.srv
 	}
 	if s == nil {
 		c.mu.Unlock()
 		var step loopStep
-		if s, step = c.linkFor(typ, n); step != stepOn {
+		if s, step = l.linkFor(typ, n); step != stepOn {
 			return routed{}, step
 		}
 		c.mu.Lock()
 	}
-	if c.mu.link.mu.skipToSync && typ != wire.MsgSync {
+	if l.mu.skipToSync && typ != wire.MsgSync {
 		// After an error the pooler raised, like Postgres: drop
 		// everything up to the client's Sync.
 		c.mu.Unlock()
-		if err := c.skipAfterError(typ, n); err != nil {
+		if err := l.skipAfterError(typ, n); err != nil {
 			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
 			return routed{}, stepEnd
 		}
-		c.flushBatch(s, false)
+		l.flushBatch(s, false)
 		if !c.r.Pending() {
-			c.startPump(s)
+			l.startPump(s)
 		}
 		return routed{}, stepNext
 	}
-	c.mu.link.mu.skipToSync = false
-	if c.mu.link.mu.ls.feeding && !isCopyInput(typ) {
+	l.mu.skipToSync = false
+	if l.mu.ls.feeding && !isCopyInput(typ) {
 		// Postgres would end the COPY with an error over it and consume
 		// it; what the client's later messages then get depends on how
 		// far the server had read.
@@ -425,7 +426,7 @@ func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
 		return routed{}, stepEnd
 	}
-	r := routed{s: s, mapped: c.recordLocked(typ, n)}
+	r := routed{s: s, mapped: l.recordLocked(typ, n)}
 	r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
 	c.mu.Unlock()
 	return r, stepOn
@@ -444,8 +445,9 @@ type routed struct {
 // linkFor links a server for the message typ of n bytes (linkServer) and
 // answers a wait that ended without one: cancelled, shed by admission, or
 // failed.
-func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
-	s, err := c.linkServer(typ, n)
+func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
+	c := l.c
+	s, err := l.linkServer(typ, n)
 	if err == nil {
 		return s, stepOn
 	}
@@ -471,7 +473,8 @@ func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
 // forward writes the message route recorded to the linked server r.s,
 // flushes once the client's batch is consumed, and relays the reply
 // inline or leaves it to the pump (relayOrPump). c.mu is not held.
-func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
+func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
+	c := l.c
 	s := r.s
 	if typ == wire.MsgQuery || typ == wire.MsgSync {
 		// The reply is awaited on the server: query_timeout and
@@ -482,15 +485,15 @@ func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 	}
 	var err error
 	if r.mapped {
-		err = c.relayMapped(typ, n, s)
+		err = l.relayMapped(typ, n, s)
 	} else {
 		err = c.r.Forward(s.w)
 	}
 	if err != nil {
-		return c.forwardFailed(lv, s, err)
+		return l.forwardFailed(lv, s, err)
 	}
-	c.flushBatch(s, c.willRelayInline(s, typ))
-	if c.relayOrPump(s, typ) && s.pool.hasWaiters() {
+	l.flushBatch(s, l.willRelayInline(s, typ))
+	if l.relayOrPump(s, typ) && s.pool.hasWaiters() {
 		// The reply is out and the server is back in the pool, which has
 		// clients queued: the pooler is busy. Let the runnable goroutines
 		// go first; by the time this one reads its client again the next
@@ -506,8 +509,8 @@ func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 // goes to the server, and marks serve as writing to the server. It
 // reports whether the message is mapped (relayMapped) rather than passed
 // on as it is.
-func (c *client) recordLocked(typ byte, n int) (mapped bool) {
-	l := c.mu.link
+func (l *link) recordLocked(typ byte, n int) (mapped bool) {
+	c := l.c
 	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
 	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
 	if l.mu.ls.idle() {
@@ -521,7 +524,7 @@ func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 	l.mu.ls.fromClient(typ)
 	l.serve.recvBytes += int64(n) + 5
 	if c.tracking {
-		c.captureLocked(typ, n, first)
+		l.captureLocked(typ, n, first)
 		switch typ {
 		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
 			mapped = true
@@ -537,19 +540,20 @@ func (c *client) recordLocked(typ byte, n int) (mapped bool) {
 
 // forwardFailed handles a failed write of a message to the server, or
 // read of it from the client.
-func (c *client) forwardFailed(lv *loopVars, s *server, err error) loopStep {
+func (l *link) forwardFailed(lv *loopVars, s *server, err error) loopStep {
+	c := l.c
 	if s.w.Err() != nil {
 		// The server is gone; its pump reports it to the client.
 		s.conn.Close()
-		c.doneWriting()
-		c.startPump(s)
+		l.doneWriting()
+		l.startPump(s)
 		return stepNext
 	}
-	c.doneWriting()
+	l.doneWriting()
 	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
 		// A message larger than the read buffer stalled midway: the
 		// server has part of it and cannot be brought back clean.
-		c.unlinkAndClose("client_message_timeout")
+		l.unlinkAndClose("client_message_timeout")
 		c.fail(newError(CodeClientMessageTimeout))
 		return stepEnd
 	}
@@ -658,10 +662,10 @@ func (c *client) closeBadInput(e *Error, detail string) {
 	}
 	if done == nil {
 		c.fail(e)
-		c.abandonLink()
+		c.mu.link.abandonLink()
 		return
 	}
-	c.abandonLink()
+	c.mu.link.abandonLink()
 	<-done
 	c.fail(e)
 }
@@ -670,13 +674,14 @@ func (c *client) closeBadInput(e *Error, detail string) {
 // then hands the server's writer back. With awaitReply (serve reads the
 // reply itself next, see willRelayInline) it returns once the reply starts
 // to arrive, saving the read that would find nothing yet.
-func (c *client) flushBatch(s *server, awaitReply bool) {
+func (l *link) flushBatch(s *server, awaitReply bool) {
+	c := l.c
 	if c.r.Pending() {
 		return
 	}
-	if c.mu.link.serve.recvBytes > 0 {
-		c.mu.link.mu.pool.stats.received.Add(c.mu.link.serve.recvBytes)
-		c.mu.link.serve.recvBytes = 0
+	if l.serve.recvBytes > 0 {
+		l.mu.pool.stats.received.Add(l.serve.recvBytes)
+		l.serve.recvBytes = 0
 	}
 	var err error
 	if awaitReply {
@@ -687,23 +692,25 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 	if err != nil {
 		s.conn.Close()
 	}
-	c.doneWriting()
+	l.doneWriting()
 }
 
 // willRelayInline reports whether relayOrPump will read the reply to the
 // batch just relayed on this goroutine: the batch ends with Sync or Query
 // (the server answers it), no pump reads the server, and nothing of an
 // earlier reply is left unread in the server's buffer.
-func (c *client) willRelayInline(s *server, typ byte) bool {
-	return !c.r.Pending() && !c.mu.link.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+func (l *link) willRelayInline(s *server, typ byte) bool {
+	c := l.c
+	return !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
 // may release the server.
-func (c *client) doneWriting() {
+func (l *link) doneWriting() {
+	c := l.c
 	c.mu.Lock()
-	c.mu.link.mu.writing = false
-	c.mu.link.mu.writerDone.Broadcast()
+	l.mu.writing = false
+	l.mu.writerDone.Broadcast()
 	c.mu.Unlock()
 }
 
@@ -742,11 +749,11 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 		c.fail(newError(CodeClientIdleTimeout))
 		return true
 	case txTimed && txLeft <= 0:
-		c.unlinkAndClose("transaction timeout")
+		c.mu.link.unlinkAndClose("transaction timeout")
 		c.fail(newError(CodeTransactionTimeout))
 		return true
 	case idleInTx && st.IdleTransactionTimeout > 0:
-		c.unlinkAndClose("idle transaction timeout")
+		c.mu.link.unlinkAndClose("idle transaction timeout")
 		c.fail(newError(CodeIdleTransactionTimeout))
 		return true
 	}

@@ -518,7 +518,7 @@ func (h *sessionHarness) afterClose(t *testing.T) {
 		counted := h.tp.svc.clientCount.Load()
 		if counted == 0 || time.Now().After(deadline) {
 			stacks = poolerGoroutines(func(fn string) bool {
-				return serveFrames.MatchString(fn) || strings.HasPrefix(fn, "(*client).pump")
+				return serveFrames.MatchString(fn) || strings.HasPrefix(fn, "(*link).pump")
 			})
 			var serving []string
 			for _, g := range stacks {
