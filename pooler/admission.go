@@ -473,18 +473,3 @@ func (v consoleView) Admission() []admin.AdmissionRow {
 	}
 	return out
 }
-
-// takeTicket removes the holder's admission ticket from a server that goes
-// back to the pool; releaseTicket then gives it back to its gate, after the
-// server is idle (or gone), so the next grant finds it.
-func (s *server) takeTicket() admission.Ticket {
-	t := s.ticket
-	s.ticket = admission.Ticket{}
-	return t
-}
-
-func releaseTicket(t admission.Ticket) {
-	if t.Valid() {
-		t.Release()
-	}
-}

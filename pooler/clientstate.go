@@ -1,6 +1,8 @@
 package pooler
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // clientState is where a client is in its life. Every change goes through
 // client.setStateLocked, which checks it against clientTransitions:
@@ -193,14 +195,3 @@ func b2i(b bool) int {
 // SHOW POOLS splits into cl_active and cl_waiting. It needs no lock; the
 // count is setStateLocked's.
 func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
-
-// unlinkServerLocked records that the linked server left the link
-// (released, closed or lost). An active client becomes idle; a draining or
-// closed one stays as it is. c.mu must be held.
-func (l *link) unlinkServerLocked() {
-	c := l.c
-	l.mu.srv = nil
-	if c.mu.state == clientActive {
-		c.setStateLocked(clientIdle)
-	}
-}

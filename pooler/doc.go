@@ -10,7 +10,6 @@
 //	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	console.go         the admin console's view of the service (consoleView)
-//	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
 //	workers.go         goroutines a finished client left, reused for the next
@@ -20,18 +19,39 @@
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
 //	identmap.go        auth_ident_file read with auth_hba_file
 //	login_external.go  logins an outside service checks: LDAP, PAM
-//	serve.go           serving a logged-in client: read, route, forward
-//	link.go            link: a client's time with a server; (un)linking;
-//	                   the transaction's pool (link.pool, linkTo)
-//	pump.go            relaying a linked server's replies; release
+//	serve.go           serving a logged-in client: its read loop
+//	                   (client.loop), then the link's route and forward; what
+//	                   needs no server is sent to relay_unlinked.go, a
+//	                   simple Query's mapping (relayQuery) is here
+//	clientlife.go      a client's goroutine: its start after the login, its
+//	                   ends (fail, leave, closeBadInput, the read loop's
+//	                   timeouts) and the requests serve refuses
+//	link.go            link: a client's time with a server, the transaction
+//	                   path's receiver; linking (linkServer: the gate, the
+//	                   checkout, the parameters), the transaction's pool
+//	                   (link.mu.pool, linkTo), relaying inline or by a pump
+//	                   (relayOrPump), unlinking
+//	linkparams.go      a server's tracked parameters brought to the client's
+//	                   (syncParams: SET, RESET, the canonical spellings)
+//	pump.go            relaying a linked server's replies (pumpRun);
+//	                   ReadyForQuery and the release (afterReady)
+//	pump_messages.go   the other server messages the pump looks inside:
+//	                   ParameterStatus, COPY, ErrorResponse, the mapping's
+//	                   swallowed replies
+//	pump_lost.go       a link that ends badly: its server lost, query_timeout,
+//	                   transaction_timeout
 //	linkstate.go       linkState: what a link has sent and been answered;
 //	                   the release rule and the drain's next step
 //	drain.go           bringing a server back after its client left
+//	                   (abandonLink, drain)
 //	prepared.go        the statement registry, server statement caches, the
 //	                   replies a link owes (opQueue)
-//	relay_prepared.go  Parse/Bind/Describe/Close/Query with statement names
+//	relay_prepared.go  Parse/Bind/Describe/Close with statement names
 //	                   mapped to the server's
-//	relay_replies.go   the mapping's bookkeeping of server replies
+//	relay_rewrite.go   rewritten messages to a server, long texts spliced in
+//	                   by reference
+//	relay_replies.go   the mapping's bookkeeping of server replies; the
+//	                   client's statement names
 //	relay_retry.go     statements whose plan went stale (a migration): a shape
 //	                   epoch per statement, which makes every server's older
 //	                   copy prepared again and refuses clients' older names
@@ -51,9 +71,17 @@
 //	takeover_other.go  -R refused where the peer cannot be checked
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
-//	pool.go            serverPool: checkout, waiting, growth, release
-//	waitqueue.go       the pool's clients waiting for a server, in arrival order
-//	pool_connect.go    a server's login and its three endings
+//	pool.go            serverPool: checkout (acquire), release, and the
+//	                   server states and the pool's server lists, one
+//	                   writer (setServerStateLocked)
+//	waitqueue.go       the pool's clients waiting for a server, in arrival
+//	                   order (poolWaiter), cancelled or expired
+//	pool_grow.go       servers opened for waiters (growLocked); failed
+//	                   logins told to clients or waited out
+//	pool_params.go     the parameters a pool's clients log in with, its
+//	                   welcome
+//	pool_connect.go    a server's login and its three endings; the pool's
+//	                   credentials; servers doomed by a TLS change
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
 //	                   (load_balance_hosts), target_session_attrs, servers

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
-
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -373,5 +372,45 @@ func (l *link) relayFailed(s *server, out *wire.Writer, err error) bool {
 		if err = s.r.Forward(out); err == nil {
 			return true
 		}
+	}
+}
+
+// abandonLink hands a linked server, if any, to its pump to drain back to
+// clean once the client is gone: see leave.
+func (l *link) abandonLink() {
+	c := l.c
+	c.mu.Lock()
+	if l.mu.writing && l.mu.srv != nil {
+		// serve still holds the server's writer with part of a batch it
+		// recorded as sent (a refused frame read in the same batch kept
+		// flushBatch from running): it goes out now, so the replies the
+		// drain waits for are owed by the server, not by a buffer.
+		s := l.mu.srv
+		c.mu.Unlock()
+		if err := s.w.Flush(); err != nil {
+			s.conn.Close()
+		}
+		c.mu.Lock()
+	}
+	l.mu.writing = false
+	l.mu.writerDone.Broadcast()
+	s := l.mu.srv
+	if s != nil {
+		if l.mu.drain == nil {
+			l.mu.drain = &drainState{} // before gone: the pump reads it once gone
+		}
+		if c.mu.state != clientDraining { // the pump may have seen the client go first (relayFailed)
+			c.setStateLocked(clientDraining)
+		}
+		l.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		// Under mu: once the pump has released s, another client's pump
+		// reads it, and this deadline must not reach that one.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	if s != nil {
+		// A link left mid-batch has no pump yet: start the one that
+		// drains it.
+		l.startPump(s)
 	}
 }

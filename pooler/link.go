@@ -2,15 +2,11 @@ package pooler
 
 import (
 	"errors"
-	"io"
-	"net"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admission"
-	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -255,7 +251,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.acquireUnlessShutdown(p)
+	s, err := l.acquire(p)
 	if err != nil {
 		l.endWait()
 		if ticket.Valid() {
@@ -271,7 +267,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	p.stats.serverAssignments.Add(1)
 	p.stats.waitTime.Add(int64(waited / time.Microsecond))
 	p.metrics.waitDuration.Update(waited.Seconds())
-	if err := l.syncParams(s); err != nil {
+	if err := l.syncParamsUnlessMatch(s); err != nil {
 		l.endWait()
 		var pe *Error
 		if !errors.As(err, &pe) {
@@ -386,135 +382,34 @@ func (f *pumpFreed) signal() {
 	}
 }
 
-// syncParams brings the server's tracked parameters to the client's
-// values before a link. A reported parameter whose server value differs
-// (PgBouncer compares case-insensitively) gets PgBouncer's "SET
-// name='value';"; the values the server reports back are the canonical
-// ones (DateStyle ISO is "ISO, MDY"): the client takes them
-// (setCanonical), or the next checkout would SET them again.
-//
-// A parameter Postgres does not report is compared with what the pooler
-// last applied on this server (server.unreported), exactly: "Sp" and "sp"
-// name different schemas once quoted. One the client does not carry but an
-// earlier client had set goes back to its default with RESET, so no value
-// passes from one client to the next.
-func (l *link) syncParams(s *server) error {
+// unlinkServerLocked records that the linked server left the link
+// (released, closed or lost). An active client becomes idle; a draining or
+// closed one stays as it is. c.mu must be held.
+func (l *link) unlinkServerLocked() {
 	c := l.c
-	if !s.unreportedDirty && s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
-		return nil
+	l.mu.srv = nil
+	if c.mu.state == clientActive {
+		c.setStateLocked(clientIdle)
 	}
-	var sb strings.Builder
-	for name, want := range c.params {
-		if have, reported := s.params[name]; reported {
-			if sameSetting(have, want) {
-				continue
-			}
-		} else if have, ok := s.unreported[name]; ok && have == want && !s.unreportedDirty {
-			continue
-		}
-		appendSetting(&sb, name, want)
-	}
-	for name, have := range s.unreported {
-		if _, carried := c.params[name]; !carried && (have != unreportedDefault || s.unreportedDirty) {
-			sb.WriteString("RESET ")
-			sb.WriteString(quoteIdent(name))
-			sb.WriteString(";")
-		}
-	}
-	if sb.Len() == 0 {
-		s.unreportedDirty = false
-		s.syncedWith, s.syncedGen = c.params, s.paramsGen
-		return nil
-	}
-	s.pool.serverDebugf(s, "varcache_apply: %s", sb.String())
-	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
-	if err != nil {
-		return err
-	}
-	if res.err != nil {
-		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
-	}
-	// What Postgres did not answer with a ParameterStatus is now as sent.
-	for name, want := range c.params {
-		if _, reported := s.params[name]; !reported {
-			if s.unreported == nil {
-				s.unreported = make(map[string]string, 1)
-			}
-			s.unreported[name] = want
-		}
-	}
-	for name := range s.unreported {
-		if _, carried := c.params[name]; !carried {
-			s.unreported[name] = unreportedDefault
-		}
-	}
-	s.unreportedDirty = false
-	s.paramsGen++
-	l.setCanonical(s)
-	return nil
 }
 
-// unreportedDefault marks a parameter of server.unreported that was RESET:
-// a startup value cannot hold a NUL byte.
-const unreportedDefault = "\x00"
-
-// sameSetting compares a reported value with the client's as PgBouncer
-// does, case-insensitively (client_encoding utf8 is UTF8), except for a
-// value with a quoted identifier, whose case is its meaning.
-func sameSetting(have, want string) bool {
-	if strings.ContainsRune(want, '"') || strings.ContainsRune(have, '"') {
-		return have == want
+// acquire is linkServer's checkout from p, the transaction's pool
+// (link.mu.pool). During SHUTDOWN WAIT_FOR_SERVERS (shutdown.go) it
+// refuses at once, and a wait that the shutdown ended
+// (failWaitersForShutdown) is logged as PgBouncer logs the close. The
+// error closes the client (FATAL).
+func (l *link) acquire(p *serverPool) (*server, error) {
+	if l.c.svc.waitForServers.Load() {
+		return nil, newError(CodeServerShuttingDown)
 	}
-	return strings.EqualFold(have, want)
-}
-
-// scalarSettings are the tracked parameters whose value is one word or a
-// plain string to Postgres: for these "SET name='value'" means what the
-// startup packet's name=value means, and it is PgBouncer's form (its log
-// watchers read varcache_apply lines).
-var scalarSettings = map[string]bool{
-	"client_encoding": true, "DateStyle": true, "TimeZone": true,
-	"standard_conforming_strings": true, "application_name": true,
-	"IntervalStyle": true, "default_transaction_read_only": true,
-}
-
-// appendSetting writes the statement that gives name the value a startup
-// packet's name=value would give it. For a list parameter SET with a
-// quoted string is not that: SET search_path = 'a,b' is the one schema
-// "a,b", while the startup value a,b is two. set_config takes the text as
-// the startup packet does, for any parameter.
-func appendSetting(sb *strings.Builder, name, value string) {
-	if scalarSettings[name] {
-		sb.WriteString("SET ")
-		sb.WriteString(quoteIdent(name))
-		sb.WriteString("=")
-		sb.WriteString(quoteLiteral(value))
-		sb.WriteString(";")
-		return
+	s, err := p.acquire(nil, l.mu.poolWait)
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
+		// fail logs the close as PgBouncer does ("closing because:
+		// server shutting down").
+		return nil, e
 	}
-	sb.WriteString("SELECT pg_catalog.set_config(")
-	sb.WriteString(quoteLiteral(name))
-	sb.WriteString(", ")
-	sb.WriteString(quoteLiteral(value))
-	sb.WriteString(", false);")
-}
-
-// setCanonical gives the client the server's spelling of each tracked
-// value that differs only in form after a SET, as PgBouncer's
-// varcache_set_canonical does: Postgres sends no ParameterStatus when the
-// value it holds is the canonical form of the one set.
-func (l *link) setCanonical(s *server) {
-	c := l.c
-	for name, have := range c.params {
-		canon, ok := s.params[name]
-		if !ok || canon == have {
-			continue
-		}
-		c.debugf("varcache_set_canonical: setting %s to its canonical version %s -> %s", name, have, canon)
-		c.mu.Lock()
-		c.setParamLocked(name, canon)
-		c.mu.Unlock()
-	}
+	return s, err
 }
 
 // sameMap reports whether a and b are the same map (not equal contents).
@@ -524,54 +419,19 @@ func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-// leave handles the client going away. A linked server is drained back to a
-// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
-// closed; the pump is woken by an expired read deadline.
-func (c *client) leave(err error) {
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	} else if c.svc.logDisconnections() {
-		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+// syncParamsUnlessMatch brings s's tracked parameters to the client's
+// (syncParams, linkparams.go) unless they are known to match: s last
+// matched this very map (clients with the same parameters share one) and
+// nothing changed on s since, which is the common case.
+func (l *link) syncParamsUnlessMatch(s *server) error {
+	if s.paramsMatch(l.c.params) {
+		return nil
 	}
-	c.mu.link.abandonLink()
+	return l.syncParams(s)
 }
 
-// abandonLink hands a linked server, if any, to its pump to drain back to
-// clean once the client is gone: see leave.
-func (l *link) abandonLink() {
-	c := l.c
-	c.mu.Lock()
-	if l.mu.writing && l.mu.srv != nil {
-		// serve still holds the server's writer with part of a batch it
-		// recorded as sent (a refused frame read in the same batch kept
-		// flushBatch from running): it goes out now, so the replies the
-		// drain waits for are owed by the server, not by a buffer.
-		s := l.mu.srv
-		c.mu.Unlock()
-		if err := s.w.Flush(); err != nil {
-			s.conn.Close()
-		}
-		c.mu.Lock()
-	}
-	l.mu.writing = false
-	l.mu.writerDone.Broadcast()
-	s := l.mu.srv
-	if s != nil {
-		if l.mu.drain == nil {
-			l.mu.drain = &drainState{} // before gone: the pump reads it once gone
-		}
-		if c.mu.state != clientDraining { // the pump may have seen the client go first (relayFailed)
-			c.setStateLocked(clientDraining)
-		}
-		l.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
-		// Under mu: once the pump has released s, another client's pump
-		// reads it, and this deadline must not reach that one.
-		s.conn.SetReadDeadline(time.Now())
-	}
-	c.mu.Unlock()
-	if s != nil {
-		// A link left mid-batch has no pump yet: start the one that
-		// drains it.
-		l.startPump(s)
-	}
+// paramsMatch reports whether s's tracked parameters are params, as far as
+// the pooler knows: s last matched that map and has changed nothing since.
+func (s *server) paramsMatch(params map[string]string) bool {
+	return !s.unreportedDirty && s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, params)
 }

@@ -221,147 +221,6 @@ func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Se
 	return replyDone
 }
 
-// pumpParameter notes a ParameterStatus on the server and, for a tracked
-// parameter, as the client's value; one too long to hold is passed on
-// unread.
-func (l *link) pumpParameter(s *server, out *wire.Writer) replyAct {
-	c := l.c
-	if !s.r.Fits() {
-		return replyForward
-	}
-	msg, err := s.r.Message()
-	if err != nil {
-		l.serverLost(s, err)
-		return replyLinkOver
-	}
-	name, value := s.noteParameter(msg[5:])
-	// out is nil once the client is gone: its parameters no longer matter.
-	if canon := c.svc.trackedName(name); canon != "" && out != nil {
-		c.mu.Lock()
-		c.setParamLocked(canon, value)
-		c.mu.Unlock()
-	}
-	if out != nil {
-		out.Write(msg)
-	}
-	return replyDone
-}
-
-// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the
-// link (linkState.copyStarted) and the mapping queue. gone: the client had
-// left when the message was read.
-func (l *link) pumpCopyStarted(s *server, gone, inline bool) replyAct {
-	c := l.c
-	c.mu.Lock()
-	if dropped, consumed := l.mu.ls.copyStarted(l.pump.replies); c.tracking {
-		l.mu.ops.killSyncs(dropped)
-		switch consumed {
-		case wire.MsgParse, wire.MsgClose, wire.MsgBind, wire.MsgDescribe:
-			l.consumedByCopyLocked(s, consumed)
-		}
-	}
-	c.mu.Unlock()
-	if gone {
-		// The drain's next step (CopyFail) is due now, not when the
-		// server, waiting for data, times out.
-		s.conn.SetReadDeadline(time.Now())
-	}
-	if inline {
-		// The client sends COPY data next while the server stays silent:
-		// serve must go back to reading the client.
-		return replyForwardHandOff
-	}
-	return replyForward
-}
-
-// pumpStmtReply swallows the ParseComplete or CloseComplete of a message
-// the pooler sent for its mapping (replyLocked); the client's own are
-// passed on.
-func (l *link) pumpStmtReply(s *server, out *wire.Writer) replyAct {
-	c := l.c
-	c.mu.Lock()
-	swallow := l.replyLocked(s)
-	c.mu.Unlock()
-	if !swallow {
-		return replyForward
-	}
-	if err := s.r.Skip(); err != nil {
-		l.serverLost(s, err)
-		return replyLinkOver
-	}
-	if out != nil && !s.r.Pending() {
-		out.Flush()
-	}
-	return replyDone
-}
-
-// pumpError attributes an ErrorResponse to the message that failed
-// (linkState.serverError) and, when the server now skips to a Sync not yet
-// sent, makes serve skip the client's messages up to it too.
-func (l *link) pumpError(s *server, inline bool) replyAct {
-	c := l.c
-	act := replyForward
-	// Read before c.mu is taken: the message may still be arriving.
-	stalePlan := c.tracking && isStalePlan(s)
-	c.mu.Lock()
-	replies := l.pump.replies
-	skip, synced := l.mu.ls.serverError(replies)
-	if skip {
-		l.pump.replies = 0
-		if !synced {
-			// The server skips the client's messages up to its next
-			// Sync: so does serve, so that none is counted as owing a
-			// reply. The server says nothing more until that Sync, which
-			// serve must read: an inline relay hands over.
-			l.mu.skipToSync = true
-			if inline {
-				act = replyForwardHandOff
-			}
-		}
-	}
-	retried := false
-	var stale *stmtDef
-	if c.tracking {
-		if stalePlan && skip {
-			stale = l.staleLocked(s, replies)
-		}
-		l.errorLocked(s, skip)
-		if stale != nil && synced {
-			retried = l.retryLocked(s, stale)
-		} else {
-			l.mu.retry.state = retryOff
-		}
-	}
-	c.mu.Unlock()
-	if !retried {
-		return act
-	}
-	c.noisef("%s had a stale plan on %s: prepared again, request sent again", stale.name, s)
-	// The failed request's error goes to nobody: the client gets its
-	// second run's replies (relay_retry.go).
-	if err := s.r.Skip(); err != nil {
-		l.serverLost(s, err)
-		return replyLinkOver
-	}
-	return replyDone
-}
-
-// noteSessionChange marks the server's record of unreported parameters
-// (server.unreported) unsure after a command that may have changed them:
-// SET, RESET, DISCARD ALL. False when the server failed.
-func (l *link) noteSessionChange(s *server) bool {
-	pre, err := s.r.Peek(16)
-	if err != nil {
-		l.serverLost(s, err)
-		return false
-	}
-	switch string(wire.CommandTag(pre)) {
-	case "SET", "RESET", "DISCARD ALL":
-		s.unreportedDirty = true
-	}
-	return true
-}
-
 // pumpCommandComplete applies a DEALLOCATE's CommandComplete to the
 // mapping: the client's DEALLOCATE of a mapped statement gets DEALLOCATE's
 // tag for the stand-in's DO.
@@ -564,119 +423,6 @@ func isCopyInput(typ byte) bool {
 	return false
 }
 
-// pumpTimeout handles an expired server read deadline: a departed client's
-// drain step, or query_timeout. False when the link is over.
-func (l *link) pumpTimeout(s *server, st *config.Settings) bool {
-	c := l.c
-	c.mu.Lock()
-	gone := c.gone.Load()
-	txLeft, txTimed := c.txRemainingLocked(st)
-	queryOver := st.QueryTimeout > 0 && c.svc.clock.Since(c.mu.queryStart) >= st.QueryTimeout
-	c.mu.Unlock()
-	if gone {
-		return l.drain(s)
-	}
-	// query_timeout first, as PgBouncer's janitor checks it first.
-	code, reason := CodeQueryTimeout, "query timeout"
-	if !queryOver && txTimed && txLeft <= 0 {
-		code, reason = CodeTransactionTimeout, "transaction timeout"
-	}
-	c.closeClient(code)
-	c.mu.Lock()
-	l.awaitServeOffServerRelock(s)
-	l.unlinkServerLocked()
-	c.mu.Unlock()
-	s.pool.discard(s, reason)
-	return false
-}
-
-// serverLost handles a server that failed while linked.
-func (l *link) serverLost(s *server, err error) {
-	c := l.c
-	c.mu.Lock()
-	tell := l.mu.srv == s && !c.gone.Load() && !l.mu.detach
-	_, code := l.lostReasonLocked(s)
-	c.mu.Unlock()
-	if tell {
-		c.closeClient(code)
-	}
-	c.mu.Lock()
-	l.awaitServeOffServerRelock(s)
-	reason, _ := l.lostReasonLocked(s)
-	if c.gone.Load() && !tell {
-		// A drain ends with its server (a client told here leaves
-		// without one).
-		l.finishDrainLocked("closed")
-	}
-	if l.mu.srv == s {
-		l.unlinkServerLocked()
-	}
-	c.mu.Unlock()
-	s.pool.discard(s, reason)
-}
-
-// lostReasonLocked is why the linked server s is closed when it fails
-// (the log's reason) and what the client is told.
-func (l *link) lostReasonLocked(s *server) (string, Code) {
-	reason, code := "server conn crashed?", CodeServerCrashed
-	if l.mu.detach {
-		reason = l.mu.detachReason
-	}
-	if s.evicted.Load() {
-		reason, code = "evicted", CodeEvicted
-	}
-	if s.fastClosed.Load() {
-		reason, code = reasonConfigChanged, CodeConfigChanged
-	}
-	return reason, code
-}
-
-// awaitServeOffServerRelock waits until serve no longer writes to s, the
-// linked server the pump is about to close or hand back (c.link.writing,
-// set from recording a message until its batch is flushed). discard
-// writes s's Terminate and lets the pool forget s; a server serve still
-// writes to would then have two writers, and release would give that
-// writer to the next holder. s's socket is closed first when serve is
-// writing, so that a write blocked on it ends. Called with c.mu held; it
-// is released while waiting (the suffix says so) and held again on
-// return. The caller has told the client or the client is gone, so that
-// serve is not left reading the rest of a batch: it finds the client's
-// socket closed, and both doneWriting and abandonLink end the writing.
-// Never called by serve itself (inline relay): serve has flushed its
-// batch before it relays.
-func (l *link) awaitServeOffServerRelock(s *server) {
-	c := l.c
-	if l.mu.srv != s || !l.mu.writing {
-		return
-	}
-	// Closed with the lock released: closing a TLS connection may write
-	// its close_notify.
-	c.mu.Unlock()
-	s.conn.Close()
-	c.mu.Lock()
-	for l.mu.srv == s && l.mu.writing {
-		l.mu.writerDone.Wait()
-	}
-}
-
-// closeClient tells the client of a pooler error that ends it and closes
-// its socket. Only the pump calls it, while the link still holds its
-// server, and without c.mu: while c.link.srv is set the pump is the
-// client writer's only user, and once it is nil serve owns the writer
-// again and may link another server and relay its replies to that writer
-// (the race detector caught the pump's error and serve's relay writing it
-// together when this ran after the link ended). serve's closeBadInput
-// waits for link.pumpFreed, which the pump signals only after this. The
-// write is bounded, as fail's is; without c.mu a client that reads nothing
-// holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
-// janitor's park scan).
-func (c *client) closeClient(code Code) {
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(nil, newError(code)))
-	c.w.Flush()
-	c.conn.Close()
-}
-
 // endReleasingLocked ends afterReady's release flush: serve, waiting to
 // route the client's next message, goes on.
 func (l *link) endReleasingLocked() {
@@ -703,4 +449,38 @@ func (l *link) countReadyLocked(status byte) {
 	}
 	ps.sent.Add(l.pump.sentBytes)
 	l.pump.sentBytes = 0
+}
+
+// replyOpLocked pops the op of a Bind (BindComplete) or Describe
+// (RowDescription, NoData) when it is the next one owed; a RowDescription
+// of a Query finds its opSync instead and pops nothing. The reply of a
+// Describe sent again (relay_retry.go) tells the client its statement's
+// new shape: its name's epoch is brought up to date.
+func (l *link) replyOpLocked(kind opKind) {
+	if o := l.mu.ops.peek(); o != nil && o.kind == kind {
+		if d := l.mu.ops.pop(); d.name != nil {
+			d.name.learned(d.epoch)
+		}
+	}
+}
+
+// readyLocked appends the errors the pooler owes before this ReadyForQuery
+// and pops the Sync it answers.
+func (l *link) readyLocked(out []byte) []byte {
+	c := l.c
+	for o := l.mu.ops.peek(); o != nil && o.kind != opSync; o = l.mu.ops.peek() {
+		d := l.mu.ops.pop()
+		if d.kind == opError && d.err != nil {
+			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
+		}
+		if d.kind == opDeallocate {
+			// Neither a CommandComplete nor an error came for the
+			// stand-in (which Postgres never does): the name stays gone.
+			c.svc.stmts.release(d.def)
+		}
+	}
+	if o := l.mu.ops.peek(); o != nil {
+		l.mu.ops.pop()
+	}
+	return out
 }

@@ -6,46 +6,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
-
-// relayMapped forwards a Parse, Bind, Describe, Close or Query with
-// prepared-statement mapping (see prepared.go). bodyLen is the message's
-// body length from Next.
-func (l *link) relayMapped(typ byte, bodyLen int, s *server) error {
-	switch typ {
-	case wire.MsgParse:
-		return l.relayParse(bodyLen, s)
-	case wire.MsgBind:
-		return l.relayBind(bodyLen, s)
-	case wire.MsgDescribe:
-		return l.relayDescribe(s)
-	case wire.MsgClose:
-		return l.relayClose(s)
-	case wire.MsgQuery:
-		return l.relayQuery(bodyLen, s)
-	}
-	panic("BUG: relayMapped for message type " + string(typ))
-}
-
-// followTrackingLocked starts or stops the mapping for this client when
-// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
-// as PgBouncer reads it for each message: with 0, a client's statement
-// names go to the server as they are. It changes only where nothing of
-// the mapping is in flight: no server linked (the caller's check), no
-// error owed, no skip to Sync. The client's names are kept, as PgBouncer
-// keeps them, for when the mapping is on again; its remembered unnamed
-// Parse is not (it may be stale by then). Called with c.mu held.
-func (l *link) followTrackingLocked() {
-	c := l.c
-	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
-	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
-		return
-	}
-	c.tracking = on
-	c.forgetUnnamedLocked()
-}
 
 // maxNameMessage bounds the statement names the pooler maps: a Describe or
 // Close carrying a longer one is refused from its header (judgeHeader).
@@ -269,77 +231,6 @@ func (c *client) forgetUnnamedLocked() {
 		c.mu.unnamedParse = nil
 	}
 }
-
-// A rewrite (c.out) that carries a long statement does not copy its text:
-// appendText records where the text goes (a splice), and writeRewrite
-// writes the buffer's pieces and the texts in order. A statement held once
-// (the registry's definition, the client's unnamed Parse) is so written
-// to a server without a second copy of it.
-type splice struct {
-	at   int // offset in the rewrite buffer
-	text []byte
-}
-
-// inlineText is the longest text a rewrite copies.
-const inlineText = 16 << 10
-
-// appendText appends text to out, or records it as a splice at the end of
-// out when it is long. The caller writes out with writeRewrite.
-func (l *link) appendText(out, text []byte) []byte {
-	if len(text) <= inlineText {
-		return append(out, text...)
-	}
-	l.serve.splices = append(l.serve.splices, splice{at: len(out), text: text})
-	return out
-}
-
-// appendParseLocked is wire.AppendParse for a rewrite, with the query
-// spliced when long (appendText). Called with c.mu held.
-func (l *link) appendParseLocked(out []byte, name, query string, types []byte) []byte {
-	out = wire.AppendParseHead(out, name, len(query), types)
-	// The definition's text is immutable and outlives the write: a view
-	// of it, not a copy.
-	out = l.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
-	return wire.AppendParseTail(out, types)
-}
-
-// writeRewrite writes a rewrite buffer with its splices to w.
-func (l *link) writeRewrite(w *wire.Writer, out []byte) error {
-	if len(l.serve.splices) == 0 {
-		return w.Write(out)
-	}
-	prev := 0
-	var err error
-	for _, sp := range l.serve.splices {
-		if err = w.Write(out[prev:sp.at]); err != nil {
-			break
-		}
-		if err = w.Write(sp.text); err != nil {
-			break
-		}
-		prev = sp.at
-	}
-	clear(l.serve.splices)
-	l.serve.splices = l.serve.splices[:0]
-	if err != nil {
-		return err
-	}
-	return w.Write(out[prev:])
-}
-
-// shrunk returns buf, or nil when it has grown past what a client should
-// keep between messages (a rewritten message carrying a long statement):
-// the next message allocates what it needs.
-func shrunk(buf []byte) []byte {
-	if cap(buf) > keptScratch {
-		return nil
-	}
-	return buf
-}
-
-// keptScratch is the largest rewrite buffer a client keeps between
-// messages.
-const keptScratch = 64 << 10
 
 // prepareLocked appends a Parse of def for server s, evicting the server's
 // least recently used statements first so that its cache, with def, stays
@@ -595,52 +486,6 @@ func (l *link) relayClose(s *server) error {
 	return s.w.WriteMessage(wire.MsgClose, body)
 }
 
-// relayQuery watches simple queries for SQL DEALLOCATE of a protocol-level
-// statement name, which must not reach the server under the client's name.
-// DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
-// CommandComplete.
-func (l *link) relayQuery(bodyLen int, s *server) error {
-	c := l.c
-	pre, err := c.r.Peek(256)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	name, ok := "", false
-	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
-		name, ok = deallocateTarget(pre)
-	}
-	var cs *clientStmt
-	if ok {
-		cs = c.mu.stmts[name]
-	}
-	// A simple query replaces the server's unnamed statement.
-	s.unnamedOwner = 0
-	if cs == nil {
-		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
-		c.mu.Unlock()
-		return c.r.Forward(s.w)
-	}
-	// The name goes now, so that a Parse of it pipelined behind this
-	// query is accepted as Postgres would; an error gives it back
-	// (errorLocked). The definition's reference is held by the op.
-	delete(c.mu.stmts, name)
-	l.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
-	l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
-	c.mu.Unlock()
-	if err := c.r.Skip(); err != nil {
-		return err
-	}
-	l.serve.out = append(l.serve.out[:0], deallocateStandIn...)
-	return s.w.Write(l.serve.out)
-}
-
-// deallocateStandIn is what the server gets for a client's DEALLOCATE of a
-// mapped name (prepared.go): it succeeds where DEALLOCATE would and fails
-// with 25P02 in an aborted transaction, and it creates nothing on the
-// server that could be left behind.
-var deallocateStandIn = wire.AppendQuery(nil, "DO $$BEGIN END$$")
-
 // deallocateComplete is DEALLOCATE's CommandComplete.
 var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', 'E', 'A', 'L', 'L', 'O', 'C', 'A', 'T', 'E', 0}
 
@@ -656,6 +501,22 @@ func (l *link) deallocateDoneLocked(tag []byte) bool {
 	d := l.mu.ops.pop()
 	c.svc.stmts.release(d.def)
 	return true
+}
+
+// unnamedLocked appends a Parse of the client's last unnamed statement when
+// server s does not hold it as its unnamed statement, for a Bind or
+// Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
+func (l *link) unnamedLocked(out []byte, s *server) []byte {
+	c := l.c
+	if c.mu.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.mu.unnamedGen) {
+		return out
+	}
+	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
+	out = l.appendText(out, c.mu.unnamedParse)
+	l.mu.ops.push(op{kind: opParseInjected, unnamed: true})
+	l.mu.ls.injected(wire.MsgParse)
+	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
+	return out
 }
 
 // deallocateTarget recognises a query body that is exactly
@@ -690,20 +551,4 @@ func deallocateTarget(body []byte) (string, bool) {
 		return "", false
 	}
 	return strings.ToLower(name), true
-}
-
-// unnamedLocked appends a Parse of the client's last unnamed statement when
-// server s does not hold it as its unnamed statement, for a Bind or
-// Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
-func (l *link) unnamedLocked(out []byte, s *server) []byte {
-	c := l.c
-	if c.mu.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.mu.unnamedGen) {
-		return out
-	}
-	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
-	out = l.appendText(out, c.mu.unnamedParse)
-	l.mu.ops.push(op{kind: opParseInjected, unnamed: true})
-	l.mu.ls.injected(wire.MsgParse)
-	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
-	return out
 }

@@ -1,6 +1,8 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/wire"
+import (
+	"github.com/pgturnstile/pgturnstile/wire"
+)
 
 // The pump's side of prepared-statement mapping (prepared.go): what each
 // reply of the server does to the op queue (link.ops) and to both sides'
@@ -73,19 +75,6 @@ func (l *link) consumedByCopyLocked(s *server, typ byte) {
 	}
 }
 
-// replyOpLocked pops the op of a Bind (BindComplete) or Describe
-// (RowDescription, NoData) when it is the next one owed; a RowDescription
-// of a Query finds its opSync instead and pops nothing. The reply of a
-// Describe sent again (relay_retry.go) tells the client its statement's
-// new shape: its name's epoch is brought up to date.
-func (l *link) replyOpLocked(kind opKind) {
-	if o := l.mu.ops.peek(); o != nil && o.kind == kind {
-		if d := l.mu.ops.pop(); d.name != nil {
-			d.name.learned(d.epoch)
-		}
-	}
-}
-
 // undoLocked undoes what the message of op d would have changed, for a
 // message the server did not run. keepName: a Parse's name stays the
 // client's, unconfirmed (errorLocked).
@@ -132,27 +121,6 @@ func (l *link) undoLocked(s *server, d op, keepName bool) {
 			c.svc.stmts.release(d.def)
 		}
 	}
-}
-
-// readyLocked appends the errors the pooler owes before this ReadyForQuery
-// and pops the Sync it answers.
-func (l *link) readyLocked(out []byte) []byte {
-	c := l.c
-	for o := l.mu.ops.peek(); o != nil && o.kind != opSync; o = l.mu.ops.peek() {
-		d := l.mu.ops.pop()
-		if d.kind == opError && d.err != nil {
-			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
-		}
-		if d.kind == opDeallocate {
-			// Neither a CommandComplete nor an error came for the
-			// stand-in (which Postgres never does): the name stays gone.
-			c.svc.stmts.release(d.def)
-		}
-	}
-	if o := l.mu.ops.peek(); o != nil {
-		l.mu.ops.pop()
-	}
-	return out
 }
 
 // commandCompleteLocked clears both sides' statements after DISCARD ALL or

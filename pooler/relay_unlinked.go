@@ -1,43 +1,8 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/wire"
-
-// answerUnlinked answers, without a server, the messages of a client that
-// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
-// transaction is open when no server is linked), Flush, Close (the client's
-// map only; portals do not outlive transactions), a Parse of a statement
-// some server has already parsed successfully (mapped now, prepared on the
-// server at its first Bind or Describe), and everything up to the next Sync
-// after an error the pooler raised. Replies are written in order to the
-// client writer, which serve owns while unlinked.
-//
-// Besides saving a server checkout per PQprepare, this keeps clients that
-// prepare synchronously while other sessions of the same thread hold every
-// server (pgbench -M prepared) from waiting on themselves.
-func (l *link) answerUnlinked(typ byte, bodyLen int) (bool, error) {
-	c := l.c
-	if l.mu.skipToSync && typ != wire.MsgSync {
-		return true, l.skipAfterError(typ, bodyLen)
-	}
-	if !c.tracking && !l.mu.skipToSync {
-		return false, nil
-	}
-	if typ == wire.MsgSync {
-		return true, l.answerSync()
-	}
-	if !c.tracking {
-		return false, nil
-	}
-	switch typ {
-	case wire.MsgFlush:
-		return true, l.answerFlush()
-	case wire.MsgClose:
-		return true, l.answerClose()
-	case wire.MsgParse:
-		return l.answerParse(bodyLen)
-	}
-	return false, nil
-}
+import (
+	"github.com/pgturnstile/pgturnstile/wire"
+)
 
 // skipAfterError drops a client message after an error, up to the
 // client's Sync, as Postgres skips them. A named Parse among them keeps

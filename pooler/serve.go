@@ -3,12 +3,10 @@ package pooler
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"runtime"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -16,148 +14,6 @@ import (
 
 // errWaitCanceled ends a wait for a server on the client's cancel request.
 var errWaitCanceled = errors.New("canceled while waiting for a server")
-
-// queryCanceled answers a request whose wait for a server was cancelled, as
-// Postgres answers a cancelled query: ERROR 57014, and the client stays
-// usable. A simple query is done with ReadyForQuery; in the extended
-// protocol the rest of the batch is dropped up to its Sync, which gets the
-// ReadyForQuery.
-func (c *client) queryCanceled(typ byte) error {
-	if err := c.r.Skip(); err != nil {
-		return err
-	}
-	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
-	return c.refuse(typ, out)
-}
-
-// refuse sends out, an ErrorResponse for a request the pooler refused
-// before any server saw it (message typ, already consumed), the way
-// Postgres ends a failed request: a simple Query, Sync or FunctionCall is
-// done with ReadyForQuery 'I'; in the extended protocol the rest of the
-// batch is dropped up to its Sync, which gets the ReadyForQuery.
-func (c *client) refuse(typ byte, out []byte) error {
-	switch typ {
-	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
-		out = wire.AppendReadyForQuery(out, wire.TxIdle)
-	default:
-		c.mu.Lock()
-		c.mu.link.mu.skipToSync = true
-		c.mu.Unlock()
-	}
-	c.scratch = out
-	if err := c.w.Write(out); err != nil {
-		return err
-	}
-	return c.w.Flush()
-}
-
-// serve runs the client's whole life.
-func (c *client) serve() {
-	loggedIn := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !loggedIn {
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
-	if err := c.login(); err != nil {
-		c.releaseCaps()
-		c.fail(err)
-		return
-	}
-	loggedIn = true
-	c.plain = nil // the login's alone: a parked client must not keep its socket
-	if c.repl != replNone {
-		go c.serveReplication()
-		return
-	}
-	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
-	// stack, which Go only shrinks at a garbage collection. A client that
-	// will park when idle (park.go) gives its goroutine up then, stack and
-	// all: it goes on here, saving a goroutine's start and the scheduler's
-	// wake-up on every login (connection churn pays it per transaction).
-	// One that cannot park (TLS, client_idle_timeout, no epoll) lives on
-	// a fresh goroutine whose stack starts small: idle clients are many.
-	if netpoll.CanPark && !c.tls && c.settings().ClientIdleTimeout == 0 {
-		c.serveLoggedIn(true)
-		return
-	}
-	go c.serveLoggedIn(true)
-}
-
-// serveLoggedIn relays for a logged-in client until it leaves or parks
-// (park.go); a parked client comes back here on a new goroutine.
-func (c *client) serveLoggedIn(afterLogin bool) {
-	parked := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !parked {
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
-	parked = c.loop(afterLogin)
-}
-
-// fail sends err to an unlinked client when it is a pooler error and logs
-// why the client is going.
-func (c *client) fail(err error) {
-	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return
-	}
-	var pe *Error
-	var ae *auth.Error
-	var pge *auth.ServerError
-	var se *wire.StartupError
-	switch {
-	case errors.As(err, &pe):
-	case errors.As(err, &ae):
-		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
-	case errors.As(err, &pge):
-		// A server's own error during login is forwarded as is; one
-		// without a SQLSTATE (a broken or hostile server) gets 08P01.
-		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
-		if pe.SQLState == "" {
-			pe.SQLState = "08P01"
-		}
-		if pe.Message == "" {
-			pe.Message = "server login failed"
-		}
-	case errors.As(err, &se):
-		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
-	case errors.Is(err, wire.ErrMessageTooLarge):
-		pe = newError(CodePacketTooLarge)
-	case errors.Is(err, wire.ErrBadLength):
-		pe = newError(CodeBadPacket)
-	case isTimeout(err):
-		pe = newError(CodeClientLoginTimeout)
-	default:
-		// Go's error strings (addresses, ports, system errors) are for
-		// the log only. A failure of the client's own connection gets
-		// no message: it could not be delivered.
-		c.logger().Warn(err.Error())
-		if isConnError(err) {
-			return
-		}
-		pe = newError(CodeServerConnectFailed, loginReason(err))
-	}
-	if c.svc.settings().LogPoolerErrors {
-		c.logger().Warn("pooler error: " + pe.Message)
-	}
-	if c.svc.logDisconnections() {
-		// PgBouncer's line for every client it closes, with the reason
-		// it told the client.
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	}
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(c.scratch[:0], pe))
-	c.w.Flush()
-}
 
 // loopStep says what loop does after one of its stages.
 type loopStep uint8
@@ -245,7 +101,7 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 // message is in whole (awaitMessage). stepOn with the message ready to be
 // routed; anything else when there is none.
 func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
-	if c.restNow() {
+	if c.svc.parker.suspended.Load() && c.restNow() {
 		return 0, 0, stepParked // SUSPEND: at rest between transactions
 	}
 	if lv.timeouts {
@@ -284,42 +140,6 @@ func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
 	return typ, n, stepOn
 }
 
-// readFailed handles an error reading a message header: a park request or
-// an idle deadline (timeouts), a header refused by the reader, or the
-// client leaving.
-func (c *client) readFailed(st *config.Settings, err error) loopStep {
-	switch {
-	case isTimeout(err) && c.parkWanted.Load():
-		if c.tryPark() {
-			return stepParked
-		}
-		return stepNext
-	case isTimeout(err) && c.clientTimedOut(st):
-		return stepEnd
-	case isTimeout(err):
-		return stepNext
-	case errors.Is(err, wire.ErrMessageTooLarge):
-		// Refused on its header: nothing of it reached the server, which
-		// stays clean.
-		c.closeBadInput(newError(CodePacketTooLarge), "")
-	case errors.Is(err, wire.ErrBadLength):
-		c.closeBadInput(newError(CodeBadPacket), "")
-	default:
-		c.leave(err)
-	}
-	return stepEnd
-}
-
-// smallLimit is the longest body of a message Postgres caps at
-// smallMessageLimit: a Describe or Close may name a longer statement
-// while the pooler maps names (mappedNameLimit).
-func (c *client) smallLimit(typ byte) int {
-	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
-		return mappedNameLimit
-	}
-	return smallMessageLimit
-}
-
 // judgeHeader refuses, on its 5-byte header alone, a message the client
 // may not send, and ends the client on Terminate. stepOn for a message to
 // route.
@@ -345,6 +165,73 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 		return stepOn
 	}
 	return stepEnd
+}
+
+// smallLimit is the longest body of a message Postgres caps at
+// smallMessageLimit: a Describe or Close may name a longer statement
+// while the pooler maps names (mappedNameLimit).
+func (c *client) smallLimit(typ byte) int {
+	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
+		return mappedNameLimit
+	}
+	return smallMessageLimit
+}
+
+// isFrontendType reports whether typ is a message a logged-in client may
+// send: the frontend messages of protocol 3.0 after authentication
+// (PasswordMessage 'p' belongs to the login only). Postgres ends the
+// session over any other ("invalid frontend message type"), PgBouncer the
+// client ("unknown pkt").
+func isFrontendType(typ byte) bool {
+	switch typ {
+	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
+		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
+		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
+		return true
+	}
+	return false
+}
+
+func isSmallMessage(typ byte) bool {
+	switch typ {
+	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
+		return true
+	}
+	return false
+}
+
+// awaitMessage waits until the current message, of n body bytes, is in the
+// read buffer whole, before any of it goes on: a server is taken (link), or
+// written to, only for a message that has arrived, so a client that sends
+// a header and stalls holds no server (PgBouncer links one on the header).
+// A message larger than the read buffer is streamed and cannot be held back
+// whole: its server is taken once the buffer is full of it, and a stall
+// after that holds the server.
+//
+// The wait, and the streaming of a larger message after it, end after
+// client_message_timeout when it is set: the read deadline stays armed for
+// the rest of the message (loop takes it off). A park request or an idle
+// deadline that expires meanwhile does not end it: the client is busy.
+func (c *client) awaitMessage(st *config.Settings, n int) error {
+	var deadline time.Time
+	if st.ClientMessageTimeout > 0 {
+		deadline = time.Now().Add(st.ClientMessageTimeout)
+	}
+	c.conn.SetReadDeadline(deadline)
+	for {
+		_, err := c.r.Peek(n)
+		if err == nil || !isTimeout(err) {
+			return err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return err
+		}
+		// Not our deadline: the janitor's park request, or one armed
+		// for idleness. A client with part of a message sent is neither
+		// parked nor idle.
+		c.parkWanted.Store(false)
+		c.conn.SetReadDeadline(deadline)
+	}
 }
 
 // route finds where a message goes: answered by the pooler without a
@@ -432,6 +319,61 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	return r, stepOn
 }
 
+// followTrackingLocked starts or stops the mapping for this client when
+// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
+// as PgBouncer reads it for each message: with 0, a client's statement
+// names go to the server as they are. It changes only where nothing of
+// the mapping is in flight: no server linked (the caller's check), no
+// error owed, no skip to Sync. The client's names are kept, as PgBouncer
+// keeps them, for when the mapping is on again; its remembered unnamed
+// Parse is not (it may be stale by then). Called with c.mu held.
+func (l *link) followTrackingLocked() {
+	c := l.c
+	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
+	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
+		return
+	}
+	c.tracking = on
+	c.forgetUnnamedLocked()
+}
+
+// answerUnlinked answers, without a server, the messages of a client that
+// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
+// transaction is open when no server is linked), Flush, Close (the client's
+// map only; portals do not outlive transactions), a Parse of a statement
+// some server has already parsed successfully (mapped now, prepared on the
+// server at its first Bind or Describe), and everything up to the next Sync
+// after an error the pooler raised. Replies are written in order to the
+// client writer, which serve owns while unlinked.
+//
+// Besides saving a server checkout per PQprepare, this keeps clients that
+// prepare synchronously while other sessions of the same thread hold every
+// server (pgbench -M prepared) from waiting on themselves.
+func (l *link) answerUnlinked(typ byte, bodyLen int) (bool, error) {
+	c := l.c
+	if l.mu.skipToSync && typ != wire.MsgSync {
+		return true, l.skipAfterError(typ, bodyLen)
+	}
+	if !c.tracking && !l.mu.skipToSync {
+		return false, nil
+	}
+	if typ == wire.MsgSync {
+		return true, l.answerSync()
+	}
+	if !c.tracking {
+		return false, nil
+	}
+	switch typ {
+	case wire.MsgFlush:
+		return true, l.answerFlush()
+	case wire.MsgClose:
+		return true, l.answerClose()
+	case wire.MsgParse:
+		return l.answerParse(bodyLen)
+	}
+	return false, nil
+}
+
 // routed is where route sent a message: the linked server, and what
 // forward needs of what route recorded under c.mu.
 type routed struct {
@@ -470,6 +412,43 @@ func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
 	return nil, stepEnd
 }
 
+// recordLocked records the message typ of n bytes on the link before it
+// goes to the server, and marks serve as writing to the server. It
+// reports whether the message is mapped (relayMapped) rather than passed
+// on as it is.
+func (l *link) recordLocked(typ byte, n int) (mapped bool) {
+	c := l.c
+	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
+	if l.mu.ls.idle() {
+		// The first request after an idle point starts a query (and a
+		// transaction when none is open).
+		c.mu.queryStart = c.svc.clock.Now()
+		if l.mu.ls.txStatus == wire.TxIdle {
+			l.mu.xactStart = c.mu.queryStart
+		}
+	}
+	l.mu.ls.fromClient(typ)
+	l.serve.recvBytes += int64(n) + 5
+	if c.tracking {
+		if first || l.mu.retry.state != retryOff {
+			// A copy of the request to run again (relay_retry.go) begins
+			// with a transaction's first message.
+			l.captureLocked(typ, n, first)
+		}
+		switch typ {
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+			mapped = true
+		case wire.MsgSync, wire.MsgFunctionCall:
+			if !ignored {
+				l.mu.ops.push(op{kind: opSync, msg: typ})
+			}
+		}
+	}
+	l.mu.writing = true
+	return mapped
+}
+
 // forward writes the message route recorded to the linked server r.s,
 // flushes once the client's batch is consumed, and relays the reply
 // inline or leaves it to the pump (relayOrPump). c.mu is not held.
@@ -505,170 +484,70 @@ func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 	return stepNext
 }
 
-// recordLocked records the message typ of n bytes on the link before it
-// goes to the server, and marks serve as writing to the server. It
-// reports whether the message is mapped (relayMapped) rather than passed
-// on as it is.
-func (l *link) recordLocked(typ byte, n int) (mapped bool) {
-	c := l.c
-	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
-	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
-	if l.mu.ls.idle() {
-		// The first request after an idle point starts a query (and a
-		// transaction when none is open).
-		c.mu.queryStart = c.svc.clock.Now()
-		if l.mu.ls.txStatus == wire.TxIdle {
-			l.mu.xactStart = c.mu.queryStart
-		}
-	}
-	l.mu.ls.fromClient(typ)
-	l.serve.recvBytes += int64(n) + 5
-	if c.tracking {
-		l.captureLocked(typ, n, first)
-		switch typ {
-		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
-			mapped = true
-		case wire.MsgSync, wire.MsgFunctionCall:
-			if !ignored {
-				l.mu.ops.push(op{kind: opSync, msg: typ})
-			}
-		}
-	}
-	l.mu.writing = true
-	return mapped
-}
-
-// forwardFailed handles a failed write of a message to the server, or
-// read of it from the client.
-func (l *link) forwardFailed(lv *loopVars, s *server, err error) loopStep {
-	c := l.c
-	if s.w.Err() != nil {
-		// The server is gone; its pump reports it to the client.
-		s.conn.Close()
-		l.doneWriting()
-		l.startPump(s)
-		return stepNext
-	}
-	l.doneWriting()
-	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
-		// A message larger than the read buffer stalled midway: the
-		// server has part of it and cannot be brought back clean.
-		l.unlinkAndClose("client_message_timeout")
-		c.fail(newError(CodeClientMessageTimeout))
-		return stepEnd
-	}
-	if errors.Is(err, wire.ErrBudgetExceeded) {
-		// Nothing of the message was passed on: the server goes back
-		// clean.
-		c.closeBadInput(newError(CodeHeldMessageBudget), "")
-		return stepEnd
-	}
-	if errors.Is(err, errUnmappedTooLong) {
-		// Read whole, nothing of it passed on, as Postgres refuses it.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
-		return stepEnd
-	}
-	c.leave(err)
-	return stepEnd
-}
-
-// isFrontendType reports whether typ is a message a logged-in client may
-// send: the frontend messages of protocol 3.0 after authentication
-// (PasswordMessage 'p' belongs to the login only). Postgres ends the
-// session over any other ("invalid frontend message type"), PgBouncer the
-// client ("unknown pkt").
-func isFrontendType(typ byte) bool {
+// relayMapped forwards a Parse, Bind, Describe, Close or Query with
+// prepared-statement mapping (see prepared.go). bodyLen is the message's
+// body length from Next.
+func (l *link) relayMapped(typ byte, bodyLen int, s *server) error {
 	switch typ {
-	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
-		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
-		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
-		return true
+	case wire.MsgParse:
+		return l.relayParse(bodyLen, s)
+	case wire.MsgBind:
+		return l.relayBind(bodyLen, s)
+	case wire.MsgDescribe:
+		return l.relayDescribe(s)
+	case wire.MsgClose:
+		return l.relayClose(s)
+	case wire.MsgQuery:
+		return l.relayQuery(bodyLen, s)
 	}
-	return false
+	panic("BUG: relayMapped for message type " + string(typ))
 }
 
-func isSmallMessage(typ byte) bool {
-	switch typ {
-	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
-		return true
+// relayQuery watches simple queries for SQL DEALLOCATE of a protocol-level
+// statement name, which must not reach the server under the client's name.
+// DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
+// CommandComplete.
+func (l *link) relayQuery(bodyLen int, s *server) error {
+	c := l.c
+	pre, err := c.r.Peek(256)
+	if err != nil {
+		return err
 	}
-	return false
-}
-
-// awaitMessage waits until the current message, of n body bytes, is in the
-// read buffer whole, before any of it goes on: a server is taken (link), or
-// written to, only for a message that has arrived, so a client that sends
-// a header and stalls holds no server (PgBouncer links one on the header).
-// A message larger than the read buffer is streamed and cannot be held back
-// whole: its server is taken once the buffer is full of it, and a stall
-// after that holds the server.
-//
-// The wait, and the streaming of a larger message after it, end after
-// client_message_timeout when it is set: the read deadline stays armed for
-// the rest of the message (loop takes it off). A park request or an idle
-// deadline that expires meanwhile does not end it: the client is busy.
-func (c *client) awaitMessage(st *config.Settings, n int) error {
-	var deadline time.Time
-	if st.ClientMessageTimeout > 0 {
-		deadline = time.Now().Add(st.ClientMessageTimeout)
+	c.mu.Lock()
+	name, ok := "", false
+	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
+		name, ok = deallocateTarget(pre)
 	}
-	c.conn.SetReadDeadline(deadline)
-	for {
-		_, err := c.r.Peek(n)
-		if err == nil || !isTimeout(err) {
-			return err
-		}
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return err
-		}
-		// Not our deadline: the janitor's park request, or one armed
-		// for idleness. A client with part of a message sent is neither
-		// parked nor idle.
-		c.parkWanted.Store(false)
-		c.conn.SetReadDeadline(deadline)
+	var cs *clientStmt
+	if ok {
+		cs = c.mu.stmts[name]
 	}
-}
-
-// leaveOrTimeout ends the client after a read of its current message
-// failed: client_message_timeout when that deadline passed (nothing of the
-// message went to a server), else the client left.
-func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
-	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
-		c.closeBadInput(newError(CodeClientMessageTimeout), "")
-		return
-	}
-	c.leave(err)
-}
-
-// closeBadInput ends a client over input the pooler refuses (an unknown
-// message type, a bad or oversized header, a message not finished within
-// client_message_timeout) before any of it was passed on. A linked server
-// is not closed for it: it goes through leave's drain (replies discarded,
-// Sync, ROLLBACK, reset) and back to the pool. The client gets e once
-// nothing else writes to it: at once when serve owns its writer, else once
-// the pump has seen the client go (link.pumpFreed), while it drains on.
-// detail, when set, is logged.
-func (c *client) closeBadInput(e *Error, detail string) {
-	if detail != "" {
-		c.logger().Warn(detail)
-	}
-	var done chan struct{}
-	if c.mu.link.serve.pumpStarted {
-		// The link's pump may write to the client until it has seen the
-		// client go (or, after a link that ended, until it has exited).
-		c.mu.Lock()
-		done = c.mu.link.mu.pumpFreed.ch
+	// A simple query replaces the server's unnamed statement.
+	s.unnamedOwner = 0
+	if cs == nil {
+		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 		c.mu.Unlock()
+		return c.r.Forward(s.w)
 	}
-	if done == nil {
-		c.fail(e)
-		c.mu.link.abandonLink()
-		return
+	// The name goes now, so that a Parse of it pipelined behind this
+	// query is accepted as Postgres would; an error gives it back
+	// (errorLocked). The definition's reference is held by the op.
+	delete(c.mu.stmts, name)
+	l.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
+	l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+	c.mu.Unlock()
+	if err := c.r.Skip(); err != nil {
+		return err
 	}
-	c.mu.link.abandonLink()
-	<-done
-	c.fail(e)
+	l.serve.out = append(l.serve.out[:0], deallocateStandIn...)
+	return s.w.Write(l.serve.out)
 }
+
+// deallocateStandIn is what the server gets for a client's DEALLOCATE of a
+// mapped name (prepared.go): it succeeds where DEALLOCATE would and fails
+// with 25P02 in an aborted transaction, and it creates nothing on the
+// server that could be left behind.
+var deallocateStandIn = wire.AppendQuery(nil, "DO $$BEGIN END$$")
 
 // flushBatch flushes to the server once the client's batch is consumed,
 // then hands the server's writer back. With awaitReply (serve reads the
@@ -712,50 +591,4 @@ func (l *link) doneWriting() {
 	l.mu.writing = false
 	l.mu.writerDone.Broadcast()
 	c.mu.Unlock()
-}
-
-// armClientDeadline sets the read deadline for client_idle_timeout or
-// idle_transaction_timeout from the current link state.
-func (c *client) armClientDeadline(st *config.Settings) {
-	c.mu.Lock()
-	linked := c.mu.link.mu.srv != nil
-	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
-	txLeft, txTimed := c.txRemainingLocked(st)
-	c.mu.Unlock()
-	var d time.Duration
-	switch {
-	case !linked:
-		d = st.ClientIdleTimeout
-	case idleInTx:
-		d = st.IdleTransactionTimeout
-	}
-	if d, ok := earliest(d, d > 0, txLeft, txTimed); ok {
-		c.conn.SetReadDeadline(time.Now().Add(d))
-	} else {
-		c.conn.SetReadDeadline(time.Time{})
-	}
-}
-
-// clientTimedOut handles a client read deadline; true if the client was
-// closed.
-func (c *client) clientTimedOut(st *config.Settings) bool {
-	c.mu.Lock()
-	linked := c.mu.link.mu.srv != nil
-	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
-	txLeft, txTimed := c.txRemainingLocked(st)
-	c.mu.Unlock()
-	switch {
-	case !linked && st.ClientIdleTimeout > 0:
-		c.fail(newError(CodeClientIdleTimeout))
-		return true
-	case txTimed && txLeft <= 0:
-		c.mu.link.unlinkAndClose("transaction timeout")
-		c.fail(newError(CodeTransactionTimeout))
-		return true
-	case idleInTx && st.IdleTransactionTimeout > 0:
-		c.mu.link.unlinkAndClose("idle transaction timeout")
-		c.fail(newError(CodeIdleTransactionTimeout))
-		return true
-	}
-	return false
 }
