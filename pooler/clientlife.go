@@ -13,6 +13,11 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
+// A client's goroutine apart from its read loop (serve.go): its start after
+// the login, the ways it ends (fail, leave, closeBadInput, the read loop's
+// timeouts and failed reads and writes), and the requests serve answers
+// with an error without a server (queryCanceled, refuse).
+
 // serve runs the client's whole life.
 func (c *client) serve() {
 	loggedIn := false
@@ -150,7 +155,7 @@ func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
 // is not closed for it: it goes through leave's drain (replies discarded,
 // Sync, ROLLBACK, reset) and back to the pool. The client gets e once
 // nothing else writes to it: at once when serve owns its writer, else once
-// the pump has seen the client go (link.pumpFreed), while it drains on.
+// the pump has seen the client go (link.mu.pumpFreed), while it drains on.
 // detail, when set, is logged.
 func (c *client) closeBadInput(e *Error, detail string) {
 	if detail != "" {

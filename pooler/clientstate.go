@@ -43,10 +43,10 @@ const (
 	// clientWaiting: serve waits for a server, at the admission gate or
 	// in the pool's queue (linkServer); a cancel request ends the wait.
 	clientWaiting
-	// clientActive: a server is linked (c.link.srv).
+	// clientActive: a server is linked (c.mu.link.mu.srv).
 	clientActive
 	// clientParked: the client's goroutine ended and its socket waits in
-	// the service's epoll set (park.go); c.link is nil, until resume makes
+	// the service's epoll set (park.go); c.mu.link is nil, until resume makes
 	// a new one for the goroutine that takes the client up again.
 	clientParked
 	// clientDraining: the client left while its server was linked; the
@@ -117,7 +117,7 @@ var clientTransitions = [...]uint8{
 	clientClosed:   0,
 }
 
-// setStateLocked moves c to state to; the only writer of c.state, of
+// setStateLocked moves c to state to; the only writer of c.mu.state, of
 // c.gone and of the pool's client counts (serverPool.clientsIn). c.mu must
 // be held.
 //

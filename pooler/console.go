@@ -77,7 +77,7 @@ func (v consoleView) Pools() []admin.Pool {
 	for _, p := range s.allPools() {
 		p.mu.Lock()
 		// The server columns are the pool's per-state counts
-		// (objects.go); sv_used and sv_tested have no state here:
+		// (pool.go); sv_used and sv_tested have no state here:
 		// checkout checks a server itself (checkServer).
 		//
 		// The client columns are PgBouncer's lists: cl_waiting its

@@ -11,10 +11,11 @@ import (
 )
 
 // The link: what a client needs while it is served beyond its session
-// (client.go), and linking a server to it (linkServer), relaying its
-// first reply inline or starting the pump (relayOrPump, pump.go), and
-// ending the link on purpose (unlinkAndClose) or because the client left
-// (leave, abandonLink, drained by the pump in drain.go).
+// (client.go), and linking a server to it (linkServer: the admission gate,
+// the checkout from the pool, the parameters), relaying its first reply
+// inline or starting the pump (relayOrPump, pump.go), and ending the link
+// on purpose (unlinkAndClose); the drain ends it when the client left
+// (abandonLink, drain.go).
 
 // newLink returns an empty link of client c, whose conditions wait on
 // c's mu.

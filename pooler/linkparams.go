@@ -4,6 +4,10 @@ import (
 	"strings"
 )
 
+// The server's tracked parameters brought to the client's before a link
+// (linkServer, through syncParamsUnlessMatch): SET, set_config or RESET,
+// and the canonical spellings Postgres reports back.
+
 // syncParams brings the server's tracked parameters to the client's
 // values before a link. A reported parameter whose server value differs
 // (PgBouncer compares case-insensitively) gets PgBouncer's "SET

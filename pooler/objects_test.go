@@ -24,7 +24,7 @@ var pathTo = map[serverState][]serverState{
 	serverClosed:        {serverLogin, serverClosed},
 }
 
-// legalMoves is the state machine as the design has it (objects.go's
+// legalMoves is the state machine as the design has it (pool.go's
 // comment), written out independently of serverTransitions.
 var legalMoves = map[[2]serverState]bool{
 	{serverFree, serverLogin}:           true,

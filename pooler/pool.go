@@ -51,7 +51,7 @@ type serverPool struct {
 	// eff are the limits of the view last installed (poolFor, swap),
 	// which growth, shrinking and the gate's capacity keep to.
 	eff config.Effective
-	// The server lists and counts, one per state (objects.go); only
+	// The server lists and counts, one per state (pool.go); only
 	// setServerStateLocked writes them.
 	idle          []*server // LIFO stack (or FIFO with server_round_robin)
 	active        int

@@ -8,6 +8,10 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 )
 
+// A pool's growth: logins started for clients waiting (growLocked) within
+// pool_size, the shared caps and the connect pacing; and what a failed
+// login means to them (failsWaiters, fastFail).
+
 // loginFailing wraps a cached server login error as PgBouncer reports it:
 // the server's message or PgBouncer's short reason, never the Go error
 // (logged when the login failed).

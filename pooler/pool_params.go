@@ -8,6 +8,10 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
+// The parameters a pool's clients log in with: the pool's welcome (its
+// first server's), overridden by each client's startup packet, interned
+// so that clients with the same parameters share one map.
+
 func (p *serverPool) hasWelcome() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

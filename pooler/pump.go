@@ -267,7 +267,7 @@ func (l *link) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 // park scan (which serves every pool) all take it. The pump is the
 // client writer's only user while the server is linked, so it can flush
 // with c.mu released; what must be under c.mu is only the hand-over of
-// the writer back to serve, which clears c.link.srv with nothing left in
+// the writer back to serve, which clears l.mu.srv with nothing left in
 // the writer.
 //
 // It is longer than the pooler's other functions on purpose: each step
@@ -299,7 +299,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 			l.mu.writerDone.Wait()
 		} else {
 			// The replies go out before the writer is handed back
-			// (after c.link.srv is cleared serve may link another
+			// (after l.mu.srv is cleared serve may link another
 			// server whose pump writes to the client), and without
 			// c.mu (see above). The client may answer them before c.mu
 			// is taken again: look again.

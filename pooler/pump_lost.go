@@ -6,6 +6,11 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 )
 
+// A link that ends badly: its server failed (serverLost), or a read
+// deadline on it passed (pumpTimeout: query_timeout, transaction_timeout).
+// The pump tells the client, waits until serve writes no more to the
+// server, and closes it.
+
 // pumpTimeout handles an expired server read deadline: a departed client's
 // drain step, or query_timeout. False when the link is over.
 func (l *link) pumpTimeout(s *server, st *config.Settings) bool {
@@ -74,7 +79,7 @@ func (l *link) lostReasonLocked(s *server) (string, Code) {
 }
 
 // awaitServeOffServerRelock waits until serve no longer writes to s, the
-// linked server the pump is about to close or hand back (c.link.writing,
+// linked server the pump is about to close or hand back (l.mu.writing,
 // set from recording a message until its batch is flushed). discard
 // writes s's Terminate and lets the pool forget s; a server serve still
 // writes to would then have two writers, and release would give that
@@ -103,12 +108,12 @@ func (l *link) awaitServeOffServerRelock(s *server) {
 
 // closeClient tells the client of a pooler error that ends it and closes
 // its socket. Only the pump calls it, while the link still holds its
-// server, and without c.mu: while c.link.srv is set the pump is the
+// server, and without c.mu: while l.mu.srv is set the pump is the
 // client writer's only user, and once it is nil serve owns the writer
 // again and may link another server and relay its replies to that writer
 // (the race detector caught the pump's error and serve's relay writing it
 // together when this ran after the link ended). serve's closeBadInput
-// waits for link.pumpFreed, which the pump signals only after this. The
+// waits for link.mu.pumpFreed, which the pump signals only after this. The
 // write is bounded, as fail's is; without c.mu a client that reads nothing
 // holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
 // janitor's park scan).

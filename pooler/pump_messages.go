@@ -6,6 +6,10 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
+// The server messages the pump looks inside besides ReadyForQuery
+// (pumpLook, pump.go): ParameterStatus, the start of a COPY, an
+// ErrorResponse, and the replies of prepared-statement mapping.
+
 // pumpParameter notes a ParameterStatus on the server and, for a tracked
 // parameter, as the client's value; one too long to hold is passed on
 // unread.

@@ -5,7 +5,7 @@ import (
 )
 
 // The pump's side of prepared-statement mapping (prepared.go): what each
-// reply of the server does to the op queue (link.ops) and to both sides'
+// reply of the server does to the op queue (link.mu.ops) and to both sides'
 // statement caches. All called with c.mu held.
 
 // replyLocked pops the op a ParseComplete or CloseComplete answers and

@@ -47,13 +47,16 @@ type loopVars struct {
 // the link and written to the server).
 func (c *client) loop(afterLogin bool) (parked bool) {
 	lv := c.startLoop(afterLogin)
+	// The link stays while the loop runs: only parking drops it, on this
+	// goroutine, after which the loop ends.
+	l := c.mu.link
 	for {
 		typ, n, step := c.readNext(&lv)
 		if step == stepOn {
 			var r routed
-			r, step = c.mu.link.route(&lv, typ, n)
+			r, step = l.route(&lv, typ, n)
 			if step == stepOn {
-				step = c.mu.link.forward(&lv, r, typ, n)
+				step = l.forward(&lv, r, typ, n)
 			}
 		}
 		switch step {
