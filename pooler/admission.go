@@ -184,7 +184,8 @@ type admitResult struct {
 // admit takes a ticket for the transaction starting with the message typ
 // (body not consumed). It waits at the gate; a CancelRequest ends the wait
 // with errWaitCanceled, a shed with *admission.ShedError.
-func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) (admission.Ticket, error) {
+func (l *link) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) (admission.Ticket, error) {
+	c := l.c
 	class := c.classify(ap.policy, typ, n)
 	if c.adm == nil {
 		c.adm = &clientAdmission{}
@@ -200,21 +201,21 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	start := c.svc.clock.Now()
 	r := g.Submit(class, a.onAdmit)
 	if r != nil {
-		c.link.pool.noteDemand()
+		l.mu.pool.noteDemand()
 	}
 	var res admitResult
 	select {
 	case res = <-ch:
-	case <-c.link.cancelWait:
+	case <-l.mu.cancelWait:
 		if g.Cancel(r) {
-			c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
+			l.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 			return admission.Ticket{}, errWaitCanceled
 		}
 		res = <-ch
 		if res.err == nil {
 			g.Release(res.t)
 		}
-		c.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
+		l.countAdmission(ap, class, "cancelled", c.svc.clock.Since(start))
 		return admission.Ticket{}, errWaitCanceled
 	}
 	outcome := "admitted"
@@ -229,7 +230,7 @@ func (c *client) admit(g *admission.Gate, ap *admissionPolicy, typ byte, n int) 
 	case r != nil:
 		outcome = "admitted_after_wait"
 	}
-	c.countAdmission(ap, class, outcome, c.svc.clock.Since(start))
+	l.countAdmission(ap, class, outcome, c.svc.clock.Since(start))
 	return res.t, res.err
 }
 
@@ -272,10 +273,10 @@ func (c *client) boundStatementText(body []byte) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(name) == 0 {
-		_, query, _, _ := wire.DecodeParse(c.unnamedParse)
+		_, query, _, _ := wire.DecodeParse(c.mu.unnamedParse)
 		return query
 	}
-	if cs := c.stmts[string(name)]; cs != nil {
+	if cs := c.mu.stmts[string(name)]; cs != nil {
 		return []byte(cs.def.query)
 	}
 	return nil
@@ -401,9 +402,10 @@ type waitKey struct {
 }
 
 // countAdmission records one decision and how long it took.
-func (c *client) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
+func (l *link) countAdmission(ap *admissionPolicy, class admission.Class, outcome string, waited time.Duration) {
+	c := l.c
 	in := &c.svc.admInstruments
-	p := c.link.pool // the gate's: the transaction's pool
+	p := l.mu.pool // the gate's: the transaction's pool
 	k := admissionCounterKey{pool: p.key, priority: class.Priority, leaf: class.Leaf, outcome: outcome, policy: ap}
 	v, ok := in.decisions.Load(k)
 	if !ok {
@@ -470,19 +472,4 @@ func (v consoleView) Admission() []admin.AdmissionRow {
 		}
 	}
 	return out
-}
-
-// takeTicket removes the holder's admission ticket from a server that goes
-// back to the pool; releaseTicket then gives it back to its gate, after the
-// server is idle (or gone), so the next grant finds it.
-func (s *server) takeTicket() admission.Ticket {
-	t := s.ticket
-	s.ticket = admission.Ticket{}
-	return t
-}
-
-func releaseTicket(t admission.Ticket) {
-	if t.Valid() {
-		t.Release()
-	}
 }

@@ -64,29 +64,54 @@ type client struct {
 	// guarded by the service's caps.mu.
 	caps capCount
 
-	mu sync.Mutex
-	// queryStart is when the current (or last) request started.
-	queryStart time.Time
-	// stmts maps the client's prepared-statement names to definitions,
-	// each with the shape epoch of the client's description of it.
-	stmts map[string]*clientStmt
-	// unconfirmed are names in stmts whose Parse the server did not run,
-	// failed or skipped after an error (errorLocked); nil when none.
-	unconfirmed map[string]bool
-	// discarded are names the client's DISCARD ALL or DEALLOCATE ALL
-	// dropped and it has not prepared again: a Bind or Describe of one
-	// gets Postgres's 26000, not PgBouncer's 08P01 for a name never
-	// prepared (refuseUnknownLocked). Bounded by maxDiscarded.
-	discarded map[string]struct{}
-	// unnamedParse is the body of the client's last Parse of the unnamed
-	// statement, and unnamedGen counts them (relay_prepared.go).
-	unnamedParse []byte
-	unnamedGen   uint64
-	adm          *clientAdmission // admission state (admission_file); nil until needed
+	// mu guards the fields in it, which the client's goroutines (serve,
+	// the pump) share with the console, cancel requests and the janitor,
+	// and the link's fields in its own mu group (link.mu). Each field's
+	// owning goroutine may read it without mu where nothing else writes
+	// it; every other reader holds mu.
+	mu struct {
+		sync.Mutex
+		// state is where the client is in its life (clientstate.go);
+		// only setStateLocked writes it.
+		state clientState
+		// link is what serving the client needs beyond its session: the
+		// linked server and the protocol position on it, the pump, the
+		// waits, the drain. nil while the client is parked: park.go
+		// drops it and resume makes it anew, both on serve's goroutine,
+		// which reads it without mu.
+		link *link
+		// parkedSrv is the server a session-mode client parked with:
+		// while SUSPEND is in force, a session client whose server is
+		// idle (ReadyForQuery 'I', nothing outstanding, no COPY) parks
+		// with it, still linked (serverActive, held by this client), so
+		// that an online restart hands both over and the session goes on
+		// on the same backend (takeover.go). resume links it again. nil
+		// otherwise.
+		parkedSrv *server
+		// queryStart is when the current (or last) request started.
+		queryStart time.Time
+		// stmts maps the client's prepared-statement names to
+		// definitions, each with the shape epoch of the client's
+		// description of it.
+		stmts map[string]*clientStmt
+		// unconfirmed are names in stmts whose Parse the server did not
+		// run, failed or skipped after an error (errorLocked); nil when
+		// none.
+		unconfirmed map[string]bool
+		// discarded are names the client's DISCARD ALL or DEALLOCATE ALL
+		// dropped and it has not prepared again: a Bind or Describe of
+		// one gets Postgres's 26000, not PgBouncer's 08P01 for a name
+		// never prepared (refuseUnknownLocked). Bounded by maxDiscarded.
+		discarded map[string]struct{}
+		// unnamedParse is the body of the client's last Parse of the
+		// unnamed statement, and unnamedGen counts them
+		// (relay_prepared.go).
+		unnamedParse []byte
+		unnamedGen   uint64
+	}
 
-	// state is where the client is in its life (clientstate.go), under
-	// mu; only setStateLocked writes it.
-	state clientState
+	adm *clientAdmission // admission state (admission_file), serve's; nil until needed
+
 	// gone: the client reached clientDraining (it left while linked) and
 	// the pump drains its link. It mirrors the state for the pump, which
 	// reads it on every server message without c.mu, and stays set once
@@ -119,21 +144,6 @@ type client struct {
 	// it belongs to the connection, not to a link (login uses it before
 	// any link exists).
 	scratch []byte
-
-	// parkedSrv is the server a session-mode client parked with (under
-	// mu): while SUSPEND is in force, a session client whose server is
-	// idle (ReadyForQuery 'I', nothing outstanding, no COPY) parks with
-	// it, still linked (serverActive, held by this client), so that an
-	// online restart hands both over and the session goes on on the same
-	// backend (takeover.go). resume links it again. nil otherwise.
-	parkedSrv *server
-
-	// link is what serving the client needs beyond its session: the
-	// linked server and the protocol position on it, the pump, the waits,
-	// the drain. nil while the client is parked: park.go drops it (under
-	// mu) and resume makes it anew. Goroutines other than serve reach it
-	// only under mu and only after checking it is not nil.
-	link *link
 }
 
 // setSocket records the socket that dropClient closes (nil while

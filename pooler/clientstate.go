@@ -1,6 +1,8 @@
 package pooler
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // clientState is where a client is in its life. Every change goes through
 // client.setStateLocked, which checks it against clientTransitions:
@@ -41,10 +43,10 @@ const (
 	// clientWaiting: serve waits for a server, at the admission gate or
 	// in the pool's queue (linkServer); a cancel request ends the wait.
 	clientWaiting
-	// clientActive: a server is linked (c.link.srv).
+	// clientActive: a server is linked (c.mu.link.mu.srv).
 	clientActive
 	// clientParked: the client's goroutine ended and its socket waits in
-	// the service's epoll set (park.go); c.link is nil, until resume makes
+	// the service's epoll set (park.go); c.mu.link is nil, until resume makes
 	// a new one for the goroutine that takes the client up again.
 	clientParked
 	// clientDraining: the client left while its server was linked; the
@@ -115,7 +117,7 @@ var clientTransitions = [...]uint8{
 	clientClosed:   0,
 }
 
-// setStateLocked moves c to state to; the only writer of c.state, of
+// setStateLocked moves c to state to; the only writer of c.mu.state, of
 // c.gone and of the pool's client counts (serverPool.clientsIn). c.mu must
 // be held.
 //
@@ -140,7 +142,7 @@ var clientTransitions = [...]uint8{
 // client and a goroutine dump that shows where, rather than a client in a
 // state nobody knows.
 func (c *client) setStateLocked(to clientState) {
-	from := c.state
+	from := c.mu.state
 	if int(from) >= len(clientTransitions) || clientTransitions[from]&(1<<to) == 0 {
 		panic(fmt.Sprintf("BUG: client %s: %s -> %s is not a legal transition", c, from, to))
 	}
@@ -148,7 +150,7 @@ func (c *client) setStateLocked(to clientState) {
 	if p == nil && to.inPool() {
 		panic(fmt.Sprintf("BUG: client %s: %s -> %s with no pool to count it in", c, from, to))
 	}
-	c.state = to
+	c.mu.state = to
 	if to == clientDraining {
 		c.gone.Store(true)
 	}
@@ -193,13 +195,3 @@ func b2i(b bool) int {
 // SHOW POOLS splits into cl_active and cl_waiting. It needs no lock; the
 // count is setStateLocked's.
 func (p *serverPool) clientsInPool() int { return int(p.clients.Load()) }
-
-// unlinkServerLocked records that the linked server left the link
-// (released, closed or lost). An active client becomes idle; a draining or
-// closed one stays as it is. c.mu must be held.
-func (c *client) unlinkServerLocked() {
-	c.link.srv = nil
-	if c.state == clientActive {
-		c.setStateLocked(clientIdle)
-	}
-}

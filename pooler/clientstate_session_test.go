@@ -140,7 +140,7 @@ func waitClientState(t *testing.T, tp *testPooler, c *client, want clientState, 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c.mu.Lock()
-		got := c.state
+		got := c.mu.state
 		c.mu.Unlock()
 		shown := ""
 		if show != "" {

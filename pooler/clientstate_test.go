@@ -54,7 +54,7 @@ func TestClientTransitionsLegal(t *testing.T) {
 					p.clients.Add(2)
 				}
 			}
-			c := &client{id: 7, state: tc.from, pool: p}
+			c := testClientIn(tc.from, p)
 			if tc.from.inPool() {
 				p.clientsIn[tc.from].Add(1)
 				p.clients.Add(1)
@@ -63,8 +63,8 @@ func TestClientTransitionsLegal(t *testing.T) {
 			c.mu.Lock()
 			c.setStateLocked(tc.to)
 			c.mu.Unlock()
-			if c.state != tc.to {
-				t.Fatalf("%s (%s): state is %s, want %s", tc.from, tc.where, c.state, tc.to)
+			if c.mu.state != tc.to {
+				t.Fatalf("%s (%s): state is %s, want %s", tc.from, tc.where, c.mu.state, tc.to)
 			}
 			if want := tc.to == clientDraining; c.gone.Load() != want {
 				t.Fatalf("%s -> %s: gone = %v, want %v", tc.from, tc.to, c.gone.Load(), want)
@@ -119,14 +119,14 @@ func TestClientCountsFollowALife(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		var want [numClientStates + 1]int32
-		if c.state.inPool() {
-			want[c.state] = 1
+		if c.mu.state.inPool() {
+			want[c.mu.state] = 1
 			want[numClientStates] = 1
 		}
 		if got := clientCounts(p); got != want {
 			t.Fatalf("%s: pool counts %v, want %v", step, got, want)
 		}
-		if got, want := p.clientsInPool(), int(want[c.state]); got != want {
+		if got, want := p.clientsInPool(), int(want[c.mu.state]); got != want {
 			t.Fatalf("%s: %d clients in the pool, want %d", step, got, want)
 		}
 	}
@@ -158,13 +158,13 @@ func TestClientCountsFollowALife(t *testing.T) {
 // entered by a client with no pool (it would be counted nowhere); the
 // panic leaves the client as it was.
 func TestClientWithoutPoolCannotEnterCounts(t *testing.T) {
-	c := &client{id: 7, state: clientLogin}
+	c := testClientIn(clientLogin, nil)
 	msg := setStateRecovering(c, clientWelcome)
 	if want := "BUG: client C-7: login -> welcome with no pool"; !strings.HasPrefix(msg, want) {
 		t.Fatalf("panic %q, want one starting %q", msg, want)
 	}
-	if c.state != clientLogin {
-		t.Fatalf("state after the refused move %s, want login", c.state)
+	if c.mu.state != clientLogin {
+		t.Fatalf("state after the refused move %s, want login", c.mu.state)
 	}
 	// An admin console client has no pool and leaves from login.
 	if msg := setStateRecovering(c, clientClosed); msg != "" {
@@ -190,7 +190,7 @@ func TestClientTransitionsIllegalPanic(t *testing.T) {
 				p.clients.Store(1)
 			}
 			before := clientCounts(p)
-			msg := setStateRecovering(&client{id: 7, state: from, pool: p}, to)
+			msg := setStateRecovering(testClientIn(from, p), to)
 			want := fmt.Sprintf("BUG: client C-7: %s -> %s is not a legal transition", from, to)
 			if !strings.HasPrefix(msg, want) {
 				t.Errorf("%s -> %s: panic %q, want one starting %q", from, to, msg, want)
@@ -254,13 +254,21 @@ func TestUnlinkServerKeepsDraining(t *testing.T) {
 		{clientDraining, clientDraining},
 		{clientClosed, clientClosed},
 	} {
-		c := &client{id: 7, state: tc.from, link: newLink(nil), pool: &serverPool{}}
-		c.link.srv = &server{}
+		c := testClientIn(tc.from, &serverPool{})
+		c.mu.link = newLink(c)
+		c.mu.link.mu.srv = &server{}
 		c.mu.Lock()
-		c.unlinkServerLocked()
+		c.mu.link.unlinkServerLocked()
 		c.mu.Unlock()
-		if c.state != tc.want || c.link.srv != nil {
-			t.Errorf("%s: after unlinkServerLocked state %s, srv %v; want %s, nil", tc.from, c.state, c.link.srv, tc.want)
+		if c.mu.state != tc.want || c.mu.link.mu.srv != nil {
+			t.Errorf("%s: after unlinkServerLocked state %s, srv %v; want %s, nil", tc.from, c.mu.state, c.mu.link.mu.srv, tc.want)
 		}
 	}
+}
+
+// testClientIn is client C-7 of pool p in state st.
+func testClientIn(st clientState, p *serverPool) *client {
+	c := &client{id: 7, pool: p}
+	c.mu.state = st
+	return c
 }

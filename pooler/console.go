@@ -76,7 +76,7 @@ func (v consoleView) Pools() []admin.Pool {
 	for _, p := range s.allPools() {
 		p.mu.Lock()
 		// The server columns are the pool's per-state counts
-		// (objects.go); sv_used and sv_tested have no state here:
+		// (pool.go); sv_used and sv_tested have no state here:
 		// checkout checks a server itself (checkServer).
 		//
 		// The client columns are PgBouncer's lists: cl_waiting its
@@ -132,18 +132,18 @@ func (v consoleView) Clients() []admin.Conn {
 			row.TLS = c.tlsVersion()
 		}
 		c.mu.Lock()
-		linked := c.link != nil && c.link.srv != nil
-		row.State = c.state.show(linked)
+		linked := c.mu.link != nil && c.mu.link.mu.srv != nil
+		row.State = c.mu.state.show(linked)
 		switch {
-		case c.state == clientWaiting:
-			row.Wait = now.Sub(c.link.waitStart)
+		case c.mu.state == clientWaiting:
+			row.Wait = now.Sub(c.mu.link.mu.waitStart)
 		case linked:
 			// active, or draining after the client left
-			row.Link = c.link.srv.String()
+			row.Link = c.mu.link.mu.srv.String()
 		}
-		row.RequestTime = c.queryStart
+		row.RequestTime = c.mu.queryStart
 		row.ApplicationName = c.params["application_name"]
-		row.PreparedStatements = len(c.stmts)
+		row.PreparedStatements = len(c.mu.stmts)
 		c.mu.Unlock()
 		out = append(out, row)
 	}

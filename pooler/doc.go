@@ -14,7 +14,6 @@
 //	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,
 //	                   SET …) and the per-database state PAUSE and DISABLE
 //	                   leave (dbState); their texts are admin's
-//	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
 //	workers.go         goroutines a finished client left, reused for the next
@@ -24,18 +23,31 @@
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
 //	identmap.go        auth_ident_file read with auth_hba_file
 //	login_external.go  logins an outside service checks: LDAP, PAM
-//	serve.go           serving a logged-in client: read, route, forward
-//	link.go            link: a client's time with a server; (un)linking;
-//	                   the transaction's pool (link.pool, linkTo)
-//	pump.go            relaying a linked server's replies; release
+//	serve.go           serving a logged-in client: its read loop, the
+//	                   link's route and forward (a Query's mapping too)
+//	clientlife.go      a client's start after login, its ends (fail, leave,
+//	                   bad input, timeouts), the requests serve refuses
+//	link.go            link: a client's time with a server, the receiver of
+//	                   the transaction path; linking (gate, checkout), the
+//	                   transaction's pool (linkTo), relayOrPump, unlinking
+//	linkparams.go      a server's tracked parameters set to the client's
+//	pump.go            relaying a linked server's replies (pumpRun);
+//	                   ReadyForQuery and the release (afterReady)
+//	pump_messages.go   the other server messages the pump looks inside
+//	                   (ParameterStatus, COPY, errors, the mapping's)
+//	pump_lost.go       a link that ends badly: its server lost, query_timeout,
+//	                   transaction_timeout
 //	linkstate.go       linkState: what a link has sent and been answered;
 //	                   the release rule and the drain's next step
 //	drain.go           bringing a server back after its client left
 //	prepared.go        the statement registry, server statement caches, the
 //	                   replies a link owes (opQueue)
-//	relay_prepared.go  Parse/Bind/Describe/Close/Query with statement names
+//	relay_prepared.go  Parse/Bind/Describe/Close with statement names
 //	                   mapped to the server's
-//	relay_replies.go   the mapping's bookkeeping of server replies
+//	relay_rewrite.go   rewritten messages to a server, long texts spliced in
+//	                   by reference
+//	relay_replies.go   the mapping's bookkeeping of server replies; the
+//	                   client's statement names
 //	relay_retry.go     statements whose plan went stale (a migration): a shape
 //	                   epoch per statement, which makes every server's older
 //	                   copy prepared again and refuses clients' older names
@@ -55,9 +67,14 @@
 //	                   adopted as its own clients and servers
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
-//	pool.go            serverPool: checkout, waiting, growth, release
-//	waitqueue.go       the pool's clients waiting for a server, in arrival order
-//	pool_connect.go    a server's login and its three endings
+//	pool.go            serverPool: checkout (acquire), release, and the
+//	                   server states and the pool's server lists, one
+//	                   writer (setServerStateLocked)
+//	waitqueue.go       the pool's clients waiting for a server, in order
+//	pool_grow.go       servers opened for waiters; failed logins told
+//	pool_params.go     the parameters a pool's clients log in with
+//	pool_connect.go    a server's login and its three endings; the pool's
+//	                   credentials; servers doomed by a TLS change
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
 //	                   (load_balance_hosts), target_session_attrs, servers
@@ -158,40 +175,127 @@
 // served: the linked server, the protocol position on it (linkState,
 // linkstate.go), the replies owed for prepared-statement mapping, the pump's
 // lifetime, the hand-over of the server's writer, the drain, the relay
-// buffers. A parked client has none (c.link is nil); other goroutines
+// buffers. A parked client has none (c.mu.link is nil); other goroutines
 // reach it only under the client's mu.
 //
-// A transaction's pool is the link's (link.pool), not necessarily the
+// The transaction path (route, forward, linking, the relay, the drain, the
+// mapping, the release) is the link's methods: they act on a (client,
+// server) pair, which the link is. The client keeps its session: login,
+// the read loop, its ends, parking, parameters, statement names. A link
+// reaches its client as l.c; the pump passes the server it relays (s) on,
+// as it holds s after the link let it go (l.mu.srv nil) until s is back.
+//
+// A transaction's pool is the link's (link.mu.pool), not necessarily the
 // client's (c.pool): the router may send a transaction to another pool
 // (client.linkTo), whose admission gate and queue the client waits at,
 // whose server runs it and goes back to it, and whose statistics count it
 // (stats.go). c.pool stays the client's home: its counts (SHOW POOLS'
 // cl_*), caps, settings, login and SHOW CLIENTS row.
 //
+// # The path of one transaction
+//
+// The files a transaction reads through, in order, function by function
+// (file: functions). Leaves the walk does not open are left out: the
+// settings a link runs by (poolsettings.go), transaction_timeout's
+// arithmetic (txtimeout.go), the peek at a server idle over a millisecond
+// (server.go's closedByPeer), log lines and counters.
+//
+// (a) An autocommit simple Query, an idle server in the pool, no
+// admission_file (max_prepared_statements on, as by default): six files.
+//
+//	serve.go       client.loop, readNext, link.route, followTrackingLocked,
+//	               answerUnlinked (a Query needs a server), linkFor
+//	link.go        linkServer (clientstate.go setStateLocked: waiting),
+//	               acquire
+//	pool.go        serverPool.acquire, acquireOnce, nextIdleLocked,
+//	               setServerStateLocked (idle -> active), checkServer
+//	link.go        syncParamsUnlessMatch, linkSrvLocked (clientstate.go:
+//	               active)
+//	serve.go       recordLocked (linkstate.go linkState.fromClient),
+//	               forward, relayMapped, relayQuery, flushBatch, doneWriting
+//	link.go        relayOrPump
+//	pump.go        pumpRun, pumpLook, replyOpLocked, pumpForward,
+//	               pumpCommandComplete, pumpReady, readyLocked, afterReady,
+//	               countReadyLocked
+//	linkstate.go   linkState.readyForQuery, afterReadyForQuery
+//	link.go        unlinkServerLocked (clientstate.go: idle)
+//	pump.go        endReleasingLocked, releaseClean
+//	pool.go        serverPool.release, reuseOrCloseLocked, closeReasonLocked,
+//	               handOffLocked, setServerStateLocked (active -> idle)
+//
+// Without mapping (max_prepared_statements = 0, session mode) forward
+// passes the Query on as it is: the same files.
+//
+// (b) Parse of a named statement no server has yet, Bind, Execute and
+// Sync in one batch, an idle server in the pool:
+//
+//	serve.go          client.loop, readNext (Parse), link.route,
+//	                  followTrackingLocked, answerUnlinked
+//	relay_unlinked.go answerParse (validated on no server: needs one)
+//	serve.go          linkFor, then link.go and pool.go as in (a)
+//	serve.go          recordLocked (linkstate.go fromClient, relay_retry.go
+//	                  captureLocked), forward, relayMapped
+//	relay_prepared.go relayParse, prepareLocked (Parse PGTS_n, opParse);
+//	                  relay_replies.go holdNameLocked (the client's name)
+//	relay_rewrite.go  appendParseLocked, writeRewrite
+//	serve.go          flushBatch (not yet: the batch goes on); the Bind:
+//	                  readNext, route, recordLocked, forward, relayMapped
+//	relay_prepared.go relayBind (the server's name, opBind; on a server
+//	                  without the statement its Parse injected first)
+//	serve.go          the Execute passed on as it is; the Sync:
+//	                  recordLocked (opSync), forward, flushBatch
+//	link.go           relayOrPump
+//	pump.go           pumpRun, pumpLook (ParseComplete)
+//	pump_messages.go  pumpStmtReply; relay_replies.go replyLocked (opParse
+//	                  popped, the statement validated, the reply passed on)
+//	pump.go           replyOpLocked (BindComplete), pumpCommandComplete,
+//	                  pumpReady, readyLocked, afterReady; then the release
+//	                  as in (a)
+//
+// (c) A simple Query that waits for a server (every server of the pool
+// active at pool_size, no admission_file):
+//
+//	serve.go       client.loop, readNext, link.route, linkFor
+//	link.go        linkServer, acquire (clientstate.go: waiting)
+//	pool.go        serverPool.acquire, acquireOnce: no idle server
+//	queuenotice.go poolWaiter.newWaitLocked; waitqueue.go waitQueue.push
+//	pool_grow.go   growLocked (at pool_size: no login)
+//	pool.go        acquireOnce waits for its grant
+//
+// until another link releases its server (pump.go afterReady,
+// releaseClean; pool.go release, reuseOrCloseLocked, handOffLocked;
+// waitqueue.go pop: the server, still active, granted to the oldest
+// waiter); then pool.go acquire's checkServer, link.go linkServer (the
+// wait counted), and (a) from syncParamsUnlessMatch on. query_wait_timeout
+// (janitor.go, waitqueue.go expireWaitersLocked) and a cancel request
+// (waitqueue.go cancelWaiter) end the wait instead: serve.go linkFor
+// answers (clientlife.go fail, queryCanceled).
+//
 // # Goroutines and ownership
 //
 // Every client connection has one goroutine (client.serve). It owns the
 // client's reader and, while no server is linked, the client's writer. It
-// reads a message header (readNext); decides where the message goes
-// (route): answered without a server, or to the linked server, checking
+// reads a message header (client.readNext); decides where the message goes
+// (link.route): answered without a server, or to the linked server, checking
 // one out first — an admission ticket if admission_file is set
 // (admission.go), then the pool (waiting in its FIFO queue up to
 // query_wait_timeout), then one SET to bring the server's tracked
-// parameters in line with the client's; and forwards it (forward), flushing
+// parameters in line with the client's; and forwards it (link.forward), flushing
 // when the client's batch is consumed (no whole next message is
 // buffered), not per message.
 //
-// The pump (client.pumpRun) is the only reader of the server while linked
+// The pump (link.pumpRun) is the only reader of the server while linked
 // and the only writer to the client while linked. It forwards the server's
 // messages as bytes and looks only inside ReadyForQuery, ParameterStatus,
 // CopyIn/CopyBoth responses, and, when prepared statements are mapped,
 // ParseComplete, CloseComplete, ErrorResponse and CommandComplete
 // (pumpLook). It runs on serve's goroutine when a batch ends with Sync or
-// Query, or as its own goroutine (client.pump) for a link that outlives
+// Query, or as its own goroutine (link.pumpGoroutine) for a link that outlives
 // the answer (a transaction block), COPY IN, a batch ending in Flush, or
 // a link left mid-batch.
 //
-// The two share the link (client.mu): serve records each message before
+// The two share the link's mu group, which the client's mu guards
+// (client.mu, link.mu): serve records each message before
 // it writes it to the server (linkState.fromClient); the pump records each
 // ReadyForQuery. The pump flushes the client writer before it takes the
 // lock to hand the writer back to serve, so a client that stops reading
@@ -242,6 +346,11 @@
 //
 // Each lock's fields follow it in its struct; fields outside a mu group
 // belong to one goroutine, are immutable once published, or are atomic.
+// client.mu is a struct of the mutex and the fields it guards (c.mu.state,
+// c.mu.link, c.mu.stmts, …); the link has no lock of its own, and its
+// fields are grouped by who may touch them: l.mu under the client's mu,
+// l.serve by serve's goroutine alone, l.pump by the relay alone (the pump,
+// or serve relaying inline).
 // serverPool.mu also guards each of its servers' state, closeNeeded,
 // doomReason, evictAt, peekedAt and lastUsed; a linked server's statement
 // cache and unnamed-statement owner belong to the holder's client.mu, and
@@ -285,7 +394,7 @@
 // These come after the model above and do not change it.
 //
 // Inline relay: when a batch ends with Sync or Query, serve relays the
-// answer itself (client.relayOrPump): an autocommit transaction costs no
+// answer itself (link.relayOrPump): an autocommit transaction costs no
 // extra goroutine or hand-over.
 //
 // Parking: a client idle for a second with no server linked, or silent for
@@ -306,7 +415,7 @@
 // state. A batch whose reply serve relays inline is written with
 // Writer.FlushAwaitReply: inside the netpoller's wait for the reply, so
 // that serve parks at once instead of first making a read that finds
-// nothing (client.willRelayInline). The client side keeps that read: a
+// nothing (link.willRelayInline). The client side keeps that read: a
 // client may pipeline, and bytes it sent before the wait began would not
 // wake it. Instead, when clients are queued for the pool (the pooler is
 // busy), serve yields (runtime.Gosched) before reading the client it has
@@ -476,7 +585,7 @@
 // key is sent, on a new connection, to the Postgres backend linked to the
 // client at that moment. The server is marked under the client's lock and
 // the request sent with no lock held; a server released while a cancel is
-// in flight waits in being_canceled (objects.go) so it cannot move to
+// in flight waits in being_canceled (pool.go) so it cannot move to
 // another client before the cancel is done.
 //
 // With peer_id set (peering.go), the key also carries the process's peer

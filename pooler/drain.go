@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
-
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -59,33 +58,35 @@ type drainState struct {
 
 // startDrainLocked starts the clock of a drain and, when a query is still
 // running, the quiet check that cancels it.
-func (c *client) startDrainLocked(s *server, now time.Time) {
-	d := c.link.drain
+func (l *link) startDrainLocked(s *server, now time.Time) {
+	c := l.c
+	d := l.mu.drain
 	d.deadline = now.Add(drainTimeout)
 	d.started = now
-	if c.link.ls.outstanding == 0 {
+	if l.mu.ls.outstanding == 0 {
 		return
 	}
 	if c.svc.settings().ClientDrainMaxBytes == 0 {
-		c.startCancelLocked(s)
+		l.startCancelLocked(s)
 		return
 	}
 	d.seen = d.bytes.Load()
-	d.timer = c.svc.clock.AfterFunc(drainQuietAfter, func() { c.drainQuietCheck(s) })
+	d.timer = c.svc.clock.AfterFunc(drainQuietAfter, func() { l.drainQuietCheck(s) })
 }
 
 // drainQuietCheck cancels the running query of a drained server when it
 // sent nothing since the last check, or runs past drainCancelAfter.
-func (c *client) drainQuietCheck(s *server) {
+func (l *link) drainQuietCheck(s *server) {
+	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	d := c.link.drain
-	if c.link.srv != s || d.finished || d.cancel != nil || c.link.ls.outstanding == 0 {
+	d := l.mu.drain
+	if l.mu.srv != s || d.finished || d.cancel != nil || l.mu.ls.outstanding == 0 {
 		return
 	}
 	b := d.bytes.Load()
 	if b == d.seen || c.svc.clock.Since(d.started) >= drainCancelAfter {
-		c.startCancelLocked(s)
+		l.startCancelLocked(s)
 		return
 	}
 	d.seen = b
@@ -94,14 +95,15 @@ func (c *client) drainQuietCheck(s *server) {
 
 // drainDiscarded counts n bytes of server output thrown away for a client
 // that left, and cancels the query once client_drain_max_bytes is passed.
-func (c *client) drainDiscarded(s *server, n int64) {
-	d := c.link.drain
+func (l *link) drainDiscarded(s *server, n int64) {
+	c := l.c
+	d := l.mu.drain
 	if d.bytes.Add(n) <= int64(c.svc.settings().ClientDrainMaxBytes) || d.cancelling.Load() {
 		return
 	}
 	c.mu.Lock()
-	if c.link.srv == s && c.link.ls.outstanding > 0 {
-		c.startCancelLocked(s)
+	if l.mu.srv == s && l.mu.ls.outstanding > 0 {
+		l.startCancelLocked(s)
 	}
 	c.mu.Unlock()
 }
@@ -109,8 +111,8 @@ func (c *client) drainDiscarded(s *server, n int64) {
 // startCancelLocked sends the drain's one cancel request, in the
 // background: the pump keeps discarding meanwhile (a backend blocked on a
 // full socket only sees the cancel once it can write again).
-func (c *client) startCancelLocked(s *server) {
-	d := c.link.drain
+func (l *link) startCancelLocked(s *server) {
+	d := l.mu.drain
 	if d.cancel != nil {
 		return
 	}
@@ -128,7 +130,8 @@ func (c *client) startCancelLocked(s *server) {
 // (done) has reached Postgres or failed. False when that did not happen
 // before the drain deadline: the server cannot be trusted with another
 // message.
-func (c *client) awaitDrainCancel(done chan struct{}, deadline time.Time) bool {
+func (l *link) awaitDrainCancel(done chan struct{}, deadline time.Time) bool {
+	c := l.c
 	t := c.svc.clock.NewTimer(deadline.Sub(c.svc.clock.Now()))
 	defer t.Stop()
 	select {
@@ -164,19 +167,20 @@ type drainNext struct {
 // idle. Called without c.mu: it decides under the lock and does the I/O
 // (a write to the server, the wait for the drain's cancel, the release)
 // outside it. False when the link is over.
-func (c *client) drain(s *server) bool {
+func (l *link) drain(s *server) bool {
+	c := l.c
 	for {
 		c.mu.Lock()
-		next := c.nextDrainLocked(s)
+		next := l.nextDrainLocked(s)
 		c.mu.Unlock()
 		if next.kind != drainAwaitCancel {
-			return c.runDrain(s, next)
+			return l.runDrain(s, next)
 		}
-		if !c.awaitDrainCancel(next.cancel, next.deadline) {
+		if !l.awaitDrainCancel(next.cancel, next.deadline) {
 			c.mu.Lock()
-			next = c.failDrainLocked("cancel of an abandoned query did not complete")
+			next = l.failDrainLocked("cancel of an abandoned query did not complete")
 			c.mu.Unlock()
-			return c.runDrain(s, next)
+			return l.runDrain(s, next)
 		}
 		// The cancel is done: decide again (only the pump changes the
 		// link once the client is gone, so the step is the same).
@@ -187,21 +191,22 @@ func (c *client) drain(s *server) bool {
 // nextDrainStep) and records on the link what the pump is about to send.
 // A step that sends the server anything waits for the drain's cancel
 // first; a drain that ends is unlinked here.
-func (c *client) nextDrainLocked(s *server) drainNext {
+func (l *link) nextDrainLocked(s *server) drainNext {
+	c := l.c
 	now := c.svc.clock.Now()
-	d := c.link.drain
+	d := l.mu.drain
 	if d.deadline.IsZero() {
-		c.startDrainLocked(s, now)
+		l.startDrainLocked(s, now)
 	}
-	step := nextDrainStep(&c.link.ls, c.link.resetDue)
+	step := nextDrainStep(&l.mu.ls, l.mu.resetDue)
 	if step == drainWait {
 		switch {
 		case now.After(d.deadline):
-			return c.failDrainLocked("client disconnect while server was not ready")
-		case c.link.ls.copyIn && !d.copyFailed:
+			return l.failDrainLocked("client disconnect while server was not ready")
+		case l.mu.ls.copyIn && !d.copyFailed:
 			// A COPY FROM STDIN waits for data that will never come.
 			d.copyFailed = true
-			c.link.ls.fromClient(wire.MsgCopyFail)
+			l.mu.ls.fromClient(wire.MsgCopyFail)
 			s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 			return drainNext{kind: drainSend, deadline: d.deadline}
 		}
@@ -216,33 +221,33 @@ func (c *client) nextDrainLocked(s *server) drainNext {
 	}
 	switch {
 	case step == drainSync:
-		c.link.ls.fromClient(wire.MsgSync)
-		c.pushSyncLocked(wire.MsgSync)
+		l.mu.ls.fromClient(wire.MsgSync)
+		l.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
 	case step == drainRollback:
 		// Auto rollback: the client's transaction dies with it.
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
+		l.mu.ls.fromClient(wire.MsgQuery)
+		l.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
-		c.link.pool.metrics.drainRollbacks.Inc()
+		l.mu.pool.metrics.drainRollbacks.Inc()
 	case step == drainReset && c.svc.settings().ServerResetQuery == "":
-		c.link.resetDue = false
-		return c.releaseDrainedLocked()
+		l.mu.resetDue = false
+		return l.releaseDrainedLocked()
 	case step == drainReset:
-		c.link.resetDue = false
+		l.mu.resetDue = false
 		s.unreportedDirty = true // whatever the reset query is
-		c.link.ls.fromClient(wire.MsgQuery)
-		c.pushSyncLocked(wire.MsgQuery)
+		l.mu.ls.fromClient(wire.MsgQuery)
+		l.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
 	default: // drainRelease
-		return c.releaseDrainedLocked()
+		return l.releaseDrainedLocked()
 	}
 	return drainNext{kind: drainSend, deadline: d.deadline}
 }
 
 // runDrain carries out a drain step decided by nextDrainLocked; c.mu is
 // not held. False when the link is over.
-func (c *client) runDrain(s *server, next drainNext) bool {
+func (l *link) runDrain(s *server, next drainNext) bool {
 	switch next.kind {
 	case drainReadOn:
 		s.conn.SetReadDeadline(next.deadline)
@@ -250,7 +255,7 @@ func (c *client) runDrain(s *server, next drainNext) bool {
 	case drainSend:
 		s.conn.SetReadDeadline(next.deadline)
 		if s.w.Write(s.scratch) != nil || s.w.Flush() != nil {
-			c.serverLost(s, s.w.Err())
+			l.serverLost(s, s.w.Err())
 			return false
 		}
 		return true
@@ -270,8 +275,8 @@ func (c *client) runDrain(s *server, next drainNext) bool {
 }
 
 // finishDrainLocked counts the drain's outcome, once.
-func (c *client) finishDrainLocked(outcome string) {
-	d := c.link.drain
+func (l *link) finishDrainLocked(outcome string) {
+	d := l.mu.drain
 	if d.finished {
 		return
 	}
@@ -279,26 +284,26 @@ func (c *client) finishDrainLocked(outcome string) {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	c.link.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
+	l.mu.pool.metrics.count("pgturnstile_server_drain_total", "outcome", outcome)
 }
 
 // releaseDrainedLocked ends a drain that brought the server back to idle
 // and unlinks it; runDrain gives it back to the pool.
-func (c *client) releaseDrainedLocked() drainNext {
+func (l *link) releaseDrainedLocked() drainNext {
 	outcome := "drained"
-	if c.link.drain.cancelOK {
+	if l.mu.drain.cancelOK {
 		outcome = "cancelled"
 	}
-	c.finishDrainLocked(outcome)
-	c.unlinkServerLocked()
-	return drainNext{kind: drainGiveBack, unsure: c.link.ls.unsure}
+	l.finishDrainLocked(outcome)
+	l.unlinkServerLocked()
+	return drainNext{kind: drainGiveBack, unsure: l.mu.ls.unsure}
 }
 
 // failDrainLocked ends a drain that could not bring the server back and
 // unlinks it; runDrain closes it.
-func (c *client) failDrainLocked(reason string) drainNext {
-	c.finishDrainLocked("closed")
-	c.unlinkServerLocked()
+func (l *link) failDrainLocked(reason string) drainNext {
+	l.finishDrainLocked("closed")
+	l.unlinkServerLocked()
 	return drainNext{kind: drainClose, reason: reason}
 }
 
@@ -306,18 +311,19 @@ func (c *client) failDrainLocked(reason string) drainNext {
 // of a server whose client left (leave wakes the pump that way): only the
 // drain deadline applies; the message is finished before any drain step.
 // False when the server was closed.
-func (c *client) drainTick(s *server) bool {
+func (l *link) drainTick(s *server) bool {
+	c := l.c
 	c.mu.Lock()
 	now := c.svc.clock.Now()
-	if c.link.drain.deadline.IsZero() {
-		c.startDrainLocked(s, now)
+	if l.mu.drain.deadline.IsZero() {
+		l.startDrainLocked(s, now)
 	}
-	next := drainNext{kind: drainReadOn, deadline: c.link.drain.deadline}
+	next := drainNext{kind: drainReadOn, deadline: l.mu.drain.deadline}
 	if now.After(next.deadline) {
-		next = c.failDrainLocked("client disconnect while server was not ready")
+		next = l.failDrainLocked("client disconnect while server was not ready")
 	}
 	c.mu.Unlock()
-	return c.runDrain(s, next)
+	return l.runDrain(s, next)
 }
 
 // relayFailed handles an error of the pump's s.r.Forward(out): the
@@ -326,7 +332,8 @@ func (c *client) drainTick(s *server) bool {
 // leave starts the drain), or the read deadline that leave uses to wake the
 // pump expiring mid-message (the message is resumed). Anything else is the
 // server failing. False when the link is over.
-func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
+func (l *link) relayFailed(s *server, out *wire.Writer, err error) bool {
+	c := l.c
 	for {
 		switch {
 		case out != nil && err == out.Err():
@@ -335,17 +342,17 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 			// notice the departure itself).
 			c.conn.Close()
 			c.mu.Lock()
-			if c.link.srv == s && !c.gone.Load() {
-				if c.link.drain == nil {
-					c.link.drain = &drainState{} // before gone: the pump reads it once gone
+			if l.mu.srv == s && !c.gone.Load() {
+				if l.mu.drain == nil {
+					l.mu.drain = &drainState{} // before gone: the pump reads it once gone
 				}
 				c.setStateLocked(clientDraining)
-				c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+				l.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
 			}
 			c.mu.Unlock()
 			out = nil
 			if c.gone.Load() {
-				c.link.pumpFreed.signal() // nothing more goes to the client
+				l.mu.pumpFreed.signal() // nothing more goes to the client
 			}
 			if s.r.Fits() {
 				// Forward had read the whole message before the write
@@ -353,17 +360,57 @@ func (c *client) relayFailed(s *server, out *wire.Writer, err error) bool {
 				return true
 			}
 		case isTimeout(err) && c.gone.Load():
-			c.link.pumpFreed.signal() // out is dropped: see pumpRun
-			if !c.drainTick(s) {
+			l.mu.pumpFreed.signal() // out is dropped: see pumpRun
+			if !l.drainTick(s) {
 				return false
 			}
 			out = nil
 		default:
-			c.serverLost(s, err)
+			l.serverLost(s, err)
 			return false
 		}
 		if err = s.r.Forward(out); err == nil {
 			return true
 		}
+	}
+}
+
+// abandonLink hands a linked server, if any, to its pump to drain back to
+// clean once the client is gone: see leave.
+func (l *link) abandonLink() {
+	c := l.c
+	c.mu.Lock()
+	if l.mu.writing && l.mu.srv != nil {
+		// serve still holds the server's writer with part of a batch it
+		// recorded as sent (a refused frame read in the same batch kept
+		// flushBatch from running): it goes out now, so the replies the
+		// drain waits for are owed by the server, not by a buffer.
+		s := l.mu.srv
+		c.mu.Unlock()
+		if err := s.w.Flush(); err != nil {
+			s.conn.Close()
+		}
+		c.mu.Lock()
+	}
+	l.mu.writing = false
+	l.mu.writerDone.Broadcast()
+	s := l.mu.srv
+	if s != nil {
+		if l.mu.drain == nil {
+			l.mu.drain = &drainState{} // before gone: the pump reads it once gone
+		}
+		if c.mu.state != clientDraining { // the pump may have seen the client go first (relayFailed)
+			c.setStateLocked(clientDraining)
+		}
+		l.mu.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
+		// Under mu: once the pump has released s, another client's pump
+		// reads it, and this deadline must not reach that one.
+		s.conn.SetReadDeadline(time.Now())
+	}
+	c.mu.Unlock()
+	if s != nil {
+		// A link left mid-batch has no pump yet: start the one that
+		// drains it.
+		l.startPump(s)
 	}
 }

@@ -31,9 +31,9 @@ func (p *serverPool) fastClose() {
 	for _, c := range p.svc.allClients() {
 		c.mu.Lock()
 		var s *server
-		if c.link != nil && doomed[c.link.srv] && c.link.pumpStarted && !c.gone.Load() && !c.link.detach &&
-			!c.link.writing && c.link.ls.idle() && c.link.ls.txStatus == wire.TxIdle {
-			s = c.link.srv
+		if c.mu.link != nil && doomed[c.mu.link.mu.srv] && c.mu.link.serve.pumpStarted && !c.gone.Load() && !c.mu.link.mu.detach &&
+			!c.mu.link.mu.writing && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus == wire.TxIdle {
+			s = c.mu.link.mu.srv
 			s.fastClosed.Store(true)
 		}
 		c.mu.Unlock()

@@ -182,7 +182,7 @@ var errGenShed = errors.New("shed")
 func observeLink(c *client) (policyFile string, st *config.Settings) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.link.gen.adm.file, c.linkSettings()
+	return c.mu.link.mu.gen.adm.file, c.linkSettings()
 }
 
 // runGenerationClient logs in to database gdb and runs n transactions

@@ -2,136 +2,164 @@ package pooler
 
 import (
 	"errors"
-	"io"
-	"net"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admission"
-	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // The link: what a client needs while it is served beyond its session
-// (client.go), and linking a server to it (linkServer), relaying its
-// first reply inline or starting the pump (relayOrPump, pump.go), and
-// ending the link on purpose (unlinkAndClose) or because the client left
-// (leave, abandonLink, drained by the pump in drain.go).
+// (client.go), and linking a server to it (linkServer: the admission gate,
+// the checkout from the pool, the parameters), relaying its first reply
+// inline or starting the pump (relayOrPump, pump.go), and ending the link
+// on purpose (unlinkAndClose); the drain ends it when the client left
+// (abandonLink, drain.go).
 
-// newLink returns an empty link whose condition uses the client's mu.
-func newLink(mu *sync.Mutex) *link {
-	l := &link{}
-	l.writerDone.L = mu
-	l.releaseDone.L = mu
+// newLink returns an empty link of client c, whose conditions wait on
+// c's mu.
+func newLink(c *client) *link {
+	l := &link{c: c}
+	l.mu.writerDone.L = &c.mu.Mutex
+	l.mu.releaseDone.L = &c.mu.Mutex
 	return l
 }
 
 // link is the part of a client that serves its requests: the linked
 // server and the protocol position on it, the pump's lifetime, the writer
 // hand-over, the wait for a server and the drain after the client left.
-// It is not embedded: its fields are reached as c.link.f, so that code
-// reading them says it depends on a client that is not parked. c.mu guards
-// what the comments say it does.
+// It is reached as c.mu.link (nil while the client is parked), and the
+// transaction path is its methods: route and forward (serve.go), linking
+// and release (here), relaying (pump.go), draining (drain.go) and the
+// prepared-statement mapping (relay_*.go).
 //
-// The buffers for messages between a client and its servers (pumpOut,
-// out, splices) are here too: they serve only the relaying, and go with
-// the link when the client parks, as the reader's buffer does.
+// Its fields are grouped by who may touch them: mu, what the client's mu
+// guards (the link has no lock of its own; serve, the pump and other
+// goroutines share these); serve, what only serve's goroutine touches;
+// pump, what only the link's relay touches (the pump goroutine, or serve
+// relaying inline, which is then the pump).
+//
+// The buffers for messages between a client and its servers (serve.out,
+// serve.splices, pump.out) are here too: they serve only the
+// relaying, and go with the link when the client parks, as the reader's
+// buffer does.
 type link struct {
-	// gen is the configuration generation the link runs under, taken
-	// once by linkServer (the gate it was admitted through was built
-	// from gen's policy and pool settings); set before the pump starts.
-	gen     *generation
-	pumpOut []byte // the pump's own messages to the client
-	out     []byte // rewritten messages on their way to a server
-	// splices are the long texts a rewrite in out carries by reference
-	// (relay_prepared.go, writeRewrite).
-	splices []splice
-	// replies counts, for linkState.failing, the server's replies that
-	// complete an extended-protocol message since its last ReadyForQuery.
-	// Only the link's pump touches it.
-	replies int
-	// ops are the replies the linked server owes, for mapping (prepared.go).
-	ops opQueue
-	// retry is the request that began the current implicit transaction,
-	// kept to be run again once if its statement's plan was stale
-	// (relay_retry.go).
-	retry retryCapture
-	// skipToSync drops client messages up to the next Sync after an error
-	// the pooler raised itself, as Postgres does after its own errors.
-	skipToSync bool
-	// writerDone is signalled when serve stops writing to the linked
-	// server (writing goes false).
-	writerDone sync.Cond
-	// releasing is set while the pump, about to release the server at
-	// the end of a transaction, flushes the last replies with c.mu
-	// released; releaseDone is broadcast when it is over. serve waits for
-	// it before routing the client's next message, so that the next
-	// transaction gets a server from the pool (after a RELOAD, one of the
-	// new target) rather than the one being released.
-	releasing   bool
-	releaseDone sync.Cond
-	srv         *server // linked server, nil when none
-	// writing is set while serve may still touch the linked server's writer
-	// (between recording a message and flushing the batch). The pump never
-	// releases the server while it is set: the server's next holder would
-	// share the writer.
-	writing  bool
-	ls       linkState     // protocol position on the link
-	pumpDone chan struct{} // closed when the link's pump exits; nil until it starts
-	// pumpFreed tells serve that the link's pump writes no more to the
-	// client, before the pump ends: a drain may go on for drainTimeout,
-	// and a client closed for bad input (closeBadInput) hears why at
-	// once. nil until the pump starts, as pumpDone.
-	pumpFreed *pumpFreed
-	// pumpStarted: the link has a pump goroutine (serve's own; see
-	// relayOrPump).
-	pumpStarted bool
-	detach      bool // serve is closing the link on purpose
-	// parking: serve stops the pump to park the client with its server
-	// (park.go, stopSessionPump); the pump's expired read is not a
-	// timeout then.
-	parking bool
-	// detachReason is logged when serve closes the linked server.
-	detachReason string
-	resetDue     bool // server_reset_query still to run before release
-	// drain is the progress of bringing the server back after the client
-	// left (drain.go).
-	drain *drainState // nil until the client leaves mid-link
-	// Statistics: serve's batch byte count and the start of the current
-	// transaction (queryStart is the client's) (written by serve before the request goes out,
-	// read by the pump after its reply: ordered by the link).
-	recvBytes int64
-	xactStart time.Time
-	// sentBytes is the pump's count since the last ReadyForQuery.
-	sentBytes int64
-	// While serve waits for a server (clientWaiting), at the admission
-	// gate or in the pool's queue, a cancel request signals cancelWait,
-	// which the gate hears, and ends the pool wait through
-	// serverPool.cancelWaiter. waitStart is when the wait began.
-	waitStart  time.Time
-	cancelWait chan struct{}
-	// poolWait is serve's waiter in the pool's queue, made at the first
-	// wait and reused; link numbers each wait in it under mu.
-	poolWait *poolWaiter
-	// pool is the transaction's pool: the one whose admission gate and
-	// queue the client waits at and whose server is linked (pool ==
-	// srv.pool while srv is set). linkServer sets it under mu at the start
-	// of each wait, to route or else the client's own pool (c.pool), and
-	// it stays until the next wait. It may differ from c.pool, which
-	// keeps what belongs to the client: its counts, caps, settings and
-	// SHOW CLIENTS row. What acts on the linked server (release, discard,
-	// a drain's cancel) uses the server's own pool, srv.pool, the only one
-	// that may take it back; the transaction's statistics (see stats.go)
-	// and its admission decisions count in pool. Read by serve, by the
-	// pump under mu while the server is linked, and by a cancel request
-	// under mu.
-	pool *serverPool
-	// route is the pool the client's next transaction is to run on, set
-	// by linkTo (the router) and taken by the next linkServer; nil: the
-	// client's own pool. Guarded by mu.
-	route *serverPool
+	c *client // the client served; fixed
+
+	mu struct {
+		// srv is the linked server, nil when none.
+		srv *server
+		// pool is the transaction's pool: the one whose admission gate
+		// and queue the client waits at and whose server is linked
+		// (pool == srv.pool while srv is set). linkServer sets it at the
+		// start of each wait, to route or else the client's own pool
+		// (c.pool), and it stays until the next wait. It may differ from
+		// c.pool, which keeps what belongs to the client: its counts,
+		// caps, settings and SHOW CLIENTS row. What acts on the linked
+		// server (release, discard, a drain's cancel) uses the server's
+		// own pool, srv.pool, the only one that may take it back; the
+		// transaction's statistics (see stats.go) and its admission
+		// decisions count in pool. Read by serve, by the pump under mu
+		// while the server is linked, and by a cancel request under mu.
+		pool *serverPool
+		// route is the pool the client's next transaction is to run on,
+		// set by linkTo (the router) and taken by the next linkServer;
+		// nil: the client's own pool.
+		route *serverPool
+		// gen is the configuration generation the link runs under, taken
+		// once by linkServer (the gate it was admitted through was built
+		// from gen's policy and pool settings); set before the pump
+		// starts, which reads it without mu.
+		gen *generation
+		ls  linkState // protocol position on the link
+		// ops are the replies the linked server owes, for mapping
+		// (prepared.go).
+		ops opQueue
+		// retry is the request that began the current implicit
+		// transaction, kept to be run again once if its statement's plan
+		// was stale (relay_retry.go).
+		retry retryCapture
+		// skipToSync drops client messages up to the next Sync after an
+		// error the pooler raised itself, as Postgres does after its own
+		// errors.
+		skipToSync bool
+		// writing is set while serve may still touch the linked server's
+		// writer (between recording a message and flushing the batch).
+		// The pump never releases the server while it is set: the
+		// server's next holder would share the writer. writerDone is
+		// signalled when it goes false.
+		writing    bool
+		writerDone sync.Cond
+		// releasing is set while the pump, about to release the server
+		// at the end of a transaction, flushes the last replies with mu
+		// released; releaseDone is broadcast when it is over. serve waits
+		// for it before routing the client's next message, so that the
+		// next transaction gets a server from the pool (after a RELOAD,
+		// one of the new target) rather than the one being released.
+		releasing   bool
+		releaseDone sync.Cond
+		// pumpDone is closed when the link's pump exits; nil until it
+		// starts.
+		pumpDone chan struct{}
+		// pumpFreed tells serve that the link's pump writes no more to
+		// the client, before the pump ends: a drain may go on for
+		// drainTimeout, and a client closed for bad input (closeBadInput)
+		// hears why at once. nil until the pump starts, as pumpDone; the
+		// pump signals it without mu.
+		pumpFreed *pumpFreed
+		// detach: serve is closing the link on purpose; detachReason is
+		// logged when serve closes the linked server.
+		detach       bool
+		detachReason string
+		// parking: serve stops the pump to park the client with its
+		// server (park.go, stopSessionPump); the pump's expired read is
+		// not a timeout then.
+		parking  bool
+		resetDue bool // server_reset_query still to run before release
+		// drain is the progress of bringing the server back after the
+		// client left (drain.go); nil until the client leaves mid-link.
+		drain *drainState
+		// xactStart is the start of the current transaction (queryStart
+		// is the client's): written by serve before the request goes
+		// out, read by the pump after its reply.
+		xactStart time.Time
+		// While serve waits for a server (clientWaiting), at the
+		// admission gate or in the pool's queue, a cancel request signals
+		// cancelWait, which the gate hears, and ends the pool wait
+		// through serverPool.cancelWaiter. waitStart is when the wait
+		// began.
+		waitStart  time.Time
+		cancelWait chan struct{}
+		// poolWait is serve's waiter in the pool's queue, made at the
+		// first wait and reused; linkServer numbers each wait in it.
+		poolWait *poolWaiter
+	}
+
+	serve struct {
+		// pumpStarted: the link has a pump goroutine (see relayOrPump).
+		pumpStarted bool
+		// recvBytes is the batch's byte count, added to the pool's
+		// statistics when the batch is flushed.
+		recvBytes int64
+		out       []byte // rewritten messages on their way to a server
+		// splices are the long texts a rewrite in out carries by
+		// reference (relay_prepared.go, writeRewrite). The pump uses
+		// them too, under mu, in retryLocked, which runs only while
+		// serve is not writing.
+		splices []splice
+	}
+
+	pump struct {
+		// replies counts, for linkState.failing, the server's replies
+		// that complete an extended-protocol message since its last
+		// ReadyForQuery.
+		replies int
+		// sentBytes is the count of bytes sent to the client since the
+		// last ReadyForQuery.
+		sentBytes int64
+		out       []byte // the pump's own messages to the client
+	}
 }
 
 // linkTo sends the client's next transaction to pool p rather than to its
@@ -147,59 +175,61 @@ type link struct {
 func (c *client) linkTo(p *serverPool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.link == nil {
+	if c.mu.link == nil {
 		return false
 	}
-	c.link.route = p
+	c.mu.link.mu.route = p
 	return true
 }
 
 // linkSrvLocked links s, which its pool has handed to this client, and
 // makes s's pool the transaction's. c.mu must be held.
-func (c *client) linkSrvLocked(s *server) {
-	c.link.srv = s
-	c.link.pool = s.pool
+func (l *link) linkSrvLocked(s *server) {
+	l.mu.srv = s
+	l.mu.pool = s.pool
 }
 
 // unlinkAndClose closes the linked server on purpose and waits for its pump
 // to stop, after which serve owns the client socket again.
-func (c *client) unlinkAndClose(reason string) {
+func (l *link) unlinkAndClose(reason string) {
+	c := l.c
 	c.mu.Lock()
-	s := c.link.srv
-	c.link.detach = true
-	c.link.detachReason = reason
+	s := l.mu.srv
+	l.mu.detach = true
+	l.mu.detachReason = reason
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.conn.Close()
-	c.startPump(s) // the pump reports the closed server and ends the link
-	<-c.link.pumpDone
+	l.startPump(s) // the pump reports the closed server and ends the link
+	<-l.mu.pumpDone
 }
 
 // linkServer checks a server out for this client, brings its tracked parameters
 // in line with the client's, and starts the pump.
-func (c *client) linkServer(typ byte, n int) (*server, error) {
+func (l *link) linkServer(typ byte, n int) (*server, error) {
+	c := l.c
 	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.setStateLocked(clientWaiting)
-	c.link.waitStart = start
-	if c.link.cancelWait == nil {
-		c.link.cancelWait = make(chan struct{}, 1)
+	l.mu.waitStart = start
+	if l.mu.cancelWait == nil {
+		l.mu.cancelWait = make(chan struct{}, 1)
 	}
 	select {
-	case <-c.link.cancelWait: // a stale cancel for an earlier wait
+	case <-l.mu.cancelWait: // a stale cancel for an earlier wait
 	default:
 	}
-	if c.link.poolWait == nil {
-		c.link.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
+	if l.mu.poolWait == nil {
+		l.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
-	c.link.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
+	l.mu.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
 	p := c.pool
-	if c.link.route != nil {
-		p, c.link.route = c.link.route, nil
+	if l.mu.route != nil {
+		p, l.mu.route = l.mu.route, nil
 	}
-	c.link.pool = p
+	l.mu.pool = p
 	c.mu.Unlock()
 	// The link runs under one generation, taken once here: its admission
 	// policy and its pool's settings are of the same RELOAD.
@@ -210,9 +240,9 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	if gen.adm != nil {
 		if pg := p.gateFor(gen); pg != nil {
 			gen = pg.gen
-			t, err := c.admit(pg.gate, pg.policy, typ, n)
+			t, err := l.admit(pg.gate, pg.policy, typ, n)
 			if err != nil {
-				c.endWait()
+				l.endWait()
 				var se *admission.ShedError
 				if errors.As(err, &se) {
 					return nil, &shedError{se, pg.policy}
@@ -222,9 +252,9 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := c.acquireUnlessShutdown(p)
+	s, err := l.acquire(p)
 	if err != nil {
-		c.endWait()
+		l.endWait()
 		if ticket.Valid() {
 			ticket.Release()
 		}
@@ -238,8 +268,8 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	p.stats.serverAssignments.Add(1)
 	p.stats.waitTime.Add(int64(waited / time.Microsecond))
 	p.metrics.waitDuration.Update(waited.Seconds())
-	if err := c.syncParams(s); err != nil {
-		c.endWait()
+	if err := l.syncParamsUnlessMatch(s); err != nil {
+		l.endWait()
 		var pe *Error
 		if !errors.As(err, &pe) {
 			// The server failed under the SET: the detail is for the
@@ -257,22 +287,22 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 	// request in between finds no query to cancel either way.
 	c.mu.Lock()
 	c.setStateLocked(clientActive)
-	c.linkSrvLocked(s)
-	c.link.gen = gen
+	l.linkSrvLocked(s)
+	l.mu.gen = gen
 	if !c.tracking {
 		// The client's unnamed Parse is not watched: the server's
 		// unnamed statement is nobody's known one any more.
 		s.unnamedOwner = 0
 	}
-	c.link.ls.reset()
-	c.link.replies = 0
-	c.link.ops.reset()
-	c.link.retry.reset()
-	c.link.skipToSync = false
-	c.link.pumpDone = nil
-	c.link.pumpFreed = nil
-	c.link.pumpStarted = false
-	c.link.detach = false
+	l.mu.ls.reset()
+	l.pump.replies = 0
+	l.mu.ops.reset()
+	l.mu.retry.reset()
+	l.mu.skipToSync = false
+	l.mu.pumpDone = nil
+	l.mu.pumpFreed = nil
+	l.serve.pumpStarted = false
+	l.mu.detach = false
 	c.mu.Unlock()
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
@@ -280,7 +310,8 @@ func (c *client) linkServer(typ byte, n int) (*server, error) {
 }
 
 // endWait marks a wait for a server that ended without a link.
-func (c *client) endWait() {
+func (l *link) endWait() {
+	c := l.c
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
 	c.mu.Unlock()
@@ -299,37 +330,39 @@ func (c *client) endWait() {
 // client sends meanwhile waits in the socket, as it would with Postgres.
 //
 // relayed reports that the reply was relayed inline and the link is over.
-func (c *client) relayOrPump(s *server, typ byte) (relayed bool) {
-	if c.r.Pending() || c.link.pumpStarted {
+func (l *link) relayOrPump(s *server, typ byte) (relayed bool) {
+	c := l.c
+	if c.r.Pending() || l.serve.pumpStarted {
 		return false
 	}
 	if typ != wire.MsgSync && typ != wire.MsgQuery {
-		c.startPump(s)
+		l.startPump(s)
 		return false
 	}
-	if c.pumpRun(s, true) == pumpLinkOver {
+	if l.pumpRun(s, true) == pumpLinkOver {
 		return true
 	}
-	c.startPump(s)
+	l.startPump(s)
 	return false
 }
 
 // startPump starts the link's pump goroutine unless it runs already.
 // Called by serve only.
-func (c *client) startPump(s *server) {
-	if c.link.pumpStarted {
+func (l *link) startPump(s *server) {
+	c := l.c
+	if l.serve.pumpStarted {
 		return
 	}
-	c.link.pumpStarted = true
+	l.serve.pumpStarted = true
 	// Made here, not at link: most links end with the inline relay and
 	// never have a pump to wait for.
 	done := make(chan struct{})
 	freed := &pumpFreed{ch: make(chan struct{})}
 	c.mu.Lock()
-	c.link.pumpDone = done
-	c.link.pumpFreed = freed
+	l.mu.pumpDone = done
+	l.mu.pumpFreed = freed
 	c.mu.Unlock()
-	go c.pump(s, done, freed)
+	go l.pumpGoroutine(s, done, freed)
 }
 
 // pumpFreed is closed once by a link's pump when it stops writing to the
@@ -350,133 +383,34 @@ func (f *pumpFreed) signal() {
 	}
 }
 
-// syncParams brings the server's tracked parameters to the client's
-// values before a link. A reported parameter whose server value differs
-// (PgBouncer compares case-insensitively) gets PgBouncer's "SET
-// name='value';"; the values the server reports back are the canonical
-// ones (DateStyle ISO is "ISO, MDY"): the client takes them
-// (setCanonical), or the next checkout would SET them again.
-//
-// A parameter Postgres does not report is compared with what the pooler
-// last applied on this server (server.unreported), exactly: "Sp" and "sp"
-// name different schemas once quoted. One the client does not carry but an
-// earlier client had set goes back to its default with RESET, so no value
-// passes from one client to the next.
-func (c *client) syncParams(s *server) error {
-	if !s.unreportedDirty && s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, c.params) {
-		return nil
+// unlinkServerLocked records that the linked server left the link
+// (released, closed or lost). An active client becomes idle; a draining or
+// closed one stays as it is. c.mu must be held.
+func (l *link) unlinkServerLocked() {
+	c := l.c
+	l.mu.srv = nil
+	if c.mu.state == clientActive {
+		c.setStateLocked(clientIdle)
 	}
-	var sb strings.Builder
-	for name, want := range c.params {
-		if have, reported := s.params[name]; reported {
-			if sameSetting(have, want) {
-				continue
-			}
-		} else if have, ok := s.unreported[name]; ok && have == want && !s.unreportedDirty {
-			continue
-		}
-		appendSetting(&sb, name, want)
-	}
-	for name, have := range s.unreported {
-		if _, carried := c.params[name]; !carried && (have != unreportedDefault || s.unreportedDirty) {
-			sb.WriteString("RESET ")
-			sb.WriteString(quoteIdent(name))
-			sb.WriteString(";")
-		}
-	}
-	if sb.Len() == 0 {
-		s.unreportedDirty = false
-		s.syncedWith, s.syncedGen = c.params, s.paramsGen
-		return nil
-	}
-	s.pool.serverDebugf(s, "varcache_apply: %s", sb.String())
-	res, err := s.exec(sb.String(), c.svc.settings().ServerConnectTimeout)
-	if err != nil {
-		return err
-	}
-	if res.err != nil {
-		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
-	}
-	// What Postgres did not answer with a ParameterStatus is now as sent.
-	for name, want := range c.params {
-		if _, reported := s.params[name]; !reported {
-			if s.unreported == nil {
-				s.unreported = make(map[string]string, 1)
-			}
-			s.unreported[name] = want
-		}
-	}
-	for name := range s.unreported {
-		if _, carried := c.params[name]; !carried {
-			s.unreported[name] = unreportedDefault
-		}
-	}
-	s.unreportedDirty = false
-	s.paramsGen++
-	c.setCanonical(s)
-	return nil
 }
 
-// unreportedDefault marks a parameter of server.unreported that was RESET:
-// a startup value cannot hold a NUL byte.
-const unreportedDefault = "\x00"
-
-// sameSetting compares a reported value with the client's as PgBouncer
-// does, case-insensitively (client_encoding utf8 is UTF8), except for a
-// value with a quoted identifier, whose case is its meaning.
-func sameSetting(have, want string) bool {
-	if strings.ContainsRune(want, '"') || strings.ContainsRune(have, '"') {
-		return have == want
+// acquire is linkServer's checkout from p, the transaction's pool
+// (link.mu.pool). During SHUTDOWN WAIT_FOR_SERVERS (shutdown.go) it
+// refuses at once, and a wait that the shutdown ended
+// (failWaitersForShutdown) is logged as PgBouncer logs the close. The
+// error closes the client (FATAL).
+func (l *link) acquire(p *serverPool) (*server, error) {
+	if l.c.svc.waitForServers.Load() {
+		return nil, newError(CodeServerShuttingDown)
 	}
-	return strings.EqualFold(have, want)
-}
-
-// scalarSettings are the tracked parameters whose value is one word or a
-// plain string to Postgres: for these "SET name='value'" means what the
-// startup packet's name=value means, and it is PgBouncer's form (its log
-// watchers read varcache_apply lines).
-var scalarSettings = map[string]bool{
-	"client_encoding": true, "DateStyle": true, "TimeZone": true,
-	"standard_conforming_strings": true, "application_name": true,
-	"IntervalStyle": true, "default_transaction_read_only": true,
-}
-
-// appendSetting writes the statement that gives name the value a startup
-// packet's name=value would give it. For a list parameter SET with a
-// quoted string is not that: SET search_path = 'a,b' is the one schema
-// "a,b", while the startup value a,b is two. set_config takes the text as
-// the startup packet does, for any parameter.
-func appendSetting(sb *strings.Builder, name, value string) {
-	if scalarSettings[name] {
-		sb.WriteString("SET ")
-		sb.WriteString(quoteIdent(name))
-		sb.WriteString("=")
-		sb.WriteString(quoteLiteral(value))
-		sb.WriteString(";")
-		return
+	s, err := p.acquire(nil, l.mu.poolWait)
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
+		// fail logs the close as PgBouncer does ("closing because:
+		// server shutting down").
+		return nil, e
 	}
-	sb.WriteString("SELECT pg_catalog.set_config(")
-	sb.WriteString(quoteLiteral(name))
-	sb.WriteString(", ")
-	sb.WriteString(quoteLiteral(value))
-	sb.WriteString(", false);")
-}
-
-// setCanonical gives the client the server's spelling of each tracked
-// value that differs only in form after a SET, as PgBouncer's
-// varcache_set_canonical does: Postgres sends no ParameterStatus when the
-// value it holds is the canonical form of the one set.
-func (c *client) setCanonical(s *server) {
-	for name, have := range c.params {
-		canon, ok := s.params[name]
-		if !ok || canon == have {
-			continue
-		}
-		c.debugf("varcache_set_canonical: setting %s to its canonical version %s -> %s", name, have, canon)
-		c.mu.Lock()
-		c.setParamLocked(name, canon)
-		c.mu.Unlock()
-	}
+	return s, err
 }
 
 // sameMap reports whether a and b are the same map (not equal contents).
@@ -486,53 +420,19 @@ func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-// leave handles the client going away. A linked server is drained back to a
-// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
-// closed; the pump is woken by an expired read deadline.
-func (c *client) leave(err error) {
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	} else if c.svc.logDisconnections() {
-		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+// syncParamsUnlessMatch brings s's tracked parameters to the client's
+// (syncParams, linkparams.go) unless they are known to match: s last
+// matched this very map (clients with the same parameters share one) and
+// nothing changed on s since, which is the common case.
+func (l *link) syncParamsUnlessMatch(s *server) error {
+	if s.paramsMatch(l.c.params) {
+		return nil
 	}
-	c.abandonLink()
+	return l.syncParams(s)
 }
 
-// abandonLink hands a linked server, if any, to its pump to drain back to
-// clean once the client is gone: see leave.
-func (c *client) abandonLink() {
-	c.mu.Lock()
-	if c.link.writing && c.link.srv != nil {
-		// serve still holds the server's writer with part of a batch it
-		// recorded as sent (a refused frame read in the same batch kept
-		// flushBatch from running): it goes out now, so the replies the
-		// drain waits for are owed by the server, not by a buffer.
-		s := c.link.srv
-		c.mu.Unlock()
-		if err := s.w.Flush(); err != nil {
-			s.conn.Close()
-		}
-		c.mu.Lock()
-	}
-	c.link.writing = false
-	c.link.writerDone.Broadcast()
-	s := c.link.srv
-	if s != nil {
-		if c.link.drain == nil {
-			c.link.drain = &drainState{} // before gone: the pump reads it once gone
-		}
-		if c.state != clientDraining { // the pump may have seen the client go first (relayFailed)
-			c.setStateLocked(clientDraining)
-		}
-		c.link.resetDue = c.mode == config.PoolModeSession || c.svc.settings().ServerResetQueryAlways
-		// Under mu: once the pump has released s, another client's pump
-		// reads it, and this deadline must not reach that one.
-		s.conn.SetReadDeadline(time.Now())
-	}
-	c.mu.Unlock()
-	if s != nil {
-		// A link left mid-batch has no pump yet: start the one that
-		// drains it.
-		c.startPump(s)
-	}
+// paramsMatch reports whether s's tracked parameters are params, as far as
+// the pooler knows: s last matched that map and has changed nothing since.
+func (s *server) paramsMatch(params map[string]string) bool {
+	return !s.unreportedDirty && s.syncedGen == s.paramsGen && s.syncedWith != nil && sameMap(s.syncedWith, params)
 }

@@ -128,7 +128,7 @@ func (ls *linkState) unrecord() {
 // (with the pooler's messages injected before it) among those of its Sync
 // cycle, counted from 0. When that message fails, the server has
 // completed exactly that many extended messages since its last
-// ReadyForQuery (link.replies): so an ErrorResponse is tied to the
+// ReadyForQuery (link.pump.replies): so an ErrorResponse is tied to the
 // message whose op (opBind, opDescribe) carries its place.
 func (ls *linkState) cyclePos() int { return ls.cycleExt - 1 }
 

@@ -33,7 +33,7 @@ func TestTransactionOnAnotherPool(t *testing.T) {
 
 	query("BEGIN")
 	c.mu.Lock()
-	srv, linkPool := c.link.srv, c.link.pool
+	srv, linkPool := c.mu.link.mu.srv, c.mu.link.mu.pool
 	c.mu.Unlock()
 	if srv == nil || srv.pool != pb || linkPool != pb {
 		t.Fatalf("in the routed transaction: server %v of pool %v, link's pool %v; want a server of B %v", srv, srvPoolForTest(srv), linkPool, pb)
@@ -82,7 +82,7 @@ func TestTransactionOnAnotherPool(t *testing.T) {
 		t.Errorf("a's counts after its own transaction: %+v then %+v; want one more xact, query and assignment", a1, a2)
 	}
 	c.mu.Lock()
-	linkPool = c.link.pool
+	linkPool = c.mu.link.mu.pool
 	c.mu.Unlock()
 	if linkPool != c.pool {
 		t.Errorf("the unrouted transaction's pool is %s, want the client's own", linkPool.key.db)

@@ -104,7 +104,7 @@ func (s *Service) WriteMetrics(w io.Writer) {
 
 func (s *Service) writeMetrics(w io.Writer) {
 	// The pool gauges are SHOW POOLS' columns, read from the pools'
-	// per-state counts (servers: objects.go; clients: clientstate.go),
+	// per-state counts (servers: pool.go; clients: clientstate.go),
 	// so the two never disagree.
 	pools := s.Console().Pools()
 	for _, g := range []struct {

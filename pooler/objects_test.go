@@ -24,7 +24,7 @@ var pathTo = map[serverState][]serverState{
 	serverClosed:        {serverLogin, serverClosed},
 }
 
-// legalMoves is the state machine as the design has it (objects.go's
+// legalMoves is the state machine as the design has it (pool.go's
 // comment), written out independently of serverTransitions.
 var legalMoves = map[[2]serverState]bool{
 	{serverFree, serverLogin}:           true,
@@ -266,9 +266,9 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	s.ep = endpoint{network: "tcp", address: ln.Addr().String()} // the cancel target
 	s.pid, s.cancelKey = 42, []byte{1, 2, 3, 4}
 	c := &client{svc: p.svc, id: 7, pool: p, key: [8]byte{9, 9}}
-	c.link = newLink(&c.mu)
-	c.link.srv = s
-	c.link.ls.outstanding = 1
+	c.mu.link = newLink(c)
+	c.mu.link.mu.srv = s
+	c.mu.link.mu.ls.outstanding = 1
 	p.svc.registerCancel(c)
 
 	cancelled := make(chan struct{})
@@ -293,7 +293,7 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	if !c.mu.TryLock() {
 		t.Fatal("the client's lock is held while the cancel request is on the network")
 	}
-	c.link.srv, c.link.ls.outstanding = nil, 0
+	c.mu.link.mu.srv, c.mu.link.mu.ls.outstanding = nil, 0
 	c.mu.Unlock()
 	p.release(s)
 	p.mu.Lock()

@@ -179,8 +179,8 @@ func (s *Service) requestParks(now time.Time) {
 			continue
 		}
 		c.mu.Lock()
-		idle := c.state == clientIdle && !c.link.skipToSync &&
-			now.Sub(c.connected) >= parkAfter && (c.queryStart.IsZero() || now.Sub(c.queryStart) >= parkAfter) &&
+		idle := c.mu.state == clientIdle && !c.mu.link.mu.skipToSync &&
+			now.Sub(c.connected) >= parkAfter && (c.mu.queryStart.IsZero() || now.Sub(c.mu.queryStart) >= parkAfter) &&
 			c.settings().ClientIdleTimeout == 0 // a [users] client_idle_timeout: as above
 		if idle {
 			c.parkWanted.Store(true)
@@ -225,15 +225,15 @@ func (c *client) tryPark() bool {
 	// keep gives up parking: a server stopped for it is watched again.
 	keep := func() bool {
 		if srv != nil {
-			c.link.pumpStarted = false
-			c.startPump(srv)
+			c.mu.link.serve.pumpStarted = false
+			c.mu.link.startPump(srv)
 		}
 		return false
 	}
 	c.mu.Lock()
-	idle := (c.state == clientIdle || srv != nil && c.state == clientActive && c.link.srv == srv) &&
-		!c.link.skipToSync && !c.killed.Load()
-	pumpDone := c.link.pumpDone
+	idle := (c.mu.state == clientIdle || srv != nil && c.mu.state == clientActive && c.mu.link.mu.srv == srv) &&
+		!c.mu.link.mu.skipToSync && !c.killed.Load()
+	pumpDone := c.mu.link.mu.pumpDone
 	c.mu.Unlock()
 	if pumpDone != nil {
 		// The last link's pump may still be finishing its writes.
@@ -268,7 +268,7 @@ func (c *client) tryPark() bool {
 	// closes: the janitor's park scan no longer touches it.
 	c.mu.Lock()
 	c.setStateLocked(clientParked)
-	c.parkedSrv = srv
+	c.mu.parkedSrv = srv
 	c.mu.Unlock()
 	c.setSocket(nil)
 	c.conn.Close() // the socket stays open through fd
@@ -277,7 +277,7 @@ func (c *client) tryPark() bool {
 	c.r, c.w, c.scratch = nil, nil, nil
 	c.mu.Lock()
 	c.conn = parkedConn{} // drops net's conn, addresses and poll descriptor
-	c.link = nil          // and the link state and its buffers
+	c.mu.link = nil       // and the link state and its buffers
 	c.mu.Unlock()
 
 	pk.mu.Lock()
@@ -328,7 +328,7 @@ func (c *client) resume(fd int) {
 	c.conn = conn
 	// Still parked until its loop starts (startLoop), which links the
 	// server it parked with, if any, again.
-	c.link = newLink(&c.mu)
+	c.mu.link = newLink(c)
 	c.mu.Unlock()
 	c.setSocket(conn)
 	if c.killed.Load() { // after setSocket: see client.killed
@@ -347,18 +347,18 @@ func (c *client) resume(fd int) {
 // false when the client cannot park now.
 func (c *client) stopSessionPump() (*server, bool) {
 	c.mu.Lock()
-	if c.state != clientActive {
+	if c.mu.state != clientActive {
 		c.mu.Unlock()
 		return nil, true
 	}
-	s := c.link.srv
+	s := c.mu.link.mu.srv
 	if !c.svc.parker.suspended.Load() || !c.sessionIdleLocked() {
 		c.mu.Unlock()
 		return nil, false
 	}
-	started, done := c.link.pumpStarted, c.link.pumpDone
+	started, done := c.mu.link.serve.pumpStarted, c.mu.link.mu.pumpDone
 	if started {
-		c.link.parking = true
+		c.mu.link.mu.parking = true
 		s.conn.SetReadDeadline(time.Now())
 	}
 	c.mu.Unlock()
@@ -367,8 +367,8 @@ func (c *client) stopSessionPump() (*server, bool) {
 	}
 	<-done
 	c.mu.Lock()
-	c.link.parking = false
-	still := c.link.srv == s && c.sessionIdleLocked()
+	c.mu.link.mu.parking = false
+	still := c.mu.link.mu.srv == s && c.sessionIdleLocked()
 	if still {
 		// Under mu, as abandonLink's: the server is this link's.
 		s.conn.SetReadDeadline(time.Time{})
@@ -379,8 +379,8 @@ func (c *client) stopSessionPump() (*server, bool) {
 	}
 	if s.r.Buffered() > 0 || c.w.Buffered() > 0 {
 		// The server said something as the pump stopped: it goes on.
-		c.link.pumpStarted = false
-		c.startPump(s)
+		c.mu.link.serve.pumpStarted = false
+		c.mu.link.startPump(s)
 		return nil, false
 	}
 	return s, true
@@ -393,13 +393,13 @@ func (c *client) stopSessionPump() (*server, bool) {
 // leave crypto/tls) nor a replication connection. Such a client parks
 // with its server while suspended. c.mu must be held.
 func (c *client) sessionIdleLocked() bool {
-	if c.mode != config.PoolModeSession || c.state != clientActive || c.link == nil ||
+	if c.mode != config.PoolModeSession || c.mu.state != clientActive || c.mu.link == nil ||
 		c.tls || c.repl != replNone || c.pool == nil || c.dbName == adminDB {
 		return false
 	}
-	l := c.link
-	s, ls := l.srv, &l.ls
-	if s == nil || l.writing || l.releasing || l.detach || l.drain != nil || l.skipToSync ||
+	l := c.mu.link
+	s, ls := l.mu.srv, &l.mu.ls
+	if s == nil || l.mu.writing || l.mu.releasing || l.mu.detach || l.mu.drain != nil || l.mu.skipToSync ||
 		ls.outstanding > 0 || ls.pending || ls.copyIn || ls.feeding || ls.unsure || ls.txStatus != wire.TxIdle {
 		return false
 	}

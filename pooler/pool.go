@@ -1,16 +1,15 @@
 package pooler
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -52,7 +51,7 @@ type serverPool struct {
 	// eff are the limits of the view last installed (poolFor, swap),
 	// which growth, shrinking and the gate's capacity keep to.
 	eff config.Effective
-	// The server lists and counts, one per state (objects.go); only
+	// The server lists and counts, one per state (pool.go); only
 	// setServerStateLocked writes them.
 	idle          []*server // LIFO stack (or FIFO with server_round_robin)
 	active        int
@@ -141,59 +140,6 @@ func newPool(svc *Service, key poolKey, db *config.Database, cred auth.ServerCre
 	return p, nil
 }
 
-// serverTLSChanged follows a change of server_tls_* (SET, RELOAD), after
-// which PgBouncer tags every pool dirty: no server keeps a connection made
-// with the old settings (a plaintext one once TLS is required). Servers
-// logging in are closed by loggedIn, whose check sees their serverTLS
-// stale. The cached login error is forgotten: the change may have fixed
-// its cause.
-func (p *serverPool) serverTLSChanged() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.lastLoginErr = nil
-	p.doomAllLocked()
-}
-
-// doomAllLocked marks every logged-in server for closing because the
-// configuration it connected with changed: idle ones close at the pool's
-// next maintain, busy ones when released, without waiting for a close
-// token (mayCloseLocked).
-func (p *serverPool) doomAllLocked() {
-	for s := range p.servers {
-		if !s.closeNeeded {
-			s.closeNeeded = true
-			s.doomReason = reasonConfigChanged
-		}
-	}
-}
-
-// poolWaiter is a client waiting in the queue for a server. The waiter,
-// its channel and its wait count are reused from one wait to the next: a
-// client waits for a server on most transactions when clients outnumber
-// servers, and that path must not allocate.
-type poolWaiter struct {
-	// enqueued is when the wait began; prev, next and queued link the
-	// waiter into its pool's waitQueue.
-	enqueued   time.Time
-	prev, next *poolWaiter
-	queued     bool
-	grant      chan grant // buffered(1): the pool never blocks handing over
-	// seq numbers the client's waits, so a cancel request aimed at one
-	// wait cannot end a later one that reuses the waiter (cancelWaiter).
-	seq atomic.Uint64
-	// query_wait_notify (queuenotice.go): the janitor signals notify,
-	// once per wait (notified, under the pool's mu), and the waiting
-	// goroutine calls onQueued. nil for a waiter that is never told.
-	notify   chan struct{}
-	notified bool
-	onQueued func()
-}
-
-type grant struct {
-	s   *server
-	err error
-}
-
 // acquire returns an idle or new server for a client, waiting in the queue
 // until a server is free, query_wait_timeout passes (the janitor's
 // expireWaitersLocked) or cancel is signalled. A nil cancel leaves
@@ -263,188 +209,6 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 			w.onQueued()
 		}
 	}
-}
-
-// cancelWaiter ends w's wait number seq with errWaitCanceled, if that wait
-// is still queued; a wait that has been granted, or a later one, is left
-// alone.
-func (p *serverPool) cancelWaiter(w *poolWaiter, seq uint64) {
-	p.mu.Lock()
-	if w.seq.Load() != seq || !p.queue.remove(w) {
-		p.mu.Unlock()
-		return
-	}
-	p.queued.Store(int32(p.queue.len()))
-	p.mu.Unlock()
-	w.grant <- grant{err: errWaitCanceled}
-}
-
-// expireWaitersLocked takes the waiters that have waited query_wait_timeout
-// out of the queue and returns them, to be told after mu is released. The
-// janitor calls it every 100 ms, which is the timeout's resolution (PgBouncer
-// checks it once a second).
-func (p *serverPool) expireWaitersLocked(now time.Time, timeout time.Duration) []*poolWaiter {
-	if timeout <= 0 {
-		return nil
-	}
-	var expired []*poolWaiter
-	for w := p.queue.oldest(); w != nil && now.Sub(w.enqueued) >= timeout; w = p.queue.oldest() {
-		p.queue.remove(w)
-		expired = append(expired, w)
-	}
-	if expired != nil {
-		p.queued.Store(int32(p.queue.len()))
-	}
-	return expired
-}
-
-// abandon takes w out of the queue when its cancel channel fired. A grant
-// that raced the cancel is handed back to the pool at once, so no server is
-// lost; an error grant that raced it (the janitor's query_wait_timeout) is
-// dropped, since the wait ends with reason anyway.
-func (p *serverPool) abandon(w *poolWaiter, reason error) (*server, error) {
-	p.mu.Lock()
-	removed := p.queue.remove(w)
-	p.queued.Store(int32(p.queue.len()))
-	p.mu.Unlock()
-	if !removed {
-		g := <-w.grant
-		if g.s != nil {
-			p.release(g.s)
-		}
-	}
-	return nil, reason
-}
-
-// loginFailing wraps a cached server login error as PgBouncer reports it:
-// the server's message or PgBouncer's short reason, never the Go error
-// (logged when the login failed).
-func loginFailing(err error) error {
-	return newError(CodeServerLoginFailing, loginReason(err))
-}
-
-// fastFail is PgBouncer's check at a client's login: while the pool's last
-// server login failed less than server_login_retry ago and it has no
-// logged-in server, a new client is refused at once with the cached error
-// rather than queued behind a server that is down. Clients already
-// connected, and the ones already waiting, keep waiting instead; so does a
-// new client of a pool that has served before (it has its welcome) while
-// its server is only unreachable (refused, timed out, starting up or
-// shutting down: not failsWaiters): a client reconnecting during a
-// Postgres restart waits for it like the connected ones, up to
-// query_wait_timeout, instead of failing once per server_login_retry.
-func (p *serverPool) fastFail() error {
-	now := p.svc.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lastLoginErr == nil {
-		return nil // the common case, without failsWaiters' allocations
-	}
-	if p.welcome != nil && !failsWaiters(p.lastLoginErr) {
-		return nil
-	}
-	if p.loginRetryPendingLocked(now) && p.total-p.connecting == 0 {
-		return loginFailing(p.lastLoginErr)
-	}
-	return nil
-}
-
-// growLocked starts server logins for waiters that no login in flight will
-// serve, within pool_size (plus reserve_pool_size when useReserve), the
-// database and user caps, server_max_parallel_connects (a finishing login
-// grows again) and the create bucket (the grow timer retries when the next
-// token is due).
-func (p *serverPool) growLocked(now time.Time, useReserve bool) {
-	if p.paused || p.closed || p.freed || p.loginRetryPendingLocked(now) {
-		return
-	}
-	// Clients queued at the admission gate are demand too: the gate's
-	// capacity grows with the servers opened for them.
-	defer p.syncGateLocked()
-	need := p.queue.len() + p.gateWaitingLocked() - p.connecting
-	for need > 0 {
-		limit := p.eff.PoolSize
-		if useReserve {
-			limit += p.eff.ReservePoolSize
-		}
-		if limit > 0 && p.total >= limit {
-			return
-		}
-		if !p.mayConnectLocked(now) || p.probingLocked() {
-			return
-		}
-		// Eviction locks sibling pools, so it runs outside p.mu.
-		if !p.dbLimit.tryTake() {
-			go p.svc.evictFor(p, p.dbLimit)
-			return
-		}
-		if !p.userLimit.tryTake() {
-			p.dbLimit.give()
-			go p.svc.evictFor(p, p.userLimit)
-			return
-		}
-		// Past pool_size, the login is the reserve pool's (logged as
-		// PgBouncer does, when it starts).
-		p.startConnectLocked(now, limit > p.eff.PoolSize && p.total >= p.eff.PoolSize)
-		need--
-	}
-}
-
-// regrowLocked continues growth after a login ended: it freed a slot of
-// server_max_parallel_connects that waiters or min_pool_size may need.
-func (p *serverPool) regrowLocked(now time.Time) {
-	if p.queue.len() > 0 || p.gateWaitingLocked() > 0 {
-		p.growLocked(now, p.reserveDueLocked(now))
-	}
-	p.syncGateLocked()
-	p.fillMinLocked(now)
-}
-
-// isServerGoingAway: the server refused a login only because it is
-// starting up or shutting down ("the database system is starting up" /
-// "is shutting down", 57P03), or ended the backend mid-login for a
-// shutdown (57P01 admin_shutdown, "terminating connection due to
-// administrator command"; 57P02 crash_shutdown). A restart sends all
-// three, depending on where each login is when it begins.
-func isServerGoingAway(err error) bool {
-	var se *auth.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Fields.Code {
-	case "57P01", "57P02", "57P03":
-		return true
-	}
-	return false
-}
-
-// failsWaiters reports whether a failed server login fails the clients
-// waiting for it, as in PgBouncer: when the server answered and refused or
-// broke the login (an ErrorResponse other than "the database system is
-// starting up", a password the server's method cannot use, a required TLS
-// the server refused, a protocol violation). A server that could not be
-// reached (connect refused or timed out, DNS), whose TLS handshake failed
-// (PgBouncer loses such a server before its login) or that hung up
-// mid-login is retried every server_login_retry while its clients keep
-// waiting, up to query_wait_timeout: a restart or failover costs them
-// latency, not errors.
-func failsWaiters(err error) bool {
-	if isServerGoingAway(err) {
-		return false
-	}
-	switch loginReason(err) {
-	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?", "TLS startup failed",
-		sessionAttrsReason:
-		return false
-	}
-	return true
-}
-
-// loginRetryPendingLocked: the last login failed less than
-// server_login_retry ago, so no new one starts yet; the janitor's pass
-// grows the pool again once the interval is over.
-func (p *serverPool) loginRetryPendingLocked(now time.Time) bool {
-	return p.lastLoginErr != nil && now.Sub(p.lastLoginErrAt) < p.svc.settings().ServerLoginRetry
 }
 
 // hasWaiters reports whether clients are queued for this pool's servers,
@@ -599,206 +363,236 @@ func (p *serverPool) checkServer(s *server) bool {
 // look is one non-blocking recvfrom; a busy pool reuses servers sooner).
 const deadPeekAfter = time.Millisecond
 
-// kick retries growth for waiters, after a cap freed a slot.
-func (p *serverPool) kick() {
-	p.mu.Lock()
-	if p.queue.len() > 0 {
-		now := p.svc.clock.Now()
-		p.growLocked(now, p.reserveDueLocked(now))
+// Server states and the pool's server lists, after PgBouncer's objects.c:
+// a change of state is a move between lists, and setServerStateLocked is
+// the only code that makes it. It is the only writer of server.state and
+// of the pool's per-state counts (connecting, idle, active, beingCanceled
+// and total), so SHOW POOLS, SHOW SERVERS, the gauges and the caps all read
+// one truth and cannot drift apart.
+//
+// The legal moves (serverTransitions):
+//
+//	free           -> login                  (startConnectLocked)
+//	login          -> idle, active, closed   (connect: ready, handed to a waiter, failed)
+//	idle           -> active, closed         (checkout; idle timeout, lifetime, eviction)
+//	active         -> idle, closed           (release; discard)
+//	active         -> being_canceled         (release while a cancel is in flight)
+//	being_canceled -> idle, active, closed   (its cancels done: release's rule)
+//
+// A server that release hands straight to a waiter stays active. closed
+// is the end: the socket is closed outside the lock (closeServer).
+//
+// Cancellation follows PgBouncer too: a server whose client has a cancel
+// request in flight stays active, linked to that client (server.cancels
+// marks it); only when the client lets it go before the cancel is done
+// does it become being_canceled. PgBouncer's active_cancel is the
+// connection that carries a cancel request; here that is a bare socket in
+// sendCancel, not a pool server, so SHOW POOLS' sv_active_cancel stays 0.
+
+// serverState is a server connection's place in its pool.
+type serverState int
+
+const (
+	// serverFree: allocated, not yet accounted for by any pool (the zero
+	// value; PgBouncer's SV_FREE).
+	serverFree serverState = iota
+	// serverLogin: connecting and logging in (SV_LOGIN; SHOW SERVERS
+	// would call it "new", but lists only logged-in servers).
+	serverLogin
+	// serverIdle: in the pool's idle list, ready (SV_IDLE).
+	serverIdle
+	// serverActive: held by a client, a drain, or the pooler's own query
+	// (SV_ACTIVE).
+	serverActive
+	// serverBeingCanceled: its client let it go while a cancel request for
+	// it was still on its way to Postgres; it is handed to nobody until
+	// that cancel is done, so the cancel cannot hit the next client's query
+	// (SV_BEING_CANCELED).
+	serverBeingCanceled
+	// serverClosed: out of every list; its socket is being or has been
+	// closed.
+	serverClosed
+
+	numServerStates
+)
+
+// String is the state's name in BUG messages and logs.
+func (s serverState) String() string {
+	switch s {
+	case serverFree:
+		return "free"
+	case serverLogin:
+		return "login"
+	case serverIdle:
+		return "idle"
+	case serverActive:
+		return "active"
+	case serverBeingCanceled:
+		return "being_canceled"
+	case serverClosed:
+		return "closed"
 	}
+	return fmt.Sprintf("serverState(%d)", int(s))
+}
+
+// show is the state as PgBouncer's SHOW SERVERS names it.
+func (s serverState) show() string {
+	if s == serverLogin {
+		return "new"
+	}
+	return s.String()
+}
+
+// serverTransitions is the table of legal moves: serverTransitions[from][to].
+var serverTransitions = [numServerStates][numServerStates]bool{
+	serverFree:          {serverLogin: true},
+	serverLogin:         {serverIdle: true, serverActive: true, serverClosed: true},
+	serverIdle:          {serverActive: true, serverClosed: true},
+	serverActive:        {serverIdle: true, serverBeingCanceled: true, serverClosed: true},
+	serverBeingCanceled: {serverIdle: true, serverActive: true, serverClosed: true},
+	serverClosed:        {},
+}
+
+// setServerStateLocked moves s to state to: out of its old list or count,
+// into the new one. Entering idle pushes s on top of the idle stack;
+// leaving idle takes it out wherever it is. total counts every state but
+// free and closed, which is what pool_size caps. An impossible move is a
+// bug in the pooler, not a condition to survive: it panics. p.mu is held.
+func (p *serverPool) setServerStateLocked(s *server, to serverState) {
+	from := s.state
+	if s.pool != p {
+		panic(fmt.Sprintf("BUG: server %s: %s -> %s in a pool it does not belong to", s, from, to))
+	}
+	if from < 0 || from >= numServerStates || to < 0 || to >= numServerStates || !serverTransitions[from][to] {
+		panic(fmt.Sprintf("BUG: server %s: %s -> %s is not a legal transition", s, from, to))
+	}
+	switch from {
+	case serverFree:
+		p.total++
+	case serverLogin:
+		p.connecting--
+	case serverIdle:
+		p.removeIdleLocked(s)
+	case serverActive:
+		p.active--
+	case serverBeingCanceled:
+		p.beingCanceled--
+	}
+	s.state = to
+	switch to {
+	case serverLogin:
+		p.connecting++
+	case serverIdle:
+		p.idle = append(p.idle, s)
+	case serverActive:
+		p.active++
+	case serverBeingCanceled:
+		p.beingCanceled++
+	case serverClosed:
+		p.total--
+	}
+}
+
+// removeIdleLocked takes s out of the idle stack, keeping the order of the
+// others. Checkout takes the top (or, with server_round_robin, the bottom),
+// so those two places are looked at first.
+func (p *serverPool) removeIdleLocked(s *server) {
+	n := len(p.idle)
+	if n > 0 && p.idle[n-1] == s {
+		// The top: every checkout without server_round_robin.
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		return
+	}
+	i := slices.Index(p.idle, s)
+	if i < 0 {
+		panic(fmt.Sprintf("BUG: server %s: idle but not in the idle list", s))
+	}
+	copy(p.idle[i:], p.idle[i+1:])
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+}
+
+// nextIdleLocked is the idle server checkout would take: the most recently
+// used (LIFO), or the longest idle with server_round_robin; nil if none.
+func (p *serverPool) nextIdleLocked() *server {
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	if p.svc.settings().ServerRoundRobin {
+		return p.idle[0]
+	}
+	return p.idle[n-1]
+}
+
+// handOffLocked gives a ready server (new, released, or done being
+// cancelled) to the next waiter, or puts it idle.
+func (p *serverPool) handOffLocked(s *server) {
+	if w := p.queue.pop(); w != nil {
+		p.queued.Store(int32(p.queue.len()))
+		if s.state != serverActive {
+			p.setServerStateLocked(s, serverActive)
+		}
+		w.grant <- grant{s: s}
+		return
+	}
+	s.lastUsed = p.svc.clock.Now()
+	p.setServerStateLocked(s, serverIdle)
+}
+
+// closeServer closes the socket and returns the cap slots; called without
+// p.mu after the server left every list.
+func (p *serverPool) closeServer(s *server, reason string) {
+	s.close()
+	s.stmts.clear(p.svc.stmts)
+	p.mu.Lock()
+	delete(p.servers, s)
 	p.mu.Unlock()
+	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
+	p.dbLimit.give()
+	p.userLimit.give()
+	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)
+	if p.svc.logDisconnections() {
+		p.serverLogger(s).Info("closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")
+	}
+	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }
 
-func formatAge(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + "s"
-}
+// cancelStarted marks s as the target of a cancel request about to be
+// sent. The caller holds the mu of the client s is linked to: that client
+// clears its link under the same lock before it lets s go, so release
+// always sees the mark, and a server with a cancel in flight is never
+// handed to another client (see release).
+func (s *server) cancelStarted() { s.cancels.Add(1) }
 
-func (p *serverPool) effective() config.Effective {
+// cancelDone ends a cancel request that cancelStarted marked. A server its
+// client let go meanwhile (being_canceled) goes on by release's rule once
+// its last cancel is done; one still held stays with its holder.
+func (p *serverPool) cancelDone(s *server) {
+	st := p.svc.settings()
+	now := p.svc.clock.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.eff
-}
-
-func (p *serverPool) hasWelcome() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.welcome != nil
-}
-
-// welcomeParams returns the parameters of the pool's first server login,
-// sent to every client at login. The map is never modified after it is set.
-func (p *serverPool) welcomeParams() map[string]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.welcome
-}
-
-// loginParamSet is an interned parameter map and the ParameterStatus
-// messages a client with it is welcomed with (appendParamStatus).
-type loginParamSet struct {
-	params map[string]string
-	status []byte
-}
-
-// loginParams are a new client's tracked parameters: the pool's defaults,
-// overridden by what the client's startup packet asked for. The map is
-// shared with other clients that have the same parameters and must not be
-// changed (client.setParamLocked copies it). With it come the welcome's
-// ParameterStatus messages for the map where the pool knows its welcome
-// (nil before): built once per set of startup parameters, not at each
-// login.
-func (p *serverPool) loginParams(startup map[string]string) (map[string]string, []byte) {
-	// Most logins ask for what an earlier one asked for: their map is
-	// found by the startup parameters alone, without building the merge
-	// and its key again.
-	skey := paramSetKey(startup)
-	p.mu.Lock()
-	if e, ok := p.byStartup[skey]; ok {
+	if s.cancels.Add(-1) > 0 || s.state != serverBeingCanceled {
 		p.mu.Unlock()
-		return e.params, e.status
+		return
 	}
-	welcome := p.welcome
+	reason := p.reuseOrCloseLocked(s, st, now)
 	p.mu.Unlock()
-	out := map[string]string{}
-	for canon := range p.svc.tracked {
-		name := p.svc.tracked[canon]
-		if v, ok := welcome[name]; ok {
-			out[name] = v
-		}
-	}
-	for k, v := range startup {
-		out[k] = v
-	}
-	key := paramSetKey(out)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, ok := p.paramSets[key]
-	if !ok {
-		m = out
-		if p.paramSets == nil {
-			p.paramSets = map[string]map[string]string{}
-		}
-		if len(p.paramSets) < maxParamSets {
-			p.paramSets[key] = out
-		}
-	}
-	// The pool's welcome is set once, by its first server, and the
-	// tracked names are fixed when the service starts: from then on the
-	// same startup parameters always give the same map.
-	if welcome == nil {
-		return m, nil
-	}
-	status := appendParamStatus(nil, welcome, m)
-	if len(p.byStartup) < maxParamSets {
-		if p.byStartup == nil {
-			p.byStartup = map[string]loginParamSet{}
-		}
-		p.byStartup[skey] = loginParamSet{params: m, status: status}
-	}
-	return m, status
+	p.reused(s, reason)
 }
 
-// appendParamStatus appends the ParameterStatus messages of a client's
-// welcome: the pool's welcome parameters with the client's values where
-// it has its own, then the client's other parameters; by name, so that
-// every client of a pool sees the same order.
-func appendParamStatus(out []byte, welcome, params map[string]string) []byte {
-	names := make([]string, 0, len(welcome)+len(params))
-	for name := range welcome {
-		names = append(names, name)
-	}
-	for name := range params {
-		if _, ok := welcome[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		value, ok := params[name]
-		if !ok {
-			value = welcome[name]
-		}
-		out = wire.AppendParameterStatus(out, name, value)
-	}
-	return out
+// takeTicket removes the holder's admission ticket from a server that goes
+// back to the pool; releaseTicket then gives it back to its gate, after the
+// server is idle (or gone), so the next grant finds it.
+func (s *server) takeTicket() admission.Ticket {
+	t := s.ticket
+	s.ticket = admission.Ticket{}
+	return t
 }
 
-// maxParamSets bounds a pool's interned parameter maps: clients that each
-// send a different application_name get maps of their own.
-const maxParamSets = 64
-
-// paramSetKey is a canonical string of a parameter map: sorted name=value
-// pairs, each part length-prefixed so no two maps share a key.
-func paramSetKey(m map[string]string) string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
+func releaseTicket(t admission.Ticket) {
+	if t.Valid() {
+		t.Release()
 	}
-	slices.Sort(names)
-	size := 0
-	for _, k := range names {
-		size += len(k) + len(m[k]) + 2*(2+1) // two lengths of (usually) up to 2 digits, two colons
-	}
-	var b strings.Builder
-	b.Grow(size) // one allocation, not one per growth
-	var num [20]byte
-	for _, k := range names {
-		b.Write(strconv.AppendInt(num[:0], int64(len(k)), 10))
-		b.WriteByte(':')
-		b.WriteString(k)
-		b.Write(strconv.AppendInt(num[:0], int64(len(m[k])), 10))
-		b.WriteByte(':')
-		b.WriteString(m[k])
-	}
-	return b.String()
-}
-
-// setCredentials updates the secret new servers log in with, and the SCRAM
-// ClientKey a client proved against it (kept until a new secret comes).
-func (p *serverPool) setCredentials(secret *auth.Secret, clientKey []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cred.Secret == nil || !sameSecret(p.cred.Secret, secret) {
-		p.cred.Secret = secret
-		p.cred.ClientKey = nil
-	}
-	if len(clientKey) > 0 {
-		p.cred.ClientKey = clientKey
-	}
-}
-
-func sameSecret(a, b *auth.Secret) bool {
-	return a.Kind == b.Kind && a.Plain == b.Plain && a.MD5 == b.MD5 &&
-		a.Iterations == b.Iterations && string(a.Salt) == string(b.Salt) &&
-		string(a.StoredKey) == string(b.StoredKey) && string(a.ServerKey) == string(b.ServerKey)
-}
-
-func (p *serverPool) credentials() auth.ServerCredentials {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cred
-}
-
-// startDial registers a login in flight; false if the pool is over its
-// limit already (the login is not worth starting).
-func (p *serverPool) startDial(conn net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	if p.dials == nil {
-		p.dials = map[net.Conn]bool{}
-	}
-	p.dials[conn] = false
-	return true
-}
-
-// endDial forgets a login and reports whether shrink aborted it.
-func (p *serverPool) endDial(conn net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	aborted := p.dials[conn]
-	delete(p.dials, conn)
-	return aborted
 }

@@ -2,6 +2,9 @@ package pooler
 
 import (
 	"errors"
+	"net"
+	"strconv"
+	"time"
 
 	"github.com/pgturnstile/pgturnstile/auth"
 )
@@ -157,4 +160,84 @@ func (p *serverPool) loggedIn(s *server) {
 	if p.svc.logConnections() {
 		log.Info(line)
 	}
+}
+
+// serverTLSChanged follows a change of server_tls_* (SET, RELOAD), after
+// which PgBouncer tags every pool dirty: no server keeps a connection made
+// with the old settings (a plaintext one once TLS is required). Servers
+// logging in are closed by loggedIn, whose check sees their serverTLS
+// stale. The cached login error is forgotten: the change may have fixed
+// its cause.
+func (p *serverPool) serverTLSChanged() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastLoginErr = nil
+	p.doomAllLocked()
+}
+
+// doomAllLocked marks every logged-in server for closing because the
+// configuration it connected with changed: idle ones close at the pool's
+// next maintain, busy ones when released, without waiting for a close
+// token (mayCloseLocked).
+func (p *serverPool) doomAllLocked() {
+	for s := range p.servers {
+		if !s.closeNeeded {
+			s.closeNeeded = true
+			s.doomReason = reasonConfigChanged
+		}
+	}
+}
+
+// setCredentials updates the secret new servers log in with, and the SCRAM
+// ClientKey a client proved against it (kept until a new secret comes).
+func (p *serverPool) setCredentials(secret *auth.Secret, clientKey []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cred.Secret == nil || !sameSecret(p.cred.Secret, secret) {
+		p.cred.Secret = secret
+		p.cred.ClientKey = nil
+	}
+	if len(clientKey) > 0 {
+		p.cred.ClientKey = clientKey
+	}
+}
+
+func sameSecret(a, b *auth.Secret) bool {
+	return a.Kind == b.Kind && a.Plain == b.Plain && a.MD5 == b.MD5 &&
+		a.Iterations == b.Iterations && string(a.Salt) == string(b.Salt) &&
+		string(a.StoredKey) == string(b.StoredKey) && string(a.ServerKey) == string(b.ServerKey)
+}
+
+func (p *serverPool) credentials() auth.ServerCredentials {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cred
+}
+
+// startDial registers a login in flight; false if the pool is over its
+// limit already (the login is not worth starting).
+func (p *serverPool) startDial(conn net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	if p.dials == nil {
+		p.dials = map[net.Conn]bool{}
+	}
+	p.dials[conn] = false
+	return true
+}
+
+// endDial forgets a login and reports whether shrink aborted it.
+func (p *serverPool) endDial(conn net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	aborted := p.dials[conn]
+	delete(p.dials, conn)
+	return aborted
+}
+
+func formatAge(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + "s"
 }

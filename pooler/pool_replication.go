@@ -103,7 +103,7 @@ func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*serv
 		case <-changed:
 		case <-timeout:
 			return nil, newError(CodeQueryWaitTimeout)
-		case <-c.link.cancelWait:
+		case <-c.mu.link.mu.cancelWait:
 			return nil, errWaitCanceled
 		}
 	}

@@ -101,7 +101,7 @@ func (c *client) settingsIn(g *generation) *config.Settings {
 // of the generation it was admitted under (linkServer). A session-mode
 // link is the whole session, which follows RELOAD between its batches.
 func (c *client) linkSettings() *config.Settings {
-	if g := c.link.gen; g != nil && c.mode != config.PoolModeSession {
+	if g := c.mu.link.mu.gen; g != nil && c.mode != config.PoolModeSession {
 		return c.settingsIn(g)
 	}
 	return c.settings()

@@ -15,7 +15,7 @@ import (
 // Each distinct (query text, parameter types) gets one pooler-wide server
 // name, PGTS_<n> (stmtRegistry; keyed by the full text, never by a hash
 // alone). A client's own statement names map to those definitions
-// (client.stmts). Each server remembers which definitions it has prepared,
+// (client.mu.stmts). Each server remembers which definitions it has prepared,
 // in an LRU bounded by max_prepared_statements (serverStmts).
 //
 // Rewriting, done by serve while it holds the link:
@@ -56,7 +56,7 @@ import (
 //     keeps it: psycopg's pipeline mode
 //     binds such names later. The statement is prepared on the server
 //     again at its next Bind or Describe, and a Parse of the name again is
-//     accepted (client.unconfirmed; errorLocked).
+//     accepted (client.mu.unconfirmed; errorLocked).
 //   - after a migration changed a statement's result, a server's 0A000
 //     (cached plan must not change result type) for it bumps its shape
 //     epoch: copies parsed before are prepared again at their next use,

@@ -15,11 +15,11 @@ const (
 	pumpHandOff                  // inline only: the rest needs a pump goroutine
 )
 
-// pump relays one server's replies to the client for the rest of a link.
-func (c *client) pump(s *server, done chan struct{}, freed *pumpFreed) {
+// pumpGoroutine relays one server's replies to the client for the rest of a link.
+func (l *link) pumpGoroutine(s *server, done chan struct{}, freed *pumpFreed) {
 	defer close(done)
 	defer freed.signal()
-	c.pumpRun(s, false)
+	l.pumpRun(s, false)
 }
 
 // replyAct says what pumpRun does with a server message after looking at
@@ -38,28 +38,29 @@ const (
 // Inline (run by serve, see relayOrPump) it also stops, with pumpHandOff,
 // once everything sent is answered while the link stays, or when COPY IN
 // starts.
-func (c *client) pumpRun(s *server, inline bool) pumpStop {
+func (l *link) pumpRun(s *server, inline bool) pumpStop {
+	c := l.c
 	st := c.linkSettings()
 	for {
 		typ, _, err := s.r.Next()
 		if err != nil {
 			if !isTimeout(err) {
-				c.serverLost(s, err)
+				l.serverLost(s, err)
 				return pumpLinkOver
 			}
-			if c.stopForPark() {
+			if l.stopForPark() {
 				return pumpLinkOver
 			}
 			if c.gone.Load() {
-				c.link.pumpFreed.signal() // see below
+				l.mu.pumpFreed.signal() // see below
 			}
-			if c.pumpTimeout(s, st) {
+			if l.pumpTimeout(s, st) {
 				continue
 			}
 			return pumpLinkOver
 		}
 		if completesExtended(typ) {
-			c.link.replies++
+			l.pump.replies++
 		}
 		gone := c.gone.Load()
 		var out *wire.Writer
@@ -68,9 +69,9 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 		} else {
 			// Once the client is gone the pump discards what the server
 			// sends: serve may write the client's last error now.
-			c.link.pumpFreed.signal()
+			l.mu.pumpFreed.signal()
 		}
-		act := c.pumpLook(s, typ, out, inline, st)
+		act := l.pumpLook(s, typ, out, inline, st)
 		switch act {
 		case replyDone:
 			continue
@@ -80,7 +81,7 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 			return pumpHandOff
 		}
 		handOff := act == replyForwardHandOff
-		if !c.pumpForward(s, out, gone, handOff) {
+		if !l.pumpForward(s, out, gone, handOff) {
 			return pumpLinkOver
 		}
 		if handOff {
@@ -91,10 +92,11 @@ func (c *client) pumpRun(s *server, inline bool) pumpStop {
 
 // stopForPark says whether serve stopped the pump to park the client with
 // its server (stopSessionPump): the pump ends, leaving the link as it is.
-func (c *client) stopForPark() bool {
+func (l *link) stopForPark() bool {
+	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.link.parking
+	return l.mu.parking
 }
 
 // pumpLook looks inside the server messages the pooler must see
@@ -102,35 +104,36 @@ func (c *client) stopForPark() bool {
 // prepared statements are mapped, ParseComplete, CloseComplete,
 // ErrorResponse and CommandComplete) and says what becomes of the
 // message. out is the client's writer, nil once the client is gone.
-func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	c := l.c
 	switch typ {
 	case wire.MsgReadyForQuery:
-		return c.pumpReady(s, out, inline, st)
+		return l.pumpReady(s, out, inline, st)
 	case wire.MsgParameterStatus:
-		return c.pumpParameter(s, out)
+		return l.pumpParameter(s, out)
 	case wire.MsgCopyInResponse, wire.MsgCopyBothResponse:
-		return c.pumpCopyStarted(s, out == nil, inline)
+		return l.pumpCopyStarted(s, out == nil, inline)
 	case wire.MsgParseComplete, wire.MsgCloseComplete:
 		if c.tracking {
-			return c.pumpStmtReply(s, out)
+			return l.pumpStmtReply(s, out)
 		}
 	case wire.MsgBindComplete:
 		if c.tracking {
 			c.mu.Lock()
-			c.replyOpLocked(opBind)
+			l.replyOpLocked(opBind)
 			c.mu.Unlock()
 		}
 	case wire.MsgRowDescription, wire.MsgNoData:
 		if c.tracking {
 			c.mu.Lock()
-			c.replyOpLocked(opDescribe)
+			l.replyOpLocked(opDescribe)
 			c.mu.Unlock()
 		}
 	case wire.MsgErrorResponse:
-		return c.pumpError(s, inline)
+		return l.pumpError(s, inline)
 	case wire.MsgCommandComplete:
 		if len(s.unreported) > 0 && !s.unreportedDirty {
-			if !c.noteSessionChange(s) {
+			if !l.noteSessionChange(s) {
 				return replyLinkOver
 			}
 		}
@@ -138,7 +141,7 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 		// max_prepared_statements went to 0) on a server that has mapped
 		// ones: a DISCARD ALL of its drops them too.
 		if c.tracking || s.stmts.shown() > 0 {
-			return c.pumpCommandComplete(s, out)
+			return l.pumpCommandComplete(s, out)
 		}
 	}
 	return replyForward
@@ -148,13 +151,13 @@ func (c *client) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st
 // and counting it for the drain, once the client is gone) and flushes at
 // the end of what the server sent, or before a hand-over. False when the
 // link is over.
-func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bool {
+func (l *link) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bool {
 	n := int64(s.r.BodyLen()) + 5
-	c.link.sentBytes += n
+	l.pump.sentBytes += n
 	if gone {
-		c.drainDiscarded(s, n)
+		l.drainDiscarded(s, n)
 	}
-	if err := s.r.Forward(out); err != nil && !c.relayFailed(s, out, err) {
+	if err := s.r.Forward(out); err != nil && !l.relayFailed(s, out, err) {
 		return false
 	}
 	if out != nil && (handOff || !s.r.Pending()) {
@@ -167,46 +170,47 @@ func (c *client) pumpForward(s *server, out *wire.Writer, gone, handOff bool) bo
 // owes the client for what it answered itself (readyLocked), and applies
 // the release rule (afterReady). Inline, a link that stays once
 // everything sent is answered is handed over to a pump goroutine.
-func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Settings) replyAct {
-	c.link.replies = 0
+func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Settings) replyAct {
+	c := l.c
+	l.pump.replies = 0
 	msg, err := s.r.Message()
 	var status byte
 	if err == nil {
 		status, err = wire.ReadyForQueryStatus(msg[5:])
 	}
 	if err != nil {
-		c.serverLost(s, err)
+		l.serverLost(s, err)
 		return replyLinkOver
 	}
 	if c.tracking {
 		c.mu.Lock()
-		c.link.retry.state = retryOff
-		if c.link.retry.swallowReady {
+		l.mu.retry.state = retryOff
+		if l.mu.retry.swallowReady {
 			// The ReadyForQuery of a request the pooler sent again
 			// (relay_retry.go): the second run's comes next.
-			c.link.retry.swallowReady = false
-			c.link.ls.readyForQuery(status)
-			c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])[:0]
+			l.mu.retry.swallowReady = false
+			l.mu.ls.readyForQuery(status)
+			l.pump.out = l.readyLocked(l.pump.out[:0])[:0]
 			c.mu.Unlock()
 			return replyDone
 		}
-		owed := c.readyLocked(c.link.pumpOut[:0])
+		owed := l.readyLocked(l.pump.out[:0])
 		c.mu.Unlock()
-		c.link.pumpOut = owed
+		l.pump.out = owed
 		if out != nil && len(owed) > 0 {
 			out.Write(owed)
 		}
 	}
-	c.link.sentBytes += int64(len(msg))
+	l.pump.sentBytes += int64(len(msg))
 	if out != nil {
 		out.Write(msg)
 	}
-	if !c.afterReady(s, status, st) {
+	if !l.afterReady(s, status, st) {
 		return replyLinkOver
 	}
 	if inline {
 		c.mu.Lock()
-		answered := c.link.ls.outstanding == 0
+		answered := l.mu.ls.outstanding == 0
 		c.mu.Unlock()
 		if answered && !s.r.Pending() {
 			// The link stays (a transaction block): a pump goroutine
@@ -217,150 +221,14 @@ func (c *client) pumpReady(s *server, out *wire.Writer, inline bool, st *config.
 	return replyDone
 }
 
-// pumpParameter notes a ParameterStatus on the server and, for a tracked
-// parameter, as the client's value; one too long to hold is passed on
-// unread.
-func (c *client) pumpParameter(s *server, out *wire.Writer) replyAct {
-	if !s.r.Fits() {
-		return replyForward
-	}
-	msg, err := s.r.Message()
-	if err != nil {
-		c.serverLost(s, err)
-		return replyLinkOver
-	}
-	name, value := s.noteParameter(msg[5:])
-	// out is nil once the client is gone: its parameters no longer matter.
-	if canon := c.svc.trackedName(name); canon != "" && out != nil {
-		c.mu.Lock()
-		c.setParamLocked(canon, value)
-		c.mu.Unlock()
-	}
-	if out != nil {
-		out.Write(msg)
-	}
-	return replyDone
-}
-
-// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the
-// link (linkState.copyStarted) and the mapping queue. gone: the client had
-// left when the message was read.
-func (c *client) pumpCopyStarted(s *server, gone, inline bool) replyAct {
-	c.mu.Lock()
-	if dropped, consumed := c.link.ls.copyStarted(c.link.replies); c.tracking {
-		c.link.ops.killSyncs(dropped)
-		switch consumed {
-		case wire.MsgParse, wire.MsgClose, wire.MsgBind, wire.MsgDescribe:
-			c.consumedByCopyLocked(s, consumed)
-		}
-	}
-	c.mu.Unlock()
-	if gone {
-		// The drain's next step (CopyFail) is due now, not when the
-		// server, waiting for data, times out.
-		s.conn.SetReadDeadline(time.Now())
-	}
-	if inline {
-		// The client sends COPY data next while the server stays silent:
-		// serve must go back to reading the client.
-		return replyForwardHandOff
-	}
-	return replyForward
-}
-
-// pumpStmtReply swallows the ParseComplete or CloseComplete of a message
-// the pooler sent for its mapping (replyLocked); the client's own are
-// passed on.
-func (c *client) pumpStmtReply(s *server, out *wire.Writer) replyAct {
-	c.mu.Lock()
-	swallow := c.replyLocked(s)
-	c.mu.Unlock()
-	if !swallow {
-		return replyForward
-	}
-	if err := s.r.Skip(); err != nil {
-		c.serverLost(s, err)
-		return replyLinkOver
-	}
-	if out != nil && !s.r.Pending() {
-		out.Flush()
-	}
-	return replyDone
-}
-
-// pumpError attributes an ErrorResponse to the message that failed
-// (linkState.serverError) and, when the server now skips to a Sync not yet
-// sent, makes serve skip the client's messages up to it too.
-func (c *client) pumpError(s *server, inline bool) replyAct {
-	act := replyForward
-	// Read before c.mu is taken: the message may still be arriving.
-	stalePlan := c.tracking && isStalePlan(s)
-	c.mu.Lock()
-	replies := c.link.replies
-	skip, synced := c.link.ls.serverError(replies)
-	if skip {
-		c.link.replies = 0
-		if !synced {
-			// The server skips the client's messages up to its next
-			// Sync: so does serve, so that none is counted as owing a
-			// reply. The server says nothing more until that Sync, which
-			// serve must read: an inline relay hands over.
-			c.link.skipToSync = true
-			if inline {
-				act = replyForwardHandOff
-			}
-		}
-	}
-	retried := false
-	var stale *stmtDef
-	if c.tracking {
-		if stalePlan && skip {
-			stale = c.staleLocked(s, replies)
-		}
-		c.errorLocked(s, skip)
-		if stale != nil && synced {
-			retried = c.retryLocked(s, stale)
-		} else {
-			c.link.retry.state = retryOff
-		}
-	}
-	c.mu.Unlock()
-	if !retried {
-		return act
-	}
-	c.noisef("%s had a stale plan on %s: prepared again, request sent again", stale.name, s)
-	// The failed request's error goes to nobody: the client gets its
-	// second run's replies (relay_retry.go).
-	if err := s.r.Skip(); err != nil {
-		c.serverLost(s, err)
-		return replyLinkOver
-	}
-	return replyDone
-}
-
-// noteSessionChange marks the server's record of unreported parameters
-// (server.unreported) unsure after a command that may have changed them:
-// SET, RESET, DISCARD ALL. False when the server failed.
-func (c *client) noteSessionChange(s *server) bool {
-	pre, err := s.r.Peek(16)
-	if err != nil {
-		c.serverLost(s, err)
-		return false
-	}
-	switch string(wire.CommandTag(pre)) {
-	case "SET", "RESET", "DISCARD ALL":
-		s.unreportedDirty = true
-	}
-	return true
-}
-
 // pumpCommandComplete applies a DEALLOCATE's CommandComplete to the
 // mapping: the client's DEALLOCATE of a mapped statement gets DEALLOCATE's
 // tag for the stand-in's DO.
-func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
+func (l *link) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
+	c := l.c
 	pre, err := s.r.Peek(32)
 	if err != nil {
-		c.serverLost(s, err)
+		l.serverLost(s, err)
 		return replyLinkOver
 	}
 	if len(pre) == 0 || pre[0] != 'D' {
@@ -368,19 +236,19 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 	}
 	c.mu.Lock()
 	tag := wire.CommandTag(pre)
-	standIn := c.deallocateDoneLocked(tag)
+	standIn := l.deallocateDoneLocked(tag)
 	if !standIn {
-		c.commandCompleteLocked(s, tag)
+		l.commandCompleteLocked(s, tag)
 	}
 	c.mu.Unlock()
 	if !standIn {
 		return replyForward
 	}
 	if err := s.r.Skip(); err != nil {
-		c.serverLost(s, err)
+		l.serverLost(s, err)
 		return replyLinkOver
 	}
-	c.link.sentBytes += int64(len(deallocateComplete))
+	l.pump.sentBytes += int64(len(deallocateComplete))
 	if out != nil {
 		out.Write(deallocateComplete)
 		if !s.r.Pending() {
@@ -399,64 +267,65 @@ func (c *client) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 // park scan (which serves every pool) all take it. The pump is the
 // client writer's only user while the server is linked, so it can flush
 // with c.mu released; what must be under c.mu is only the hand-over of
-// the writer back to serve, which clears c.link.srv with nothing left in
+// the writer back to serve, which clears l.mu.srv with nothing left in
 // the writer.
 //
 // It is longer than the pooler's other functions on purpose: each step
 // holds or gives up c.mu, and the order of those steps (count, decide,
 // flush unlocked, decide again, hand over, release) is the protocol
 // between the pump and serve, which reads best in one place.
-func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
+func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
+	c := l.c
 	c.mu.Lock()
 	if !c.gone.Load() {
 		// A drain's ReadyForQuery answers the pooler's own ROLLBACK,
 		// Sync or server_reset_query, not a client's request: SHOW STATS
 		// counts client queries and transactions, as PgBouncer's.
-		c.countReadyLocked(status)
+		l.countReadyLocked(status)
 	}
-	c.link.ls.readyForQuery(status)
-	if c.link.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
+	l.mu.ls.readyForQuery(status)
+	if l.mu.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
 		c.mu.Unlock()
-		return c.drain(s)
+		return l.drain(s)
 	}
-	act := afterReadyForQuery(c.mode, &c.link.ls)
-	for act == releaseServer && (c.link.writing || c.w.Buffered() > 0) {
-		if c.link.writing {
+	act := afterReadyForQuery(c.mode, &l.mu.ls)
+	for act == releaseServer && (l.mu.writing || c.w.Buffered() > 0) {
+		if l.mu.writing {
 			// serve is finishing a flush to this server; wait for it,
 			// then look again: it may have sent more.
-			c.link.writerDone.Wait()
+			l.mu.writerDone.Wait()
 		} else {
 			// The replies go out before the writer is handed back
-			// (after c.link.srv is cleared serve may link another
+			// (after l.mu.srv is cleared serve may link another
 			// server whose pump writes to the client), and without
 			// c.mu (see above). The client may answer them before c.mu
 			// is taken again: look again.
-			c.link.releasing = true
+			l.mu.releasing = true
 			c.mu.Unlock()
 			c.w.Flush()
 			c.mu.Lock()
 		}
 		if c.gone.Load() {
-			c.endReleasingLocked()
+			l.endReleasingLocked()
 			c.mu.Unlock()
-			return c.drain(s)
+			return l.drain(s)
 		}
-		act = afterReadyForQuery(c.mode, &c.link.ls)
+		act = afterReadyForQuery(c.mode, &l.mu.ls)
 	}
 	if act != releaseServer {
-		c.endReleasingLocked()
+		l.endReleasingLocked()
 	}
 	switch act {
 	case releaseServer:
 		if c.w.Buffered() != 0 {
 			panic("BUG: the client writer is handed back to serve with bytes in it")
 		}
-		c.unlinkServerLocked()
-		c.endReleasingLocked()
-		unsure := c.link.ls.unsure
+		l.unlinkServerLocked()
+		l.endReleasingLocked()
+		unsure := l.mu.ls.unsure
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
@@ -475,19 +344,19 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 			s.pool.discard(s, "client protocol state unknown after COPY")
 			return false
 		}
-		c.releaseClean(s, st)
+		l.releaseClean(s, st)
 		return false
 	case rejectTxBlock:
 		c.mu.Unlock()
 		c.closeClient(CodeStatementModeTxBlock) // the link still holds s: see closeClient
 		c.mu.Lock()
-		c.awaitServeOffServerRelock(s)
-		c.unlinkServerLocked()
+		l.awaitServeOffServerRelock(s)
+		l.unlinkServerLocked()
 		c.mu.Unlock()
 		s.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
-	idleInTx := c.link.ls.idle() && status != wire.TxIdle
+	idleInTx := l.mu.ls.idle() && status != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	if !s.r.Pending() {
@@ -504,7 +373,8 @@ func (c *client) afterReady(s *server, status byte, st *config.Settings) bool {
 
 // releaseClean returns a clean server, running server_reset_query first
 // when server_reset_query_always asks for it in transaction mode.
-func (c *client) releaseClean(s *server, st *config.Settings) {
+func (l *link) releaseClean(s *server, st *config.Settings) {
+	c := l.c
 	if st.ServerResetQueryAlways && st.ServerResetQuery != "" {
 		res, err := s.exec(st.ServerResetQuery, st.ServerConnectTimeout)
 		if err != nil || res.status != wire.TxIdle {
@@ -521,9 +391,10 @@ func (c *client) releaseClean(s *server, st *config.Settings) {
 }
 
 // pushSyncLocked records a Sync-like message the pooler itself sends.
-func (c *client) pushSyncLocked(typ byte) {
+func (l *link) pushSyncLocked(typ byte) {
+	c := l.c
 	if c.tracking {
-		c.link.ops.push(op{kind: opSync, msg: typ})
+		l.mu.ops.push(op{kind: opSync, msg: typ})
 	}
 }
 
@@ -552,139 +423,64 @@ func isCopyInput(typ byte) bool {
 	return false
 }
 
-// pumpTimeout handles an expired server read deadline: a departed client's
-// drain step, or query_timeout. False when the link is over.
-func (c *client) pumpTimeout(s *server, st *config.Settings) bool {
-	c.mu.Lock()
-	gone := c.gone.Load()
-	txLeft, txTimed := c.txRemainingLocked(st)
-	queryOver := st.QueryTimeout > 0 && c.svc.clock.Since(c.queryStart) >= st.QueryTimeout
-	c.mu.Unlock()
-	if gone {
-		return c.drain(s)
-	}
-	// query_timeout first, as PgBouncer's janitor checks it first.
-	code, reason := CodeQueryTimeout, "query timeout"
-	if !queryOver && txTimed && txLeft <= 0 {
-		code, reason = CodeTransactionTimeout, "transaction timeout"
-	}
-	c.closeClient(code)
-	c.mu.Lock()
-	c.awaitServeOffServerRelock(s)
-	c.unlinkServerLocked()
-	c.mu.Unlock()
-	s.pool.discard(s, reason)
-	return false
-}
-
-// serverLost handles a server that failed while linked.
-func (c *client) serverLost(s *server, err error) {
-	c.mu.Lock()
-	tell := c.link.srv == s && !c.gone.Load() && !c.link.detach
-	_, code := c.lostReasonLocked(s)
-	c.mu.Unlock()
-	if tell {
-		c.closeClient(code)
-	}
-	c.mu.Lock()
-	c.awaitServeOffServerRelock(s)
-	reason, _ := c.lostReasonLocked(s)
-	if c.gone.Load() && !tell {
-		// A drain ends with its server (a client told here leaves
-		// without one).
-		c.finishDrainLocked("closed")
-	}
-	if c.link.srv == s {
-		c.unlinkServerLocked()
-	}
-	c.mu.Unlock()
-	s.pool.discard(s, reason)
-}
-
-// lostReasonLocked is why the linked server s is closed when it fails
-// (the log's reason) and what the client is told.
-func (c *client) lostReasonLocked(s *server) (string, Code) {
-	reason, code := "server conn crashed?", CodeServerCrashed
-	if c.link.detach {
-		reason = c.link.detachReason
-	}
-	if s.evicted.Load() {
-		reason, code = "evicted", CodeEvicted
-	}
-	if s.fastClosed.Load() {
-		reason, code = reasonConfigChanged, CodeConfigChanged
-	}
-	return reason, code
-}
-
-// awaitServeOffServerRelock waits until serve no longer writes to s, the
-// linked server the pump is about to close or hand back (c.link.writing,
-// set from recording a message until its batch is flushed). discard
-// writes s's Terminate and lets the pool forget s; a server serve still
-// writes to would then have two writers, and release would give that
-// writer to the next holder. s's socket is closed first when serve is
-// writing, so that a write blocked on it ends. Called with c.mu held; it
-// is released while waiting (the suffix says so) and held again on
-// return. The caller has told the client or the client is gone, so that
-// serve is not left reading the rest of a batch: it finds the client's
-// socket closed, and both doneWriting and abandonLink end the writing.
-// Never called by serve itself (inline relay): serve has flushed its
-// batch before it relays.
-func (c *client) awaitServeOffServerRelock(s *server) {
-	if c.link.srv != s || !c.link.writing {
-		return
-	}
-	// Closed with the lock released: closing a TLS connection may write
-	// its close_notify.
-	c.mu.Unlock()
-	s.conn.Close()
-	c.mu.Lock()
-	for c.link.srv == s && c.link.writing {
-		c.link.writerDone.Wait()
-	}
-}
-
-// closeClient tells the client of a pooler error that ends it and closes
-// its socket. Only the pump calls it, while the link still holds its
-// server, and without c.mu: while c.link.srv is set the pump is the
-// client writer's only user, and once it is nil serve owns the writer
-// again and may link another server and relay its replies to that writer
-// (the race detector caught the pump's error and serve's relay writing it
-// together when this ran after the link ended). serve's closeBadInput
-// waits for link.pumpFreed, which the pump signals only after this. The
-// write is bounded, as fail's is; without c.mu a client that reads nothing
-// holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
-// janitor's park scan).
-func (c *client) closeClient(code Code) {
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(nil, newError(code)))
-	c.w.Flush()
-	c.conn.Close()
-}
-
 // endReleasingLocked ends afterReady's release flush: serve, waiting to
 // route the client's next message, goes on.
-func (c *client) endReleasingLocked() {
-	if c.link.releasing {
-		c.link.releasing = false
-		c.link.releaseDone.Broadcast()
+func (l *link) endReleasingLocked() {
+	if l.mu.releasing {
+		l.mu.releasing = false
+		l.mu.releaseDone.Broadcast()
 	}
 }
 
 // countReadyLocked adds a finished query (and, at status 'I', a finished
 // transaction) and the bytes sent to the client since the last one to the
 // pool's stats. c.mu orders it after serve's writes of the start times.
-func (c *client) countReadyLocked(status byte) {
-	p := c.link.pool
+func (l *link) countReadyLocked(status byte) {
+	c := l.c
+	p := l.mu.pool
 	ps := &p.stats
 	now := c.svc.clock.Now()
 	ps.queries.Add(1)
-	ps.queryTime.Add(int64(now.Sub(c.queryStart) / time.Microsecond))
-	p.metrics.queryDuration.Update(now.Sub(c.queryStart).Seconds())
+	ps.queryTime.Add(int64(now.Sub(c.mu.queryStart) / time.Microsecond))
+	p.metrics.queryDuration.Update(now.Sub(c.mu.queryStart).Seconds())
 	if status == wire.TxIdle {
 		ps.xacts.Add(1)
-		ps.xactTime.Add(int64(now.Sub(c.link.xactStart) / time.Microsecond))
+		ps.xactTime.Add(int64(now.Sub(l.mu.xactStart) / time.Microsecond))
 	}
-	ps.sent.Add(c.link.sentBytes)
-	c.link.sentBytes = 0
+	ps.sent.Add(l.pump.sentBytes)
+	l.pump.sentBytes = 0
+}
+
+// replyOpLocked pops the op of a Bind (BindComplete) or Describe
+// (RowDescription, NoData) when it is the next one owed; a RowDescription
+// of a Query finds its opSync instead and pops nothing. The reply of a
+// Describe sent again (relay_retry.go) tells the client its statement's
+// new shape: its name's epoch is brought up to date.
+func (l *link) replyOpLocked(kind opKind) {
+	if o := l.mu.ops.peek(); o != nil && o.kind == kind {
+		if d := l.mu.ops.pop(); d.name != nil {
+			d.name.learned(d.epoch)
+		}
+	}
+}
+
+// readyLocked appends the errors the pooler owes before this ReadyForQuery
+// and pops the Sync it answers.
+func (l *link) readyLocked(out []byte) []byte {
+	c := l.c
+	for o := l.mu.ops.peek(); o != nil && o.kind != opSync; o = l.mu.ops.peek() {
+		d := l.mu.ops.pop()
+		if d.kind == opError && d.err != nil {
+			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
+		}
+		if d.kind == opDeallocate {
+			// Neither a CommandComplete nor an error came for the
+			// stand-in (which Postgres never does): the name stays gone.
+			c.svc.stmts.release(d.def)
+		}
+	}
+	if o := l.mu.ops.peek(); o != nil {
+		l.mu.ops.pop()
+	}
+	return out
 }

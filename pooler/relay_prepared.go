@@ -6,45 +6,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
-
-// relayMapped forwards a Parse, Bind, Describe, Close or Query with
-// prepared-statement mapping (see prepared.go). bodyLen is the message's
-// body length from Next.
-func (c *client) relayMapped(typ byte, bodyLen int, s *server) error {
-	switch typ {
-	case wire.MsgParse:
-		return c.relayParse(bodyLen, s)
-	case wire.MsgBind:
-		return c.relayBind(bodyLen, s)
-	case wire.MsgDescribe:
-		return c.relayDescribe(s)
-	case wire.MsgClose:
-		return c.relayClose(s)
-	case wire.MsgQuery:
-		return c.relayQuery(bodyLen, s)
-	}
-	panic("BUG: relayMapped for message type " + string(typ))
-}
-
-// followTrackingLocked starts or stops the mapping for this client when
-// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
-// as PgBouncer reads it for each message: with 0, a client's statement
-// names go to the server as they are. It changes only where nothing of
-// the mapping is in flight: no server linked (the caller's check), no
-// error owed, no skip to Sync. The client's names are kept, as PgBouncer
-// keeps them, for when the mapping is on again; its remembered unnamed
-// Parse is not (it may be stale by then). Called with c.mu held.
-func (c *client) followTrackingLocked() {
-	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
-	if on == c.tracking || c.link.skipToSync || c.link.ops.size > 0 {
-		return
-	}
-	c.tracking = on
-	c.forgetUnnamedLocked()
-}
 
 // maxNameMessage bounds the statement names the pooler maps: a Describe or
 // Close carrying a longer one is refused from its header (judgeHeader).
@@ -72,10 +35,11 @@ var (
 // prepared on the server only when it does not have it yet. One function:
 // its refusals (held size, name length, budget, name reuse) must answer in
 // the order the protocol requires, before anything reaches the server.
-func (c *client) relayParse(bodyLen int, s *server) error {
+func (l *link) relayParse(bodyLen int, s *server) error {
+	c := l.c
 	st := c.svc.settings()
 	if st.MaxHeldMessageSize > 0 && bodyLen > st.MaxHeldMessageSize {
-		return c.relayParseUnheld(bodyLen, s)
+		return l.relayParseUnheld(bodyLen, s)
 	}
 	// A body larger than the read buffer is copied out for this message
 	// alone (reserved in held_message_budget first): the pooler may keep
@@ -94,10 +58,10 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 		// that a Bind in a later Sync cycle can recreate it on whichever
 		// server that cycle gets (lib/pq, pgx's describe-exec mode).
 		remembered := ok && c.rememberUnnamedLocked(body, own, st.PreparedStatementBudget)
-		c.link.ops.push(op{kind: opParse, unnamed: ok})
+		l.mu.ops.push(op{kind: opParse, unnamed: ok})
 		if remembered {
-			c.unnamedGen++
-			s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
+			c.mu.unnamedGen++
+			s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
 		} else {
 			s.unnamedOwner = 0
 		}
@@ -108,14 +72,14 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	// pooler maps, as PgBouncer's (client_parse_count, bind_count).
 	c.pool.stats.clientParses.Add(1)
 	if len(name) > maxNameMessage-2 {
-		c.link.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStatementName)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if c.heldLocked(name) {
-		c.link.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStmtExists)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return nil
@@ -131,32 +95,33 @@ func (c *client) relayParse(bodyLen int, s *server) error {
 	}
 	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
-		c.link.ls.unrecord() // answered here, not sent
-		c.refuseInBatchLocked(errStatementBudget)
+		l.mu.ls.unrecord() // answered here, not sent
+		l.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
 	}
 	c.holdNameLocked(name, def)
-	out := c.link.out[:0]
+	out := l.serve.out[:0]
 	if s.stmts.has(def) {
-		c.link.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
-		c.link.ops.push(op{kind: opCloseInjected})
+		l.mu.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
+		l.mu.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
-		c.link.ls.injected(wire.MsgClose)
+		l.mu.ls.injected(wire.MsgClose)
 	} else {
-		out = c.prepareLocked(out, s, def, opParse, name)
+		out = l.prepareLocked(out, s, def, opParse, name)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
-	return c.writeRewrite(s.w, out)
+	l.serve.out = shrunk(out)
+	return l.writeRewrite(s.w, out)
 }
 
 // relayParseUnheld passes on a Parse larger than max_held_message_size
 // without holding it: an unnamed one is streamed to the server (and not
 // remembered for a later Sync cycle, as in PgBouncer); a named one, which
 // the pooler could only map by holding it, is refused in order.
-func (c *client) relayParseUnheld(bodyLen int, s *server) error {
+func (l *link) relayParseUnheld(bodyLen int, s *server) error {
+	c := l.c
 	pre, err := c.r.Peek(min(bodyLen, 256))
 	if err != nil {
 		return err
@@ -165,12 +130,12 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 	if len(pre) > 0 && pre[0] == 0 {
 		c.forgetUnnamedLocked()
 		s.unnamedOwner = 0
-		c.link.ops.push(op{kind: opParse})
+		l.mu.ops.push(op{kind: opParse})
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	c.link.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errHeldMessage)
+	l.mu.ls.unrecord() // answered here, not sent
+	l.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
 }
@@ -184,13 +149,14 @@ func (c *client) relayParseUnheld(bodyLen int, s *server) error {
 // Postgres's own error (26000), as the client would get directly. It
 // returns the error sent. Called with c.mu held, for the message just
 // recorded.
-func (c *client) refuseUnknownLocked(name []byte) *Error {
-	c.link.ls.unrecord() // answered here, not sent
+func (l *link) refuseUnknownLocked(name []byte) *Error {
+	c := l.c
+	l.mu.ls.unrecord() // answered here, not sent
 	e := errStmtNotFound
-	if _, dropped := c.discarded[string(name)]; dropped {
+	if _, dropped := c.mu.discarded[string(name)]; dropped {
 		e = newError(CodeStatementDiscarded, string(name))
 	}
-	c.refuseInBatchLocked(e)
+	l.refuseInBatchLocked(e)
 	return e
 }
 
@@ -205,9 +171,9 @@ func (c *client) refuseUnknownLocked(name []byte) *Error {
 // Postgres's own: pgx's statement cache and pgjdbc prepare the text again,
 // and a fresh Parse holds the name at the current epoch. Called with c.mu
 // held, for the message just recorded.
-func (c *client) refuseStaleLocked() {
-	c.link.ls.unrecord() // answered here, not sent
-	c.refuseInBatchLocked(errStalePlan)
+func (l *link) refuseStaleLocked() {
+	l.mu.ls.unrecord() // answered here, not sent
+	l.refuseInBatchLocked(errStalePlan)
 }
 
 // logStale notes a refuseStaleLocked at NOISE. Called without c.mu.
@@ -229,9 +195,9 @@ func (c *client) logStmtRefusal(cause string, e *Error) {
 // before the ReadyForQuery of the client's next Sync, and drops the
 // client's messages up to that Sync, as Postgres does after its own
 // errors. Called with c.mu held.
-func (c *client) refuseInBatchLocked(e *Error) {
-	c.link.ops.push(op{kind: opError, err: e})
-	c.link.skipToSync = true
+func (l *link) refuseInBatchLocked(e *Error) {
+	l.mu.ops.push(op{kind: opError, err: e})
+	l.mu.skipToSync = true
 }
 
 // rememberUnnamedLocked keeps body as the client's last unnamed Parse,
@@ -241,8 +207,8 @@ func (c *client) refuseInBatchLocked(e *Error) {
 // reuses the previous buffer unless that is much larger: a client keeps
 // no more than about its last statement. Called with c.mu held.
 func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
-	if old := cap(c.unnamedParse); !own && c.unnamedParse != nil && old >= len(body) && old <= max(2*len(body), 4096) {
-		c.unnamedParse = append(c.unnamedParse[:0], body...)
+	if old := cap(c.mu.unnamedParse); !own && c.mu.unnamedParse != nil && old >= len(body) && old <= max(2*len(body), 4096) {
+		c.mu.unnamedParse = append(c.mu.unnamedParse[:0], body...)
 		return true
 	}
 	c.forgetUnnamedLocked()
@@ -250,92 +216,21 @@ func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
 		return false
 	}
 	if own {
-		c.unnamedParse = body[:len(body):len(body)]
+		c.mu.unnamedParse = body[:len(body):len(body)]
 	} else {
-		c.unnamedParse = make([]byte, len(body))
-		copy(c.unnamedParse, body)
+		c.mu.unnamedParse = make([]byte, len(body))
+		copy(c.mu.unnamedParse, body)
 	}
 	return true
 }
 
 // forgetUnnamedLocked drops the client's remembered unnamed Parse.
 func (c *client) forgetUnnamedLocked() {
-	if c.unnamedParse != nil {
-		c.svc.stmts.releaseText(int64(cap(c.unnamedParse)))
-		c.unnamedParse = nil
+	if c.mu.unnamedParse != nil {
+		c.svc.stmts.releaseText(int64(cap(c.mu.unnamedParse)))
+		c.mu.unnamedParse = nil
 	}
 }
-
-// A rewrite (c.out) that carries a long statement does not copy its text:
-// appendText records where the text goes (a splice), and writeRewrite
-// writes the buffer's pieces and the texts in order. A statement held once
-// (the registry's definition, the client's unnamed Parse) is so written
-// to a server without a second copy of it.
-type splice struct {
-	at   int // offset in the rewrite buffer
-	text []byte
-}
-
-// inlineText is the longest text a rewrite copies.
-const inlineText = 16 << 10
-
-// appendText appends text to out, or records it as a splice at the end of
-// out when it is long. The caller writes out with writeRewrite.
-func (c *client) appendText(out, text []byte) []byte {
-	if len(text) <= inlineText {
-		return append(out, text...)
-	}
-	c.link.splices = append(c.link.splices, splice{at: len(out), text: text})
-	return out
-}
-
-// appendParseLocked is wire.AppendParse for a rewrite, with the query
-// spliced when long (appendText). Called with c.mu held.
-func (c *client) appendParseLocked(out []byte, name, query string, types []byte) []byte {
-	out = wire.AppendParseHead(out, name, len(query), types)
-	// The definition's text is immutable and outlives the write: a view
-	// of it, not a copy.
-	out = c.appendText(out, unsafe.Slice(unsafe.StringData(query), len(query)))
-	return wire.AppendParseTail(out, types)
-}
-
-// writeRewrite writes a rewrite buffer with its splices to w.
-func (c *client) writeRewrite(w *wire.Writer, out []byte) error {
-	if len(c.link.splices) == 0 {
-		return w.Write(out)
-	}
-	prev := 0
-	var err error
-	for _, sp := range c.link.splices {
-		if err = w.Write(out[prev:sp.at]); err != nil {
-			break
-		}
-		if err = w.Write(sp.text); err != nil {
-			break
-		}
-		prev = sp.at
-	}
-	clear(c.link.splices)
-	c.link.splices = c.link.splices[:0]
-	if err != nil {
-		return err
-	}
-	return w.Write(out[prev:])
-}
-
-// shrunk returns buf, or nil when it has grown past what a client should
-// keep between messages (a rewritten message carrying a long statement):
-// the next message allocates what it needs.
-func shrunk(buf []byte) []byte {
-	if cap(buf) > keptScratch {
-		return nil
-	}
-	return buf
-}
-
-// keptScratch is the largest rewrite buffer a client keeps between
-// messages.
-const keptScratch = 64 << 10
 
 // prepareLocked appends a Parse of def for server s, evicting the server's
 // least recently used statements first so that its cache, with def, stays
@@ -343,12 +238,13 @@ const keptScratch = 64 << 10
 // After the limit was lowered (SET, RELOAD) that closes several at once,
 // shrinking the cache to the new limit on its next Parse, as PgBouncer.
 // Called with c.mu held.
-func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+func (l *link) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+	c := l.c
 	if s.stmts.isStale(def) {
 		// Prepared before the definition's last shape epoch (a plan
 		// Postgres refused, here or on another server): closed first,
 		// so that the Parse under the same name makes a new one.
-		out = c.closeInjectedLocked(out, s, def)
+		out = l.closeInjectedLocked(out, s, def)
 	}
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
 		for s.stmts.len() >= limit {
@@ -356,17 +252,17 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 			if old == nil {
 				panic("BUG: server " + s.String() + ": statement cache not empty but has no oldest")
 			}
-			out = c.closeInjectedLocked(out, s, old)
+			out = l.closeInjectedLocked(out, s, old)
 		}
 	}
-	out = c.appendParseLocked(out, def.name, def.query, def.types)
+	out = l.appendParseLocked(out, def.name, def.query, def.types)
 	s.pool.stats.serverParses.Add(1)
 	// The epoch is read before the Parse is sent, so the copy's plan is
 	// at least as new as whatever migration that epoch reflects.
 	epoch := def.epoch.Load()
-	c.link.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
+	l.mu.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
 	if kind == opParseInjected {
-		c.link.ls.injected(wire.MsgParse)
+		l.mu.ls.injected(wire.MsgParse)
 	}
 	s.stmts.add(c.svc.stmts, def, epoch)
 	return out
@@ -376,11 +272,12 @@ func (c *client) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind,
 // takes it out of the server's cache; the op holds d until the reply, and
 // puts it back (at its epoch, stale as it was) if the server skips the
 // Close. Called with c.mu held.
-func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+func (l *link) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+	c := l.c
 	out = wire.AppendClose(out, wire.TargetStatement, d.name)
 	c.svc.stmts.ref(d) // held by the op until its reply
-	c.link.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
-	c.link.ls.injected(wire.MsgClose)
+	l.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
+	l.mu.ls.injected(wire.MsgClose)
 	s.stmts.remove(c.svc.stmts, d)
 	return out
 }
@@ -388,11 +285,12 @@ func (c *client) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
 // pushReplyOpLocked records the op of a Bind or Describe just written
 // (after what was injected for it), with its place in its Sync cycle.
 // Called with c.mu held.
-func (c *client) pushReplyOpLocked(kind opKind, def *stmtDef) {
-	c.link.ops.push(op{kind: kind, def: def, pos: c.link.ls.cyclePos()})
+func (l *link) pushReplyOpLocked(kind opKind, def *stmtDef) {
+	l.mu.ops.push(op{kind: kind, def: def, pos: l.mu.ls.cyclePos()})
 }
 
-func (c *client) relayBind(bodyLen int, s *server) error {
+func (l *link) relayBind(bodyLen int, s *server) error {
+	c := l.c
 	// The whole body when it is in the buffer (it is, when it fits:
 	// awaitMessage), for a copy the first request of a transaction keeps
 	// (relay_retry.go); else the start, for the names.
@@ -434,25 +332,25 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	if !ok {
 		c.mu.Lock()
-		c.pushReplyOpLocked(opBind, nil)
+		l.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
 		return rest(false)
 	}
 	if len(stmt) == 0 {
 		c.mu.Lock()
-		out := c.unnamedLocked(c.link.out[:0], s)
-		c.pushReplyOpLocked(opBind, nil)
+		out := l.unnamedLocked(l.serve.out[:0], s)
+		l.pushReplyOpLocked(opBind, nil)
 		c.mu.Unlock()
-		c.link.out = shrunk(out)
-		if err := c.writeRewrite(s.w, out); err != nil {
+		l.serve.out = shrunk(out)
+		if err := l.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return rest(false)
 	}
 	c.mu.Lock()
-	cs := c.stmts[string(stmt)]
+	cs := c.mu.stmts[string(stmt)]
 	if cs == nil {
-		e := c.refuseUnknownLocked(stmt)
+		e := l.refuseUnknownLocked(stmt)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(stmt)+"' not found", e)
 		if held != nil {
@@ -461,7 +359,7 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 		return c.r.Skip()
 	}
 	if !cs.current() {
-		c.refuseStaleLocked()
+		l.refuseStaleLocked()
 		c.mu.Unlock()
 		c.logStale(stmt, cs.def)
 		if held != nil {
@@ -471,23 +369,23 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 	}
 	def := cs.def
 	s.pool.stats.binds.Add(1)
-	out := c.link.out[:0]
+	out := l.serve.out[:0]
 	if !s.stmts.has(def) {
-		out = c.prepareLocked(out, s, def, opParseInjected, "")
+		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
-	c.pushReplyOpLocked(opBind, def)
-	if c.link.retry.state == retryCapturing {
+	l.pushReplyOpLocked(opBind, def)
+	if l.mu.retry.state == retryCapturing {
 		body := held
 		if body == nil && len(pre) == bodyLen {
 			body = pre
 		}
-		c.keepFirstLocked(cs, false, out[head:], body, names)
+		l.keepFirstLocked(cs, false, out[head:], body, names)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
-	if err := c.writeRewrite(s.w, out); err != nil {
+	l.serve.out = shrunk(out)
+	if err := l.writeRewrite(s.w, out); err != nil {
 		return err
 	}
 	return rest(true)
@@ -498,7 +396,8 @@ func (c *client) relayBind(bodyLen int, s *server) error {
 // the Bind whole.
 const bindPeek = 512
 
-func (c *client) relayDescribe(s *server) error {
+func (l *link) relayDescribe(s *server) error {
+	c := l.c
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
@@ -509,58 +408,59 @@ func (c *client) relayDescribe(s *server) error {
 	}
 	if !ok || target != wire.TargetStatement {
 		c.mu.Lock()
-		c.pushReplyOpLocked(opDescribe, nil)
+		l.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
 	c.mu.Lock()
 	if len(name) == 0 {
-		out := c.unnamedLocked(c.link.out[:0], s)
-		c.pushReplyOpLocked(opDescribe, nil)
+		out := l.unnamedLocked(l.serve.out[:0], s)
+		l.pushReplyOpLocked(opDescribe, nil)
 		c.mu.Unlock()
-		c.link.out = shrunk(out)
-		if err := c.writeRewrite(s.w, out); err != nil {
+		l.serve.out = shrunk(out)
+		if err := l.writeRewrite(s.w, out); err != nil {
 			return err
 		}
 		return s.w.WriteMessage(wire.MsgDescribe, body)
 	}
-	cs := c.stmts[string(name)]
+	cs := c.mu.stmts[string(name)]
 	if cs == nil {
-		e := c.refuseUnknownLocked(name)
+		e := l.refuseUnknownLocked(name)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
 	if !cs.current() {
-		c.refuseStaleLocked()
+		l.refuseStaleLocked()
 		c.mu.Unlock()
 		c.logStale(name, cs.def)
 		return nil
 	}
 	def := cs.def
-	out := c.link.out[:0]
+	out := l.serve.out[:0]
 	if !s.stmts.has(def) {
-		out = c.prepareLocked(out, s, def, opParseInjected, "")
+		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
 	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
-	c.pushReplyOpLocked(opDescribe, def)
-	if c.link.retry.state == retryCapturing {
-		c.keepFirstLocked(cs, true, out[head:], nil, 0)
+	l.pushReplyOpLocked(opDescribe, def)
+	if l.mu.retry.state == retryCapturing {
+		l.keepFirstLocked(cs, true, out[head:], nil, 0)
 	}
 	c.mu.Unlock()
-	c.link.out = shrunk(out)
-	return c.writeRewrite(s.w, out)
+	l.serve.out = shrunk(out)
+	return l.writeRewrite(s.w, out)
 }
 
 // mapsName reports whether name is one of the client's mapped statements.
 func (c *client) mapsName(name []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stmts[string(name)] != nil
+	return c.mu.stmts[string(name)] != nil
 }
 
-func (c *client) relayClose(s *server) error {
+func (l *link) relayClose(s *server) error {
+	c := l.c
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
@@ -569,67 +469,22 @@ func (c *client) relayClose(s *server) error {
 		return errUnmappedTooLong
 	}
 	c.mu.Lock()
-	c.link.ops.push(op{kind: opClose})
+	l.mu.ops.push(op{kind: opClose})
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement && len(name) > 0 {
-		if cs := c.stmts[string(name)]; cs != nil {
+		if cs := c.mu.stmts[string(name)]; cs != nil {
 			// The client's name goes; the server's statement stays
 			// for other clients. Closing a name that does not exist
 			// gives the client its CloseComplete, in order.
-			delete(c.stmts, string(name))
+			delete(c.mu.stmts, string(name))
 			c.svc.stmts.release(cs.def)
 			c.mu.Unlock()
-			c.link.out = wire.AppendClose(c.link.out[:0], wire.TargetStatement, noopStmt)
-			return s.w.Write(c.link.out)
+			l.serve.out = wire.AppendClose(l.serve.out[:0], wire.TargetStatement, noopStmt)
+			return s.w.Write(l.serve.out)
 		}
 	}
 	c.mu.Unlock()
 	return s.w.WriteMessage(wire.MsgClose, body)
 }
-
-// relayQuery watches simple queries for SQL DEALLOCATE of a protocol-level
-// statement name, which must not reach the server under the client's name.
-// DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
-// CommandComplete.
-func (c *client) relayQuery(bodyLen int, s *server) error {
-	pre, err := c.r.Peek(256)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	name, ok := "", false
-	if len(pre) == bodyLen && len(c.stmts) > 0 {
-		name, ok = deallocateTarget(pre)
-	}
-	var cs *clientStmt
-	if ok {
-		cs = c.stmts[name]
-	}
-	// A simple query replaces the server's unnamed statement.
-	s.unnamedOwner = 0
-	if cs == nil {
-		c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
-		c.mu.Unlock()
-		return c.r.Forward(s.w)
-	}
-	// The name goes now, so that a Parse of it pipelined behind this
-	// query is accepted as Postgres would; an error gives it back
-	// (errorLocked). The definition's reference is held by the op.
-	delete(c.stmts, name)
-	c.link.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
-	c.link.ops.push(op{kind: opSync, msg: wire.MsgQuery})
-	c.mu.Unlock()
-	if err := c.r.Skip(); err != nil {
-		return err
-	}
-	c.link.out = append(c.link.out[:0], deallocateStandIn...)
-	return s.w.Write(c.link.out)
-}
-
-// deallocateStandIn is what the server gets for a client's DEALLOCATE of a
-// mapped name (prepared.go): it succeeds where DEALLOCATE would and fails
-// with 25P02 in an aborted transaction, and it creates nothing on the
-// server that could be left behind.
-var deallocateStandIn = wire.AppendQuery(nil, "DO $$BEGIN END$$")
 
 // deallocateComplete is DEALLOCATE's CommandComplete.
 var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', 'E', 'A', 'L', 'L', 'O', 'C', 'A', 'T', 'E', 0}
@@ -637,14 +492,31 @@ var deallocateComplete = []byte{wire.MsgCommandComplete, 0, 0, 0, 4 + 11, 'D', '
 // deallocateDoneLocked applies the CommandComplete of the stand-in: the
 // client's DEALLOCATE succeeded. It reports whether the op at the head was
 // a DEALLOCATE, in which case the caller sends "DEALLOCATE" as the tag.
-func (c *client) deallocateDoneLocked(tag []byte) bool {
-	o := c.link.ops.peek()
+func (l *link) deallocateDoneLocked(tag []byte) bool {
+	c := l.c
+	o := l.mu.ops.peek()
 	if o == nil || o.kind != opDeallocate || string(tag) != "DO" {
 		return false
 	}
-	d := c.link.ops.pop()
+	d := l.mu.ops.pop()
 	c.svc.stmts.release(d.def)
 	return true
+}
+
+// unnamedLocked appends a Parse of the client's last unnamed statement when
+// server s does not hold it as its unnamed statement, for a Bind or
+// Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
+func (l *link) unnamedLocked(out []byte, s *server) []byte {
+	c := l.c
+	if c.mu.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.mu.unnamedGen) {
+		return out
+	}
+	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
+	out = l.appendText(out, c.mu.unnamedParse)
+	l.mu.ops.push(op{kind: opParseInjected, unnamed: true})
+	l.mu.ls.injected(wire.MsgParse)
+	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
+	return out
 }
 
 // deallocateTarget recognises a query body that is exactly
@@ -679,19 +551,4 @@ func deallocateTarget(body []byte) (string, bool) {
 		return "", false
 	}
 	return strings.ToLower(name), true
-}
-
-// unnamedLocked appends a Parse of the client's last unnamed statement when
-// server s does not hold it as its unnamed statement, for a Bind or
-// Describe of "" in a later Sync cycle than the Parse. Called with c.mu held.
-func (c *client) unnamedLocked(out []byte, s *server) []byte {
-	if c.unnamedParse == nil || (s.unnamedOwner == c.id && s.unnamedGen == c.unnamedGen) {
-		return out
-	}
-	out = wire.AppendHeader(out, wire.MsgParse, len(c.unnamedParse))
-	out = c.appendText(out, c.unnamedParse)
-	c.link.ops.push(op{kind: opParseInjected, unnamed: true})
-	c.link.ls.injected(wire.MsgParse)
-	s.unnamedOwner, s.unnamedGen = c.id, c.unnamedGen
-	return out
 }

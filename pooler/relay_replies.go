@@ -1,21 +1,24 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/wire"
+import (
+	"github.com/pgturnstile/pgturnstile/wire"
+)
 
 // The pump's side of prepared-statement mapping (prepared.go): what each
-// reply of the server does to the op queue (link.ops) and to both sides'
+// reply of the server does to the op queue (link.mu.ops) and to both sides'
 // statement caches. All called with c.mu held.
 
 // replyLocked pops the op a ParseComplete or CloseComplete answers and
 // reports whether the pooler injected it (the reply is swallowed).
-func (c *client) replyLocked(s *server) (swallow bool) {
-	o := c.link.ops.peek()
+func (l *link) replyLocked(s *server) (swallow bool) {
+	c := l.c
+	o := l.mu.ops.peek()
 	if o == nil || o.kind == opSync || o.kind == opError || o.kind == opDeallocate || o.kind == opBind || o.kind == opDescribe {
 		// Not ours to account for (e.g. a client sending Close in a way
 		// we did not track): pass it through.
 		return false
 	}
-	popped := c.link.ops.pop()
+	popped := l.mu.ops.pop()
 	if popped.kind == opCloseInjected && popped.def != nil {
 		c.svc.stmts.release(popped.def)
 	}
@@ -41,12 +44,12 @@ func (c *client) replyLocked(s *server) (swallow bool) {
 // Describe (where a statement that still fails gets Postgres's error for
 // it again). A client that does know and parses the name again gets no
 // error for it (unconfirmed).
-func (c *client) errorLocked(s *server, skip bool) {
-	for o := c.link.ops.peek(); o != nil; o = c.link.ops.peek() {
+func (l *link) errorLocked(s *server, skip bool) {
+	for o := l.mu.ops.peek(); o != nil; o = l.mu.ops.peek() {
 		if o.kind == opSync && (!skip || o.msg == wire.MsgSync) {
 			break
 		}
-		c.undoLocked(s, c.link.ops.pop(), true)
+		l.undoLocked(s, l.mu.ops.pop(), true)
 	}
 }
 
@@ -56,9 +59,9 @@ func (c *client) errorLocked(s *server, skip bool) {
 // undone. Its op is the first op of its kind in the queue: the messages
 // between the COPY's start and it are COPY data and Syncs, whose ops are
 // gone.
-func (c *client) consumedByCopyLocked(s *server, typ byte) {
-	for i := 0; i < c.link.ops.size; i++ {
-		o := &c.link.ops.buf[(c.link.ops.head+i)%len(c.link.ops.buf)]
+func (l *link) consumedByCopyLocked(s *server, typ byte) {
+	for i := 0; i < l.mu.ops.size; i++ {
+		o := &l.mu.ops.buf[(l.mu.ops.head+i)%len(l.mu.ops.buf)]
 		switch {
 		case (typ == wire.MsgParse || typ == wire.MsgClose) &&
 			(o.kind == opParse || o.kind == opParseInjected || o.kind == opClose || o.kind == opCloseInjected),
@@ -66,21 +69,8 @@ func (c *client) consumedByCopyLocked(s *server, typ byte) {
 			typ == wire.MsgDescribe && o.kind == opDescribe:
 			d := *o
 			o.kind = opDead
-			c.undoLocked(s, d, false)
+			l.undoLocked(s, d, false)
 			return
-		}
-	}
-}
-
-// replyOpLocked pops the op of a Bind (BindComplete) or Describe
-// (RowDescription, NoData) when it is the next one owed; a RowDescription
-// of a Query finds its opSync instead and pops nothing. The reply of a
-// Describe sent again (relay_retry.go) tells the client its statement's
-// new shape: its name's epoch is brought up to date.
-func (c *client) replyOpLocked(kind opKind) {
-	if o := c.link.ops.peek(); o != nil && o.kind == kind {
-		if d := c.link.ops.pop(); d.name != nil {
-			d.name.learned(d.epoch)
 		}
 	}
 }
@@ -88,7 +78,8 @@ func (c *client) replyOpLocked(kind opKind) {
 // undoLocked undoes what the message of op d would have changed, for a
 // message the server did not run. keepName: a Parse's name stays the
 // client's, unconfirmed (errorLocked).
-func (c *client) undoLocked(s *server, d op, keepName bool) {
+func (l *link) undoLocked(s *server, d op, keepName bool) {
+	c := l.c
 	if d.unnamed {
 		// Whether the server got this unnamed statement is unknown.
 		s.unnamedOwner = 0
@@ -103,7 +94,7 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 			if cp := s.stmts.copyOf(d.def); !d.reused && cp != nil && cp.epoch == d.epoch {
 				s.stmts.remove(c.svc.stmts, d.def)
 			}
-			if cs := c.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
+			if cs := c.mu.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
 				if keepName {
 					c.unconfirmLocked(d.clientName)
 				} else {
@@ -115,11 +106,11 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 		// DEALLOCATE failed (an aborted transaction): Postgres keeps
 		// the statement, so the client keeps its name, unless it has
 		// prepared the name anew since.
-		if _, taken := c.stmts[d.clientName]; !taken {
-			if c.stmts == nil {
-				c.stmts = map[string]*clientStmt{}
+		if _, taken := c.mu.stmts[d.clientName]; !taken {
+			if c.mu.stmts == nil {
+				c.mu.stmts = map[string]*clientStmt{}
 			}
-			c.stmts[d.clientName] = d.name
+			c.mu.stmts[d.clientName] = d.name
 		} else {
 			c.svc.stmts.release(d.def)
 		}
@@ -132,46 +123,27 @@ func (c *client) undoLocked(s *server, d op, keepName bool) {
 	}
 }
 
-// readyLocked appends the errors the pooler owes before this ReadyForQuery
-// and pops the Sync it answers.
-func (c *client) readyLocked(out []byte) []byte {
-	for o := c.link.ops.peek(); o != nil && o.kind != opSync; o = c.link.ops.peek() {
-		d := c.link.ops.pop()
-		if d.kind == opError && d.err != nil {
-			out = wire.AppendErrorResponse(out, wire.MsgErrorResponse, d.err.Severity, d.err.SQLState, d.err.Message, "", "")
-		}
-		if d.kind == opDeallocate {
-			// Neither a CommandComplete nor an error came for the
-			// stand-in (which Postgres never does): the name stays gone.
-			c.svc.stmts.release(d.def)
-		}
-	}
-	if o := c.link.ops.peek(); o != nil {
-		c.link.ops.pop()
-	}
-	return out
-}
-
 // commandCompleteLocked clears both sides' statements after DISCARD ALL or
 // DEALLOCATE ALL.
-func (c *client) commandCompleteLocked(s *server, tag []byte) {
+func (l *link) commandCompleteLocked(s *server, tag []byte) {
+	c := l.c
 	t := string(tag)
 	if t != "DISCARD ALL" && t != "DEALLOCATE ALL" {
 		return
 	}
 	s.stmts.clear(c.svc.stmts)
 	s.unnamedOwner = 0
-	if len(c.discarded)+len(c.stmts) > maxDiscarded {
-		c.discarded = nil
+	if len(c.mu.discarded)+len(c.mu.stmts) > maxDiscarded {
+		c.mu.discarded = nil
 	}
-	for name := range c.stmts {
-		if len(c.discarded) == maxDiscarded {
+	for name := range c.mu.stmts {
+		if len(c.mu.discarded) == maxDiscarded {
 			break
 		}
-		if c.discarded == nil {
-			c.discarded = map[string]struct{}{}
+		if c.mu.discarded == nil {
+			c.mu.discarded = map[string]struct{}{}
 		}
-		c.discarded[name] = struct{}{}
+		c.mu.discarded[name] = struct{}{}
 	}
 	c.clearStmtsLocked()
 }
@@ -185,49 +157,49 @@ const maxDiscarded = 4096
 // def's current shape epoch: the client's description of it comes from a
 // server's copy parsed at that epoch or later (serverStmts.has).
 func (c *client) holdNameLocked(name string, def *stmtDef) {
-	if c.stmts == nil {
-		c.stmts = map[string]*clientStmt{}
+	if c.mu.stmts == nil {
+		c.mu.stmts = map[string]*clientStmt{}
 	}
-	c.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
-	delete(c.unconfirmed, name)
-	delete(c.discarded, name)
+	c.mu.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
+	delete(c.mu.unconfirmed, name)
+	delete(c.mu.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {
-	for name, cs := range c.stmts {
+	for name, cs := range c.mu.stmts {
 		c.svc.stmts.release(cs.def)
-		delete(c.stmts, name)
+		delete(c.mu.stmts, name)
 	}
-	c.unconfirmed = nil
+	c.mu.unconfirmed = nil
 }
 
 // dropNameLocked lets go of the client's statement name.
 func (c *client) dropNameLocked(name string) {
-	if cs := c.stmts[name]; cs != nil {
-		delete(c.stmts, name)
+	if cs := c.mu.stmts[name]; cs != nil {
+		delete(c.mu.stmts, name)
 		c.svc.stmts.release(cs.def)
 	}
-	delete(c.unconfirmed, name)
+	delete(c.mu.unconfirmed, name)
 }
 
 // unconfirmLocked marks the client's name as one whose Parse the server
 // did not run (failed or skipped): kept, but a Parse of it again replaces
 // it without an error (heldLocked).
 func (c *client) unconfirmLocked(name string) {
-	if c.unconfirmed == nil {
-		c.unconfirmed = map[string]bool{}
+	if c.mu.unconfirmed == nil {
+		c.mu.unconfirmed = map[string]bool{}
 	}
-	c.unconfirmed[name] = true
+	c.mu.unconfirmed[name] = true
 }
 
 // heldLocked reports whether a Parse of name must be refused because the
 // client holds it; an unconfirmed name is dropped instead, and the Parse
 // takes it anew.
 func (c *client) heldLocked(name string) bool {
-	if _, held := c.stmts[name]; !held {
+	if _, held := c.mu.stmts[name]; !held {
 		return false
 	}
-	if c.unconfirmed[name] {
+	if c.mu.unconfirmed[name] {
 		c.dropNameLocked(name)
 		return false
 	}

@@ -112,8 +112,8 @@ func (r *retryCapture) reset() {
 // begins a request that begins an implicit transaction. The first Bind or
 // Describe is kept by its relay (keepFirstLocked), with the server's name.
 // Called by serve with c.mu held.
-func (c *client) captureLocked(typ byte, n int, first bool) {
-	r := &c.link.retry
+func (l *link) captureLocked(typ byte, n int, first bool) {
+	r := &l.mu.retry
 	if first && (typ == wire.MsgBind || typ == wire.MsgDescribe) {
 		r.state, r.def, r.name, r.described, r.statementOnly = retryCapturing, nil, nil, false, false
 		r.buf = r.buf[:0]
@@ -125,13 +125,13 @@ func (c *client) captureLocked(typ byte, n int, first bool) {
 	}
 	switch typ {
 	case wire.MsgDescribe:
-		if r.statementOnly || n == 0 || !c.keepWholeLocked(typ, n) || r.buf[len(r.buf)-n] != wire.TargetPortal {
+		if r.statementOnly || n == 0 || !l.keepWholeLocked(typ, n) || r.buf[len(r.buf)-n] != wire.TargetPortal {
 			r.state = retryOff
 			return
 		}
 		r.described = true
 	case wire.MsgExecute:
-		if r.statementOnly || !r.described || !c.keepWholeLocked(typ, n) {
+		if r.statementOnly || !r.described || !l.keepWholeLocked(typ, n) {
 			r.state = retryOff
 		}
 	case wire.MsgFlush:
@@ -151,8 +151,9 @@ func (c *client) captureLocked(typ byte, n int, first bool) {
 // keepWholeLocked appends the current client message (typ, n body bytes),
 // whole in the read buffer, to the copy; false when it is not or the copy
 // would pass retryKeepLimit. Called with c.mu held.
-func (c *client) keepWholeLocked(typ byte, n int) bool {
-	r := &c.link.retry
+func (l *link) keepWholeLocked(typ byte, n int) bool {
+	c := l.c
+	r := &l.mu.retry
 	if len(r.buf)+5+n > retryKeepLimit || 5+n > wire.DefaultBufferSize {
 		return false
 	}
@@ -169,8 +170,8 @@ func (c *client) keepWholeLocked(typ byte, n int) bool {
 // the client's mapped statement cs as the server gets it: head, and for a
 // Bind the client's body from offset from (nil when the Bind was not held
 // whole: the copy ends). Called by the relay with c.mu held.
-func (c *client) keepFirstLocked(cs *clientStmt, describe bool, head, body []byte, from int) {
-	r := &c.link.retry
+func (l *link) keepFirstLocked(cs *clientStmt, describe bool, head, body []byte, from int) {
+	r := &l.mu.retry
 	if (!describe && body == nil) || len(head)+len(body)-from > retryKeepLimit {
 		r.state = retryOff
 		return
@@ -205,8 +206,8 @@ func isStalePlan(s *server) bool {
 // when the error answers another message. replies: the extended messages
 // the server completed in the failing request before the error. Called by
 // the pump with c.mu held, before errorLocked pops the ops.
-func (c *client) staleLocked(s *server, replies int) *stmtDef {
-	o := c.link.ops.peek()
+func (l *link) staleLocked(s *server, replies int) *stmtDef {
+	o := l.mu.ops.peek()
 	if o == nil || (o.kind != opBind && o.kind != opDescribe) || o.def == nil || o.pos != replies {
 		return nil
 	}
@@ -225,39 +226,40 @@ func (c *client) staleLocked(s *server, replies int) *stmtDef {
 // Called by the pump with c.mu held, after errorLocked; it writes to the
 // server with c.mu held, so that serve, which records a message under c.mu
 // before it writes it, cannot write in between.
-func (c *client) retryLocked(s *server, def *stmtDef) bool {
-	r := &c.link.retry
+func (l *link) retryLocked(s *server, def *stmtDef) bool {
+	c := l.c
+	r := &l.mu.retry
 	armed := r.state == retryArmed && r.def == def
 	r.state = retryOff
-	if !armed || c.gone.Load() || c.link.writing || !s.stmts.holds(def) ||
-		c.link.ls.sent.len() != 1 || c.link.ls.sent.at(0) != wire.MsgSync {
+	if !armed || c.gone.Load() || l.mu.writing || !s.stmts.holds(def) ||
+		l.mu.ls.sent.len() != 1 || l.mu.ls.sent.at(0) != wire.MsgSync {
 		return false
 	}
-	out := c.prepareLocked(r.out[:0], s, def, opParseInjected, "")
+	out := l.prepareLocked(r.out[:0], s, def, opParseInjected, "")
 	// The second run's Describe tells the client the shape of the copy
 	// just parsed: its reply brings the client's name up to that epoch
 	// (replyOpLocked). An error before it leaves the name as it was.
 	epoch := s.stmts.copyOf(def).epoch
 	for b := r.buf; len(b) >= 5; {
 		typ, n := b[0], 1+int(uint32(b[1])<<24|uint32(b[2])<<16|uint32(b[3])<<8|uint32(b[4]))
-		c.link.ls.fromClient(typ)
+		l.mu.ls.fromClient(typ)
 		switch typ {
 		case wire.MsgBind:
-			c.pushReplyOpLocked(opBind, def)
+			l.pushReplyOpLocked(opBind, def)
 		case wire.MsgDescribe:
 			if r.statementOnly {
-				c.pushReplyOpLocked(opDescribe, def)
+				l.pushReplyOpLocked(opDescribe, def)
 			} else {
-				c.pushReplyOpLocked(opDescribe, nil)
+				l.pushReplyOpLocked(opDescribe, nil)
 			}
-			c.link.ops.tail().name, c.link.ops.tail().epoch = r.name, epoch
+			l.mu.ops.tail().name, l.mu.ops.tail().epoch = r.name, epoch
 		case wire.MsgSync:
-			c.link.ops.push(op{kind: opSync, msg: typ})
+			l.mu.ops.push(op{kind: opSync, msg: typ})
 		}
 		b = b[n:]
 	}
 	r.swallowReady = true
-	err := c.writeRewrite(s.w, out)
+	err := l.writeRewrite(s.w, out)
 	if err == nil {
 		err = s.w.Write(r.buf)
 	}

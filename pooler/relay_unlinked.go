@@ -1,42 +1,8 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/wire"
-
-// answerUnlinked answers, without a server, the messages of a client that
-// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
-// transaction is open when no server is linked), Flush, Close (the client's
-// map only; portals do not outlive transactions), a Parse of a statement
-// some server has already parsed successfully (mapped now, prepared on the
-// server at its first Bind or Describe), and everything up to the next Sync
-// after an error the pooler raised. Replies are written in order to the
-// client writer, which serve owns while unlinked.
-//
-// Besides saving a server checkout per PQprepare, this keeps clients that
-// prepare synchronously while other sessions of the same thread hold every
-// server (pgbench -M prepared) from waiting on themselves.
-func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
-	if c.link.skipToSync && typ != wire.MsgSync {
-		return true, c.skipAfterError(typ, bodyLen)
-	}
-	if !c.tracking && !c.link.skipToSync {
-		return false, nil
-	}
-	if typ == wire.MsgSync {
-		return true, c.answerSync()
-	}
-	if !c.tracking {
-		return false, nil
-	}
-	switch typ {
-	case wire.MsgFlush:
-		return true, c.answerFlush()
-	case wire.MsgClose:
-		return true, c.answerClose()
-	case wire.MsgParse:
-		return c.answerParse(bodyLen)
-	}
-	return false, nil
-}
+import (
+	"github.com/pgturnstile/pgturnstile/wire"
+)
 
 // skipAfterError drops a client message after an error, up to the
 // client's Sync, as Postgres skips them. A named Parse among them keeps
@@ -47,13 +13,14 @@ func (c *client) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 // the same either way. Its statement is prepared on the server at its
 // next Bind or Describe. A Parse too large for the read buffer is
 // dropped without its name.
-func (c *client) skipAfterError(typ byte, bodyLen int) error {
+func (l *link) skipAfterError(typ byte, bodyLen int) error {
+	c := l.c
 	if typ == wire.MsgParse && c.tracking && 5+bodyLen <= wire.DefaultBufferSize {
 		body, err := c.r.Peek(bodyLen)
 		if err != nil {
 			return err
 		}
-		c.keepSkippedParse(body)
+		l.keepSkippedParse(body)
 	}
 	return c.r.Skip()
 }
@@ -61,7 +28,8 @@ func (c *client) skipAfterError(typ byte, bodyLen int) error {
 // keepSkippedParse gives the client the name of a Parse dropped after an
 // error, unconfirmed, unless the client holds the name already (the
 // Parse, had it run, would have failed and changed nothing).
-func (c *client) keepSkippedParse(body []byte) {
+func (l *link) keepSkippedParse(body []byte) {
+	c := l.c
 	nameBytes, query, types, ok := wire.DecodeParse(body)
 	if !ok || len(nameBytes) == 0 || len(nameBytes) > maxNameMessage-2 {
 		return
@@ -69,7 +37,7 @@ func (c *client) keepSkippedParse(body []byte) {
 	name := string(nameBytes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, held := c.stmts[name]; held {
+	if _, held := c.mu.stmts[name]; held {
 		return
 	}
 	def := c.svc.stmts.acquire(string(query), types, c.svc.settings().PreparedStatementBudget)
@@ -82,24 +50,26 @@ func (c *client) keepSkippedParse(body []byte) {
 
 // answerSync answers a Sync with the errors the pooler owes before it and
 // ReadyForQuery 'I', and ends a skip to Sync.
-func (c *client) answerSync() error {
+func (l *link) answerSync() error {
+	c := l.c
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.link.skipToSync = false
-	c.link.pumpOut = c.readyLocked(c.link.pumpOut[:0])
+	l.mu.skipToSync = false
+	out := l.readyLocked(c.scratch[:0])
 	c.mu.Unlock()
-	out := wire.AppendReadyForQuery(c.link.pumpOut, wire.TxIdle)
-	c.link.pumpOut = out
+	out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	c.scratch = out
 	if err := c.w.Write(out); err != nil {
 		return err
 	}
-	return c.flushUnlinked()
+	return l.flushUnlinked()
 }
 
 // answerFlush answers a Flush: the replies written so far go out.
-func (c *client) answerFlush() error {
+func (l *link) answerFlush() error {
+	c := l.c
 	if err := c.r.Skip(); err != nil {
 		return err
 	}
@@ -108,15 +78,16 @@ func (c *client) answerFlush() error {
 
 // answerClose answers a Close with CloseComplete; a statement's name leaves
 // the client's map (a portal's needs nothing: none outlives a transaction).
-func (c *client) answerClose() error {
+func (l *link) answerClose() error {
+	c := l.c
 	body, err := c.r.ReadBody(nil)
 	if err != nil {
 		return err
 	}
 	if target, name, ok := wire.DecodeTarget(body); ok && target == wire.TargetStatement {
 		c.mu.Lock()
-		if cs := c.stmts[string(name)]; cs != nil {
-			delete(c.stmts, string(name))
+		if cs := c.mu.stmts[string(name)]; cs != nil {
+			delete(c.mu.stmts, string(name))
 			c.svc.stmts.release(cs.def)
 		}
 		c.mu.Unlock()
@@ -124,7 +95,7 @@ func (c *client) answerClose() error {
 	if err := c.w.Write(closeComplete); err != nil {
 		return err
 	}
-	return c.flushUnlinked()
+	return l.flushUnlinked()
 }
 
 // answerParse answers a named Parse of a statement some server has parsed
@@ -132,7 +103,8 @@ func (c *client) answerClose() error {
 // reports false, having consumed nothing, for a Parse that needs a server
 // (unnamed, not in the buffer whole, or a statement not yet validated); a
 // name the client already holds gets PgBouncer's error in order.
-func (c *client) answerParse(bodyLen int) (bool, error) {
+func (l *link) answerParse(bodyLen int) (bool, error) {
+	c := l.c
 	if 5+bodyLen > wire.DefaultBufferSize {
 		return false, nil
 	}
@@ -147,7 +119,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 	name := string(nameBytes)
 	c.mu.Lock()
 	if c.heldLocked(name) {
-		c.refuseInBatchLocked(errStmtExists)
+		l.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return true, c.r.Skip()
@@ -165,7 +137,7 @@ func (c *client) answerParse(bodyLen int) (bool, error) {
 	if err := c.w.Write(parseComplete); err != nil {
 		return true, err
 	}
-	return true, c.flushUnlinked()
+	return true, l.flushUnlinked()
 }
 
 var (
@@ -174,7 +146,8 @@ var (
 )
 
 // flushUnlinked flushes local replies once the client's batch is consumed.
-func (c *client) flushUnlinked() error {
+func (l *link) flushUnlinked() error {
+	c := l.c
 	if c.r.Pending() {
 		return nil
 	}

@@ -112,15 +112,15 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
 	c.setStateLocked(clientWaiting)
-	c.link.pool = pool // its own server's, as a cancel request reads it
-	c.link.waitStart = c.svc.clock.Now()
-	if c.link.cancelWait == nil {
-		c.link.cancelWait = make(chan struct{}, 1)
+	c.mu.link.mu.pool = pool // its own server's, as a cancel request reads it
+	c.mu.link.mu.waitStart = c.svc.clock.Now()
+	if c.mu.link.mu.cancelWait == nil {
+		c.mu.link.mu.cancelWait = make(chan struct{}, 1)
 	}
-	if c.link.poolWait == nil {
+	if c.mu.link.mu.poolWait == nil {
 		// Never queued: a cancel request finds it not waiting there and
 		// signals cancelWait, which the replication wait hears.
-		c.link.poolWait = &poolWaiter{grant: make(chan grant, 1)}
+		c.mu.link.mu.poolWait = &poolWaiter{grant: make(chan grant, 1)}
 	}
 	c.mu.Unlock()
 
@@ -129,7 +129,7 @@ func (c *client) replicationLogin(st *config.Settings, pool *serverPool, startup
 		return err
 	}
 	c.mu.Lock()
-	c.linkSrvLocked(s)
+	c.mu.link.linkSrvLocked(s)
 	c.setStateLocked(clientActive)
 	c.mu.Unlock()
 	s.linkedTo.Store(c.id)
@@ -178,7 +178,7 @@ func (c *client) serveReplication() {
 		c.svc.clientClosed(c)
 	}()
 	c.mu.Lock()
-	s := c.link.srv
+	s := c.mu.link.mu.srv
 	c.mu.Unlock()
 	const (
 		clientFirst int32 = iota + 1
@@ -280,9 +280,9 @@ func relayMessages(r *wire.Reader, w *wire.Writer, bytes *atomic.Int64) (last by
 // endReplication unlinks the client's server and closes it.
 func (c *client) endReplication(s *server, reason string) {
 	c.mu.Lock()
-	if c.link != nil && c.link.srv == s {
-		c.link.srv = nil
-		if c.state == clientActive {
+	if c.mu.link != nil && c.mu.link.mu.srv == s {
+		c.mu.link.mu.srv = nil
+		if c.mu.state == clientActive {
 			c.setStateLocked(clientIdle)
 		}
 	}

@@ -3,12 +3,10 @@ package pooler
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"runtime"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -16,148 +14,6 @@ import (
 
 // errWaitCanceled ends a wait for a server on the client's cancel request.
 var errWaitCanceled = errors.New("canceled while waiting for a server")
-
-// queryCanceled answers a request whose wait for a server was cancelled, as
-// Postgres answers a cancelled query: ERROR 57014, and the client stays
-// usable. A simple query is done with ReadyForQuery; in the extended
-// protocol the rest of the batch is dropped up to its Sync, which gets the
-// ReadyForQuery.
-func (c *client) queryCanceled(typ byte) error {
-	if err := c.r.Skip(); err != nil {
-		return err
-	}
-	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
-	return c.refuse(typ, out)
-}
-
-// refuse sends out, an ErrorResponse for a request the pooler refused
-// before any server saw it (message typ, already consumed), the way
-// Postgres ends a failed request: a simple Query, Sync or FunctionCall is
-// done with ReadyForQuery 'I'; in the extended protocol the rest of the
-// batch is dropped up to its Sync, which gets the ReadyForQuery.
-func (c *client) refuse(typ byte, out []byte) error {
-	switch typ {
-	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
-		out = wire.AppendReadyForQuery(out, wire.TxIdle)
-	default:
-		c.mu.Lock()
-		c.link.skipToSync = true
-		c.mu.Unlock()
-	}
-	c.scratch = out
-	if err := c.w.Write(out); err != nil {
-		return err
-	}
-	return c.w.Flush()
-}
-
-// serve runs the client's whole life.
-func (c *client) serve() {
-	loggedIn := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !loggedIn {
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
-	if err := c.login(); err != nil {
-		c.releaseCaps()
-		c.fail(err)
-		return
-	}
-	loggedIn = true
-	c.plain = nil // the login's alone: a parked client must not keep its socket
-	if c.repl != replNone {
-		go c.serveReplication()
-		return
-	}
-	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
-	// stack, which Go only shrinks at a garbage collection. A client that
-	// will park when idle (park.go) gives its goroutine up then, stack and
-	// all: it goes on here, saving a goroutine's start and the scheduler's
-	// wake-up on every login (connection churn pays it per transaction).
-	// One that cannot park (TLS, client_idle_timeout, no epoll) lives on
-	// a fresh goroutine whose stack starts small: idle clients are many.
-	if netpoll.CanPark && !c.tls && c.settings().ClientIdleTimeout == 0 {
-		c.serveLoggedIn(true)
-		return
-	}
-	go c.serveLoggedIn(true)
-}
-
-// serveLoggedIn relays for a logged-in client until it leaves or parks
-// (park.go); a parked client comes back here on a new goroutine.
-func (c *client) serveLoggedIn(afterLogin bool) {
-	parked := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !parked {
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
-	parked = c.loop(afterLogin)
-}
-
-// fail sends err to an unlinked client when it is a pooler error and logs
-// why the client is going.
-func (c *client) fail(err error) {
-	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return
-	}
-	var pe *Error
-	var ae *auth.Error
-	var pge *auth.ServerError
-	var se *wire.StartupError
-	switch {
-	case errors.As(err, &pe):
-	case errors.As(err, &ae):
-		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
-	case errors.As(err, &pge):
-		// A server's own error during login is forwarded as is; one
-		// without a SQLSTATE (a broken or hostile server) gets 08P01.
-		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
-		if pe.SQLState == "" {
-			pe.SQLState = "08P01"
-		}
-		if pe.Message == "" {
-			pe.Message = "server login failed"
-		}
-	case errors.As(err, &se):
-		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
-	case errors.Is(err, wire.ErrMessageTooLarge):
-		pe = newError(CodePacketTooLarge)
-	case errors.Is(err, wire.ErrBadLength):
-		pe = newError(CodeBadPacket)
-	case isTimeout(err):
-		pe = newError(CodeClientLoginTimeout)
-	default:
-		// Go's error strings (addresses, ports, system errors) are for
-		// the log only. A failure of the client's own connection gets
-		// no message: it could not be delivered.
-		c.logger().Warn(err.Error())
-		if isConnError(err) {
-			return
-		}
-		pe = newError(CodeServerConnectFailed, loginReason(err))
-	}
-	if c.svc.settings().LogPoolerErrors {
-		c.logger().Warn("pooler error: " + pe.Message)
-	}
-	if c.svc.logDisconnections() {
-		// PgBouncer's line for every client it closes, with the reason
-		// it told the client.
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
-	}
-	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(c.scratch[:0], pe))
-	c.w.Flush()
-}
 
 // loopStep says what loop does after one of its stages.
 type loopStep uint8
@@ -191,13 +47,16 @@ type loopVars struct {
 // the link and written to the server).
 func (c *client) loop(afterLogin bool) (parked bool) {
 	lv := c.startLoop(afterLogin)
+	// The link stays while the loop runs: only parking drops it, on this
+	// goroutine, after which the loop ends.
+	l := c.mu.link
 	for {
 		typ, n, step := c.readNext(&lv)
 		if step == stepOn {
 			var r routed
-			r, step = c.route(&lv, typ, n)
+			r, step = l.route(&lv, typ, n)
 			if step == stepOn {
-				step = c.forward(&lv, r, typ, n)
+				step = l.forward(&lv, r, typ, n)
 			}
 		}
 		switch step {
@@ -217,13 +76,13 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 	// Idle from login, or from parked on a resumed client: only now may
 	// the janitor ask it to park (again).
 	c.mu.Lock()
-	if s := c.parkedSrv; s != nil {
+	if s := c.mu.parkedSrv; s != nil {
 		// Parked with its server (a session-mode client, SUSPEND): the
 		// link goes on where it was, idle, with no pump until the next
 		// request.
-		c.parkedSrv = nil
-		c.linkSrvLocked(s)
-		c.link.ls.reset()
+		c.mu.parkedSrv = nil
+		c.mu.link.linkSrvLocked(s)
+		c.mu.link.mu.ls.reset()
 		c.setStateLocked(clientActive)
 	} else {
 		c.setStateLocked(clientIdle)
@@ -245,7 +104,7 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 // message is in whole (awaitMessage). stepOn with the message ready to be
 // routed; anything else when there is none.
 func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
-	if c.restNow() {
+	if c.svc.parker.suspended.Load() && c.restNow() {
 		return 0, 0, stepParked // SUSPEND: at rest between transactions
 	}
 	if lv.timeouts {
@@ -284,42 +143,6 @@ func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
 	return typ, n, stepOn
 }
 
-// readFailed handles an error reading a message header: a park request or
-// an idle deadline (timeouts), a header refused by the reader, or the
-// client leaving.
-func (c *client) readFailed(st *config.Settings, err error) loopStep {
-	switch {
-	case isTimeout(err) && c.parkWanted.Load():
-		if c.tryPark() {
-			return stepParked
-		}
-		return stepNext
-	case isTimeout(err) && c.clientTimedOut(st):
-		return stepEnd
-	case isTimeout(err):
-		return stepNext
-	case errors.Is(err, wire.ErrMessageTooLarge):
-		// Refused on its header: nothing of it reached the server, which
-		// stays clean.
-		c.closeBadInput(newError(CodePacketTooLarge), "")
-	case errors.Is(err, wire.ErrBadLength):
-		c.closeBadInput(newError(CodeBadPacket), "")
-	default:
-		c.leave(err)
-	}
-	return stepEnd
-}
-
-// smallLimit is the longest body of a message Postgres caps at
-// smallMessageLimit: a Describe or Close may name a longer statement
-// while the pooler maps names (mappedNameLimit).
-func (c *client) smallLimit(typ byte) int {
-	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
-		return mappedNameLimit
-	}
-	return smallMessageLimit
-}
-
 // judgeHeader refuses, on its 5-byte header alone, a message the client
 // may not send, and ends the client on Terminate. stepOn for a message to
 // route.
@@ -347,225 +170,14 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 	return stepEnd
 }
 
-// route finds where a message goes: answered by the pooler without a
-// server (answerUnlinked), dropped up to the next Sync after an error the
-// pooler raised, refused during COPY IN, or to the linked server, which
-// is linked for it first when there is none (linkFor).
-//
-// With stepOn the message is recorded on the link (recordLocked) under
-// the same hold of c.mu that found the link linked, so the pump cannot
-// release the server in between; route releases c.mu before it returns,
-// whatever it returns.
-func (c *client) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
-	c.mu.Lock()
-	if c.state == clientDraining {
-		// The pump found the client's socket failing (relayFailed) and
-		// closed it: the client left, and what is left of its messages in
-		// the read buffer is not run (nor a server linked for it). It ends
-		// as the next read of the closed socket would have.
-		c.mu.Unlock()
-		c.leave(net.ErrClosed)
-		return routed{}, stepEnd
+// smallLimit is the longest body of a message Postgres caps at
+// smallMessageLimit: a Describe or Close may name a longer statement
+// while the pooler maps names (mappedNameLimit).
+func (c *client) smallLimit(typ byte) int {
+	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
+		return mappedNameLimit
 	}
-	for c.link.releasing {
-		// The pump is releasing the server at the end of a transaction
-		// (afterReady): this message goes to whichever server the
-		// pool gives next.
-		c.link.releaseDone.Wait()
-	}
-	s := c.link.srv
-	if s == nil {
-		c.followTrackingLocked()
-	}
-	if s == nil && (c.tracking || c.link.skipToSync) {
-		c.mu.Unlock()
-		handled, err := c.answerUnlinked(typ, n)
-		if errors.Is(err, wire.ErrBudgetExceeded) {
-			c.closeBadInput(newError(CodeHeldMessageBudget), "")
-			return routed{}, stepEnd
-		}
-		if err != nil {
-			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
-			return routed{}, stepEnd
-		}
-		if handled {
-			return routed{}, stepNext
-		}
-		c.mu.Lock()
-		s = c.link.srv
-	}
-	if s == nil {
-		c.mu.Unlock()
-		var step loopStep
-		if s, step = c.linkFor(typ, n); step != stepOn {
-			return routed{}, step
-		}
-		c.mu.Lock()
-	}
-	if c.link.skipToSync && typ != wire.MsgSync {
-		// After an error the pooler raised, like Postgres: drop
-		// everything up to the client's Sync.
-		c.mu.Unlock()
-		if err := c.skipAfterError(typ, n); err != nil {
-			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
-			return routed{}, stepEnd
-		}
-		c.flushBatch(s, false)
-		if !c.r.Pending() {
-			c.startPump(s)
-		}
-		return routed{}, stepNext
-	}
-	c.link.skipToSync = false
-	if c.link.ls.feeding && !isCopyInput(typ) {
-		// Postgres would end the COPY with an error over it and consume
-		// it; what the client's later messages then get depends on how
-		// far the server had read.
-		c.mu.Unlock()
-		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
-		return routed{}, stepEnd
-	}
-	r := routed{s: s, mapped: c.recordLocked(typ, n)}
-	r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
-	c.mu.Unlock()
-	return r, stepOn
-}
-
-// routed is where route sent a message: the linked server, and what
-// forward needs of what route recorded under c.mu.
-type routed struct {
-	s      *server
-	mapped bool // relayed by relayMapped rather than as it is
-	// txLeft is transaction_timeout's time left, when txTimed.
-	txLeft  time.Duration
-	txTimed bool
-}
-
-// linkFor links a server for the message typ of n bytes (linkServer) and
-// answers a wait that ended without one: cancelled, shed by admission, or
-// failed.
-func (c *client) linkFor(typ byte, n int) (*server, loopStep) {
-	s, err := c.linkServer(typ, n)
-	if err == nil {
-		return s, stepOn
-	}
-	if errors.Is(err, errWaitCanceled) {
-		if err := c.queryCanceled(typ); err != nil {
-			c.leave(err)
-			return nil, stepEnd
-		}
-		return nil, stepNext
-	}
-	if shed, ok := err.(*shedError); ok {
-		if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
-			c.leave(err)
-			return nil, stepEnd
-		}
-		return nil, stepNext
-	}
-	c.r.Skip()
-	c.fail(err)
-	return nil, stepEnd
-}
-
-// forward writes the message route recorded to the linked server r.s,
-// flushes once the client's batch is consumed, and relays the reply
-// inline or leaves it to the pump (relayOrPump). c.mu is not held.
-func (c *client) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
-	s := r.s
-	if typ == wire.MsgQuery || typ == wire.MsgSync {
-		// The reply is awaited on the server: query_timeout and
-		// transaction_timeout are its read deadline (pumpTimeout).
-		if d, ok := earliest(lv.st.QueryTimeout, lv.st.QueryTimeout > 0, r.txLeft, r.txTimed); ok {
-			s.conn.SetReadDeadline(time.Now().Add(d))
-		}
-	}
-	var err error
-	if r.mapped {
-		err = c.relayMapped(typ, n, s)
-	} else {
-		err = c.r.Forward(s.w)
-	}
-	if err != nil {
-		return c.forwardFailed(lv, s, err)
-	}
-	c.flushBatch(s, c.willRelayInline(s, typ))
-	if c.relayOrPump(s, typ) && s.pool.hasWaiters() {
-		// The reply is out and the server is back in the pool, which has
-		// clients queued: the pooler is busy. Let the runnable goroutines
-		// go first; by the time this one reads its client again the next
-		// request has usually arrived, which saves a read that finds
-		// nothing and the park and wake-up after it. (A client's request
-		// waits for a server anyway.)
-		runtime.Gosched()
-	}
-	return stepNext
-}
-
-// recordLocked records the message typ of n bytes on the link before it
-// goes to the server, and marks serve as writing to the server. It
-// reports whether the message is mapped (relayMapped) rather than passed
-// on as it is.
-func (c *client) recordLocked(typ byte, n int) (mapped bool) {
-	l := c.link
-	ignored := l.ls.feeding // a Sync or Flush the server ignores in COPY IN
-	first := l.ls.idle() && l.ls.txStatus == wire.TxIdle && !ignored
-	if l.ls.idle() {
-		// The first request after an idle point starts a query (and a
-		// transaction when none is open).
-		c.queryStart = c.svc.clock.Now()
-		if l.ls.txStatus == wire.TxIdle {
-			l.xactStart = c.queryStart
-		}
-	}
-	l.ls.fromClient(typ)
-	l.recvBytes += int64(n) + 5
-	if c.tracking {
-		c.captureLocked(typ, n, first)
-		switch typ {
-		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
-			mapped = true
-		case wire.MsgSync, wire.MsgFunctionCall:
-			if !ignored {
-				l.ops.push(op{kind: opSync, msg: typ})
-			}
-		}
-	}
-	l.writing = true
-	return mapped
-}
-
-// forwardFailed handles a failed write of a message to the server, or
-// read of it from the client.
-func (c *client) forwardFailed(lv *loopVars, s *server, err error) loopStep {
-	if s.w.Err() != nil {
-		// The server is gone; its pump reports it to the client.
-		s.conn.Close()
-		c.doneWriting()
-		c.startPump(s)
-		return stepNext
-	}
-	c.doneWriting()
-	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
-		// A message larger than the read buffer stalled midway: the
-		// server has part of it and cannot be brought back clean.
-		c.unlinkAndClose("client_message_timeout")
-		c.fail(newError(CodeClientMessageTimeout))
-		return stepEnd
-	}
-	if errors.Is(err, wire.ErrBudgetExceeded) {
-		// Nothing of the message was passed on: the server goes back
-		// clean.
-		c.closeBadInput(newError(CodeHeldMessageBudget), "")
-		return stepEnd
-	}
-	if errors.Is(err, errUnmappedTooLong) {
-		// Read whole, nothing of it passed on, as Postgres refuses it.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
-		return stepEnd
-	}
-	c.leave(err)
-	return stepEnd
+	return smallMessageLimit
 }
 
 // isFrontendType reports whether typ is a message a logged-in client may
@@ -625,58 +237,333 @@ func (c *client) awaitMessage(st *config.Settings, n int) error {
 	}
 }
 
-// leaveOrTimeout ends the client after a read of its current message
-// failed: client_message_timeout when that deadline passed (nothing of the
-// message went to a server), else the client left.
-func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
-	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
-		c.closeBadInput(newError(CodeClientMessageTimeout), "")
-		return
+// route finds where a message goes: answered by the pooler without a
+// server (answerUnlinked), dropped up to the next Sync after an error the
+// pooler raised, refused during COPY IN, or to the linked server, which
+// is linked for it first when there is none (linkFor).
+//
+// With stepOn the message is recorded on the link (recordLocked) under
+// the same hold of c.mu that found the link linked, so the pump cannot
+// release the server in between; route releases c.mu before it returns,
+// whatever it returns.
+func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
+	c := l.c
+	c.mu.Lock()
+	if c.mu.state == clientDraining {
+		// The pump found the client's socket failing (relayFailed) and
+		// closed it: the client left, and what is left of its messages in
+		// the read buffer is not run (nor a server linked for it). It ends
+		// as the next read of the closed socket would have.
+		c.mu.Unlock()
+		c.leave(net.ErrClosed)
+		return routed{}, stepEnd
 	}
-	c.leave(err)
+	for l.mu.releasing {
+		// The pump is releasing the server at the end of a transaction
+		// (afterReady): this message goes to whichever server the
+		// pool gives next.
+		l.mu.releaseDone.Wait()
+	}
+	s := l.mu.srv
+	if s == nil {
+		l.followTrackingLocked()
+	}
+	if s == nil && (c.tracking || l.mu.skipToSync) {
+		c.mu.Unlock()
+		handled, err := l.answerUnlinked(typ, n)
+		if errors.Is(err, wire.ErrBudgetExceeded) {
+			c.closeBadInput(newError(CodeHeldMessageBudget), "")
+			return routed{}, stepEnd
+		}
+		if err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return routed{}, stepEnd
+		}
+		if handled {
+			return routed{}, stepNext
+		}
+		c.mu.Lock()
+		s = l.mu.srv
+	}
+	if s == nil {
+		c.mu.Unlock()
+		var step loopStep
+		if s, step = l.linkFor(typ, n); step != stepOn {
+			return routed{}, step
+		}
+		c.mu.Lock()
+	}
+	if l.mu.skipToSync && typ != wire.MsgSync {
+		// After an error the pooler raised, like Postgres: drop
+		// everything up to the client's Sync.
+		c.mu.Unlock()
+		if err := l.skipAfterError(typ, n); err != nil {
+			c.leaveOrTimeout(err, lv.msgArmed, lv.st)
+			return routed{}, stepEnd
+		}
+		l.flushBatch(s, false)
+		if !c.r.Pending() {
+			l.startPump(s)
+		}
+		return routed{}, stepNext
+	}
+	l.mu.skipToSync = false
+	if l.mu.ls.feeding && !isCopyInput(typ) {
+		// Postgres would end the COPY with an error over it and consume
+		// it; what the client's later messages then get depends on how
+		// far the server had read.
+		c.mu.Unlock()
+		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+		return routed{}, stepEnd
+	}
+	r := routed{s: s, mapped: l.recordLocked(typ, n)}
+	r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
+	c.mu.Unlock()
+	return r, stepOn
 }
 
-// closeBadInput ends a client over input the pooler refuses (an unknown
-// message type, a bad or oversized header, a message not finished within
-// client_message_timeout) before any of it was passed on. A linked server
-// is not closed for it: it goes through leave's drain (replies discarded,
-// Sync, ROLLBACK, reset) and back to the pool. The client gets e once
-// nothing else writes to it: at once when serve owns its writer, else once
-// the pump has seen the client go (link.pumpFreed), while it drains on.
-// detail, when set, is logged.
-func (c *client) closeBadInput(e *Error, detail string) {
-	if detail != "" {
-		c.logger().Warn(detail)
-	}
-	var done chan struct{}
-	if c.link.pumpStarted {
-		// The link's pump may write to the client until it has seen the
-		// client go (or, after a link that ended, until it has exited).
-		c.mu.Lock()
-		done = c.link.pumpFreed.ch
-		c.mu.Unlock()
-	}
-	if done == nil {
-		c.fail(e)
-		c.abandonLink()
+// followTrackingLocked starts or stops the mapping for this client when
+// max_prepared_statements was changed (SET, RELOAD) from or to 0 since,
+// as PgBouncer reads it for each message: with 0, a client's statement
+// names go to the server as they are. It changes only where nothing of
+// the mapping is in flight: no server linked (the caller's check), no
+// error owed, no skip to Sync. The client's names are kept, as PgBouncer
+// keeps them, for when the mapping is on again; its remembered unnamed
+// Parse is not (it may be stale by then). Called with c.mu held.
+func (l *link) followTrackingLocked() {
+	c := l.c
+	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
+	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
 		return
 	}
-	c.abandonLink()
-	<-done
-	c.fail(e)
+	c.tracking = on
+	c.forgetUnnamedLocked()
 }
+
+// answerUnlinked answers, without a server, the messages of a client that
+// holds none and that no server is needed for: Sync (ReadyForQuery 'I'; no
+// transaction is open when no server is linked), Flush, Close (the client's
+// map only; portals do not outlive transactions), a Parse of a statement
+// some server has already parsed successfully (mapped now, prepared on the
+// server at its first Bind or Describe), and everything up to the next Sync
+// after an error the pooler raised. Replies are written in order to the
+// client writer, which serve owns while unlinked.
+//
+// Besides saving a server checkout per PQprepare, this keeps clients that
+// prepare synchronously while other sessions of the same thread hold every
+// server (pgbench -M prepared) from waiting on themselves.
+func (l *link) answerUnlinked(typ byte, bodyLen int) (bool, error) {
+	c := l.c
+	if l.mu.skipToSync && typ != wire.MsgSync {
+		return true, l.skipAfterError(typ, bodyLen)
+	}
+	if !c.tracking && !l.mu.skipToSync {
+		return false, nil
+	}
+	if typ == wire.MsgSync {
+		return true, l.answerSync()
+	}
+	if !c.tracking {
+		return false, nil
+	}
+	switch typ {
+	case wire.MsgFlush:
+		return true, l.answerFlush()
+	case wire.MsgClose:
+		return true, l.answerClose()
+	case wire.MsgParse:
+		return l.answerParse(bodyLen)
+	}
+	return false, nil
+}
+
+// routed is where route sent a message: the linked server, and what
+// forward needs of what route recorded under c.mu.
+type routed struct {
+	s      *server
+	mapped bool // relayed by relayMapped rather than as it is
+	// txLeft is transaction_timeout's time left, when txTimed.
+	txLeft  time.Duration
+	txTimed bool
+}
+
+// linkFor links a server for the message typ of n bytes (linkServer) and
+// answers a wait that ended without one: cancelled, shed by admission, or
+// failed.
+func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
+	c := l.c
+	s, err := l.linkServer(typ, n)
+	if err == nil {
+		return s, stepOn
+	}
+	if errors.Is(err, errWaitCanceled) {
+		if err := c.queryCanceled(typ); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	if shed, ok := err.(*shedError); ok {
+		if err := c.shed(typ, shed.policy, shed.ShedError); err != nil {
+			c.leave(err)
+			return nil, stepEnd
+		}
+		return nil, stepNext
+	}
+	c.r.Skip()
+	c.fail(err)
+	return nil, stepEnd
+}
+
+// recordLocked records the message typ of n bytes on the link before it
+// goes to the server, and marks serve as writing to the server. It
+// reports whether the message is mapped (relayMapped) rather than passed
+// on as it is.
+func (l *link) recordLocked(typ byte, n int) (mapped bool) {
+	c := l.c
+	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
+	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
+	if l.mu.ls.idle() {
+		// The first request after an idle point starts a query (and a
+		// transaction when none is open).
+		c.mu.queryStart = c.svc.clock.Now()
+		if l.mu.ls.txStatus == wire.TxIdle {
+			l.mu.xactStart = c.mu.queryStart
+		}
+	}
+	l.mu.ls.fromClient(typ)
+	l.serve.recvBytes += int64(n) + 5
+	if c.tracking {
+		if first || l.mu.retry.state != retryOff {
+			// A copy of the request to run again (relay_retry.go) begins
+			// with a transaction's first message.
+			l.captureLocked(typ, n, first)
+		}
+		switch typ {
+		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgClose, wire.MsgQuery:
+			mapped = true
+		case wire.MsgSync, wire.MsgFunctionCall:
+			if !ignored {
+				l.mu.ops.push(op{kind: opSync, msg: typ})
+			}
+		}
+	}
+	l.mu.writing = true
+	return mapped
+}
+
+// forward writes the message route recorded to the linked server r.s,
+// flushes once the client's batch is consumed, and relays the reply
+// inline or leaves it to the pump (relayOrPump). c.mu is not held.
+func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
+	c := l.c
+	s := r.s
+	if typ == wire.MsgQuery || typ == wire.MsgSync {
+		// The reply is awaited on the server: query_timeout and
+		// transaction_timeout are its read deadline (pumpTimeout).
+		if d, ok := earliest(lv.st.QueryTimeout, lv.st.QueryTimeout > 0, r.txLeft, r.txTimed); ok {
+			s.conn.SetReadDeadline(time.Now().Add(d))
+		}
+	}
+	var err error
+	if r.mapped {
+		err = l.relayMapped(typ, n, s)
+	} else {
+		err = c.r.Forward(s.w)
+	}
+	if err != nil {
+		return l.forwardFailed(lv, s, err)
+	}
+	l.flushBatch(s, l.willRelayInline(s, typ))
+	if l.relayOrPump(s, typ) && s.pool.hasWaiters() {
+		// The reply is out and the server is back in the pool, which has
+		// clients queued: the pooler is busy. Let the runnable goroutines
+		// go first; by the time this one reads its client again the next
+		// request has usually arrived, which saves a read that finds
+		// nothing and the park and wake-up after it. (A client's request
+		// waits for a server anyway.)
+		runtime.Gosched()
+	}
+	return stepNext
+}
+
+// relayMapped forwards a Parse, Bind, Describe, Close or Query with
+// prepared-statement mapping (see prepared.go). bodyLen is the message's
+// body length from Next.
+func (l *link) relayMapped(typ byte, bodyLen int, s *server) error {
+	switch typ {
+	case wire.MsgParse:
+		return l.relayParse(bodyLen, s)
+	case wire.MsgBind:
+		return l.relayBind(bodyLen, s)
+	case wire.MsgDescribe:
+		return l.relayDescribe(s)
+	case wire.MsgClose:
+		return l.relayClose(s)
+	case wire.MsgQuery:
+		return l.relayQuery(bodyLen, s)
+	}
+	panic("BUG: relayMapped for message type " + string(typ))
+}
+
+// relayQuery watches simple queries for SQL DEALLOCATE of a protocol-level
+// statement name, which must not reach the server under the client's name.
+// DEALLOCATE ALL and DISCARD ALL pass through; the pump acts on their
+// CommandComplete.
+func (l *link) relayQuery(bodyLen int, s *server) error {
+	c := l.c
+	pre, err := c.r.Peek(256)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	name, ok := "", false
+	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
+		name, ok = deallocateTarget(pre)
+	}
+	var cs *clientStmt
+	if ok {
+		cs = c.mu.stmts[name]
+	}
+	// A simple query replaces the server's unnamed statement.
+	s.unnamedOwner = 0
+	if cs == nil {
+		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		c.mu.Unlock()
+		return c.r.Forward(s.w)
+	}
+	// The name goes now, so that a Parse of it pipelined behind this
+	// query is accepted as Postgres would; an error gives it back
+	// (errorLocked). The definition's reference is held by the op.
+	delete(c.mu.stmts, name)
+	l.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
+	l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+	c.mu.Unlock()
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	l.serve.out = append(l.serve.out[:0], deallocateStandIn...)
+	return s.w.Write(l.serve.out)
+}
+
+// deallocateStandIn is what the server gets for a client's DEALLOCATE of a
+// mapped name (prepared.go): it succeeds where DEALLOCATE would and fails
+// with 25P02 in an aborted transaction, and it creates nothing on the
+// server that could be left behind.
+var deallocateStandIn = wire.AppendQuery(nil, "DO $$BEGIN END$$")
 
 // flushBatch flushes to the server once the client's batch is consumed,
 // then hands the server's writer back. With awaitReply (serve reads the
 // reply itself next, see willRelayInline) it returns once the reply starts
 // to arrive, saving the read that would find nothing yet.
-func (c *client) flushBatch(s *server, awaitReply bool) {
+func (l *link) flushBatch(s *server, awaitReply bool) {
+	c := l.c
 	if c.r.Pending() {
 		return
 	}
-	if c.link.recvBytes > 0 {
-		c.link.pool.stats.received.Add(c.link.recvBytes)
-		c.link.recvBytes = 0
+	if l.serve.recvBytes > 0 {
+		l.mu.pool.stats.received.Add(l.serve.recvBytes)
+		l.serve.recvBytes = 0
 	}
 	var err error
 	if awaitReply {
@@ -687,68 +574,24 @@ func (c *client) flushBatch(s *server, awaitReply bool) {
 	if err != nil {
 		s.conn.Close()
 	}
-	c.doneWriting()
+	l.doneWriting()
 }
 
 // willRelayInline reports whether relayOrPump will read the reply to the
 // batch just relayed on this goroutine: the batch ends with Sync or Query
 // (the server answers it), no pump reads the server, and nothing of an
 // earlier reply is left unread in the server's buffer.
-func (c *client) willRelayInline(s *server, typ byte) bool {
-	return !c.r.Pending() && !c.link.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+func (l *link) willRelayInline(s *server, typ byte) bool {
+	c := l.c
+	return !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump
 // may release the server.
-func (c *client) doneWriting() {
+func (l *link) doneWriting() {
+	c := l.c
 	c.mu.Lock()
-	c.link.writing = false
-	c.link.writerDone.Broadcast()
+	l.mu.writing = false
+	l.mu.writerDone.Broadcast()
 	c.mu.Unlock()
-}
-
-// armClientDeadline sets the read deadline for client_idle_timeout or
-// idle_transaction_timeout from the current link state.
-func (c *client) armClientDeadline(st *config.Settings) {
-	c.mu.Lock()
-	linked := c.link.srv != nil
-	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
-	txLeft, txTimed := c.txRemainingLocked(st)
-	c.mu.Unlock()
-	var d time.Duration
-	switch {
-	case !linked:
-		d = st.ClientIdleTimeout
-	case idleInTx:
-		d = st.IdleTransactionTimeout
-	}
-	if d, ok := earliest(d, d > 0, txLeft, txTimed); ok {
-		c.conn.SetReadDeadline(time.Now().Add(d))
-	} else {
-		c.conn.SetReadDeadline(time.Time{})
-	}
-}
-
-// clientTimedOut handles a client read deadline; true if the client was
-// closed.
-func (c *client) clientTimedOut(st *config.Settings) bool {
-	c.mu.Lock()
-	linked := c.link.srv != nil
-	idleInTx := linked && c.link.ls.idle() && c.link.ls.txStatus != wire.TxIdle
-	txLeft, txTimed := c.txRemainingLocked(st)
-	c.mu.Unlock()
-	switch {
-	case !linked && st.ClientIdleTimeout > 0:
-		c.fail(newError(CodeClientIdleTimeout))
-		return true
-	case txTimed && txLeft <= 0:
-		c.unlinkAndClose("transaction timeout")
-		c.fail(newError(CodeTransactionTimeout))
-		return true
-	case idleInTx && st.IdleTransactionTimeout > 0:
-		c.unlinkAndClose("idle transaction timeout")
-		c.fail(newError(CodeIdleTransactionTimeout))
-		return true
-	}
-	return false
 }

@@ -499,7 +499,7 @@ func (s *Service) serveConn(conn net.Conn) {
 		c.local, c.unixPeer = true, unixPeerAddr(uc)
 	}
 	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
-	c.link = newLink(&c.mu)
+	c.mu.link = newLink(c)
 	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
 	s.workers.run(c.serve)
@@ -517,10 +517,10 @@ func (s *Service) clientClosed(c *client) {
 	c.mu.Lock()
 	c.setStateLocked(clientClosed)
 	c.clearStmtsLocked()
-	c.discarded = nil
+	c.mu.discarded = nil
 	c.forgetUnnamedLocked()
-	parkedSrv := c.parkedSrv
-	c.parkedSrv = nil
+	parkedSrv := c.mu.parkedSrv
+	c.mu.parkedSrv = nil
 	c.mu.Unlock()
 	if parkedSrv != nil {
 		// It parked with its server and ended without taking it up
@@ -557,28 +557,28 @@ func (s *Service) cancel(key [8]byte) {
 		return
 	}
 	c.mu.Lock()
-	if c.link == nil {
+	if c.mu.link == nil {
 		c.mu.Unlock()
 		return // parked: nothing runs
 	}
-	if c.state == clientWaiting {
+	if c.mu.state == clientWaiting {
 		// The wait is at the admission gate, which hears cancelWait, or in
 		// the pool's queue, which cancelWaiter ends. The pool's lock is
 		// taken after the client's is released: the pool never nests them.
 		select {
-		case c.link.cancelWait <- struct{}{}:
+		case c.mu.link.mu.cancelWait <- struct{}{}:
 		default:
 		}
-		p, w := c.link.pool, c.link.poolWait
+		p, w := c.mu.link.mu.pool, c.mu.link.mu.poolWait
 		seq := w.seq.Load() // this wait's number: link set it under mu
 		c.mu.Unlock()
 		p.cancelWaiter(w, seq)
 		return
 	}
-	srv := c.link.srv
+	srv := c.mu.link.mu.srv
 	// A replication client's requests are relayed unread: its server
 	// gets every cancel (replication.go).
-	if srv == nil || c.link.ls.outstanding == 0 && c.repl == replNone {
+	if srv == nil || c.mu.link.mu.ls.outstanding == 0 && c.repl == replNone {
 		c.mu.Unlock()
 		return
 	}

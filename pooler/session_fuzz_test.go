@@ -420,7 +420,7 @@ func (s *session) checkReleased(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			c.mu.Lock()
-			ls := c.link.ls
+			ls := c.mu.link.mu.ls
 			c.mu.Unlock()
 			t.Fatalf("the client still holds its server 1 s after ReadyForQuery 'I' with nothing outstanding (link state %+v)", ls)
 		}
@@ -518,7 +518,7 @@ func (h *sessionHarness) afterClose(t *testing.T) {
 		counted := h.tp.svc.clientCount.Load()
 		if counted == 0 || time.Now().After(deadline) {
 			stacks = poolerGoroutines(func(fn string) bool {
-				return serveFrames.MatchString(fn) || strings.HasPrefix(fn, "(*client).pump")
+				return serveFrames.MatchString(fn) || strings.HasPrefix(fn, "(*link).pump")
 			})
 			var serving []string
 			for _, g := range stacks {

@@ -126,14 +126,14 @@ func (tp *testPooler) clientByKey(key []byte) *client {
 func (c *client) linkedForTest() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.link != nil && c.link.srv != nil
+	return c.mu.link != nil && c.mu.link.mu.srv != nil
 }
 
 // stateForTest is the client's state, read under its lock.
 func (c *client) stateForTest() clientState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state
+	return c.mu.state
 }
 
 // captureLog keeps what the pooler logged: every line mentioning a panic,

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"context"
-	"errors"
 	"net"
 	"time"
 )
@@ -15,29 +14,10 @@ import (
 // the clients its janitor finds waiting. A client in a transaction keeps
 // its server and finishes.
 
-// acquireUnlessShutdown is linkServer's checkout from p, the
-// transaction's pool (link.pool): during SHUTDOWN
-// WAIT_FOR_SERVERS it refuses at once, and a wait that the shutdown ended
-// (failWaitersForShutdown) is logged as PgBouncer logs the close. The
-// error closes the client (FATAL).
-func (c *client) acquireUnlessShutdown(p *serverPool) (*server, error) {
-	if c.svc.waitForServers.Load() {
-		return nil, newError(CodeServerShuttingDown)
-	}
-	s, err := p.acquire(nil, c.link.poolWait)
-	var e *Error
-	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
-		// fail logs the close as PgBouncer does ("closing because:
-		// server shutting down").
-		return nil, e
-	}
-	return s, err
-}
-
 // closeWaitersUntil is the shutdown's janitor: every shutdownSweepEvery
 // until ctx ends it closes the clients queued in a pool, those that were
 // waiting when SHUTDOWN came and any that began to wait just as it came
-// (acquireUnlessShutdown refuses the rest). A pass, not at once: like
+// (link.acquire refuses the rest). A pass, not at once: like
 // PgBouncer, whose janitor closes them (a third of a second later there),
 // the SHUTDOWN's answer and the transactions in progress come first.
 func (s *Service) closeWaitersUntil(ctx context.Context) {
@@ -58,7 +38,7 @@ const shutdownSweepEvery = 100 * time.Millisecond
 
 // failWaitersForShutdown takes every client queued in a pool out of the
 // queue and ends its wait with "server shutting down" (logged by the
-// client, acquireUnlessShutdown).
+// client, link.acquire).
 func (s *Service) failWaitersForShutdown() {
 	for _, p := range s.poolsOf("") {
 		p.mu.Lock()

@@ -137,12 +137,12 @@ func (s *Service) requestRest() int {
 	for _, c := range s.allClients() {
 		c.mu.Lock()
 		sessionIdle := c.sessionIdleLocked()
-		if c.state == clientParked || c.state == clientClosed || !c.movableLocked() && !sessionIdle {
+		if c.mu.state == clientParked || c.mu.state == clientClosed || !c.movableLocked() && !sessionIdle {
 			c.mu.Unlock()
 			continue
 		}
 		n++
-		if c.state == clientIdle || sessionIdle {
+		if c.mu.state == clientIdle || sessionIdle {
 			c.parkWanted.Store(true)
 			c.conn.SetReadDeadline(now)
 		}
@@ -159,12 +159,12 @@ func (c *client) movableLocked() bool {
 	if c.tls || c.repl != replNone || c.pool == nil || c.dbName == adminDB {
 		return false
 	}
-	switch c.state {
+	switch c.mu.state {
 	case clientLogin, clientWelcome, clientDraining, clientClosed:
 		return false
 	}
 	// A session-mode client keeps its server between transactions.
-	return !(c.link != nil && c.link.srv != nil && c.mode == config.PoolModeSession)
+	return !(c.mu.link != nil && c.mu.link.mu.srv != nil && c.mode == config.PoolModeSession)
 }
 
 // restNow parks a client of a suspended service before it reads its next
@@ -177,8 +177,8 @@ func (c *client) restNow() bool {
 	c.mu.Lock()
 	movable := c.movableLocked() || c.sessionIdleLocked()
 	var pumpDone chan struct{}
-	if c.state == clientIdle {
-		pumpDone = c.link.pumpDone
+	if c.mu.state == clientIdle {
+		pumpDone = c.mu.link.mu.pumpDone
 	}
 	c.mu.Unlock()
 	if !movable {

@@ -189,10 +189,10 @@ func (srv *server) fdRow() admin.FD {
 func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
+	if c.mu.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
 		return admin.FD{}, nil, admin.FD{}, false
 	}
-	if srv = c.parkedSrv; srv != nil {
+	if srv = c.mu.parkedSrv; srv != nil {
 		// Under c.mu, which a linked server's holder owns: parked, the
 		// client touches it no more.
 		sr = srv.fdRow()
@@ -223,8 +223,8 @@ func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	if c.raddr.IsValid() {
 		st.Raddr, st.Laddr = c.raddr.String(), c.laddr.String()
 	}
-	for name, cs := range c.stmts {
-		if c.unconfirmed[name] {
+	for name, cs := range c.mu.stmts {
+		if c.mu.unconfirmed[name] {
 			continue // the client never got its ParseComplete
 		}
 		st.Stmts = append(st.Stmts, movedClientStmt(name, cs))
@@ -271,7 +271,7 @@ func (v consoleView) HandOver(ids []uint64) {
 			continue
 		}
 		c.mu.Lock()
-		srv := c.parkedSrv
+		srv := c.mu.parkedSrv
 		c.mu.Unlock()
 		if srv != nil && !want[srv.id] {
 			continue // a client goes with its server or not at all
@@ -282,7 +282,7 @@ func (v consoleView) HandOver(ids []uint64) {
 		}
 		if srv != nil {
 			c.mu.Lock()
-			c.parkedSrv = nil
+			c.mu.parkedSrv = nil
 			c.mu.Unlock()
 			srv.pool.handOverServer(srv)
 			movedServers++

@@ -147,10 +147,10 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	c.enterPool()
 	c.mu.Lock()
 	for _, ms := range st.Stmts {
-		if c.stmts == nil {
-			c.stmts = map[string]*clientStmt{}
+		if c.mu.stmts == nil {
+			c.mu.stmts = map[string]*clientStmt{}
 		}
-		c.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
+		c.mu.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
 	}
 	c.mu.Unlock()
 	s.registerCancel(c)
@@ -158,7 +158,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	c.setStateLocked(clientIdle)
 	c.setStateLocked(clientParked)
 	if srv != nil {
-		c.parkedSrv = srv
+		c.mu.parkedSrv = srv
 		srv.linkedTo.Store(c.id)
 	}
 	c.mu.Unlock()

@@ -22,11 +22,11 @@ import (
 // timed: the setting is off, no server is linked, or the link is idle
 // outside a transaction. Called with c.mu held.
 func (c *client) txRemainingLocked(st *config.Settings) (time.Duration, bool) {
-	l := c.link
-	if st.TransactionTimeout <= 0 || l.srv == nil || (l.ls.idle() && l.ls.txStatus == wire.TxIdle) {
+	l := c.mu.link
+	if st.TransactionTimeout <= 0 || l.mu.srv == nil || (l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle) {
 		return 0, false
 	}
-	return st.TransactionTimeout - c.svc.clock.Since(l.xactStart), true
+	return st.TransactionTimeout - c.svc.clock.Since(l.mu.xactStart), true
 }
 
 // earliest returns the shorter of two durations, each counted only when

@@ -1,0 +1,320 @@
+package pooler
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// A client's goroutine apart from its read loop (serve.go): its start after
+// the login, the ways it ends (fail, leave, closeBadInput, the read loop's
+// timeouts and failed reads and writes), and the requests serve answers
+// with an error without a server (queryCanceled, refuse).
+
+// serve runs the client's whole life.
+func (c *client) serve() {
+	loggedIn := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		if !loggedIn {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
+	}()
+	if err := c.login(); err != nil {
+		c.releaseCaps()
+		c.fail(err)
+		return
+	}
+	loggedIn = true
+	c.plain = nil // the login's alone: a parked client must not keep its socket
+	if c.repl != replNone {
+		go c.serveReplication()
+		return
+	}
+	// The login ran deep (TLS handshake, SCRAM) and grew this goroutine's
+	// stack, which Go only shrinks at a garbage collection. A client that
+	// will park when idle (park.go) gives its goroutine up then, stack and
+	// all: it goes on here, saving a goroutine's start and the scheduler's
+	// wake-up on every login (connection churn pays it per transaction).
+	// One that cannot park (TLS, client_idle_timeout, no epoll) lives on
+	// a fresh goroutine whose stack starts small: idle clients are many.
+	if netpoll.CanPark && !c.tls && c.settings().ClientIdleTimeout == 0 {
+		c.serveLoggedIn(true)
+		return
+	}
+	go c.serveLoggedIn(true)
+}
+
+// serveLoggedIn relays for a logged-in client until it leaves or parks
+// (park.go); a parked client comes back here on a new goroutine.
+func (c *client) serveLoggedIn(afterLogin bool) {
+	parked := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
+		}
+		if !parked {
+			c.conn.Close()
+			c.svc.clientClosed(c)
+		}
+	}()
+	parked = c.loop(afterLogin)
+}
+
+// fail sends err to an unlinked client when it is a pooler error and logs
+// why the client is going.
+func (c *client) fail(err error) {
+	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	var pe *Error
+	var ae *auth.Error
+	var pge *auth.ServerError
+	var se *wire.StartupError
+	switch {
+	case errors.As(err, &pe):
+	case errors.As(err, &ae):
+		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
+	case errors.As(err, &pge):
+		// A server's own error during login is forwarded as is; one
+		// without a SQLSTATE (a broken or hostile server) gets 08P01.
+		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
+		if pe.SQLState == "" {
+			pe.SQLState = "08P01"
+		}
+		if pe.Message == "" {
+			pe.Message = "server login failed"
+		}
+	case errors.As(err, &se):
+		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		pe = newError(CodePacketTooLarge)
+	case errors.Is(err, wire.ErrBadLength):
+		pe = newError(CodeBadPacket)
+	case isTimeout(err):
+		pe = newError(CodeClientLoginTimeout)
+	default:
+		// Go's error strings (addresses, ports, system errors) are for
+		// the log only. A failure of the client's own connection gets
+		// no message: it could not be delivered.
+		c.logger().Warn(err.Error())
+		if isConnError(err) {
+			return
+		}
+		pe = newError(CodeServerConnectFailed, loginReason(err))
+	}
+	if c.svc.settings().LogPoolerErrors {
+		c.logger().Warn("pooler error: " + pe.Message)
+	}
+	if c.svc.logDisconnections() {
+		// PgBouncer's line for every client it closes, with the reason
+		// it told the client.
+		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	c.w.Write(appendError(c.scratch[:0], pe))
+	c.w.Flush()
+}
+
+// leave handles the client going away. A linked server is drained back to a
+// clean state by its pump (Sync, ROLLBACK, reset query) instead of being
+// closed; the pump is woken by an expired read deadline.
+func (c *client) leave(err error) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
+		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	} else if c.svc.logDisconnections() {
+		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	}
+	c.mu.link.abandonLink()
+}
+
+// leaveOrTimeout ends the client after a read of its current message
+// failed: client_message_timeout when that deadline passed (nothing of the
+// message went to a server), else the client left.
+func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
+	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
+		c.closeBadInput(newError(CodeClientMessageTimeout), "")
+		return
+	}
+	c.leave(err)
+}
+
+// closeBadInput ends a client over input the pooler refuses (an unknown
+// message type, a bad or oversized header, a message not finished within
+// client_message_timeout) before any of it was passed on. A linked server
+// is not closed for it: it goes through leave's drain (replies discarded,
+// Sync, ROLLBACK, reset) and back to the pool. The client gets e once
+// nothing else writes to it: at once when serve owns its writer, else once
+// the pump has seen the client go (link.mu.pumpFreed), while it drains on.
+// detail, when set, is logged.
+func (c *client) closeBadInput(e *Error, detail string) {
+	if detail != "" {
+		c.logger().Warn(detail)
+	}
+	var done chan struct{}
+	if c.mu.link.serve.pumpStarted {
+		// The link's pump may write to the client until it has seen the
+		// client go (or, after a link that ended, until it has exited).
+		c.mu.Lock()
+		done = c.mu.link.mu.pumpFreed.ch
+		c.mu.Unlock()
+	}
+	if done == nil {
+		c.fail(e)
+		c.mu.link.abandonLink()
+		return
+	}
+	c.mu.link.abandonLink()
+	<-done
+	c.fail(e)
+}
+
+// readFailed handles an error reading a message header: a park request or
+// an idle deadline (timeouts), a header refused by the reader, or the
+// client leaving.
+func (c *client) readFailed(st *config.Settings, err error) loopStep {
+	switch {
+	case isTimeout(err) && c.parkWanted.Load():
+		if c.tryPark() {
+			return stepParked
+		}
+		return stepNext
+	case isTimeout(err) && c.clientTimedOut(st):
+		return stepEnd
+	case isTimeout(err):
+		return stepNext
+	case errors.Is(err, wire.ErrMessageTooLarge):
+		// Refused on its header: nothing of it reached the server, which
+		// stays clean.
+		c.closeBadInput(newError(CodePacketTooLarge), "")
+	case errors.Is(err, wire.ErrBadLength):
+		c.closeBadInput(newError(CodeBadPacket), "")
+	default:
+		c.leave(err)
+	}
+	return stepEnd
+}
+
+// forwardFailed handles a failed write of a message to the server, or
+// read of it from the client.
+func (l *link) forwardFailed(lv *loopVars, s *server, err error) loopStep {
+	c := l.c
+	if s.w.Err() != nil {
+		// The server is gone; its pump reports it to the client.
+		s.conn.Close()
+		l.doneWriting()
+		l.startPump(s)
+		return stepNext
+	}
+	l.doneWriting()
+	if lv.msgArmed && lv.st.ClientMessageTimeout > 0 && isTimeout(err) {
+		// A message larger than the read buffer stalled midway: the
+		// server has part of it and cannot be brought back clean.
+		l.unlinkAndClose("client_message_timeout")
+		c.fail(newError(CodeClientMessageTimeout))
+		return stepEnd
+	}
+	if errors.Is(err, wire.ErrBudgetExceeded) {
+		// Nothing of the message was passed on: the server goes back
+		// clean.
+		c.closeBadInput(newError(CodeHeldMessageBudget), "")
+		return stepEnd
+	}
+	if errors.Is(err, errUnmappedTooLong) {
+		// Read whole, nothing of it passed on, as Postgres refuses it.
+		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
+		return stepEnd
+	}
+	c.leave(err)
+	return stepEnd
+}
+
+// armClientDeadline sets the read deadline for client_idle_timeout or
+// idle_transaction_timeout from the current link state.
+func (c *client) armClientDeadline(st *config.Settings) {
+	c.mu.Lock()
+	linked := c.mu.link.mu.srv != nil
+	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
+	txLeft, txTimed := c.txRemainingLocked(st)
+	c.mu.Unlock()
+	var d time.Duration
+	switch {
+	case !linked:
+		d = st.ClientIdleTimeout
+	case idleInTx:
+		d = st.IdleTransactionTimeout
+	}
+	if d, ok := earliest(d, d > 0, txLeft, txTimed); ok {
+		c.conn.SetReadDeadline(time.Now().Add(d))
+	} else {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// clientTimedOut handles a client read deadline; true if the client was
+// closed.
+func (c *client) clientTimedOut(st *config.Settings) bool {
+	c.mu.Lock()
+	linked := c.mu.link.mu.srv != nil
+	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
+	txLeft, txTimed := c.txRemainingLocked(st)
+	c.mu.Unlock()
+	switch {
+	case !linked && st.ClientIdleTimeout > 0:
+		c.fail(newError(CodeClientIdleTimeout))
+		return true
+	case txTimed && txLeft <= 0:
+		c.mu.link.unlinkAndClose("transaction timeout")
+		c.fail(newError(CodeTransactionTimeout))
+		return true
+	case idleInTx && st.IdleTransactionTimeout > 0:
+		c.mu.link.unlinkAndClose("idle transaction timeout")
+		c.fail(newError(CodeIdleTransactionTimeout))
+		return true
+	}
+	return false
+}
+
+// queryCanceled answers a request whose wait for a server was cancelled, as
+// Postgres answers a cancelled query: ERROR 57014, and the client stays
+// usable. A simple query is done with ReadyForQuery; in the extended
+// protocol the rest of the batch is dropped up to its Sync, which gets the
+// ReadyForQuery.
+func (c *client) queryCanceled(typ byte) error {
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", "57014", "canceling statement due to user request", "", "")
+	return c.refuse(typ, out)
+}
+
+// refuse sends out, an ErrorResponse for a request the pooler refused
+// before any server saw it (message typ, already consumed), the way
+// Postgres ends a failed request: a simple Query, Sync or FunctionCall is
+// done with ReadyForQuery 'I'; in the extended protocol the rest of the
+// batch is dropped up to its Sync, which gets the ReadyForQuery.
+func (c *client) refuse(typ byte, out []byte) error {
+	switch typ {
+	case wire.MsgQuery, wire.MsgSync, wire.MsgFunctionCall:
+		out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	default:
+		c.mu.Lock()
+		c.mu.link.mu.skipToSync = true
+		c.mu.Unlock()
+	}
+	c.scratch = out
+	if err := c.w.Write(out); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}

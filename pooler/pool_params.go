@@ -1,0 +1,147 @@
+package pooler
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// The parameters a pool's clients log in with: the pool's welcome (its
+// first server's), overridden by each client's startup packet, interned
+// so that clients with the same parameters share one map.
+
+func (p *serverPool) hasWelcome() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.welcome != nil
+}
+
+// welcomeParams returns the parameters of the pool's first server login,
+// sent to every client at login. The map is never modified after it is set.
+func (p *serverPool) welcomeParams() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.welcome
+}
+
+// loginParamSet is an interned parameter map and the ParameterStatus
+// messages a client with it is welcomed with (appendParamStatus).
+type loginParamSet struct {
+	params map[string]string
+	status []byte
+}
+
+// loginParams are a new client's tracked parameters: the pool's defaults,
+// overridden by what the client's startup packet asked for. The map is
+// shared with other clients that have the same parameters and must not be
+// changed (client.setParamLocked copies it). With it come the welcome's
+// ParameterStatus messages for the map where the pool knows its welcome
+// (nil before): built once per set of startup parameters, not at each
+// login.
+func (p *serverPool) loginParams(startup map[string]string) (map[string]string, []byte) {
+	// Most logins ask for what an earlier one asked for: their map is
+	// found by the startup parameters alone, without building the merge
+	// and its key again.
+	skey := paramSetKey(startup)
+	p.mu.Lock()
+	if e, ok := p.byStartup[skey]; ok {
+		p.mu.Unlock()
+		return e.params, e.status
+	}
+	welcome := p.welcome
+	p.mu.Unlock()
+	out := map[string]string{}
+	for canon := range p.svc.tracked {
+		name := p.svc.tracked[canon]
+		if v, ok := welcome[name]; ok {
+			out[name] = v
+		}
+	}
+	for k, v := range startup {
+		out[k] = v
+	}
+	key := paramSetKey(out)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.paramSets[key]
+	if !ok {
+		m = out
+		if p.paramSets == nil {
+			p.paramSets = map[string]map[string]string{}
+		}
+		if len(p.paramSets) < maxParamSets {
+			p.paramSets[key] = out
+		}
+	}
+	// The pool's welcome is set once, by its first server, and the
+	// tracked names are fixed when the service starts: from then on the
+	// same startup parameters always give the same map.
+	if welcome == nil {
+		return m, nil
+	}
+	status := appendParamStatus(nil, welcome, m)
+	if len(p.byStartup) < maxParamSets {
+		if p.byStartup == nil {
+			p.byStartup = map[string]loginParamSet{}
+		}
+		p.byStartup[skey] = loginParamSet{params: m, status: status}
+	}
+	return m, status
+}
+
+// appendParamStatus appends the ParameterStatus messages of a client's
+// welcome: the pool's welcome parameters with the client's values where
+// it has its own, then the client's other parameters; by name, so that
+// every client of a pool sees the same order.
+func appendParamStatus(out []byte, welcome, params map[string]string) []byte {
+	names := make([]string, 0, len(welcome)+len(params))
+	for name := range welcome {
+		names = append(names, name)
+	}
+	for name := range params {
+		if _, ok := welcome[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		value, ok := params[name]
+		if !ok {
+			value = welcome[name]
+		}
+		out = wire.AppendParameterStatus(out, name, value)
+	}
+	return out
+}
+
+// maxParamSets bounds a pool's interned parameter maps: clients that each
+// send a different application_name get maps of their own.
+const maxParamSets = 64
+
+// paramSetKey is a canonical string of a parameter map: sorted name=value
+// pairs, each part length-prefixed so no two maps share a key.
+func paramSetKey(m map[string]string) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	size := 0
+	for _, k := range names {
+		size += len(k) + len(m[k]) + 2*(2+1) // two lengths of (usually) up to 2 digits, two colons
+	}
+	var b strings.Builder
+	b.Grow(size) // one allocation, not one per growth
+	var num [20]byte
+	for _, k := range names {
+		b.Write(strconv.AppendInt(num[:0], int64(len(k)), 10))
+		b.WriteByte(':')
+		b.WriteString(k)
+		b.Write(strconv.AppendInt(num[:0], int64(len(m[k])), 10))
+		b.WriteByte(':')
+		b.WriteString(m[k])
+	}
+	return b.String()
+}
