@@ -81,7 +81,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 		old = g.cfg
 	}
 	s.swap(next)
-	s.peers.reload(s.log, old, next.gen.cfg)
+	s.peers.Reload(s.log, old, next.gen.cfg)
 	if next.tlsNotApplied != nil {
 		// The cause; the caller says what was kept in its own words.
 		s.log.Error("TLS setup failed: " + errors.Unwrap(next.tlsNotApplied).Error())

@@ -327,13 +327,13 @@ func (v consoleView) Lists() admin.Lists {
 		l.UsedServers += len(p.servers)
 		p.mu.Unlock()
 	}
-	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
+	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.Count()
 	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.Counts()
 	return l
 }
 
 // PeerPools is SHOW PEER_POOLS (admin.PeerPools).
-func (v consoleView) PeerPools() []admin.PeerPool { return v.s.peers.rows() }
+func (v consoleView) PeerPools() []admin.PeerPool { return v.s.peers.Rows() }
 
 // dbState is the console state of one database: PAUSE/KILL and DISABLE.
 type dbState struct{ paused, disabled bool }

@@ -19,6 +19,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/listener"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
@@ -67,7 +68,7 @@ type Service struct {
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
 	// peers are the peer pools of forwarded cancel requests (peering.go).
-	peers peering
+	peers cancelpeer.Pools
 
 	// caps counts clients by database and user (clientcaps.go).
 	caps clientCaps
