@@ -196,7 +196,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		metrics:       metrics.NewSet(),
 		clock:         systemClock{},
 	}
-	res, err := newResolver(cfg.Settings.ResolvConf)
+	res, err := dnscache.NewResolver(cfg.Settings.ResolvConf)
 	if err != nil {
 		return nil, err
 	}
