@@ -17,6 +17,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -638,7 +639,7 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if _, err := c.plainIO().Write([]byte{'S'}); err != nil {
 		return err
 	}
-	tc := tls.Server(tlsTransport(c.conn, c.plainIO()), cfg)
+	tc := tls.Server(tlsconn.Transport(c.conn, c.plainIO()), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
@@ -649,11 +650,8 @@ func (c *client) startTLS(cfg *tls.Config) error {
 // plainIO is how the client's socket is read and written before TLS, if
 // any, starts: with raw system calls where wire.SocketIO makes them (the
 // answer to an SSLRequest and the TLS records; c.r, which reads the startup
-// packets, and c.w are over it too).
-// A call entered the ordinary way, as net.Conn's Read makes it, wakes the
-// runtime's sysmon thread when the pooler was idle, and sysmon then polls
-// every 20 µs for a while: on a connect-per-transaction load those
-// wake-ups cost more CPU than the calls themselves.
+// packets, and c.w are over it too), for the reason tlsconn.Transport
+// gives.
 func (c *client) plainIO() io.ReadWriter {
 	if c.tls {
 		return c.conn
@@ -662,37 +660,6 @@ func (c *client) plainIO() io.ReadWriter {
 		c.plain = wire.SocketIO(c.conn)
 	}
 	return c.plain
-}
-
-// rawNetConn is a socket as crypto/tls sees it: reads and writes go
-// through wire.SocketIO (see plainIO), the rest is the net.Conn's.
-type rawNetConn struct {
-	net.Conn
-	io io.ReadWriter
-}
-
-func (r *rawNetConn) Read(p []byte) (int, error)  { return r.io.Read(p) }
-func (r *rawNetConn) Write(p []byte) (int, error) { return r.io.Write(p) }
-
-// tlsTransport is the connection crypto/tls reads and writes a client's
-// or a server's records through: conn, with raw system calls where
-// wire.SocketIO made sio (its I/O) of them.
-func tlsTransport(conn net.Conn, sio io.ReadWriter) net.Conn {
-	if c, same := sio.(net.Conn); same && c == conn {
-		return conn
-	}
-	return &rawNetConn{Conn: conn, io: sio}
-}
-
-// netConnOf is the socket under a TLS connection, or conn itself.
-func netConnOf(conn net.Conn) net.Conn {
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	if rc, ok := conn.(*rawNetConn); ok {
-		conn = rc.Conn
-	}
-	return conn
 }
 
 // useTLS makes the client's connection the TLS one over it, handshake done.

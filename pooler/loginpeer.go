@@ -13,6 +13,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 )
 
 // The two logins decided without a password exchange, as PgBouncer's
@@ -136,7 +137,7 @@ func (c *client) peerUserName() (string, bool) {
 	if !c.local {
 		return "", false
 	}
-	uc, ok := netConnOf(c.conn).(*net.UnixConn)
+	uc, ok := tlsconn.NetConn(c.conn).(*net.UnixConn)
 	if !ok {
 		return "", false
 	}
