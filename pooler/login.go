@@ -17,6 +17,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/startupopts"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -368,33 +369,14 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 // ignored one is dropped, and with "options" itself in
 // ignore_startup_parameters every other one is dropped too (the tracked
 // ones are still kept); an argument that is not -c/-- name=value is
-// refused either way.
+// refused either way (internal/startupopts reads them).
 func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
 	if c.svc.debugOn() {
 		c.debugf("received options: %s", opts)
 	}
-	fields := splitOptions(opts)
-	for i := 0; i < len(fields); i++ {
-		f := fields[i]
-		var kv string
-		switch {
-		case f == "-c" && i+1 < len(fields):
-			i++
-			kv = fields[i]
-		case strings.HasPrefix(f, "-c") && len(f) > 2:
-			kv = f[2:]
-		case strings.HasPrefix(f, "--"):
-			kv = f[2:]
-		default:
-			return newError(CodeUnsupportedOptions)
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			// "-c=" or "--=x" names nothing (PgBouncer once looped on
-			// them): the same refusal as any other malformed option.
-			return newError(CodeUnsupportedOptions)
-		}
-		k = strings.ReplaceAll(k, "-", "_")
+	settings, ok := startupopts.Parse(opts)
+	for _, kv := range settings {
+		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
 			// Admission tags (-c pgturnstile.priority=low): the pooler's
 			// own, never forwarded to Postgres.
@@ -417,40 +399,10 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 			return newError(CodeUnsupportedOptionsParam, k)
 		}
 	}
+	if !ok {
+		return newError(CodeUnsupportedOptions)
+	}
 	return nil
-}
-
-// splitOptions splits the options startup parameter as Postgres does
-// (pg_split_opts): at ASCII whitespace, a backslash taking the next
-// character literally, so `-c application_name=a\ b` carries a value with
-// a space. A trailing backslash is dropped, as there.
-func splitOptions(s string) []string {
-	var out []string
-	var b strings.Builder
-	inField, escaped := false, false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case escaped:
-			b.WriteByte(ch)
-			escaped = false
-		case ch == '\\':
-			escaped, inField = true, true
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r':
-			if inField {
-				out = append(out, b.String())
-				b.Reset()
-				inField = false
-			}
-		default:
-			b.WriteByte(ch)
-			inField = true
-		}
-	}
-	if inField {
-		out = append(out, b.String())
-	}
-	return out
 }
 
 // authenticate checks the client by auth_type (or the auth_hba_file rule
