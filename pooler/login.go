@@ -487,8 +487,11 @@ func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARu
 		if !ok || rule.Method == auth.HBAReject {
 			return m, rule, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
 		}
-		m, err = hbaMethod(rule.Method)
-		return m, rule, err
+		m, ok = rule.Method.Method()
+		if !ok {
+			return m, rule, newError(CodeHBAMethodUnsupported, rule.Method.String())
+		}
+		return m, rule, nil
 	case "cert":
 		return m, auth.HBARule{Method: auth.HBACert}, nil
 	default:
@@ -496,28 +499,6 @@ func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARu
 			return m, rule, newError(CodeAuthTypeInvalid, err.Error())
 		}
 		return m, rule, nil
-	}
-}
-
-// hbaMethod is the authentication method of an auth_hba_file rule's
-// method other than reject, cert and peer (which authMethod's caller
-// decides itself).
-func hbaMethod(hm auth.HBAMethod) (m auth.Method, err error) {
-	switch hm {
-	case auth.HBATrust:
-		return auth.MethodTrust, nil
-	case auth.HBAMD5:
-		return auth.MethodMD5, nil
-	case auth.HBAPassword:
-		return auth.MethodPlain, nil
-	case auth.HBASCRAM:
-		return auth.MethodSCRAM, nil
-	case auth.HBACert, auth.HBAPeer:
-		return m, nil
-	case auth.HBALDAP:
-		return auth.MethodLDAP, nil
-	default:
-		return m, newError(CodeHBAMethodUnsupported, hm.String())
 	}
 }
 
