@@ -15,6 +15,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/workers"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -89,8 +90,8 @@ type Service struct {
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
 	// workers are the goroutines finished clients left, for the next
-	// client's (workers.go).
-	workers workers
+	// client's (internal/workers).
+	workers workers.Pool
 	// susp is SUSPEND's state (suspend.go).
 	susp suspendState
 	// moved are the clients an online restart took over, adopted when
@@ -244,8 +245,8 @@ func (s *Service) secret(user string) (auth.Secret, bool) {
 
 // Serve accepts clients until ctx is done or the listeners close.
 func (s *Service) Serve(ctx context.Context) error {
-	s.workers.start()
-	defer s.workers.stop() // after the parker's: resumed clients may use it
+	s.workers.Start()
+	defer s.workers.Stop() // after the parker's: resumed clients may use it
 	// Parked clients resume; after the janitor's stop, which parks them.
 	defer s.parker.stop()
 	jctx, stop := context.WithCancel(ctx)
@@ -348,7 +349,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	c.link = newLink(&c.mu)
 	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
-	s.workers.run(c.serve)
+	s.workers.Run(c.serve)
 }
 
 // clientClosed forgets a client when its goroutine ends.
