@@ -797,16 +797,7 @@ func (s *Service) adopt(m movedClient, srv *server) error {
 		srv.linkedTo.Store(c.id)
 	}
 	c.mu.Unlock()
-	pk := &s.parker
-	pk.mu.Lock()
-	pk.parked[int32(m.fd)] = c
-	c.parkFD = int32(m.fd)
-	err = pk.poller.Add(m.fd)
-	if err != nil {
-		delete(pk.parked, int32(m.fd))
-	}
-	pk.mu.Unlock()
-	if err != nil {
+	if err := s.parker.lot.Park(m.fd, c); err != nil {
 		go c.resume(m.fd)
 	}
 	return nil
