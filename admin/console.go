@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
@@ -120,6 +122,24 @@ type Conn struct {
 	ApplicationName          string
 	PreparedStatements       int
 	ID                       uint64
+}
+
+// AddrColumns is a server connection's address as SHOW SERVERS lists it
+// (addr, port; local_addr, local_port): "unix" and port 0 for a Unix
+// socket, the host and port of anything else.
+func AddrColumns(a net.Addr) (string, int) {
+	if a == nil {
+		return "", 0
+	}
+	if _, ok := a.(*net.UnixAddr); ok {
+		return "unix", 0
+	}
+	h, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
 }
 
 // Database is one row of SHOW DATABASES.

@@ -83,3 +83,24 @@ func notices(err error) (ns []*Notice, ok bool) {
 	}
 	return ns, len(ns) > 0
 }
+
+// NoSuchUserNotice is SET USER's and SET POOL's NOTICE for a user the
+// pooler does not know now: the override is still kept, by name (a user
+// may come later, through auth_query or a RELOAD).
+func NoSuchUserNotice(name string) *Notice {
+	return &Notice{Message: "no such user: " + name,
+		Detail: "The setting is kept and applies once user \"" + name + "\" logs in."}
+}
+
+// NoSuchDatabaseNotice is SET POOL's NOTICE for a database the pooler
+// does not serve now: the override is kept, by name. swapped says that
+// the two names would both be known the other way round: SHOW POOLS
+// prints the database first, SET POOL takes the user first.
+func NoSuchDatabaseNotice(user, db string, swapped bool) *Notice {
+	n := &Notice{Message: "no such database: " + db,
+		Detail: "The setting is kept and applies to pool " + user + "." + db + " once database \"" + db + "\" is used."}
+	if swapped {
+		n.Hint = "SET POOL takes user.database: did you mean SET POOL " + db + "." + user + "?"
+	}
+	return n
+}

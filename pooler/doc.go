@@ -10,6 +10,10 @@
 //	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	console.go         the admin console's view of the service (consoleView)
+//	                   and its SHOW snapshots
+//	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,
+//	                   SET …) and the per-database state PAUSE and DISABLE
+//	                   leave (dbState); their texts are admin's
 //	objects.go         server states and the pool's server lists, one writer
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
@@ -42,13 +46,13 @@
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every
 //	                   client that can move parked between transactions (a
 //	                   session-mode client with its idle server)
-//	takeover.go        online restart: SHOW FDS's rows, the old process's
-//	                   hand-over, the new one adopting the clients
-//	takeover_unix.go   pgturnstile -R's side of the console conversation,
-//	                   descriptors by SCM_RIGHTS (each checked by
-//	                   internal/fdcheck); the peer's credentials; Commit
-//	                   (SHUTDOWN) and Abort (the old process resumes)
-//	takeover_other.go  -R refused where the peer cannot be checked
+//	takeover.go        online restart, the old process's side: SHOW FDS's
+//	                   rows of parked clients and idle servers, the
+//	                   hand-over (-R's conversation, the rows' encoding and
+//	                   checks, listener rows, descriptors: internal/takeover)
+//	takeover_adopt.go  online restart, the new process's side: what was
+//	                   handed over checked against the configuration and
+//	                   adopted as its own clients and servers
 //	metricsserve.go    metrics_addr's listener, which an online restart
 //	                   hands over
 //	pool.go            serverPool: checkout, waiting, growth, release

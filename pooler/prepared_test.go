@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -244,7 +245,7 @@ func TestMovedClientStmtKeepsStale(t *testing.T) {
 		t.Fatal("a stale name came over current")
 	}
 	// The same from a process that does not say (an older one).
-	c := adoptClientStmt(r, movedStmt{Name: "s", Query: "SELECT 2"})
+	c := adoptClientStmt(r, takeover.Stmt{Name: "s", Query: "SELECT 2"})
 	if !c.current() {
 		t.Fatal("a name without stale came over stale")
 	}

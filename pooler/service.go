@@ -15,6 +15,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -97,8 +98,8 @@ type Service struct {
 	// moved are the clients an online restart took over, adopted when
 	// Serve starts; afterHandOver is WithHandOverHook's function
 	// (takeover.go).
-	moved         []movedClient
-	movedServers  []movedClient
+	moved         []takeover.Row
+	movedServers  []takeover.Row
 	afterHandOver func()
 	// metricsLn is metrics_addr's listener (ServeMetrics), under mu; an
 	// online restart hands it over with the others.

@@ -24,6 +24,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/errtext"
 	"github.com/pgturnstile/pgturnstile/internal/procscale"
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/pooler"
 )
 
@@ -177,7 +178,7 @@ func run(args []string, stderr io.Writer) int {
 		pooler.WithHandOverHook(start.exit)}
 	// An online restart's handover: until start.commitTakeover, every
 	// failure gives it up, and the old process goes on serving.
-	var handover *pooler.Handover
+	var handover *takeover.Handover
 	if reboot {
 		h, ok := start.takeOver()
 		if !ok {
@@ -199,7 +200,7 @@ func run(args []string, stderr io.Writer) int {
 		opts = append(opts, pooler.WithListeners(inherited))
 	}
 	svc, err := pooler.New(cfg, log, opts...)
-	if errors.Is(err, pooler.ErrRefused) {
+	if errors.Is(err, takeover.ErrRefused) {
 		fatal(log, err.Error())
 		return 1
 	}
@@ -347,7 +348,7 @@ func handleSignals(ctx context.Context, sigs <-chan os.Signal, svc *pooler.Servi
 
 // handedMetrics is the metrics listener an online restart handed over,
 // if it listens on addr (metrics_addr); nil otherwise.
-func handedMetrics(h *pooler.Handover, addr string) net.Listener {
+func handedMetrics(h *takeover.Handover, addr string) net.Listener {
 	if h == nil || h.Metrics == nil {
 		return nil
 	}

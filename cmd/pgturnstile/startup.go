@@ -14,7 +14,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/listener"
-	"github.com/pgturnstile/pgturnstile/pooler"
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
 )
 
 // levelFatal is PgBouncer's FATAL: the line it logs before it exits.
@@ -124,12 +124,12 @@ func (s *startup) processGuards() bool {
 }
 
 // takeOver is -R's first step: the running process's listeners and
-// clients, received (pooler.TakeOver) once this process runs as its user,
+// clients, received (takeover.TakeOver) once this process runs as its user,
 // and still the old process's until commitTakeover. nil with true when
 // there is no running process: the start goes on as a normal one, with
 // the guards -R put off. false: exit 1 (logged FATAL; the old process
 // goes on).
-func (s *startup) takeOver() (*pooler.Handover, bool) {
+func (s *startup) takeOver() (*takeover.Handover, bool) {
 	st := s.settings
 	if st.UnixSocketDir == "" {
 		fatal(s.log, "online restart (-R) needs unix_socket_dir: the takeover goes through the console's Unix socket")
@@ -146,12 +146,12 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 	}
 	path := listener.UnixSocketPath(st.UnixSocketDir, st.ListenPort)
 	s.log.Info("takeover_init: launching connection")
-	h, err := pooler.TakeOver(path, st.SuspendTimeout)
+	h, err := takeover.TakeOver(path, st.SuspendTimeout)
 	switch {
-	case errors.Is(err, pooler.ErrNoOldProcess):
+	case errors.Is(err, takeover.ErrNoOldProcess):
 		s.log.Info("old process not found, try to continue normally")
 		return nil, s.processGuards()
-	case errors.Is(err, pooler.ErrRefused):
+	case errors.Is(err, takeover.ErrRefused):
 		fatal(s.log, err.Error())
 		return nil, false
 	case err != nil:
@@ -166,7 +166,7 @@ func (s *startup) takeOver() (*pooler.Handover, bool) {
 // ready, the pidfile's directory writable): the old process lets go
 // (Handover.Commit) and removes its pidfile. false: exit 1 (logged FATAL);
 // the caller aborts the takeover and the old process goes on.
-func (s *startup) commitTakeover(h *pooler.Handover) bool {
+func (s *startup) commitTakeover(h *takeover.Handover) bool {
 	st := s.settings
 	if st.Pidfile != "" {
 		// The pidfile is written after the old process let go: find
@@ -183,7 +183,7 @@ func (s *startup) commitTakeover(h *pooler.Handover) bool {
 		fatal(s.log, "takeover failed: SHUTDOWN: "+err.Error())
 		return false
 	}
-	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets, " + strconv.Itoa(h.Clients()) + " clients and " + strconv.Itoa(h.Servers()) + " servers")
+	s.log.Info("old process handed over " + strconv.Itoa(len(h.Listeners)) + " listening sockets, " + strconv.Itoa(len(h.Clients)) + " clients and " + strconv.Itoa(len(h.Servers)) + " servers")
 	if st.Pidfile != "" {
 		// The old process removes its pidfile when it lets go; wait
 		// for that, as PgBouncer does.

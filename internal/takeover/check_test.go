@@ -1,6 +1,6 @@
 //go:build !windows
 
-package pooler
+package takeover
 
 import (
 	"strings"
@@ -13,33 +13,33 @@ import (
 // makes them, a session client and its server naming each other; a
 // forged link refuses the takeover.
 func TestCheckLinks(t *testing.T) {
-	client := func(fd, link int) movedClient {
-		return movedClient{user: "app", database: "appdb", oldFD: fd, link: link}
+	client := func(fd, link int) Row {
+		return Row{User: "app", Database: "appdb", OldFD: fd, Link: link}
 	}
-	server := func(fd, link int) movedClient {
-		return movedClient{user: "app", database: "appdb", oldFD: fd, link: link}
+	server := func(fd, link int) Row {
+		return Row{User: "app", Database: "appdb", OldFD: fd, Link: link}
 	}
 	for _, tc := range []struct {
 		name             string
-		clients, servers []movedClient
+		clients, servers []Row
 		err              string // "" when accepted
 	}{
-		{"none linked", []movedClient{client(10, 0)}, []movedClient{server(11, 0)}, ""},
-		{"a linked pair", []movedClient{client(10, 11), client(12, 0)}, []movedClient{server(11, 10), server(13, 0)}, ""},
-		{"two pairs", []movedClient{client(10, 11), client(12, 13)}, []movedClient{server(11, 10), server(13, 12)}, ""},
-		{"a link to no row", []movedClient{client(10, 99)}, []movedClient{server(11, 10)}, "no server row"},
-		{"a client linked to a client", []movedClient{client(10, 12), client(12, 10)}, nil, "no server row"},
-		{"a server linked to two clients", []movedClient{client(10, 11), client(12, 11)}, []movedClient{server(11, 10)}, "two clients"},
-		{"a link not returned", []movedClient{client(10, 11)}, []movedClient{server(11, 0)}, "linked to 0"},
-		{"a server linked to another client", []movedClient{client(10, 11), client(12, 0)}, []movedClient{server(11, 12)}, "linked to 12"},
-		{"a server linked alone", []movedClient{client(10, 0)}, []movedClient{server(11, 10)}, "no client row linked to it"},
-		{"a server linked to no row", nil, []movedClient{server(11, 50)}, "no client row linked to it"},
-		{"two rows, one descriptor", []movedClient{client(11, 0)}, []movedClient{server(11, 0)}, "two rows with descriptor 11"},
-		{"a pair across databases", []movedClient{client(10, 11)},
-			[]movedClient{{user: "app", database: "other", oldFD: 11, link: 10}}, "linked to a server of"},
+		{"none linked", []Row{client(10, 0)}, []Row{server(11, 0)}, ""},
+		{"a linked pair", []Row{client(10, 11), client(12, 0)}, []Row{server(11, 10), server(13, 0)}, ""},
+		{"two pairs", []Row{client(10, 11), client(12, 13)}, []Row{server(11, 10), server(13, 12)}, ""},
+		{"a link to no row", []Row{client(10, 99)}, []Row{server(11, 10)}, "no server row"},
+		{"a client linked to a client", []Row{client(10, 12), client(12, 10)}, nil, "no server row"},
+		{"a server linked to two clients", []Row{client(10, 11), client(12, 11)}, []Row{server(11, 10)}, "two clients"},
+		{"a link not returned", []Row{client(10, 11)}, []Row{server(11, 0)}, "linked to 0"},
+		{"a server linked to another client", []Row{client(10, 11), client(12, 0)}, []Row{server(11, 12)}, "linked to 12"},
+		{"a server linked alone", []Row{client(10, 0)}, []Row{server(11, 10)}, "no client row linked to it"},
+		{"a server linked to no row", nil, []Row{server(11, 50)}, "no client row linked to it"},
+		{"two rows, one descriptor", []Row{client(11, 0)}, []Row{server(11, 0)}, "two rows with descriptor 11"},
+		{"a pair across databases", []Row{client(10, 11)},
+			[]Row{{User: "app", Database: "other", OldFD: 11, Link: 10}}, "linked to a server of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &Handover{clients: tc.clients, servers: tc.servers}
+			h := &Handover{Clients: tc.clients, Servers: tc.servers}
 			err := h.checkLinks()
 			switch {
 			case tc.err == "" && err != nil:
@@ -107,8 +107,8 @@ listen_port = 0
 		{"forced", "app", "owner", ""},
 		{"forced", "app", "app", `user "app", not "owner"`},
 	} {
-		m := movedClient{user: tc.clientUser, database: tc.db, link: 11}
-		srv := movedClient{user: tc.serverUser, database: tc.db, oldFD: 11, link: 10}
+		m := Row{User: tc.clientUser, Database: tc.db, Link: 11}
+		srv := Row{User: tc.serverUser, Database: tc.db, OldFD: 11, Link: 10}
 		err := checkLinked(cfg, m, srv)
 		switch {
 		case tc.err == "" && err != nil:

@@ -1,13 +1,13 @@
 //go:build !windows
 
-package pooler
+package takeover
 
 import (
 	"encoding/binary"
 	"testing"
 )
 
-// appendRowDescription and appendDataRow build what the console sends for
+// testRowDescription and testDataRow build what the console sends for
 // SHOW FDS, by hand, so that the takeover's reader is checked against the
 // protocol rather than against admin's writer.
 func testRowDescription(names ...string) []byte {
@@ -49,7 +49,7 @@ func TestTakeoverRowParsing(t *testing.T) {
 	}
 	// An ErrorResponse's message.
 	body := []byte("SERROR\x00C08P01\x00Malready suspended/paused\x00\x00")
-	if got := takeoverErrorMessage(body); got != "already suspended/paused" {
+	if got := errorMessage(body); got != "already suspended/paused" {
 		t.Errorf("error message = %q", got)
 	}
 }
@@ -63,25 +63,6 @@ func FuzzTakeoverRows(f *testing.F) {
 	f.Fuzz(func(t *testing.T, desc, row []byte) {
 		names := rowDescriptionNames(desc)
 		_ = rowValues(names, row)
-		_ = takeoverErrorMessage(row)
+		_ = errorMessage(row)
 	})
-}
-
-// TestAdoptNamedKeepsNames: statements a server taken over has keep their
-// names, and the registry's next name comes after them.
-func TestAdoptNamedKeepsNames(t *testing.T) {
-	r := newStmtRegistry()
-	d := r.adoptNamed("PGTS_41", "SELECT 1", nil)
-	if d.name != "PGTS_41" || !d.validated.Load() {
-		t.Fatalf("adopted %q validated=%v", d.name, d.validated.Load())
-	}
-	if again := r.adoptNamed("PGTS_41", "SELECT 1", nil); again != d {
-		t.Error("the same statement adopted twice made two definitions")
-	}
-	if n := r.acquire("SELECT 2", nil, 0); n.name != "PGTS_42" {
-		t.Errorf("next name = %q, want PGTS_42", n.name)
-	}
-	if same := r.acquire("SELECT 1", nil, 0); same != d {
-		t.Error("a client's Parse of the adopted text made a new definition")
-	}
 }

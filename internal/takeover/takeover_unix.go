@@ -1,6 +1,6 @@
 //go:build !windows
 
-package pooler
+package takeover
 
 import (
 	"encoding/binary"
@@ -10,102 +10,17 @@ import (
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/internal/fdcheck"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// fdSender passes descriptors to the console's client over its Unix
-// socket: msg goes out with fd attached to its first byte.
-func (c *client) fdSender() admin.FDSender {
-	uc, ok := c.conn.(*net.UnixConn)
-	if !ok {
-		return nil
-	}
-	return func(msg []byte, fd int) error {
-		if err := c.w.Flush(); err != nil {
-			return err
-		}
-		n, _, err := uc.WriteMsgUnix(msg, syscall.UnixRights(fd), nil)
-		if err != nil {
-			return err
-		}
-		if n < len(msg) {
-			// A stream socket may take part of it: the rest follows
-			// as plain bytes, the descriptor went with the first.
-			_, err = uc.Write(msg[n:])
-		}
-		return err
-	}
-}
-
-// dupFD duplicates a descriptor (close-on-exec); -1 on failure.
-func dupFD(fd int) int {
-	syscall.ForkLock.RLock()
-	nfd, err := syscall.Dup(fd)
-	if err == nil {
-		syscall.CloseOnExec(nfd)
-	}
-	syscall.ForkLock.RUnlock()
-	if err != nil {
-		return -1
-	}
-	return nfd
-}
-
-// dupListener duplicates a listener's descriptor; -1 on failure.
-func dupListener(ln net.Listener) int { return dupSocket(ln) }
-
-// dupServerFD duplicates a server connection's descriptor; -1 on failure.
-func dupServerFD(srv *server) int { return dupSocket(srv.conn) }
-
-// dupSocket duplicates the descriptor under a listener or connection of
-// package net; -1 on failure (or for anything else, a TLS conn included).
-func dupSocket(v any) int {
-	sc, ok := v.(syscall.Conn)
-	if !ok {
-		return -1
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	fd := -1
-	rc.Control(func(s uintptr) { fd = dupFD(int(s)) })
-	return fd
-}
-
-func closeFD(fd int) { syscall.Close(fd) }
-
-// fileConn makes a net.Conn of a descriptor handed over; fd is closed
-// (the conn holds a duplicate).
-func fileConn(fd int) (net.Conn, error) {
-	f := os.NewFile(uintptr(fd), "server")
-	defer f.Close()
-	conn, err := net.FileConn(f)
-	if err != nil {
-		return nil, err
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-		tc.SetKeepAlive(true)
-	}
-	return conn, nil
-}
-
-// takeoverTimeout bounds each step of a takeover but SUSPEND's wait, which
+// stepTimeout bounds each step of a takeover but SUSPEND's wait, which
 // suspend_timeout bounds on the old process's side.
-const takeoverTimeout = 10 * time.Second
-
-// ErrNoOldProcess is TakeOver's answer when nothing listens on the Unix
-// socket: there is no process to take over (PgBouncer then starts
-// normally).
-var ErrNoOldProcess = errors.New("old process not found")
+const stepTimeout = 10 * time.Second
 
 // TakeOver is pgturnstile -R's first step: it logs in to the running
 // process's console at socketPath as the pooler's own OS user, suspends
@@ -118,15 +33,15 @@ var ErrNoOldProcess = errors.New("old process not found")
 // of this process's user, or root (SO_PEERCRED). A Unix socket directory
 // such as /tmp lets anyone bind the name while the pooler is down. Every
 // row of SHOW FDS is checked too (a known task, a sane state, a
-// descriptor of the right kind: fdcheck.Check); the user and database of each
-// are checked against the configuration by Service.CheckHandover. On an
+// descriptor of the right kind: fdcheck.Check); the user and database of
+// each are checked against the configuration by CheckConfig. On an
 // error every descriptor received is closed.
 func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
-	conn, err := net.DialTimeout("unix", socketPath, takeoverTimeout)
+	nc, err := net.DialTimeout("unix", socketPath, stepTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoOldProcess, err)
 	}
-	t := &takeoverConn{uc: conn.(*net.UnixConn), path: socketPath}
+	t := &conn{uc: nc.(*net.UnixConn), path: socketPath}
 	if err := checkPeer(t.uc, socketPath); err != nil {
 		t.uc.Close()
 		return nil, err
@@ -134,7 +49,7 @@ func TakeOver(socketPath string, suspendWait time.Duration) (*Handover, error) {
 	h, err := t.run(suspendWait)
 	if err != nil {
 		for _, fd := range t.fds {
-			closeFD(fd)
+			Close(fd)
 		}
 		if h != nil {
 			h.Abort()
@@ -184,7 +99,7 @@ func (h *Handover) Commit() error {
 	}
 	// The old process's answer is to close the connection once it has
 	// let go; a read that fails otherwise changes nothing now.
-	t.uc.SetReadDeadline(time.Now().Add(takeoverTimeout))
+	t.uc.SetReadDeadline(time.Now().Add(stepTimeout))
 	for t.fill() == nil {
 		t.buf = t.buf[:0]
 	}
@@ -207,38 +122,38 @@ func (h *Handover) Abort() {
 		h.Metrics.Close()
 		h.Metrics = nil
 	}
-	for _, m := range append(h.clients, h.servers...) {
-		closeFD(m.fd)
+	for _, m := range append(h.Clients, h.Servers...) {
+		Close(m.FD)
 	}
-	h.clients, h.servers = nil, nil
+	h.Clients, h.Servers = nil, nil
 	if h.conn != nil {
 		h.conn.uc.Close()
 		h.conn = nil
 	}
 }
 
-// takeoverConn reads the old process's replies with the descriptors that
-// come with them, in order: the k-th DataRow of SHOW FDS carries the k-th
+// conn reads the old process's replies with the descriptors that come
+// with them, in order: the k-th DataRow of SHOW FDS carries the k-th
 // descriptor.
-type takeoverConn struct {
+type conn struct {
 	uc   *net.UnixConn
 	path string // the console's socket: the one Unix listener's name
 	buf  []byte // bytes read, not yet taken
 	fds  []int  // descriptors received, not yet taken
 }
 
-func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
-	start := wire.AppendStartup(nil, []wire.Param{{Name: "user", Value: adminDB}, {Name: "database", Value: adminDB}, {Name: "application_name", Value: "pgturnstile takeover"}})
+func (t *conn) run(suspendWait time.Duration) (*Handover, error) {
+	start := wire.AppendStartup(nil, []wire.Param{{Name: "user", Value: consoleDB}, {Name: "database", Value: consoleDB}, {Name: "application_name", Value: "pgturnstile takeover"}})
 	if err := t.send(start); err != nil {
 		return nil, err
 	}
-	if _, err := t.untilReady(takeoverTimeout, nil); err != nil {
+	if _, err := t.untilReady(stepTimeout, nil); err != nil {
 		return nil, fmt.Errorf("login: %w", err)
 	}
 	if err := t.send(wire.AppendQuery(nil, "SUSPEND;")); err != nil {
 		return nil, err
 	}
-	if _, err := t.untilReady(suspendWait+takeoverTimeout, nil); err != nil {
+	if _, err := t.untilReady(suspendWait+stepTimeout, nil); err != nil {
 		return nil, fmt.Errorf("SUSPEND: %w", err)
 	}
 	if err := t.send(wire.AppendQuery(nil, "SHOW FDS;")); err != nil {
@@ -247,7 +162,7 @@ func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
 	h := &Handover{}
 	var names []string
 	rows := 0
-	_, err := t.untilReady(takeoverTimeout, func(typ byte, body []byte) error {
+	_, err := t.untilReady(stepTimeout, func(typ byte, body []byte) error {
 		switch typ {
 		case 'T':
 			names = rowDescriptionNames(body)
@@ -277,26 +192,26 @@ func (t *takeoverConn) run(suspendWait time.Duration) (*Handover, error) {
 }
 
 // add takes one SHOW FDS row with its descriptor, once both are what a
-// pgturnstile hands over (checkRow, fdcheck.Check); fd is closed otherwise.
+// pgturnstile hands over (CheckRow, fdcheck.Check); fd is closed otherwise.
 // socketPath is the console's socket, the one Unix listener there is.
 func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
-	var st movedState
+	var st State
 	if err := json.Unmarshal([]byte(row["pgturnstile_state"]), &st); err != nil {
-		closeFD(fd)
+		Close(fd)
 		return fmt.Errorf("(%s): pgturnstile_state: %v", row["task"], err)
 	}
 	task := row["task"]
 	oldFD, link, err := rowLink(task, row)
 	if err == nil {
-		err = checkRow(task, row, st)
+		err = CheckRow(task, row, st)
 	}
 	if err != nil {
-		closeFD(fd)
+		Close(fd)
 		return fmt.Errorf("(%s): %v", task, err)
 	}
 	if err := fdcheck.Check(fd, fdcheck.Claim{Task: task, Network: st.Network, Address: st.Address,
 		Local: st.Local, Laddr: st.Laddr, Raddr: st.Raddr, Endpoint: st.Endpoint, SocketPath: socketPath}); err != nil {
-		closeFD(fd)
+		Close(fd)
 		return fmt.Errorf("(%s %s@%s): descriptor %d: %v", task, row["user"], row["database"], fd, err)
 	}
 	switch task {
@@ -313,40 +228,21 @@ func (h *Handover) add(fd int, row map[string]string, socketPath string) error {
 			h.Listeners = append(h.Listeners, ln)
 		}
 	case "client":
-		h.clients = append(h.clients, movedClient{fd: fd, user: row["user"], database: row["database"], state: st, oldFD: oldFD, link: link})
+		h.Clients = append(h.Clients, Row{FD: fd, User: row["user"], Database: row["database"], State: st, OldFD: oldFD, Link: link})
 	case "server":
-		h.servers = append(h.servers, movedClient{fd: fd, user: row["user"], database: row["database"], state: st, oldFD: oldFD, link: link})
+		h.Servers = append(h.Servers, Row{FD: fd, User: row["user"], Database: row["database"], State: st, OldFD: oldFD, Link: link})
 	}
 	return nil
 }
 
-// rowLink reads a row's fd and link columns: its descriptor in the old
-// process, and the linked row's (0: none; a listener has none).
-func rowLink(task string, row map[string]string) (oldFD, link int, err error) {
-	oldFD, err = strconv.Atoi(row["fd"])
-	if err != nil || oldFD < 0 {
-		return 0, 0, fmt.Errorf("fd %q is not a descriptor", row["fd"])
-	}
-	if v, ok := row["link"]; ok {
-		link, err = strconv.Atoi(v)
-		if err != nil || link < 0 {
-			return 0, 0, fmt.Errorf("link %q is not a descriptor", v)
-		}
-	}
-	if link != 0 && task == "pooler" {
-		return 0, 0, errors.New("a listener linked to another row")
-	}
-	return oldFD, link, nil
-}
-
-func (t *takeoverConn) send(b []byte) error {
-	t.uc.SetWriteDeadline(time.Now().Add(takeoverTimeout))
+func (t *conn) send(b []byte) error {
+	t.uc.SetWriteDeadline(time.Now().Add(stepTimeout))
 	_, err := t.uc.Write(b)
 	return err
 }
 
 // fill reads more bytes, and the descriptors that come with them.
-func (t *takeoverConn) fill() error {
+func (t *conn) fill() error {
 	if cap(t.buf)-len(t.buf) < 4096 {
 		nb := make([]byte, len(t.buf), 2*cap(t.buf)+8192)
 		copy(nb, t.buf)
@@ -373,7 +269,7 @@ func (t *takeoverConn) fill() error {
 
 // untilReady reads messages until ReadyForQuery, handing each other one to
 // each (if not nil). An ErrorResponse is the error returned.
-func (t *takeoverConn) untilReady(timeout time.Duration, each func(typ byte, body []byte) error) (byte, error) {
+func (t *conn) untilReady(timeout time.Duration, each func(typ byte, body []byte) error) (byte, error) {
 	t.uc.SetReadDeadline(time.Now().Add(timeout))
 	var failed error
 	for {
@@ -393,7 +289,7 @@ func (t *takeoverConn) untilReady(timeout time.Duration, each func(typ byte, bod
 				return typ, failed
 			case 'E':
 				if failed == nil {
-					failed = errors.New(takeoverErrorMessage(body))
+					failed = errors.New(errorMessage(body))
 				}
 			case 'R':
 				if len(body) >= 4 && binary.BigEndian.Uint32(body) != 0 {
@@ -415,64 +311,4 @@ func (t *takeoverConn) untilReady(timeout time.Duration, each func(typ byte, bod
 			return 0, err
 		}
 	}
-}
-
-// takeoverErrorMessage is an ErrorResponse's message field.
-func takeoverErrorMessage(body []byte) string {
-	for len(body) > 1 {
-		code := body[0]
-		end := 1
-		for end < len(body) && body[end] != 0 {
-			end++
-		}
-		if code == 'M' {
-			return string(body[1:end])
-		}
-		body = body[min(end+1, len(body)):]
-	}
-	return "error from the old process"
-}
-
-// rowDescriptionNames are a RowDescription's column names.
-func rowDescriptionNames(body []byte) []string {
-	if len(body) < 2 {
-		return nil
-	}
-	n := int(binary.BigEndian.Uint16(body))
-	body = body[2:]
-	names := make([]string, 0, n)
-	for range n {
-		end := 0
-		for end < len(body) && body[end] != 0 {
-			end++
-		}
-		names = append(names, string(body[:end]))
-		if end+1+18 > len(body) {
-			break
-		}
-		body = body[end+1+18:]
-	}
-	return names
-}
-
-// rowValues maps a DataRow's text values to their columns' names.
-func rowValues(names []string, body []byte) map[string]string {
-	out := map[string]string{}
-	if len(body) < 2 {
-		return out
-	}
-	n := int(binary.BigEndian.Uint16(body))
-	body = body[2:]
-	for i := 0; i < n && len(body) >= 4; i++ {
-		l := int(int32(binary.BigEndian.Uint32(body)))
-		body = body[4:]
-		if l < 0 || l > len(body) {
-			continue // NULL
-		}
-		if i < len(names) {
-			out[names[i]] = string(body[:l])
-		}
-		body = body[l:]
-	}
-	return out
 }

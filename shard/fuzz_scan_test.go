@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"bytes"
+	"testing"
+)
+
+// scanSeeds start the fuzzer where the scanner's hard cases are.
+var scanSeeds = []string{
+	`SELECT * FROM files WHERE org_id = 42`,
+	`SELECT * FROM files f JOIN comments c USING (org_id) WHERE org_id IN (1, $2)`,
+	`INSERT INTO files (org_id, name) VALUES (7, 'a'), ($1, E'\x41') ON CONFLICT DO NOTHING`,
+	`UPDATE files SET (a, org_id) = (1, 2) WHERE org_id = 1`,
+	`SELECT $a$ $$ $b$ $a$, "x""y", U&"d\0061t\+000061" FROM docs WHERE slug = 'it''s'`,
+	`/* /* */ org_id = 1 */ SELECT 1 -- org_id = 2`,
+	"SELECT * FROM files WHERE org_id = '1'\n'2'",
+	`DELETE FROM files WHERE x BETWEEN 1 AND 2 AND org_id = -5`,
+}
+
+// FuzzScan: the scanner never panics, and a key hidden in a string, a
+// comment or a dollar quote never routes a statement that has none.
+func FuzzScan(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	s := &Scanner{Tables: tables}
+	off := &Scanner{Tables: tables, EscapeStrings: true}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s.Scan(data)
+		off.Scan(data)
+
+		// The input inside a string: the statement has no key.
+		quoted := append([]byte(`SELECT * FROM files WHERE name = '`), bytes.ReplaceAll(data, []byte("'"), []byte("''"))...)
+		quoted = append(quoted, '\'')
+		if r := s.Scan(quoted); r.Outcome == Keyed {
+			t.Fatalf("routed by a string's text: %q", quoted)
+		}
+		// Inside a dollar quote that the input cannot close.
+		if !bytes.Contains(data, []byte("$q$")) {
+			dq := append([]byte(`SELECT $q$`), data...)
+			dq = append(dq, []byte(`$q$ FROM files WHERE name = 1`)...)
+			if r := s.Scan(dq); r.Outcome == Keyed {
+				t.Fatalf("routed by a dollar quote's text: %q", dq)
+			}
+		}
+		// Inside a comment the input cannot end or nest.
+		if !bytes.Contains(data, []byte("*/")) && !bytes.Contains(data, []byte("/*")) {
+			c := append([]byte(`SELECT * FROM files /* `), data...)
+			c = append(c, []byte(` */ WHERE name = 1`)...)
+			if r := s.Scan(c); r.Outcome == Keyed {
+				t.Fatalf("routed by a comment's text: %q", c)
+			}
+		}
+		// Inside a line comment the input cannot end.
+		if !bytes.ContainsAny(data, "\r\n") {
+			c := append([]byte("SELECT * FROM files WHERE name = 1 --"), data...)
+			if r := s.Scan(c); r.Outcome == Keyed {
+				t.Fatalf("routed by a line comment's text: %q", c)
+			}
+		}
+	})
+}
+
+// FuzzReadHint: hints and router SETs never panic, and what they return
+// lies within the statement.
+func FuzzReadHint(f *testing.F) {
+	for _, s := range []string{
+		`/* pgturnstile: shard_key=42, colo=org */ SELECT 1`,
+		`SELECT 1 /*shard_key='42',route='%2F'*/;`,
+		`SET LOCAL pgturnstile.shard_key TO '42'`,
+		`RESET pgturnstile.shard`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, _ := ReadHint(data)
+		for _, v := range [][]byte{h.Key, h.Colo, h.Shard} {
+			if v != nil && !bytes.Contains(data, v) {
+				t.Fatalf("hint value %q not in %q", v, data)
+			}
+		}
+		sh, _, _ := ReadSet(data)
+		if sh.Value != nil && !bytes.Contains(data, sh.Value) {
+			t.Fatalf("set value %q not in %q", sh.Value, data)
+		}
+	})
+}

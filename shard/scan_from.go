@@ -1,0 +1,245 @@
+package shard
+
+// The FROM of a SELECT: its tables, and the joins that put them on one
+// shard (a join of one colocation on its key).
+
+// reserved are the words that end a table reference where an alias could
+// stand, and that the scanner's clauses start with.
+func (s *Scanner) reserved(t token) bool {
+	switch t.kw {
+	case kwOn, kwAs, kwSet, kwFor, kwJoin, kwLeft, kwFull, kwFrom, kwWhere, kwInner, kwRight, kwCross,
+		kwGroup, kwOrder, kwLimit, kwUsing, kwUnion, kwFetch, kwOuter, kwHaving, kwWindow, kwOffset,
+		kwExcept, kwValues, kwNatural, kwLateral, kwReturning, kwIntersect, kwTablesample, kwOverriding:
+		return true
+	}
+	return false
+}
+
+// tableRef reads a table reference at i: [ONLY] [schema.]name [*]
+// [[AS] alias]. It returns the index after it, or -1 when what stands
+// there is not a plain table (a subquery, a function, a column list on
+// the alias…). A table that is not sharded gets colo -1. For INSERT's
+// target (insert), a '(' after the name opens the column list and an
+// alias needs AS.
+func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
+	lx := &s.lx
+	if i < b && s.toks[i].kw == kwOnly {
+		i++
+	}
+	if i >= b || s.toks[i].kind != tokIdent && s.toks[i].kind != tokQIdent || s.reserved(s.toks[i]) {
+		return -1, ref
+	}
+	var schema []byte
+	name := s.name(s.toks[i])
+	i++
+	if i+1 < b && lx.punct(s.toks[i], ".") {
+		if s.toks[i+1].kind != tokIdent && s.toks[i+1].kind != tokQIdent {
+			return -1, ref
+		}
+		schema, name = name, s.name(s.toks[i+1])
+		i += 2
+	}
+	if !insert && i < b && lx.punct(s.toks[i], "(") {
+		return -1, ref // a function in FROM
+	}
+	if i < b && lx.punct(s.toks[i], "*") {
+		i++
+	}
+	ref.name, ref.colo = name, -1
+	if colo, key, typ, ok := s.Tables.Lookup(schema, name); ok {
+		ref.colo, ref.key, ref.typ = colo, key, typ
+	}
+	as := i < b && s.toks[i].kw == kwAs
+	if as {
+		i++
+		if i >= b || s.toks[i].kind != tokIdent && s.toks[i].kind != tokQIdent {
+			return -1, ref
+		}
+	}
+	if (as || !insert) && i < b && (s.toks[i].kind == tokIdent || s.toks[i].kind == tokQIdent) && !s.reserved(s.toks[i]) {
+		ref.alias = s.name(s.toks[i])
+		i++
+		if !insert && i < b && lx.punct(s.toks[i], "(") {
+			return -1, ref // renamed columns: the key may go by another name
+		}
+	}
+	return i, ref
+}
+
+// addRef adds a table to the statement's FROM; false when there are too many.
+func (s *Scanner) addRef(r tableRef) bool {
+	if s.nrefs == maxRefs {
+		return false
+	}
+	r.parent = s.nrefs
+	s.refs[s.nrefs] = r
+	s.nrefs++
+	return true
+}
+
+func (s *Scanner) find(i int) int {
+	for s.refs[i].parent != i {
+		i = s.refs[i].parent
+	}
+	return i
+}
+
+func (s *Scanner) union(i, j int) { s.refs[s.find(i)].parent = s.find(j) }
+
+// clauseEnd finds where a clause that starts at i ends: the first of the
+// words in stop at depth 0, or b.
+func (s *Scanner) clauseEnd(i, b int, stop ...keyword) int {
+	for ; i < b; i++ {
+		if s.depth[i] != 0 || s.toks[i].kw == kwNone {
+			continue
+		}
+		for _, w := range stop {
+			if s.toks[i].kw == w {
+				return i
+			}
+		}
+	}
+	return b
+}
+
+// selectStmt: SELECT … FROM refs [WHERE …] [GROUP BY …] ….
+func (s *Scanner) selectStmt(a, b int, table []byte, key string) {
+	from := s.clauseEnd(a+1, b, kwFrom, kwInto)
+	if from == b || s.toks[from].kw == kwInto {
+		s.refuse(ReasonShape, table, key)
+		return
+	}
+	fromEnd := s.clauseEnd(from+1, b, kwWhere, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+	if !s.fromList(from+1, fromEnd, table, key) {
+		return
+	}
+	whereEnd := fromEnd
+	where := -1
+	if fromEnd < b && s.toks[fromEnd].kw == kwWhere {
+		where = fromEnd + 1
+		whereEnd = s.clauseEnd(where, b, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+	}
+	s.decide(where, whereEnd, table, key)
+}
+
+// fromList reads refs joined by ',' or JOIN … ON … / USING (…) into
+// s.refs, linking the tables a join condition equates on their keys.
+func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
+	lx := &s.lx
+	for {
+		next, ref := s.tableRef(i, b, false)
+		if next < 0 {
+			s.refuse(ReasonJoin, table, key)
+			return false
+		}
+		if ref.colo < 0 {
+			s.refuse(ReasonJoin, ref.name, "")
+			return false
+		}
+		if s.nrefs > 0 && ref.colo != s.refs[0].colo {
+			s.refuse(ReasonJoin, ref.name, ref.key)
+			return false
+		}
+		if !s.addRef(ref) {
+			s.refuse(ReasonJoin, table, key)
+			return false
+		}
+		i = next
+		if i < b && s.toks[i].kind == tokIdent && (s.toks[i].kw == kwOn || s.toks[i].kw == kwUsing) {
+			if s.nrefs < 2 {
+				s.refuse(ReasonJoin, table, key)
+				return false
+			}
+			if s.toks[i].kw == kwUsing {
+				i = s.joinUsing(i+1, b)
+			} else {
+				i = s.joinOn(i+1, b)
+			}
+			if i < 0 {
+				s.refuse(ReasonJoin, table, key)
+				return false
+			}
+		}
+		if i >= b {
+			return true
+		}
+		t := s.toks[i]
+		switch {
+		case lx.punct(t, ","):
+			i++
+		case t.kw == kwJoin:
+			i++
+		case t.kw == kwInner || t.kw == kwCross:
+			if i+1 >= b || s.toks[i+1].kw != kwJoin {
+				s.refuse(ReasonJoin, table, key)
+				return false
+			}
+			i += 2
+		case t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull:
+			i++
+			if i < b && s.toks[i].kw == kwOuter {
+				i++
+			}
+			if i >= b || s.toks[i].kw != kwJoin {
+				s.refuse(ReasonJoin, table, key)
+				return false
+			}
+			i++
+		default:
+			// NATURAL, LATERAL, TABLESAMPLE, a parenthesised join…
+			s.refuse(ReasonJoin, table, key)
+			return false
+		}
+	}
+}
+
+// joinOn reads ON cond up to the next join word at depth 0; each conjunct
+// colref = colref on two tables' keys links them. An OR at the top level
+// makes the condition tell nothing. It returns the index after the
+// condition, or -1.
+func (s *Scanner) joinOn(i, b int) int {
+	end := i
+	for end < b {
+		t := s.toks[end]
+		if s.depth[end] == 0 && (s.lx.punct(t, ",") || t.kind == tokIdent && (t.kw == kwJoin || t.kw == kwInner ||
+			t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull || t.kw == kwCross || t.kw == kwNatural)) {
+			break
+		}
+		end++
+	}
+	if !s.conjuncts(i, end, false) {
+		return -1
+	}
+	return end
+}
+
+// joinUsing reads USING (c, …): a column that is the key of the new
+// table and of tables before it links them.
+func (s *Scanner) joinUsing(i, b int) int {
+	if i >= b || !s.lx.punct(s.toks[i], "(") {
+		return -1
+	}
+	right := s.nrefs - 1
+	for i++; i < b; i++ {
+		t := s.toks[i]
+		if s.lx.punct(t, ")") {
+			return i + 1
+		}
+		if s.lx.punct(t, ",") {
+			continue
+		}
+		if t.kind != tokIdent && t.kind != tokQIdent {
+			return -1
+		}
+		col := s.name(t)
+		if string(col) != s.refs[right].key {
+			continue
+		}
+		for j := 0; j < right; j++ {
+			if s.refs[j].key == string(col) {
+				s.union(j, right)
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,413 @@
+package shard
+
+// WHERE: the conjuncts that bind a key to a value, and the values the
+// scanner takes as keys (literals, $n, NULL, with a cast of the key's own
+// type).
+
+// decide finishes a statement whose tables are in s.refs: the key
+// conjuncts of WHERE [w, e) (w < 0: no WHERE) bind them; every table must
+// be bound or joined on the key to a bound one.
+func (s *Scanner) decide(w, e int, table []byte, key string) {
+	if w >= 0 {
+		for i := w; i < e; i++ {
+			if s.depth[i] == 0 && s.toks[i].kw == kwOr {
+				s.refuse(ReasonOr, table, key)
+				return
+			}
+		}
+		if !s.conjuncts(w, e, true) {
+			s.refuse(ReasonOr, table, key)
+			return
+		}
+	}
+	root := -1
+	for i := 0; i < s.nrefs; i++ {
+		if s.refs[i].bound {
+			root = s.find(i)
+		}
+	}
+	for i := 0; i < s.nrefs; i++ {
+		if root < 0 || s.find(i) != root {
+			reason := ReasonNoKey
+			if root >= 0 {
+				reason = ReasonJoin
+			}
+			s.refuse(reason, s.refs[i].name, s.refs[i].key)
+			return
+		}
+	}
+	if s.res.Outcome != Refused {
+		s.res.Outcome = Keyed
+	}
+}
+
+// conjuncts reads the AND-separated conditions of [i, e). With bind, a
+// key = value (or key IN (…)) conjunct binds its table and adds its
+// values, the first such conjunct only (another one can only narrow the
+// rows further); colref = colref on two keys links the tables either way.
+// It reports false for an OR at the top level.
+func (s *Scanner) conjuncts(i, e int, bind bool) bool {
+	bound := false
+	for i < e {
+		end := i
+		between := false
+		for end < e {
+			t := s.toks[end]
+			if s.depth[end] == 0 && t.kind == tokIdent {
+				if t.kw == kwOr {
+					return false
+				}
+				if t.kw == kwBetween {
+					between = true
+				} else if t.kw == kwAnd {
+					if !between {
+						break
+					}
+					between = false
+				}
+			}
+			end++
+		}
+		if s.keyConjunct(i, end, bind && !bound) {
+			bound = bound || bind
+		}
+		i = end + 1
+	}
+	return true
+}
+
+// colRef reads a column reference at i: c, t.c or s.t.c, and returns the
+// index after it and the set of tables whose key it is (bits of s.refs).
+func (s *Scanner) colRef(i, e int) (next int, set uint32) {
+	var parts [3][]byte
+	n := 0
+	for i < e && n < 3 {
+		t := s.toks[i]
+		if t.kind != tokIdent && t.kind != tokQIdent {
+			return -1, 0
+		}
+		parts[n] = s.name(t)
+		n++
+		i++
+		if i < e && s.lx.punct(s.toks[i], ".") {
+			i++
+			continue
+		}
+		break
+	}
+	if n == 0 {
+		return -1, 0
+	}
+	col := string(parts[n-1])
+	for j := 0; j < s.nrefs; j++ {
+		r := &s.refs[j]
+		if r.key != col {
+			continue
+		}
+		switch n {
+		case 1:
+			set |= 1 << j
+		case 2:
+			q := parts[0]
+			if r.alias != nil && string(q) == string(r.alias) || r.alias == nil && string(q) == string(r.name) {
+				set |= 1 << j
+			}
+		case 3:
+			if r.alias == nil && string(parts[1]) == string(r.name) {
+				set |= 1 << j
+			}
+		}
+	}
+	return i, set
+}
+
+// keyConjunct looks at one conjunct [i, e): exactly colref = colref (a
+// join on the key), colref = value, value = colref, or colref IN (value,
+// …). Anything else tells nothing and is passed over.
+func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
+	lx := &s.lx
+	if next, set := s.colRef(i, e); next > 0 && set != 0 && next < e {
+		if lx.punct(s.toks[next], "=") {
+			if n2, set2 := s.colRef(next+1, e); n2 == e && set2 != 0 {
+				s.link(set | set2)
+				return false
+			}
+			if bind && s.valueAt(next+1, e, set, true) {
+				s.bind(set)
+				return true
+			}
+			return false
+		}
+		if bind && s.toks[next].kw == kwIn && next+1 < e && lx.punct(s.toks[next+1], "(") && lx.punct(s.toks[e-1], ")") {
+			mark := len(s.keys)
+			j := next + 2
+			for j < e-1 {
+				k := j
+				for k < e-1 && !(s.depth[k] == 1 && lx.punct(s.toks[k], ",")) {
+					k++
+				}
+				if !s.valueAt(j, k, set, true) {
+					s.keys = s.keys[:mark]
+					return false
+				}
+				j = k + 1
+			}
+			if len(s.keys) == mark {
+				return false
+			}
+			s.bind(set)
+			return true
+		}
+		return false
+	}
+	if !bind {
+		return false
+	}
+	// value = colref
+	for j := i; j < e; j++ {
+		if s.depth[j] == 0 && lx.punct(s.toks[j], "=") {
+			if n2, set := s.colRef(j+1, e); n2 == e && set != 0 && s.valueAt(i, j, set, true) {
+				s.bind(set)
+				return true
+			}
+			return false
+		}
+	}
+	return false
+}
+
+// link joins the tables of set: a condition equates their keys.
+func (s *Scanner) link(set uint32) {
+	first := -1
+	for j := 0; j < s.nrefs; j++ {
+		if set&(1<<j) == 0 {
+			continue
+		}
+		if first < 0 {
+			first = j
+		} else {
+			s.union(j, first)
+		}
+	}
+}
+
+func (s *Scanner) bind(set uint32) {
+	for j := 0; j < s.nrefs; j++ {
+		if set&(1<<j) != 0 {
+			s.refs[j].bound = true
+		}
+	}
+	s.link(set)
+}
+
+// valueAt reads exactly one value in [i, e): [+|-]integer, a string, $n
+// or NULL, with an optional cast to the key's type, and (with add) adds
+// it as a key of the first table in set.
+func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
+	if i >= e {
+		return false
+	}
+	var r *tableRef
+	for j := 0; j < s.nrefs; j++ {
+		if set&(1<<j) != 0 {
+			r = &s.refs[j]
+			break
+		}
+	}
+	if r == nil {
+		return false
+	}
+	k := Key{Colo: r.colo, Type: r.typ}
+	lx := &s.lx
+	t := s.toks[i]
+	neg := false
+	if (lx.punct(t, "-") || lx.punct(t, "+")) && i+1 < e && s.toks[i+1].kind == tokNumber {
+		neg = lx.punct(t, "-")
+		i++
+		t = s.toks[i]
+	}
+	switch t.kind {
+	case tokNumber:
+		k.Number = true
+		at := len(s.scratch)
+		if neg {
+			s.scratch = append(s.scratch, '-')
+		}
+		s.scratch = append(s.scratch, lx.src[t.start:t.end]...)
+		k.Value = s.scratch[at:]
+	case tokString:
+		if t.joined || t.form == strUnicode {
+			return false
+		}
+		v, ok := s.decodeString(t)
+		if !ok {
+			return false
+		}
+		k.Value = v
+	case tokParam:
+		n := 0
+		for _, c := range lx.src[t.start+1 : t.end] {
+			n = n*10 + int(c-'0')
+			if n > 1<<16 {
+				return false
+			}
+		}
+		if n == 0 {
+			return false
+		}
+		k.Param = n
+	case tokIdent:
+		if t.kw != kwNull {
+			return false
+		}
+		k.Null = true
+	default:
+		return false
+	}
+	i++
+	if i < e {
+		// ::type, of the key's own type only: another type compares
+		// otherwise (5 = 5.0 as numeric) and its rows could lie elsewhere.
+		if !lx.punct(s.toks[i], "::") || !s.castOK(i+1, e, r.typ) {
+			return false
+		}
+	}
+	if add {
+		s.keys = append(s.keys, k)
+	}
+	return true
+}
+
+// castOK reports that [i, e) is exactly a type name of the key's family.
+func (s *Scanner) castOK(i, e int, typ KeyType) bool {
+	lx := &s.lx
+	if i >= e {
+		return false
+	}
+	// pg_catalog.int8
+	if i+2 < e && s.toks[i].kw == kwPgCatalog && lx.punct(s.toks[i+1], ".") {
+		i += 2
+	}
+	t := s.toks[i]
+	switch typ {
+	case KeyBigint, KeyInt, KeySmallint:
+		return i+1 == e && (t.kw == kwBigint || t.kw == kwInt8 || t.kw == kwInt || t.kw == kwInteger ||
+			t.kw == kwInt4 || t.kw == kwSmallint || t.kw == kwInt2)
+	case KeyText:
+		if i+1 == e && (t.kw == kwText || t.kw == kwVarchar) {
+			return true
+		}
+		// varchar(n), character varying [(n)]
+		if t.kw == kwCharacter && i+1 < e && s.toks[i+1].kw == kwVarying {
+			i++
+		} else if t.kw != kwVarchar {
+			return false
+		}
+		i++
+		if i == e {
+			return true
+		}
+		return i+3 == e && lx.punct(s.toks[i], "(") && s.toks[i+1].kind == tokNumber && lx.punct(s.toks[i+2], ")")
+	case KeyUUID:
+		return i+1 == e && t.kw == kwUuid
+	}
+	return false
+}
+
+// decodeString returns a string literal's value: the body itself when it
+// needs no decoding, else a decoded copy in scratch. Escapes the scanner
+// does not decode (\u, \U) make it no value.
+func (s *Scanner) decodeString(t token) ([]byte, bool) {
+	body := s.lx.src[t.bodyStart:t.bodyEnd]
+	switch t.form {
+	case strDollar:
+		return body, true
+	case strPlain:
+		if !containsByte(body, '\'') {
+			return body, true
+		}
+		at := len(s.scratch)
+		for i := 0; i < len(body); i++ {
+			s.scratch = append(s.scratch, body[i])
+			if body[i] == '\'' {
+				i++
+			}
+		}
+		return s.scratch[at:], true
+	case strEscape:
+		at := len(s.scratch)
+		for i := 0; i < len(body); i++ {
+			c := body[i]
+			if c == '\'' {
+				s.scratch = append(s.scratch, '\'')
+				i++
+				continue
+			}
+			if c != '\\' {
+				s.scratch = append(s.scratch, c)
+				continue
+			}
+			i++
+			if i >= len(body) {
+				return nil, false
+			}
+			c = body[i]
+			switch c {
+			case 'b':
+				s.scratch = append(s.scratch, '\b')
+			case 'f':
+				s.scratch = append(s.scratch, '\f')
+			case 'n':
+				s.scratch = append(s.scratch, '\n')
+			case 'r':
+				s.scratch = append(s.scratch, '\r')
+			case 't':
+				s.scratch = append(s.scratch, '\t')
+			case 'u', 'U':
+				return nil, false
+			case 'x':
+				v, n := 0, 0
+				for n < 2 && i+1 < len(body) && hexVal(body[i+1]) >= 0 {
+					v = v*16 + hexVal(body[i+1])
+					i++
+					n++
+				}
+				if n == 0 {
+					s.scratch = append(s.scratch, 'x')
+				} else {
+					s.scratch = append(s.scratch, byte(v))
+				}
+			default:
+				if c >= '0' && c <= '7' {
+					v, n := int(c-'0'), 1
+					for n < 3 && i+1 < len(body) && body[i+1] >= '0' && body[i+1] <= '7' {
+						v = v*8 + int(body[i+1]-'0')
+						i++
+						n++
+					}
+					s.scratch = append(s.scratch, byte(v))
+				} else {
+					s.scratch = append(s.scratch, c)
+				}
+			}
+		}
+		v := s.scratch[at:]
+		if containsByte(v, 0) {
+			return nil, false // Postgres refuses a zero byte in text
+		}
+		return v, true
+	}
+	return nil, false
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
