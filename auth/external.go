@@ -7,6 +7,8 @@ package auth
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -40,4 +42,24 @@ func AuthenticateExternal(ctx context.Context, c Conn, user string, chk Password
 		return nil, &Error{SQLState: SQLStateProtocolViolation, Message: failMsg, Detail: err.Error()}
 	}
 	return &Secret{Kind: SecretPlain, Plain: password}, nil
+}
+
+// CheckExternal refuses, at start and at RELOAD, an auth_type that would
+// refuse every login: ldap without valid auth_ldap_options (ldapOptions),
+// pam in a build without PAM.
+func CheckExternal(authType, ldapOptions string) error {
+	switch authType {
+	case "ldap":
+		if ldapOptions == "" {
+			return errors.New("auth_type=ldap needs auth_ldap_options")
+		}
+		if _, err := ParseLDAPOptions(ldapOptions); err != nil {
+			return fmt.Errorf("auth_ldap_options: %v", err)
+		}
+	case "pam":
+		if !PAMSupported {
+			return ErrPAMUnsupported
+		}
+	}
+	return nil
 }

@@ -86,6 +86,28 @@ func (m HBAMethod) String() string {
 	return "HBAMethod(" + strconv.Itoa(int(m)) + ")"
 }
 
+// Method is the authentication method a rule's method runs: a password
+// exchange, or trust. cert and peer have none (the zero Method): the
+// caller decides those logins itself. ok is false for reject and any
+// method the pooler does not run.
+func (m HBAMethod) Method() (method Method, ok bool) {
+	switch m {
+	case HBATrust:
+		return MethodTrust, true
+	case HBAMD5:
+		return MethodMD5, true
+	case HBAPassword:
+		return MethodPlain, true
+	case HBASCRAM:
+		return MethodSCRAM, true
+	case HBACert, HBAPeer:
+		return method, true
+	case HBALDAP:
+		return MethodLDAP, true
+	}
+	return method, false
+}
+
 // HBARule is what a matching rule tells the caller.
 type HBARule struct {
 	Line    int               // line of the auth_hba_file the record starts on

@@ -139,6 +139,23 @@ func (id *Ident) line(fields []hbaField) string {
 	return ""
 }
 
+// LoadIdentMaps reads the auth_ident_file at identFile, when set, and
+// gives each rule of h with map= its map (ResolveMaps). As in PgBouncer
+// the file is read only for auth_type=hba (the only way to name a map),
+// at start and on every RELOAD, with the auth_hba_file (hbaFile, for the
+// errors); a map= naming a map the file lacks is an error, so RELOAD
+// keeps the rules in force.
+func LoadIdentMaps(h *HBA, hbaFile, identFile string) error {
+	var id *Ident
+	if identFile != "" {
+		var err error
+		if id, err = LoadIdent(identFile); err != nil {
+			return err
+		}
+	}
+	return h.ResolveMaps(hbaFile, id)
+}
+
 // ResolveMaps attaches to each rule with map= the map it names in id, and
 // reports a rule whose map id lacks (PgBouncer skips that line with
 // "Ident map X is not found in ident config file"; a rule that cannot

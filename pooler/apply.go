@@ -81,7 +81,7 @@ func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
 		old = g.cfg
 	}
 	s.swap(next)
-	s.peers.reload(s.log, old, next.gen.cfg)
+	s.peers.Reload(s.log, old, next.gen.cfg)
 	if next.tlsNotApplied != nil {
 		// The cause; the caller says what was kept in its own words.
 		s.log.Error("TLS setup failed: " + errors.Unwrap(next.tlsNotApplied).Error())
@@ -137,11 +137,11 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 		if sec.hba, err = auth.LoadHBA(st.AuthHBAFile); err != nil {
 			return nil, warnings, err
 		}
-		if err := resolveIdentMaps(sec.hba, st); err != nil {
+		if err := auth.LoadIdentMaps(sec.hba, st.AuthHBAFile, st.AuthIdentFile); err != nil {
 			return nil, warnings, err
 		}
 	}
-	if err := checkExternalAuth(st); err != nil {
+	if err := auth.CheckExternal(st.AuthType, st.AuthLDAPOptions); err != nil {
 		return nil, warnings, err
 	}
 	next.gen.sec = sec

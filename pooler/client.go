@@ -119,10 +119,8 @@ type client struct {
 	// setStateLocked.
 	gone atomic.Bool
 	// parkWanted: the janitor (or the login grace) asked serve to park:
-	// a request, not a state. parkFD: the socket while parked (guarded by
-	// the service's parker.mu).
+	// a request, not a state.
 	parkWanted atomic.Bool
-	parkFD     int32
 	tls        bool // the connection switched to TLS
 	local      bool // connected over the Unix socket
 	// unixPeer is a Unix-socket client's address in the log prefix,

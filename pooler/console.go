@@ -311,13 +311,13 @@ func (v consoleView) Lists() admin.Lists {
 		l.UsedServers += len(p.servers)
 		p.mu.Unlock()
 	}
-	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.count()
+	l.Peers, l.PeerPools = len(cfg.Peers), s.peers.Count()
 	l.DNSNames, l.DNSZones, l.DNSQueries = s.dns.Counts()
 	return l
 }
 
 // PeerPools is SHOW PEER_POOLS (admin.PeerPools).
-func (v consoleView) PeerPools() []admin.PeerPool { return v.s.peers.rows() }
+func (v consoleView) PeerPools() []admin.PeerPool { return v.s.peers.Rows() }
 
 // DNSHosts is SHOW DNS_HOSTS (admin.DNSCache).
 func (v consoleView) DNSHosts() []admin.DNSHost { return v.s.dns.HostRows() }

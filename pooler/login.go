@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/admission/classify"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/startupopts"
+	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -367,33 +368,14 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 // ignored one is dropped, and with "options" itself in
 // ignore_startup_parameters every other one is dropped too (the tracked
 // ones are still kept); an argument that is not -c/-- name=value is
-// refused either way.
+// refused either way (internal/startupopts reads them).
 func (c *client) readOptions(opts string, params map[string]string, ignored func(string) bool) error {
 	if c.svc.debugOn() {
 		c.debugf("received options: %s", opts)
 	}
-	fields := splitOptions(opts)
-	for i := 0; i < len(fields); i++ {
-		f := fields[i]
-		var kv string
-		switch {
-		case f == "-c" && i+1 < len(fields):
-			i++
-			kv = fields[i]
-		case strings.HasPrefix(f, "-c") && len(f) > 2:
-			kv = f[2:]
-		case strings.HasPrefix(f, "--"):
-			kv = f[2:]
-		default:
-			return newError(CodeUnsupportedOptions)
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			// "-c=" or "--=x" names nothing (PgBouncer once looped on
-			// them): the same refusal as any other malformed option.
-			return newError(CodeUnsupportedOptions)
-		}
-		k = strings.ReplaceAll(k, "-", "_")
+	settings, ok := startupopts.Parse(opts)
+	for _, kv := range settings {
+		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
 			// Admission tags (-c pgturnstile.priority=low): the pooler's
 			// own, never forwarded to Postgres.
@@ -416,215 +398,10 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 			return newError(CodeUnsupportedOptionsParam, k)
 		}
 	}
+	if !ok {
+		return newError(CodeUnsupportedOptions)
+	}
 	return nil
-}
-
-// splitOptions splits the options startup parameter as Postgres does
-// (pg_split_opts): at ASCII whitespace, a backslash taking the next
-// character literally, so `-c application_name=a\ b` carries a value with
-// a space. A trailing backslash is dropped, as there.
-func splitOptions(s string) []string {
-	var out []string
-	var b strings.Builder
-	inField, escaped := false, false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case escaped:
-			b.WriteByte(ch)
-			escaped = false
-		case ch == '\\':
-			escaped, inField = true, true
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r':
-			if inField {
-				out = append(out, b.String())
-				b.Reset()
-				inField = false
-			}
-		default:
-			b.WriteByte(ch)
-			inField = true
-		}
-	}
-	if inField {
-		out = append(out, b.String())
-	}
-	return out
-}
-
-// authenticate checks the client by auth_type (or the auth_hba_file rule
-// for its connection), against the global user store: an auth_file user
-// uses its secret; any other user, when an auth_user is configured, gets
-// its secret from auth_query on every login (so a changed password counts
-// at once), and a user auth_query does not find is refused at once with
-// PgBouncer's "no such user"; otherwise a password method fails like a
-// wrong password, without saying that the user is unknown, and trust
-// refuses with PgBouncer's "\"trust\" authentication failed". It returns
-// the secret the client was checked against and what SCRAM left for a
-// pass-through server login.
-//
-// dbKnown=false: db is a stand-in for a database that does not exist. The
-// exchange is the one a known database would get (an auth_file user with
-// its own secret, anyone else a mock one), so that a client learns nothing
-// before it has authenticated; auth_query then runs only in a global
-// auth_dbname, as there is no database of the client's to run it in, and
-// a user it does not find gets the mock exchange too.
-func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, auth.Result, error) {
-	st := c.svc.settings()
-	var none auth.Result
-	m, rule, err := c.authMethod(st)
-	switch {
-	case err != nil:
-		return nil, none, err
-	case rule.Method == auth.HBACert:
-		return nil, none, c.certAuth(rule.Ident)
-	case rule.Method == auth.HBAPeer:
-		return c.peerAuth(st, db, dbKnown, rule.Ident)
-	case m == auth.MethodAny:
-		return nil, none, nil
-	case m == auth.MethodLDAP || m == auth.MethodPAM:
-		return c.externalAuth(st, db, m)
-	}
-	secret, found, err := c.userSecret(st, db, dbKnown)
-	switch {
-	case errors.Is(err, errAuthQueryNoRow) && m == auth.MethodTrust:
-		// Trust tells a user it does not admit that anyway, so
-		// PgBouncer's words cost nothing here.
-		return nil, none, newError(CodeNoSuchUser)
-	case errors.Is(err, errAuthQueryNoRow):
-		// A password method runs the mock exchange and fails exactly as
-		// a wrong password does, as for an unknown auth_file user and as
-		// PostgreSQL does, so that nobody can probe which roles exist. A
-		// deliberate difference: PgBouncer answers "no such user" at once
-		// (its source marks the missing mock as a TODO);
-		// pgbouncer-compat.md lists the suite tests that expect it.
-		err = nil
-	case err != nil:
-		return nil, none, err
-	}
-	if !found && st.LogConnections {
-		c.logger().Info("no such user: " + c.user)
-	}
-	if m == auth.MethodTrust {
-		// Trust admits a user with an auth source only: an auth_file
-		// entry or an auth_query row, a role without a password
-		// included. A name only in [users] (limits, never a login) or
-		// known to nobody is refused, as PgBouncer refuses its mock user.
-		if !found {
-			return nil, none, newError(CodeTrustFailed)
-		}
-		return secret, none, nil
-	}
-	res, err := auth.Authenticate(c, m, c.user, secret)
-	return secret, res, err
-}
-
-// authMethod is the method auth_type names or, for auth_type=hba, that of
-// the auth_hba_file rule for the client's connection (no rule, or reject,
-// refuses the client). A login decided without a password exchange has
-// rule.Method HBACert (auth_type=cert or an hba cert rule), which certAuth
-// decides, or HBAPeer, which peerAuth decides, with the rule's ident map.
-func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARule, err error) {
-	switch st.AuthType {
-	case "hba":
-		rule, ok := c.svc.gen.Load().sec.hba.Match(auth.HBAConn{
-			Local: c.local, TLS: c.tls, Addr: c.remoteIP(), Database: c.dbName, User: c.user,
-			Replication: c.repl == replPhysical,
-		})
-		if !ok || rule.Method == auth.HBAReject {
-			return m, rule, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
-		}
-		m, err = hbaMethod(rule.Method)
-		return m, rule, err
-	case "cert":
-		return m, auth.HBARule{Method: auth.HBACert}, nil
-	default:
-		if m, err = auth.ParseMethod(st.AuthType); err != nil {
-			return m, rule, newError(CodeAuthTypeInvalid, err.Error())
-		}
-		return m, rule, nil
-	}
-}
-
-// hbaMethod is the authentication method of an auth_hba_file rule's
-// method other than reject, cert and peer (which authMethod's caller
-// decides itself).
-func hbaMethod(hm auth.HBAMethod) (m auth.Method, err error) {
-	switch hm {
-	case auth.HBATrust:
-		return auth.MethodTrust, nil
-	case auth.HBAMD5:
-		return auth.MethodMD5, nil
-	case auth.HBAPassword:
-		return auth.MethodPlain, nil
-	case auth.HBASCRAM:
-		return auth.MethodSCRAM, nil
-	case auth.HBACert, auth.HBAPeer:
-		return m, nil
-	case auth.HBALDAP:
-		return auth.MethodLDAP, nil
-	default:
-		return m, newError(CodeHBAMethodUnsupported, hm.String())
-	}
-}
-
-// userSecret is the secret to check the client against, nil when there is
-// none, and whether the user has an auth source (found): an auth_file
-// user's own secret, else, when an auth_user applies, what auth_query
-// returns now. A row whose secret is NULL (a role without a password, or
-// past its VALID UNTIL) is found with a nil secret: no password matches
-// it, but trust admits it, as PgBouncer's impossible "md5" secret does.
-// No row is errAuthQueryNoRow, for authenticate to decide.
-func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bool) (secret *auth.Secret, found bool, err error) {
-	if u, ok := c.svc.gen.Load().users.Lookup(c.user); ok && u.Source == auth.SourceAuthFile {
-		return u.Secret, true, nil
-	}
-	if authUserFor(db, st) == "" || !(dbKnown || st.AuthDBName != "") {
-		return nil, false, nil
-	}
-	secret, found, err = c.svc.authQuery(c.logger(), db, c.user)
-	if err != nil {
-		return nil, false, c.authQueryError(err)
-	}
-	if !found {
-		return nil, false, errAuthQueryNoRow
-	}
-	c.svc.gen.Load().users.NoteAuthQuery(c.user)
-	// A user first known through auth_query counts from here on.
-	if err := c.checkUserClients(c.svc.config(), c.user); err != nil {
-		return nil, false, err
-	}
-	return secret, true, nil
-}
-
-// authQueryError is what a client is told when its auth_query could not
-// run, in PgBouncer's words: the auth database's state as authQuery said
-// it; a refused login of the auth_user's server as Postgres said it (say
-// `database "x" does not exist`), as PgBouncer fails the logins waiting
-// for that pool; an error of the query itself, or a server lost during
-// it, as "bouncer config error", its cause logged ("error in
-// auth_query: ERROR: …"); no server within server_connect_timeout as
-// "authentication query failed".
-func (c *client) authQueryError(err error) error {
-	var told *Error
-	var refused *auth.ServerError
-	switch {
-	case errors.As(err, &told), errors.As(err, &refused):
-		return err
-	case errors.Is(err, errAuthQueryNoServer):
-		c.logger().Warn("auth_query failed: " + err.Error())
-		return newError(CodeAuthQueryFailed)
-	}
-	c.logger().Error("error in auth_query: " + err.Error())
-	return newError(CodeBouncerConfigError)
-}
-
-// authUserFor is the auth_user of a database entry, else the global one.
-func authUserFor(db *config.Database, st *config.Settings) string {
-	if db.AuthUser != "" {
-		return db.AuthUser
-	}
-	return st.AuthUser
 }
 
 // startTLS answers an SSLRequest with 'S' and runs the handshake; the
@@ -638,7 +415,7 @@ func (c *client) startTLS(cfg *tls.Config) error {
 	if _, err := c.plainIO().Write([]byte{'S'}); err != nil {
 		return err
 	}
-	tc := tls.Server(tlsTransport(c.conn, c.plainIO()), cfg)
+	tc := tls.Server(tlsconn.Transport(c.conn, c.plainIO()), cfg)
 	if err := tc.Handshake(); err != nil {
 		return err
 	}
@@ -649,11 +426,8 @@ func (c *client) startTLS(cfg *tls.Config) error {
 // plainIO is how the client's socket is read and written before TLS, if
 // any, starts: with raw system calls where wire.SocketIO makes them (the
 // answer to an SSLRequest and the TLS records; c.r, which reads the startup
-// packets, and c.w are over it too).
-// A call entered the ordinary way, as net.Conn's Read makes it, wakes the
-// runtime's sysmon thread when the pooler was idle, and sysmon then polls
-// every 20 µs for a while: on a connect-per-transaction load those
-// wake-ups cost more CPU than the calls themselves.
+// packets, and c.w are over it too), for the reason tlsconn.Transport
+// gives.
 func (c *client) plainIO() io.ReadWriter {
 	if c.tls {
 		return c.conn
@@ -662,37 +436,6 @@ func (c *client) plainIO() io.ReadWriter {
 		c.plain = wire.SocketIO(c.conn)
 	}
 	return c.plain
-}
-
-// rawNetConn is a socket as crypto/tls sees it: reads and writes go
-// through wire.SocketIO (see plainIO), the rest is the net.Conn's.
-type rawNetConn struct {
-	net.Conn
-	io io.ReadWriter
-}
-
-func (r *rawNetConn) Read(p []byte) (int, error)  { return r.io.Read(p) }
-func (r *rawNetConn) Write(p []byte) (int, error) { return r.io.Write(p) }
-
-// tlsTransport is the connection crypto/tls reads and writes a client's
-// or a server's records through: conn, with raw system calls where
-// wire.SocketIO made sio (its I/O) of them.
-func tlsTransport(conn net.Conn, sio io.ReadWriter) net.Conn {
-	if c, same := sio.(net.Conn); same && c == conn {
-		return conn
-	}
-	return &rawNetConn{Conn: conn, io: sio}
-}
-
-// netConnOf is the socket under a TLS connection, or conn itself.
-func netConnOf(conn net.Conn) net.Conn {
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	if rc, ok := conn.(*rawNetConn); ok {
-		conn = rc.Conn
-	}
-	return conn
 }
 
 // useTLS makes the client's connection the TLS one over it, handshake done.
@@ -722,50 +465,6 @@ func (c *client) remoteIP() netip.Addr {
 		}
 	}
 	return netip.Addr{}
-}
-
-// Send implements auth.Conn.
-//
-// SASL's final message is left in the writer: what follows it (the
-// welcome, or the error that ends the login) flushes it in the same
-// write. (A challenge is not written with FlushAwaitReply, as servers'
-// requests are: a client may have sent its answer, or anything, before
-// the challenge, and the wait would then sleep through the only wake-up.)
-func (c *client) Send(msg pgproto3.BackendMessage) error {
-	b, err := msg.Encode(c.scratch[:0])
-	if err != nil {
-		return err
-	}
-	c.scratch = b
-	if err := c.w.Write(b); err != nil {
-		return err
-	}
-	if _, final := msg.(*pgproto3.AuthenticationSASLFinal); final {
-		return nil
-	}
-	return c.w.Flush()
-}
-
-// ReadPassword implements auth.Conn.
-func (c *client) ReadPassword() ([]byte, error) {
-	typ, _, err := c.r.Next()
-	if err != nil {
-		return nil, err
-	}
-	if typ != wire.MsgPassword {
-		// Not skipped: the login ends here, and the "message" may be a
-		// second startup packet whose bytes read as a huge length.
-		return nil, newError(CodeExpectedPassword, typ)
-	}
-	// A cleartext password can be longer than the client's read buffer
-	// (PgBouncer's tests send 65,530 bytes): it is read whole, into memory
-	// of its own that the login drops (counted in the held-message budget),
-	// up to auth.MaxPasswordPacket; the reader has checked max_packet_size.
-	body, err := c.r.ReadBodyMax(nil, auth.MaxPasswordPacket)
-	if errors.Is(err, wire.ErrMessageTooLarge) {
-		return nil, &auth.Error{SQLState: auth.SQLStateProtocolViolation, Message: auth.MsgMalformedPassword, Detail: "password packet too long"}
-	}
-	return body, err
 }
 
 // consoleLogin authenticates a login to the admin console, sends a welcome

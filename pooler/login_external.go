@@ -7,8 +7,6 @@ package pooler
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -88,24 +86,4 @@ func (c *client) remoteHost() string {
 		return "unix"
 	}
 	return c.remoteIP().String()
-}
-
-// checkExternalAuth refuses at startup and RELOAD what would refuse every
-// login: auth_type = ldap without valid auth_ldap_options, auth_type = pam
-// in a build without PAM.
-func checkExternalAuth(st *config.Settings) error {
-	switch st.AuthType {
-	case "ldap":
-		if st.AuthLDAPOptions == "" {
-			return errors.New("auth_type=ldap needs auth_ldap_options")
-		}
-		if _, err := auth.ParseLDAPOptions(st.AuthLDAPOptions); err != nil {
-			return fmt.Errorf("auth_ldap_options: %v", err)
-		}
-	case "pam":
-		if !auth.PAMSupported {
-			return auth.ErrPAMUnsupported
-		}
-	}
-	return nil
 }

@@ -2,17 +2,15 @@ package pooler
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"net"
-	"net/netip"
 	"os/user"
 	"strconv"
-	"strings"
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 )
 
 // The two logins decided without a password exchange, as PgBouncer's
@@ -21,78 +19,21 @@ import (
 // naming the user itself or, with an auth_hba_file rule's map=, through
 // the auth_ident_file map.
 
-// certAuth admits a client with a verified TLS certificate: without a
-// map, one whose common name is its user name; with one, one whose
-// certificate carries the name of a map line for its user (PgBouncer's
-// tls_peer_cert_contains_name: a subjectAltName, else the common name).
+// certAuth admits a client with a verified TLS certificate, by its
+// common name or through the ident map (auth.CertLogin).
 func (c *client) certAuth(ident *auth.IdentMap) error {
 	tc, ok := c.conn.(*tls.Conn)
 	if !ok {
 		return newError(CodeCertAuthFailed, c.user)
 	}
-	cs := tc.ConnectionState()
-	if len(cs.PeerCertificates) == 0 || len(cs.VerifiedChains) == 0 {
-		return newError(CodeCertAuthFailed, c.user)
-	}
-	cert := cs.PeerCertificates[0]
-	if ident == nil {
-		if cert.Subject.CommonName == c.user {
-			return nil
-		}
-		return newError(CodeCertAuthFailed, c.user)
-	}
-	if _, ok := ident.Allows(func(name string) bool { return certContainsName(cert, name) }, c.user); !ok {
+	ok, mapMissed := auth.CertLogin(tc.ConnectionState(), c.user, ident)
+	if mapMissed {
 		c.logger().Error("ident map: " + ident.Name + " does not have a match")
+	}
+	if !ok {
 		return newError(CodeCertAuthFailed, c.user)
 	}
 	return nil
-}
-
-// certContainsName reports whether cert names name as libtls's
-// tls_check_name does, which PgBouncer uses for ident maps: a
-// subjectAltName of name's kind (IP address or DNS name, '*.' wildcards
-// allowed for a DNS name), else the common name.
-func certContainsName(cert *x509.Certificate, name string) bool {
-	if ip, err := netip.ParseAddr(name); err == nil {
-		for _, a := range cert.IPAddresses {
-			if sa, ok := netip.AddrFromSlice(a); ok && sa.Unmap() == ip.Unmap() && len(a) == ip.BitLen()/8 {
-				return true
-			}
-		}
-		// No wildcards against an address.
-		return cert.Subject.CommonName == name
-	}
-	for _, d := range cert.DNSNames {
-		if certNameMatches(d, name) {
-			return true
-		}
-	}
-	return certNameMatches(cert.Subject.CommonName, name)
-}
-
-// certNameMatches is libtls's tls_match_name: equal ignoring case, or a
-// wildcard "*.domain.tld" covering one label of name.
-func certNameMatches(certName, name string) bool {
-	if strings.EqualFold(certName, name) {
-		return true
-	}
-	domain, ok := strings.CutPrefix(certName, "*")
-	if !ok || !strings.HasPrefix(domain, ".") || strings.HasPrefix(domain, "..") {
-		return false
-	}
-	// "*.tld" and "*.bar.." are no wildcards.
-	next := strings.IndexByte(domain[1:], '.')
-	if next < 0 || strings.HasPrefix(domain[1+next+1:], ".") {
-		return false
-	}
-	if strings.HasPrefix(name, ".") {
-		return false
-	}
-	i := strings.IndexByte(name, '.')
-	if i < 0 || len(name)-i == 1 {
-		return false
-	}
-	return strings.EqualFold(domain, name[i:])
 }
 
 // peerAuth admits a client on the Unix socket whose peer's OS user (by
@@ -136,7 +77,7 @@ func (c *client) peerUserName() (string, bool) {
 	if !c.local {
 		return "", false
 	}
-	uc, ok := netConnOf(c.conn).(*net.UnixConn)
+	uc, ok := tlsconn.NetConn(c.conn).(*net.UnixConn)
 	if !ok {
 		return "", false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/pgturnstile/pgturnstile/internal/metricdoc"
+	"github.com/pgturnstile/pgturnstile/internal/metricrows"
 )
 
 // nonBaseUnits are the unit words promtool check metrics rejects in a
@@ -168,3 +169,6 @@ func sampleValue(m *dto.Metric) float64 {
 	}
 	return m.GetUntyped().GetValue()
 }
+
+// poolLabels is a pool's label set as /metrics writes it, braces included.
+func poolLabels(db, user string) string { return "{" + metricrows.PoolLabels(db, user) + "}" }

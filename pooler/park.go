@@ -2,17 +2,13 @@ package pooler
 
 import (
 	"crypto/tls"
-	"errors"
-	"net"
-	"os"
-	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/parking"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -31,9 +27,9 @@ import (
 // client that has just logged in gets that deadline at once, set
 // parkAfterLogin ahead (client.startLoop).
 //
-// The epoll set and the descriptor duplication are internal/netpoll's.
-// Where it has none (netpoll.CanPark is false: systems other than Linux)
-// parking is off: the janitor asks no client to park and a client that
+// The epoll set of parked descriptors, the descriptor duplication and the
+// stand-in for a parked client's conn are internal/parking's. Where it has
+// none (netpoll.CanPark is false: systems other than Linux) parking is off: the janitor asks no client to park and a client that
 // has just logged in gets no early deadline, so every client keeps its
 // goroutine as any Go server's would.
 
@@ -55,112 +51,35 @@ const parkScanEvery = time.Second
 // parker is the service's epoll set of parked clients. It lives from the
 // first park to the end of Serve (stop).
 type parker struct {
-	once   sync.Once
-	poller *netpoll.Poller
-	err    error
-	done   chan struct{} // closed when run returns
-
 	// suspended is SUSPEND's flag (suspend.go): a parked client whose
 	// socket becomes readable stays parked, held out of the epoll set.
 	suspended atomic.Bool
-
-	mu      sync.Mutex
-	stopped bool              // no epoll set is made after stop
-	parked  map[int32]*client // by socket descriptor
-	// held are the descriptors of parked clients out of the epoll set
-	// while suspended: readable ones, and those parked meanwhile.
-	held map[int32]bool
-	// freedAt is len(parked) at the last FreeOSMemory: many clients going
-	// idle together hand their stacks and buffers back to the OS at once.
-	// lastScan is len(parked) at the previous scan: when parking has
-	// settled, the tail of a burst is handed back too.
-	freedAt  int
-	lastScan int
+	lot       parking.Lot[*client]
 }
 
-// errParkerStopped is start's answer once the service has stopped.
-var errParkerStopped = errors.New("the service has stopped")
-
-// start creates the epoll set and its goroutine on first use. Under mu, so
-// that stop sees either the set or none that will ever be made.
+// start creates the epoll set and its goroutine on first use. A client
+// whose socket woke is resumed on a goroutine of its own.
 func (pk *parker) start() error {
-	pk.once.Do(func() {
-		pk.mu.Lock()
-		defer pk.mu.Unlock()
-		if pk.stopped {
-			pk.err = errParkerStopped
-			return
-		}
-		pk.poller, pk.err = netpoll.NewPoller()
-		if pk.err != nil {
-			return
-		}
-		// Under mu (taken above): the janitor's park scan reads
-		// len(parked) under mu whether or not parking has started.
-		pk.parked = map[int32]*client{}
-		pk.held = map[int32]bool{}
-		pk.done = make(chan struct{})
-		go pk.run()
-	})
-	return pk.err
+	return pk.lot.Start(func(fd int, c *client) { go c.resume(fd) }, pk.suspended.Load)
 }
 
-// stop ends run and closes the epoll set when the service stops (Serve
-// returns), and resumes the clients parked then: each goes on with a
-// goroutine of its own, as a client that never parked does, and ends when
-// it hangs up. A client that parks meanwhile finds the set closed and
-// resumes at once (tryPark); none parks after stop.
-func (pk *parker) stop() {
-	pk.mu.Lock()
-	pk.stopped = true
-	poller := pk.poller
-	pk.mu.Unlock()
-	if poller == nil {
-		return // never started, and now never will
-	}
-	poller.Close() // run's Wait returns net.ErrClosed
-	<-pk.done
-	pk.mu.Lock()
-	parked := pk.parked
-	pk.parked = map[int32]*client{}
-	pk.mu.Unlock()
-	for fd, c := range parked {
-		go c.resume(int(fd))
-	}
-}
+// stop ends the epoll set when the service stops (Serve returns), and
+// resumes the clients parked then: each goes on with a goroutine of its
+// own, as a client that never parked does, and ends when it hangs up. A
+// client that parks meanwhile finds the set closed and resumes at once
+// (tryPark); none parks after stop.
+func (pk *parker) stop() { pk.lot.Stop() }
 
-// run wakes parked clients whose socket became readable or hung up, until
-// stop closes the epoll set. The wait is a blocking system call on a
-// thread of its own.
-func (pk *parker) run() {
-	defer close(pk.done)
-	fds := make([]int32, 128)
-	for {
-		n, err := pk.poller.Wait(fds)
-		if err != nil {
-			return
-		}
-		for _, fd := range fds[:n] {
-			// Under mu, so a client parking on the same descriptor
-			// later cannot have its registration removed by this Del.
-			pk.mu.Lock()
-			c := pk.parked[fd]
-			pk.poller.Del(int(fd))
-			if c != nil && pk.suspended.Load() {
-				// Suspended: it waits, parked, for RESUME or for
-				// the process that takes it over.
-				pk.held[fd] = true
-				c = nil
-			} else {
-				delete(pk.parked, fd)
-			}
-			pk.mu.Unlock()
-			if c != nil {
-				go c.resume(int(fd))
-			}
-		}
-	}
-}
+// rewatchHeld puts the clients held while suspended back in the epoll set
+// (RESUME): those with something to read wake at once.
+func (pk *parker) rewatchHeld() { pk.lot.Rewatch() }
+
+// parkedNow returns the parked clients (with their descriptors).
+func (pk *parker) parkedNow() map[int32]*client { return pk.lot.Parked() }
+
+// release takes c out of the parker for good, without resuming it: its
+// descriptor is the caller's now. false if c is not parked.
+func (pk *parker) release(c *client) (fd int, ok bool) { return pk.lot.Take(c) }
 
 // requestParks asks every client idle for parkAfter to park; called by the
 // janitor. It also returns memory to the OS when many clients parked since
@@ -189,19 +108,7 @@ func (s *Service) requestParks(now time.Time) {
 		}
 		c.mu.Unlock()
 	}
-	pk := &s.parker
-	pk.mu.Lock()
-	n := len(pk.parked)
-	settled := n == pk.lastScan && n-pk.freedAt >= 32
-	free := n-pk.freedAt >= 256 || settled
-	if free || n < pk.freedAt {
-		pk.freedAt = n
-	}
-	pk.lastScan = n
-	pk.mu.Unlock()
-	if free {
-		debug.FreeOSMemory()
-	}
+	s.parker.lot.AfterScan()
 }
 
 // tryPark parks c after its read timed out on a park request; true when
@@ -246,22 +153,15 @@ func (c *client) tryPark() bool {
 	if !idle || c.w.Buffered() > 0 || !c.r.DropBuffer() {
 		return keep()
 	}
-	sc, ok := c.conn.(syscall.Conn)
-	if !ok {
-		return keep()
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	if _, ok := c.conn.(syscall.Conn); !ok {
 		return keep()
 	}
 	pk := &c.svc.parker
 	if pk.start() != nil {
 		return keep()
 	}
-	fd := -1
-	var derr error
-	cerr := rc.Control(func(sysfd uintptr) { fd, derr = netpoll.DupCloexec(int(sysfd)) })
-	if cerr != nil || derr != nil {
+	fd, ok := parking.Detach(c.conn)
+	if !ok {
 		return keep()
 	}
 	// From here on the client lives on fd alone. Parked before its conn
@@ -280,23 +180,8 @@ func (c *client) tryPark() bool {
 	c.mu.link = nil       // and the link state and its buffers
 	c.mu.Unlock()
 
-	pk.mu.Lock()
-	pk.parked[int32(fd)] = c
-	c.parkFD = int32(fd)
-	if pk.suspended.Load() {
-		// Not watched until RESUME (rewatchHeld).
-		pk.held[int32(fd)] = true
-	} else {
-		// Level-triggered and one-shot: bytes that arrived before this
-		// call are reported at once, and one wake-up resumes the
-		// client once.
-		err = pk.poller.Add(fd)
-		if err != nil {
-			delete(pk.parked, int32(fd))
-		}
-	}
-	pk.mu.Unlock()
-	if err != nil {
+	// Held, not watched, while suspended (until rewatchHeld).
+	if err := pk.lot.Park(fd, c); err != nil {
 		go c.resume(fd) // cannot watch it: carry on as if it woke at once
 		return true
 	}
@@ -311,9 +196,7 @@ func (c *client) tryPark() bool {
 // resume brings a parked client back on a new goroutine: a net.Conn again
 // from its descriptor, then the relay loop.
 func (c *client) resume(fd int) {
-	f := os.NewFile(uintptr(fd), "client")
-	conn, err := net.FileConn(f) // a duplicate; f's descriptor closes below
-	f.Close()
+	conn, err := parking.Attach(fd)
 	if err != nil {
 		c.logger().Warn("resuming a parked client: " + err.Error())
 		c.svc.clientClosed(c)
@@ -412,89 +295,16 @@ func (c *client) sessionIdleLocked() bool {
 
 // unpark resumes c if it is parked, before its socket is closed from
 // outside (KILL_CLIENT): its goroutine then sees c.killed or the closed
-// socket and ends the client as usual. Takes parker.mu only, never c.mu.
+// socket and ends the client as usual. Takes the parker's lock only,
+// never c.mu.
 func (s *Service) unpark(c *client) {
-	pk := &s.parker
-	pk.mu.Lock()
-	if pk.parked == nil || pk.parked[c.parkFD] != c {
-		pk.mu.Unlock()
-		return
+	if fd, ok := s.parker.release(c); ok {
+		go c.resume(fd)
 	}
-	fd := c.parkFD
-	delete(pk.parked, fd)
-	delete(pk.held, fd)
-	pk.poller.Del(int(fd))
-	pk.mu.Unlock()
-	go c.resume(int(fd))
-}
-
-// rewatchHeld puts the clients held while suspended back in the epoll set
-// (RESUME): those with something to read wake at once.
-func (pk *parker) rewatchHeld() {
-	pk.mu.Lock()
-	defer pk.mu.Unlock()
-	for fd := range pk.held {
-		delete(pk.held, fd)
-		if pk.stopped {
-			continue // stop resumes every parked client itself
-		}
-		if err := pk.poller.Add(int(fd)); err != nil {
-			c := pk.parked[fd]
-			delete(pk.parked, fd)
-			go c.resume(int(fd))
-		}
-	}
-}
-
-// parkedNow returns the parked clients (with their descriptors).
-func (pk *parker) parkedNow() map[int32]*client {
-	pk.mu.Lock()
-	defer pk.mu.Unlock()
-	out := make(map[int32]*client, len(pk.parked))
-	for fd, c := range pk.parked {
-		out[fd] = c
-	}
-	return out
-}
-
-// release takes c out of the parker for good, without resuming it: its
-// descriptor is the caller's now. false if c is not parked.
-func (pk *parker) release(c *client) (fd int, ok bool) {
-	pk.mu.Lock()
-	defer pk.mu.Unlock()
-	if pk.parked == nil || pk.parked[c.parkFD] != c {
-		return -1, false
-	}
-	fd = int(c.parkFD)
-	delete(pk.parked, c.parkFD)
-	delete(pk.held, c.parkFD)
-	pk.poller.Del(fd)
-	return fd, true
 }
 
 // ParkedClients is how many clients are parked now.
-func (s *Service) ParkedClients() int {
-	pk := &s.parker
-	pk.mu.Lock()
-	defer pk.mu.Unlock()
-	return len(pk.parked)
-}
+func (s *Service) ParkedClients() int { return s.parker.lot.Len() }
 
-// parkedConn stands in for a parked client's net.Conn: every call fails as
-// on a closed conn, so code that reaches c.conn meanwhile needs no case of
-// its own.
-type parkedConn struct{}
-
-func (parkedConn) Read([]byte) (int, error)         { return 0, net.ErrClosed }
-func (parkedConn) Write([]byte) (int, error)        { return 0, net.ErrClosed }
-func (parkedConn) Close() error                     { return nil }
-func (parkedConn) LocalAddr() net.Addr              { return parkedAddr{} }
-func (parkedConn) RemoteAddr() net.Addr             { return parkedAddr{} }
-func (parkedConn) SetDeadline(time.Time) error      { return net.ErrClosed }
-func (parkedConn) SetReadDeadline(time.Time) error  { return net.ErrClosed }
-func (parkedConn) SetWriteDeadline(time.Time) error { return net.ErrClosed }
-
-type parkedAddr struct{}
-
-func (parkedAddr) Network() string { return "parked" }
-func (parkedAddr) String() string  { return "parked" }
+// parkedConn stands in for a parked client's net.Conn (parking.ClosedConn).
+type parkedConn = parking.ClosedConn

@@ -9,30 +9,13 @@ import (
 	"testing"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// The cancel key carries the peer id as PgBouncer encodes it: bytes 1-2
-// little-endian, the two low bits of byte 7 set (the forwarding TTL), the
-// sign bit of byte 0 cleared; without peering only the sign bit is fixed.
-func TestCancelKeyCarriesPeerID(t *testing.T) {
-	for _, id := range []int{1, 2, 255, 256, 300, 16383} {
-		for range 20 {
-			key := [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFC}
-			encodeCancelKey(&key, id)
-			if key[1] != byte(id) || key[2] != byte(id>>8) || cancelKeyPeer(key) != id {
-				t.Fatalf("peer %d: key % x", id, key)
-			}
-			if key[7]&cancelTTLMask != 3 || key[0]&0x80 != 0 {
-				t.Fatalf("peer %d: TTL or sign bit wrong: % x", id, key)
-			}
-		}
-	}
-	key := [8]byte{0xFF, 0xAA, 0xBB, 0, 0, 0, 0, 0}
-	encodeCancelKey(&key, 0)
-	if key != [8]byte{0x7F, 0xAA, 0xBB, 0, 0, 0, 0, 0} {
-		t.Errorf("peering off: % x", key)
-	}
+// A client of a process with peer_id gets a key that names it, with a
+// full TTL and a positive "PID" half (the layout: internal/cancelpeer).
+func TestNewCancelKeyCarriesPeerID(t *testing.T) {
 	svc := newTestService(t)
 	svc.Apply(parseTestConfig(t, "[pgbouncer]\nauth_type = any\npeer_id = 300\n"), true)
 	for range 20 {
@@ -40,7 +23,7 @@ func TestCancelKeyCarriesPeerID(t *testing.T) {
 		if err := svc.newCancelKey(&k); err != nil {
 			t.Fatal(err)
 		}
-		if cancelKeyPeer(k) != 300 || k[7]&3 != 3 || k[0]&0x80 != 0 {
+		if cancelpeer.Owner(k) != 300 || k[7]&3 != 3 || k[0]&0x80 != 0 {
 			t.Fatalf("newCancelKey: % x", k)
 		}
 	}

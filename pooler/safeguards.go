@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/pgturnstile/pgturnstile/internal/tokenbucket"
 )
 
 // Connection safeguards (PGKeeper's): server logins and closes of healthy
@@ -17,51 +17,9 @@ import (
 // reopens a whole pool at once after churn can overload the server it is
 // recovering from.
 
-// bucket is a token bucket driven by explicit times (rate.Limiter's *At and
-// *N methods), so pacing decisions are reproducible in tests. A rate of 0
-// means unlimited. It is guarded by the pool's mu.
-type bucket struct {
-	lim         *rate.Limiter // nil: unlimited
-	rate, burst int
-	configured  bool
-}
-
-// set applies the current settings; the first call creates a full bucket,
-// later changes (RELOAD, SET) keep the tokens already earned.
-func (b *bucket) set(r, burst int, now time.Time) {
-	if b.configured && r == b.rate && burst == b.burst {
-		return
-	}
-	b.configured, b.rate, b.burst = true, r, burst
-	switch {
-	case r <= 0:
-		b.lim = nil
-	case b.lim == nil:
-		b.lim = rate.NewLimiter(rate.Limit(r), burst)
-	default:
-		b.lim.SetLimitAt(now, rate.Limit(r))
-		b.lim.SetBurstAt(now, burst)
-	}
-}
-
-// wait returns 0 when a token is available at now, else how long until one
-// is (rounded up to the millisecond, so a timer set for it finds the token).
-func (b *bucket) wait(now time.Time) time.Duration {
-	if b.lim == nil {
-		return 0
-	}
-	tokens := b.lim.TokensAt(now)
-	if tokens >= 1 {
-		return 0
-	}
-	d := time.Duration((1 - tokens) / float64(b.lim.Limit()) * float64(time.Second))
-	return d.Truncate(time.Millisecond) + time.Millisecond
-}
-
-// take takes a token at now; false when none is available.
-func (b *bucket) take(now time.Time) bool {
-	return b.lim == nil || b.lim.AllowN(now, 1)
-}
+// bucket is a pool's token bucket for logins or closes
+// (internal/tokenbucket), guarded by the pool's mu.
+type bucket = tokenbucket.Bucket
 
 // lifetimeDraw is a server's position in the lifetime spread, in [-1, 1).
 func lifetimeDraw() float64 { return rand.Float64()*2 - 1 }
@@ -97,8 +55,8 @@ func (p *serverPool) mayConnectLocked(now time.Time) bool {
 	if m := st.ServerMaxParallelConnects; m > 0 && p.connecting >= m {
 		return false
 	}
-	p.creates.set(st.ServerConnectRate, st.ServerConnectBurst, now)
-	if d := p.creates.wait(now); d > 0 {
+	p.creates.Set(st.ServerConnectRate, st.ServerConnectBurst, now)
+	if d := p.creates.Wait(now); d > 0 {
 		if p.tokenWaitSince.IsZero() {
 			p.tokenWaitSince = now
 		}
@@ -111,7 +69,7 @@ func (p *serverPool) mayConnectLocked(now time.Time) bool {
 // startConnectLocked takes a create token and starts one login; the caller
 // checked mayConnectLocked and took the shared cap slots.
 func (p *serverPool) startConnectLocked(now time.Time, fromReserve bool) {
-	p.creates.take(now)
+	p.creates.Take(now)
 	p.endTokenWaitLocked(now)
 	s := p.newLoginLocked()
 	s.fromReserve = fromReserve
@@ -207,8 +165,8 @@ func (p *serverPool) mayCloseLocked(reason string, now time.Time) bool {
 	st := p.svc.settings()
 	// Bursts of one second's worth: a RELOAD that shrinks a pool by a few
 	// servers still takes effect at once.
-	p.closes.set(st.ServerCloseRate, max(st.ServerCloseRate, 1), now)
-	if p.closes.take(now) {
+	p.closes.Set(st.ServerCloseRate, max(st.ServerCloseRate, 1), now)
+	if p.closes.Take(now) {
 		return true
 	}
 	p.metrics.closeDeferred.Inc()

@@ -18,6 +18,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
+	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -414,7 +415,7 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 	}
 	switch b[0] {
 	case 'S':
-		tc := tls.Client(tlsTransport(conn, wire.SocketIO(conn)), cfg)
+		tc := tls.Client(tlsconn.Transport(conn, wire.SocketIO(conn)), cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
 			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
@@ -534,7 +535,7 @@ func (s *server) closedByPeer() bool {
 	if s.peekRaw == nil {
 		// Made once per server, like the method value: each is an
 		// allocation.
-		sc, ok := netConnOf(s.conn).(syscall.Conn)
+		sc, ok := tlsconn.NetConn(s.conn).(syscall.Conn)
 		if !ok {
 			return false
 		}

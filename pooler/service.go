@@ -2,14 +2,8 @@ package pooler
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,10 +13,10 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
-	"github.com/pgturnstile/pgturnstile/internal/listener"
-	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
+	"github.com/pgturnstile/pgturnstile/internal/workers"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -68,7 +62,7 @@ type Service struct {
 	cancelMu sync.Mutex
 	cancels  map[[8]byte]*client
 	// peers are the peer pools of forwarded cancel requests (peering.go).
-	peers peering
+	peers cancelpeer.Pools
 
 	// caps counts clients by database and user (clientcaps.go).
 	caps clientCaps
@@ -97,8 +91,8 @@ type Service struct {
 	// parker watches the sockets of parked idle clients (park.go).
 	parker parker
 	// workers are the goroutines finished clients left, for the next
-	// client's (workers.go).
-	workers workers
+	// client's (internal/workers).
+	workers workers.Pool
 	// susp is SUSPEND's state (suspend.go).
 	susp suspendState
 	// moved are the clients an online restart took over, adopted when
@@ -196,7 +190,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		metrics:       metrics.NewSet(),
 		clock:         systemClock{},
 	}
-	res, err := newResolver(cfg.Settings.ResolvConf)
+	res, err := dnscache.NewResolver(cfg.Settings.ResolvConf)
 	if err != nil {
 		return nil, err
 	}
@@ -250,121 +244,10 @@ func (s *Service) secret(user string) (auth.Secret, bool) {
 	return *u.Secret, true
 }
 
-// WithListeners hands the service listening sockets opened elsewhere:
-// passed by systemd (socket activation) or taken over from the process an
-// online restart replaces. Listen serves exactly these and binds nothing
-// of its own; listen_addr, listen_port and unix_socket_dir then only
-// describe them.
-func WithListeners(lns []net.Listener) Option {
-	return func(s *Service) { s.inherited = lns }
-}
-
-// Listen opens the TCP listeners of listen_addr/listen_port and the Unix
-// socket in unix_socket_dir. Each TCP listener is logged as
-// "listening on ADDR:PORT" with the real port (listen_port = 0 picks one).
-// With WithListeners it serves the listeners it was handed instead.
-func (s *Service) Listen() error {
-	st := s.settings()
-	if s.inherited != nil {
-		for _, ln := range s.inherited {
-			s.log.Info("listening on " + listenerName(ln) + " (inherited)")
-			if _, isTCP := ln.(*net.TCPListener); isTCP {
-				// As PgBouncer tunes a socket systemd hands it: the
-				// connections accepted from now on get the sizes.
-				if err := sockopt.SetListenerBuffers(ln, st.TCPSocketBuffer); err != nil {
-					s.log.Warn("tcp_socket_buffer on " + listenerName(ln) + ": " + err.Error())
-				}
-			}
-		}
-		s.mu.Lock()
-		s.listeners = append(s.listeners, s.inherited...)
-		s.mu.Unlock()
-		if len(s.listeners) == 0 {
-			return errors.New("nothing to listen on: no listening socket was handed over")
-		}
-		return nil
-	}
-	var addrs []string
-	for _, a := range strings.Split(st.ListenAddr, ",") {
-		a = strings.TrimSpace(a)
-		switch a {
-		case "":
-		case "*":
-			addrs = append(addrs, "")
-		default:
-			addrs = append(addrs, a)
-		}
-	}
-	port := st.ListenPort
-	for _, a := range addrs {
-		ln, err := sockopt.ListenTCP(st.SoReuseport, net.JoinHostPort(a, strconv.Itoa(port)))
-		if err != nil {
-			s.Close()
-			return err
-		}
-		if err := s.tuneListener(ln); err != nil {
-			ln.Close()
-			s.Close()
-			return err
-		}
-		if port == 0 {
-			// Every address shares the port picked for the first.
-			port = ln.Addr().(*net.TCPAddr).Port
-		}
-		s.log.Info("listening on " + ln.Addr().String())
-		s.listeners = append(s.listeners, ln)
-	}
-	if dir := st.UnixSocketDir; dir != "" {
-		path := listener.UnixSocketPath(dir, port)
-		if err := listener.ClearUnixSocket(path); err != nil {
-			s.Close()
-			return err
-		}
-		ln, err := net.Listen("unix", path)
-		if err == nil {
-			err = s.tuneListener(ln)
-			if err == nil {
-				err = sockopt.ChownUnixSocket(path, st.UnixSocketMode, st.UnixSocketGroup)
-			}
-			if err != nil {
-				ln.Close()
-			}
-		}
-		if err != nil {
-			s.Close()
-			return err
-		}
-		s.log.Info("listening on unix:" + path)
-		s.listeners = append(s.listeners, ln)
-	}
-	if len(s.listeners) == 0 {
-		return errors.New("nothing to listen on: set listen_addr or unix_socket_dir")
-	}
-	return nil
-}
-
-// listenerName is a listener's address as the log writes it: ADDR:PORT,
-// or unix:PATH.
-func listenerName(ln net.Listener) string {
-	if a, ok := ln.Addr().(*net.UnixAddr); ok {
-		return "unix:" + a.Name
-	}
-	return ln.Addr().String()
-}
-
-// Addrs returns the listening addresses.
-func (s *Service) Addrs() []net.Addr {
-	out := make([]net.Addr, len(s.listeners))
-	for i, ln := range s.listeners {
-		out[i] = ln.Addr()
-	}
-	return out
-}
-
 // Serve accepts clients until ctx is done or the listeners close.
 func (s *Service) Serve(ctx context.Context) error {
-	s.workers.start()
-	defer s.workers.stop() // after the parker's: resumed clients may use it
+	s.workers.Start()
+	defer s.workers.Stop() // after the parker's: resumed clients may use it
 	// Parked clients resume; after the janitor's stop, which parks them.
 	defer s.parker.stop()
 	jctx, stop := context.WithCancel(ctx)
@@ -445,41 +328,6 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 // stop completes a shutdown: Serve returns.
 func (s *Service) stop() { s.markStopped() }
 
-func (s *Service) accept(ln net.Listener) error {
-	defer s.countTCPAccept(ln)()
-	inherited := slices.Contains(s.inherited, ln)
-	accept, stop := listener.StartAccept(ln)
-	defer stop()
-	for {
-		conn, err := accept()
-		if err != nil {
-			var ne net.Error
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				// SUSPEND's deadline: wait for RESUME.
-				s.acceptPaused(ln)
-				continue
-			}
-			if errors.As(err, &ne) && ne.Timeout() {
-				// A back-off after a temporary Accept error (as
-				// net/http's), not a poll on a condition: nothing
-				// notifies when the error has passed.
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		if tc, ok := sockopt.TCP(conn); ok {
-			if err := sockopt.Tune(tc, s.settings(), inherited); err != nil {
-				// PgBouncer drops a connection it cannot tune.
-				s.log.Warn(err.Error())
-				conn.Close()
-				continue
-			}
-		}
-		s.serveConn(conn)
-	}
-}
-
 // serveConn starts serving one accepted client connection on a goroutine
 // of its own. Tests hand it one end of a net.Pipe, without a listener.
 func (s *Service) serveConn(conn net.Conn) {
@@ -502,7 +350,7 @@ func (s *Service) serveConn(conn net.Conn) {
 	c.mu.link = newLink(c)
 	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
-	s.workers.run(c.serve)
+	s.workers.Run(c.serve)
 }
 
 // clientClosed forgets a client when its goroutine ends.
@@ -670,144 +518,6 @@ func (s *Service) wakeLimited(ls ...*limiter) {
 	}
 }
 
-// Close stops accepting clients and closes the listeners.
-func (s *Service) Close() {
-	s.shuttingDown.Store(true)
-	s.mu.Lock()
-	lns := s.listeners
-	s.mu.Unlock()
-	for _, ln := range lns {
-		listener.Close(ln)
-	}
-}
-
-// closeTCP starts a graceful shutdown: new logins are refused and the TCP
-// listeners close, but the Unix socket stays open until the shutdown
-// completes, so that the console stays reachable while clients drain
-// (PgBouncer's cleanup_tcp_sockets); logins to other databases through it
-// are refused ("pooler is shutting down").
-func (s *Service) closeTCP() {
-	s.shuttingDown.Store(true)
-	s.mu.Lock()
-	lns := s.listeners
-	s.mu.Unlock()
-	for _, ln := range lns {
-		if _, unix := ln.(*net.UnixListener); !unix {
-			listener.Close(ln)
-		}
-	}
-}
-
 // ShuttingDown reports whether a shutdown has begun (SHUTDOWN, a signal,
 // Close): RESUME and SIGUSR2 are refused from then on.
 func (s *Service) ShuttingDown() bool { return s.shuttingDown.Load() }
-
-// authQuery fetches a user's secret with auth_query, as auth_user, in
-// auth_dbname or the client's database: on every login, so a password
-// changed in Postgres counts at once. found=false means no row; a row
-// with a NULL secret (the role has no password, or it expired) is found
-// with a nil secret. A server that cannot be reached gives
-// errAuthQueryNoServer within server_connect_timeout, never a hang. log is
-// the client's (its prefix on the lines about its auth database).
-func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) (*auth.Secret, bool, error) {
-	st := s.settings()
-	authUser := authUserFor(db, st)
-	query := st.AuthQuery
-	if db.AuthQuery != "" {
-		query = db.AuthQuery
-	}
-	target := db
-	dbname := st.AuthDBName
-	if db.AuthDBName != "" {
-		dbname = db.AuthDBName
-	}
-	if dbname == adminDB || (dbname == "" && db.Name == adminDB) {
-		// The console has no server to ask: PgBouncer's words, the
-		// cause logged, the client told "bouncer config error".
-		log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
-		return nil, false, newError(CodeBouncerConfigError)
-	}
-	if dbname != "" {
-		t, ok := s.config().LookupDatabase(dbname)
-		if !ok {
-			// PgBouncer's words: the log says why, the client gets
-			// "bouncer config error".
-			log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
-			return nil, false, newError(CodeBouncerConfigError)
-		}
-		if s.isDisabled(dbname) {
-			// DISABLE of the auth database stops its auth queries too.
-			return nil, false, newError(CodeAuthDBDisabled, dbname)
-		}
-		target = t
-	}
-	// The query runs as auth_user itself, never as a forced user.
-	authDB := *target
-	authDB.User, authDB.Password = "", ""
-	p, err := s.poolFor(&authDB, authUser)
-	if err != nil {
-		return nil, false, err
-	}
-	defer s.unpin(p)
-	wait := st.ServerConnectTimeout
-	if wait <= 0 {
-		wait = 15 * time.Second
-	}
-	cancel := make(chan struct{})
-	t := s.clock.AfterFunc(wait, func() { close(cancel) })
-	srv, err := p.acquire(cancel, nil)
-	t.Stop()
-	if errors.Is(err, errWaitCanceled) {
-		return nil, false, errAuthQueryNoServer
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	// The auth_user's connections are shared with its own clients, whose
-	// SETs (a tracked search_path above all) stay on a server in
-	// transaction pooling. The query runs under the role's default
-	// search_path whatever a client left there: an object shadowing
-	// pg_shadow in a schema a client chose must not answer it
-	// (CVE-2025-12819). Nothing of the client being checked reaches this
-	// connection anyway: acquire sends no SET for it.
-	cols, found, err := srv.queryRow(authQueryPrelude, query, wait, user)
-	if err != nil {
-		if isNetError(err) {
-			p.discard(srv, "auth_query failed")
-		} else {
-			p.release(srv)
-		}
-		return nil, false, err
-	}
-	p.release(srv)
-	if !found || len(cols) < 2 {
-		return nil, false, nil
-	}
-	if cols[1] == nil {
-		return nil, true, nil
-	}
-	sec, err := auth.ParseSecret(*cols[1])
-	if err != nil {
-		return nil, false, fmt.Errorf("auth_query returned an invalid secret for %q", user)
-	}
-	return &sec, true, nil
-}
-
-// errAuthQueryNoServer: no server of the auth_user's pool came within
-// server_connect_timeout.
-var errAuthQueryNoServer = errors.New("no server for auth_query within server_connect_timeout")
-
-// errAuthQueryNoRow: auth_query ran and returned no row for the user.
-var errAuthQueryNoRow = errors.New("auth_query found no such user")
-
-// authQueryPrelude resets search_path, for the rest of the auth query's
-// implicit transaction only, to the auth_user's default (a NULL value is
-// RESET); the function is schema-qualified, as the search_path it cleans
-// may not lead with pg_catalog.
-const authQueryPrelude = "SELECT pg_catalog.set_config('search_path', NULL, true)"
-
-// isNetError reports a failure of the connection itself (not an SQL error).
-func isNetError(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
-}

@@ -162,16 +162,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 		srv.linkedTo.Store(c.id)
 	}
 	c.mu.Unlock()
-	pk := &s.parker
-	pk.mu.Lock()
-	pk.parked[int32(m.FD)] = c
-	c.parkFD = int32(m.FD)
-	err = pk.poller.Add(m.FD)
-	if err != nil {
-		delete(pk.parked, int32(m.FD))
-	}
-	pk.mu.Unlock()
-	if err != nil {
+	if err := s.parker.lot.Park(m.FD, c); err != nil {
 		go c.resume(m.FD)
 	}
 	return nil

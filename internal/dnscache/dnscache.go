@@ -1,5 +1,7 @@
 // Package dnscache is the DNS cache of server host names: PgBouncer's
-// dnslookup.c in Go terms, for a pooler's server logins.
+// dnslookup.c in Go terms, for a pooler's server logins, with what keeps
+// it true: the resolver resolv_conf names and the zones' SOA serials that
+// dns_zone_check_period asks (zone.go), and the dial through it (dial.go).
 package dnscache
 
 import (

@@ -1,4 +1,4 @@
-package pooler
+package tlsconn
 
 import (
 	"crypto/tls"
@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/testcert"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// TestTLSTransportRawAndUnwrapped: crypto/tls reads a client's socket
+// TestTransportRawAndUnwrapped: crypto/tls reads a client's socket
 // through raw system calls where the platform has them, the bytes arrive
 // intact both ways, and the socket under the TLS layer is still found (the
 // peer-credentials rule needs the *net.UnixConn).
-func TestTLSTransportRawAndUnwrapped(t *testing.T) {
+func TestTransportRawAndUnwrapped(t *testing.T) {
 	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
@@ -32,17 +33,25 @@ func TestTLSTransportRawAndUnwrapped(t *testing.T) {
 	}
 	defer accepted.Close()
 
-	tr := tlsTransport(accepted, wire.SocketIO(accepted))
+	tr := Transport(accepted, wire.SocketIO(accepted))
 	if _, raw := tr.(*rawNetConn); raw != netpoll.RawIO {
 		t.Fatalf("tlsTransport gave %T; raw system calls here: %v", tr, netpoll.RawIO)
 	}
-	ca := newTestCA(t, "transport")
-	pair, err := tls.LoadX509KeyPair(ca.cert, ca.key)
+	dir := t.TempDir()
+	ca, err := testcert.NewCA(dir, "transport test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.Issue(dir, "server", testcert.Localhost, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := tls.Server(tr, &tls.Config{Certificates: []tls.Certificate{pair}})
-	cli := tls.Client(dialed, &tls.Config{RootCAs: ca.pool, ServerName: "127.0.0.1"})
+	cli := tls.Client(dialed, &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"})
 	done := make(chan error, 1)
 	go func() {
 		if err := srv.Handshake(); err != nil {
@@ -70,10 +79,10 @@ func TestTLSTransportRawAndUnwrapped(t *testing.T) {
 	if string(got) != "hello!" {
 		t.Fatalf("echo over TLS: %q, want %q", got, "hello!")
 	}
-	if uc, ok := netConnOf(srv).(*net.UnixConn); !ok || uc != accepted {
-		t.Fatalf("netConnOf(TLS conn) = %T, want the accepted *net.UnixConn", netConnOf(srv))
+	if uc, ok := NetConn(srv).(*net.UnixConn); !ok || uc != accepted {
+		t.Fatalf("NetConn(TLS conn) = %T, want the accepted *net.UnixConn", NetConn(srv))
 	}
-	if netConnOf(accepted) != accepted {
-		t.Fatal("netConnOf(plain conn) is not the conn itself")
+	if NetConn(accepted) != accepted {
+		t.Fatal("NetConn(plain conn) is not the conn itself")
 	}
 }

@@ -1,9 +1,5 @@
-package pooler
-
-import "sync"
-
-// workers runs each client's goroutine on a goroutine a finished client
-// left, when one is idle, instead of starting a new one.
+// Package workers runs each client connection's goroutine on a goroutine
+// a finished client left, when one is idle, instead of starting a new one.
 //
 // Why: a new goroutine starts on a small stack, and a login runs deep
 // (SCRAM, the welcome, the first transaction): the runtime grows the
@@ -13,23 +9,26 @@ import "sync"
 // grew, and the next client's login finds it grown. The garbage collector
 // still halves the stack of a worker that waits long enough, so idle
 // workers give back what they do not use; there are at most
-// maxIdleWorkers of them.
-//
-// The pool is open only while Service.Serve runs; before and after, and
-// for a client started without Serve (the tests' net.Pipe clients), run
-// is a plain go statement. Once closed, idle workers end and busy ones end
-// when their client does.
-type workers struct {
+// maxIdle of them.
+package workers
+
+import "sync"
+
+// Pool is the idle workers. It is open only between Start and Stop (while
+// the pooler serves); before and after, Run is a plain go statement. Once
+// closed, idle workers end and busy ones end when their client does. The
+// zero Pool is closed.
+type Pool struct {
 	mu   sync.Mutex
 	open bool
 	idle []chan func()
 }
 
-// maxIdleWorkers bounds the goroutines kept waiting for a client.
-const maxIdleWorkers = 64
+// maxIdle bounds the goroutines kept waiting for a client.
+const maxIdle = 64
 
-// run runs f on an idle worker, or a new goroutine.
-func (w *workers) run(f func()) {
+// Run runs f on an idle worker, or a new goroutine.
+func (w *Pool) Run(f func()) {
 	w.mu.Lock()
 	if !w.open {
 		w.mu.Unlock()
@@ -50,12 +49,12 @@ func (w *workers) run(f func()) {
 
 // work runs f, then waits for the next client's f while the pool is open
 // and has room for one more idle worker.
-func (w *workers) work(f func()) {
+func (w *Pool) work(f func()) {
 	var ch chan func()
 	for f != nil {
 		f()
 		w.mu.Lock()
-		if !w.open || len(w.idle) >= maxIdleWorkers {
+		if !w.open || len(w.idle) >= maxIdle {
 			w.mu.Unlock()
 			return
 		}
@@ -68,15 +67,15 @@ func (w *workers) work(f func()) {
 	}
 }
 
-// start opens the pool.
-func (w *workers) start() {
+// Start opens the pool.
+func (w *Pool) Start() {
 	w.mu.Lock()
 	w.open = true
 	w.mu.Unlock()
 }
 
-// stop closes the pool: idle workers end now, busy ones with their client.
-func (w *workers) stop() {
+// Stop closes the pool: idle workers end now, busy ones with their client.
+func (w *Pool) Stop() {
 	w.mu.Lock()
 	w.open = false
 	idle := w.idle

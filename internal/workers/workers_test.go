@@ -1,4 +1,4 @@
-package pooler
+package workers
 
 import (
 	"runtime"
@@ -15,7 +15,7 @@ func runningOn() string {
 	return strings.Fields(string(b[:n]))[1]
 }
 
-func idleWorkers(w *workers) int {
+func idleWorkers(w *Pool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.idle)
@@ -31,41 +31,41 @@ func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 }
 
 // A client's goroutine is one a finished client left, while the pool is
-// open; at most maxIdleWorkers wait; stop ends the idle ones.
-func TestWorkersReuseBoundAndStop(t *testing.T) {
-	var w workers
+// open; at most maxIdle wait; Stop ends the idle ones.
+func TestReuseBoundAndStop(t *testing.T) {
+	var w Pool
 	got := make(chan string, 1)
-	w.run(func() { got <- runningOn() }) // closed: a goroutine of its own
+	w.Run(func() { got <- runningOn() }) // closed: a goroutine of its own
 	<-got
 	if n := idleWorkers(&w); n != 0 {
 		t.Fatalf("%d idle workers before start", n)
 	}
 
-	w.start()
-	w.run(func() { got <- runningOn() })
+	w.Start()
+	w.Run(func() { got <- runningOn() })
 	first := <-got
 	eventuallyTrue(t, "the worker waits for the next client", func() bool { return idleWorkers(&w) == 1 })
-	w.run(func() { got <- runningOn() })
+	w.Run(func() { got <- runningOn() })
 	if second := <-got; second != first {
 		t.Fatalf("the second client ran on goroutine %s, not on the idle worker %s", second, first)
 	}
 
 	release := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 3 * maxIdleWorkers {
+	for range 3 * maxIdle {
 		wg.Add(1)
-		w.run(func() { defer wg.Done(); <-release })
+		w.Run(func() { defer wg.Done(); <-release })
 	}
 	before := runtime.NumGoroutine()
 	close(release)
 	wg.Wait()
 	eventuallyTrue(t, "the idle workers settle at the bound", func() bool {
-		return idleWorkers(&w) == maxIdleWorkers && runtime.NumGoroutine() <= before-2*maxIdleWorkers
+		return idleWorkers(&w) == maxIdle && runtime.NumGoroutine() <= before-2*maxIdle
 	})
 
-	w.stop()
-	eventuallyTrue(t, "stop ends the idle workers", func() bool { return runtime.NumGoroutine() <= before-3*maxIdleWorkers })
-	w.run(func() { got <- runningOn() }) // closed again: runs all the same
+	w.Stop()
+	eventuallyTrue(t, "stop ends the idle workers", func() bool { return runtime.NumGoroutine() <= before-3*maxIdle })
+	w.Run(func() { got <- runningOn() }) // closed again: runs all the same
 	<-got
 	if n := idleWorkers(&w); n != 0 {
 		t.Fatalf("%d idle workers after stop", n)
