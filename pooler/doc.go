@@ -3,9 +3,15 @@
 //
 // # Files
 //
-//	service.go         Service: listeners, accept, the client registry (cancel
-//	                   keys), pools by (database, user), auth_query
-//	                   (accept, the Unix socket guard: internal/listener)
+//	service.go         Service: the client registry (cancel keys), pools by
+//	                   (database, user); clients' goroutines reused
+//	                   (internal/workers)
+//	listen.go          the listeners: opened or handed over, accepted on,
+//	                   closed; listen_backlog, tcp_socket_buffer,
+//	                   tcp_defer_accept again at RELOAD/SET (the options,
+//	                   tcp_* on every connection, so_reuseport:
+//	                   internal/sockopt; raw accept, the Unix socket guard:
+//	                   internal/listener)
 //	apply.go           Service.Apply: a configuration generation derived,
 //	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
@@ -16,12 +22,15 @@
 //	                   leave (dbState); their texts are admin's
 //	clientstate.go     client states and the pool's client counts, one writer
 //	client.go          client: one client connection's session
-//	workers.go         goroutines a finished client left, reused for the next
-//	login.go           the startup packet, TLS, authentication, the welcome
+//	login.go           the startup packet, TLS, the welcome (the options
+//	                   parameter read by internal/startupopts; TLS over raw
+//	                   sockets: internal/tlsconn)
+//	login_auth.go      authentication by auth_type or hba rule against the
+//	                   user store, auth_query, the pooler's side of auth.Conn
 //	directtls.go       direct TLS (sslnegotiation=direct): the first byte
-//	                   peeked (netpoll.PeekByte), ALPN postgresql
+//	                   and ALPN postgresql (internal/tlsconn)
 //	loginpeer.go       cert and peer logins, with auth_ident_file maps
-//	identmap.go        auth_ident_file read with auth_hba_file
+//	                   (auth.CertLogin; the maps: auth.LoadIdentMaps)
 //	login_external.go  logins an outside service checks: LDAP, PAM
 //	serve.go           serving a logged-in client: its read loop, the
 //	                   link's route and forward (a Query's mapping too)
@@ -54,7 +63,8 @@
 //	                   with 0A000; the first request of an implicit
 //	                   transaction sent again once
 //	relay_unlinked.go  what serve answers with no server linked
-//	park.go            idle clients parked as bare descriptors (epoll)
+//	park.go            idle clients parked as bare descriptors: when, and
+//	                   how they resume (the epoll set: internal/parking)
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every
 //	                   client that can move parked between transactions (a
 //	                   session-mode client with its idle server)
@@ -79,7 +89,8 @@
 //	hosts.go           host lists: which host a login dials
 //	                   (load_balance_hosts), target_session_attrs, servers
 //	                   of a host that changed role recycled
-//	safeguards.go      connect/close pacing, min_pool_size, lifetimes, Warm
+//	safeguards.go      connect/close pacing (internal/tokenbucket),
+//	                   min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
 //	poolsettings.go    the settings a pool lives by: the [users]/[databases]
 //	                   timeouts over the global ones, per generation
@@ -87,15 +98,12 @@
 //	queuenotice.go     query_wait_notify's and login_notify_message's NOTICEs
 //	fastclose.go       server_fast_close
 //	cancelwait.go      cancel_wait_timeout
-//	peering.go         peer_id in cancel keys; cancel requests forwarded to
-//	                   the peer that owns them ([peers]); SHOW PEER_POOLS
-//	sockopts.go        listen_backlog, tcp_socket_buffer, tcp_defer_accept
-//	                   on the listeners open, again at RELOAD/SET (the
-//	                   options themselves, tcp_* on every connection and
-//	                   so_reuseport: internal/sockopt)
-//	dnszone.go         resolv_conf, dns_zone_check_period's SOA queries, the
-//	                   dial through the DNS cache (internal/dnscache:
-//	                   dns_max_ttl, dns_nxdomain_ttl, SHOW DNS_HOSTS/ZONES)
+//	peering.go         cancel requests of another peer's key forwarded to it
+//	                   ([peers]; the key's layout and the peer pools:
+//	                   internal/cancelpeer)
+//	dnszone.go         when dns_zone_check_period's pass runs, the servers
+//	                   of an address that left (internal/dnscache: the
+//	                   cache, resolv_conf, SOA queries, the dial)
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
@@ -106,7 +114,7 @@
 //	errors.go          every error a client can see, with its SQLSTATE
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server
 //	                   are closed ("server shutting down")
-//	clock.go           the injected clock
+//	clock.go           the injected clock (internal/clock)
 //	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           SHOW STATS
 //	autodb.go          databases served from "*": registered, logged
@@ -116,8 +124,9 @@
 //	logprefix.go       who a line is about (conn, db, user, addr attributes),
 //	                   which the command writes as PgBouncer's C-n/S-n prefix
 //	reloadhook.go      WithReloadHook: the command reopens its logs on RELOAD
-//	metrics.go         /metrics (HELP texts, the runtime collector's renames:
-//	                   internal/metricdoc)
+//	metrics.go         /metrics: the pools' instruments (the series read
+//	                   from SHOW rows: internal/metricrows; HELP texts, the
+//	                   runtime collector's renames: internal/metricdoc)
 //
 // # Objects and their states
 //
@@ -318,7 +327,7 @@
 // # Locks
 //
 // Five locks are outer locks: Service.mu, Service.cancelMu, client.mu,
-// serverPool.mu and parker.mu. No two of them are held at once, with one
+// serverPool.mu and the parker's (its parking.Lot's mu). No two of them are held at once, with one
 // exception. Code that needs two copies what it needs under the first,
 // releases it, then takes the second: Service.cancel takes client.mu, then
 // the pool's; Apply and the janitor copy the pool list under Service.mu,
@@ -327,7 +336,7 @@
 // is unused and remove it while no poolFor can hand it out, so it holds
 // Service.mu while it locks each pool in turn. Nothing takes Service.mu
 // under serverPool.mu, so the order is Service.mu, cancelMu, client.mu,
-// serverPool.mu, parker.mu wherever two nest.
+// serverPool.mu, the parker's wherever two nest.
 //
 // Under an outer lock only leaves are taken, and nothing is taken under a
 // leaf:
@@ -338,7 +347,7 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu, liveHeapMu and dnscache.Cache.mu
+// poolStats.mu, changeSignal.mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,
@@ -355,15 +364,15 @@
 // doomReason, evictAt, peekedAt and lastUsed; a linked server's statement
 // cache and unnamed-statement owner belong to the holder's client.mu, and
 // the rest of a server to its holder (SHOW SERVERS reads the little it
-// needs of that from atomic mirrors). parker.mu guards each client's
-// parkFD.
+// needs of that from atomic mirrors). The parker's lock guards which
+// descriptor each parked client lives on.
 //
 // No lock is held across network I/O, a dial, a log write, a wait on
 // another goroutine or a channel send that can block. A send under a lock
 // goes to a buffered channel whose one slot the sender owns (a pool
 // waiter's grant, a client's admitCh, cancelWait). Three exceptions
 // remain, none of which can block: the janitor's MSG_PEEK of an idle
-// server under the pool's mu (closedByPeer), epoll_ctl under parker.mu so
+// server under the pool's mu (closedByPeer), epoll_ctl under the parker's lock so
 // that a Del cannot remove a later Add of the same descriptor, and read
 // deadlines set under client.mu so they reach the right holder. A cancel
 // request marks its server under client.mu and dials Postgres after
@@ -592,8 +601,8 @@
 // id and a forwarding TTL, PgBouncer's layout; a CancelRequest with
 // another peer's id is not looked up but sent on, TTL less one, to that
 // peer from [peers], on the connection of the goroutine that received it,
-// bounded per peer by its pool_size. peering.mu and peerPool.mu are leaves
-// taken under nothing.
+// bounded per peer by its pool_size (internal/cancelpeer, whose locks
+// are leaves taken under nothing).
 //
 // # Rolling restarts
 //
