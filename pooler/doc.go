@@ -398,90 +398,11 @@
 // SHUTDOWN WAIT_FOR_*) wait on a changeSignal that every server close and
 // client exit notifies, not on a timer.
 //
-// # Performance
+// # Performance, hostile input, memory
 //
-// These come after the model above and do not change it.
-//
-// Inline relay: when a batch ends with Sync or Query, serve relays the
-// answer itself (link.relayOrPump): an autocommit transaction costs no
-// extra goroutine or hand-over.
-//
-// Parking: a client idle for a second with no server linked, or silent for
-// 100 ms right after its login, is parked (park.go): its goroutine ends,
-// and it keeps only its session (user, database, parameters, prepared
-// statements, cancel key) and its socket as a bare descriptor in one epoll
-// set per service. Its net.Conn, reader, writer and link are dropped; a new
-// goroutine rebuilds them when the client sends or hangs up. The epoll
-// set, like the other OS-specific socket code (raw reads and writes, the
-// idle-server peek, SO_PEERCRED), is internal/netpoll's; on systems other
-// than Linux it has none, and clients are never parked. The set and its
-// goroutine end when Serve returns; clients still parked then are taken up
-// again.
-//
-// Socket reads and writes go through wire.SocketIO: on Linux, raw system
-// calls on the non-blocking descriptor, waiting in the netpoller when it
-// is not ready, so the goroutine's P never enters the runtime's syscall
-// state. A batch whose reply serve relays inline is written with
-// Writer.FlushAwaitReply: inside the netpoller's wait for the reply, so
-// that serve parks at once instead of first making a read that finds
-// nothing (link.willRelayInline). The client side keeps that read: a
-// client may pipeline, and bytes it sent before the wait began would not
-// wake it. Instead, when clients are queued for the pool (the pooler is
-// busy), serve yields (runtime.Gosched) before reading the client it has
-// just answered, so that its next request has usually arrived by then.
-//
-// Checkout and release allocate nothing (TestCheckoutReleaseDoesNotAllocate);
-// clients with the same parameters share one read-only map
-// (serverPool.loginParams), and a server remembers the client map it last
-// matched so the next client with it skips the comparison.
-//
-// # Hostile input
-//
-// serve judges every message on its 5-byte header first (readNext): a type
-// that is not a frontend message of protocol 3.0, or a length past
-// max_packet_size, ends the client with a FATAL (closeBadInput) without
-// its body being read or anything passed on, and a linked server is
-// drained back to clean as when a client leaves, not closed. A message
-// not yet wholly received is waited for (awaitMessage, bounded by
-// client_message_timeout when set) before a server is taken for it or
-// written to: a client that stalls mid-message holds no server. A message
-// larger than the read buffer is streamed, so a server is taken once its
-// first buffer-full is in; a stall after that holds the server, and a
-// timeout closes it (part of a message went on). Texts sent to clients
-// come from errors.go and never carry a Go error string; a failed server
-// login is told in PgBouncer's words (loginReason), its detail logged.
-//
-// # Memory a client can make the pooler hold
-//
-// Message bodies are streamed through each connection's fixed buffers
-// (4 KiB read, 16 KiB write) unless the pooler must look inside them, and
-// the length a header claims is never trusted for an allocation:
-//   - Describe, Close, Sync, Flush and the other messages Postgres caps at
-//     10,000 bytes (PQ_SMALL_MESSAGE_LIMIT) are refused from a header over
-//     that, as Postgres would (FATAL 08P01 invalid message length), so a
-//     statement name the pooler maps is never longer; any message over
-//     Postgres's 1 GiB limit likewise.
-//   - A Parse the pooler maps (transaction and statement mode with
-//     max_prepared_statements) is held whole: up to max_held_message_size
-//     (a longer named one gets ERROR 54000 in order; a longer unnamed one
-//     is streamed and not remembered), reserved first in
-//     held_message_budget, shared by all clients (wire.Budget; FATAL 53200
-//     for the client that would pass it). The body is allocated once at
-//     its size and becomes the registered statement's text (or the
-//     client's remembered unnamed Parse) without a second copy; rewrites
-//     that carry a long text write it to the server by reference
-//     (writeRewrite). Statement text kept is counted against
-//     prepared_statement_budget (ERROR 53200 for a new named statement
-//     past it; an unnamed one is then not remembered).
-//   - An admin console query is taken up to pkt_buf, refused from its
-//     header beyond (FATAL 54000).
-//   - Rewrite buffers over 64 KiB are not kept between messages; what a
-//     client holds (its reservation, its unnamed Parse, its statement
-//     names) is released when it leaves. A statement's text lives while
-//     any client names it or any server has it prepared.
-//
-// pgturnstile_held_message_bytes and pgturnstile_prepared_statement_bytes
-// show both budgets' use; go_gc_heap_live_bytes the live heap.
+// How the hot path avoids goroutines, system calls and allocations, how
+// serve judges a message from its header, and what a client can make the
+// pooler hold: docs/architecture.md, "Inside the pooler".
 //
 // # The release rule
 //
