@@ -1,7 +1,6 @@
 // Package shard is pgturnstile's sharding router, without the pooler: the
-// shard map read from the shard file, Postgres' partition hash, and (to
-// come) the key scanner, the hints and the routing decision for a
-// statement (issue 34). It is pure: no sockets, no goroutines, no import
+// shard map read from the shard file, Postgres' partition hash, the key
+// scanner, the hints and the routing decision for a statement (issue 34). It is pure: no sockets, no goroutines, no import
 // of package pooler, and nothing it does per routed statement allocates.
 //
 // # Placement
@@ -79,4 +78,28 @@
 // server's encoding (the router must not convert them to another), and
 // the byte hash is that of a little-endian server (x86-64, arm64), which
 // is what Postgres runs on in practice.
+//
+// # Routing a statement
+//
+// Files: lex.go (Postgres's tokens as byte ranges; keyword.go names the
+// words the scanner looks for), scan.go, scan_from.go, scan_where.go and
+// scan_write.go (the fast-path shapes, see Scanner), hint.go (comments
+// and SET pgturnstile.*), route.go (Router: the decision).
+//
+// Router.Route decides, in order: an explicit target (shard=NAME|all, for
+// admins and target_users), an explicit key (a shard_key comment, else the
+// session's SET or startup option), the keys the scanner finds in the
+// text, the default database for a text that names no sharded table; a
+// sharded table whose shard cannot be decided exactly follows
+// on_missing_key, and by default is refused with the reason, the table and
+// its key column for the client's 0A000. A Parse keyed by $n is Pending:
+// Router.Prepare keeps which parameters decide (once per statement) and
+// Prepared.Bind places them, in text or binary format. Every key of a text
+// must land on one database, or it is refused.
+//
+// The proofs against PostgreSQL are integration/shard_pruning_test.go (the
+// router's logical shard is the one partition Postgres's own planner keeps
+// for the same statement on tables partitioned by hash) and
+// integration/shard_corpus_test.go (the 511 statements of
+// testdata/unroutable.sql, which the scanner must refuse, are valid SQL).
 package shard
