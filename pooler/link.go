@@ -159,6 +159,12 @@ type link struct {
 		// last ReadyForQuery.
 		sentBytes int64
 		out       []byte // the pump's own messages to the client
+		// swallow counts the ReadyForQuery of held BEGINs (shardroute.go)
+		// still to come, whose replies the client had from the pooler.
+		swallow int
+		// asHeld: the link runs outside the client's held transaction;
+		// its ReadyForQuery 'I' goes to the client as 'T'.
+		asHeld bool
 	}
 }
 
@@ -296,6 +302,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	}
 	l.mu.ls.reset()
 	l.pump.replies = 0
+	l.pump.swallow, l.pump.asHeld = 0, false
 	l.mu.ops.reset()
 	l.mu.retry.reset()
 	l.mu.skipToSync = false

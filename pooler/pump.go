@@ -106,6 +106,9 @@ func (l *link) stopForPark() bool {
 // message. out is the client's writer, nil once the client is gone.
 func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
 	c := l.c
+	if l.pump.swallow > 0 {
+		return l.pumpSwallow(s, typ) // a held BEGIN's (shardroute.go)
+	}
 	switch typ {
 	case wire.MsgReadyForQuery:
 		return l.pumpReady(s, out, inline, st)
@@ -203,7 +206,11 @@ func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Se
 	}
 	l.pump.sentBytes += int64(len(msg))
 	if out != nil {
-		out.Write(msg)
+		if l.pump.asHeld && status == wire.TxIdle {
+			out.Write(heldReady) // shardroute.go
+		} else {
+			out.Write(msg)
+		}
 	}
 	if !l.afterReady(s, status, st) {
 		return replyLinkOver

@@ -248,6 +248,15 @@ func (c *client) awaitMessage(st *config.Settings, n int) error {
 // whatever it returns.
 func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	c := l.c
+	var sd shardDecision
+	if c.shard != nil {
+		// A sharded cluster's client: where the message runs is decided
+		// (or answered) before anything else (shardroute.go).
+		var step loopStep
+		if sd, step = l.shardDecide(typ, n); step != stepOn {
+			return routed{}, step
+		}
+	}
 	c.mu.Lock()
 	if c.mu.state == clientDraining {
 		// The pump found the client's socket failing (relayFailed) and
@@ -287,11 +296,32 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	}
 	if s == nil {
 		c.mu.Unlock()
+		if sd.active {
+			if step := l.shardLink(typ, sd.d); step != stepOn {
+				return routed{}, step
+			}
+		}
 		var step loopStep
 		if s, step = l.linkFor(typ, n); step != stepOn {
 			return routed{}, step
 		}
 		c.mu.Lock()
+		if c.shard != nil && c.shard.held != nil {
+			l.heldLinkedLocked(s, sd)
+		}
+	} else if sd.active && !l.mu.skipToSync {
+		// A statement of a transaction already on a shard: it must
+		// belong to the same one.
+		if raise, fatal := l.heldToShardLocked(typ, s, sd.d); fatal {
+			c.mu.Unlock()
+			c.closeBadInput(crossShardFatal(), "")
+			return routed{}, stepEnd
+		} else if raise != nil {
+			r := routed{s: s, raise: raise, mapped: l.recordLocked(typ, n)}
+			r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
+			c.mu.Unlock()
+			return r, stepOn
+		}
 	}
 	if l.mu.skipToSync && typ != wire.MsgSync {
 		// After an error the pooler raised, like Postgres: drop
@@ -382,6 +412,9 @@ func (l *link) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 type routed struct {
 	s      *server
 	mapped bool // relayed by relayMapped rather than as it is
+	// raise replaces a cluster client's Query that belongs to another
+	// shard than its transaction's (shardroute.go, crossShard).
+	raise []byte
 	// txLeft is transaction_timeout's time left, when txTimed.
 	txLeft  time.Duration
 	txTimed bool
@@ -466,9 +499,12 @@ func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 		}
 	}
 	var err error
-	if r.mapped {
+	switch {
+	case r.raise != nil:
+		err = l.relayRaise(r, s)
+	case r.mapped:
 		err = l.relayMapped(typ, n, s)
-	} else {
+	default:
 		err = c.r.Forward(s.w)
 	}
 	if err != nil {

@@ -357,6 +357,7 @@ func (s *Service) serveConn(conn net.Conn) {
 func (s *Service) clientClosed(c *client) {
 	s.clientCount.Add(-1)
 	c.releaseCaps()
+	c.unpinShardPools()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {
 		delete(s.cancels, c.key)

@@ -1,0 +1,435 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The router inside the pooler (shard_file): a cluster "shrt" over three
+// databases on two PostgreSQL servers — shrt_main (the default database)
+// and shrt_s0 on the main server, shrt_s1 on a second one — with
+// logical_shards = 4: logical shards 0-1 on shrt_s0, 2-3 on shrt_s1. Where
+// each key belongs is Postgres' own answer: the partition a table
+// PARTITION BY HASH (k) WITH MODULUS 4 puts it in; where each row landed
+// is read on each database directly.
+
+const shrtFile = `
+[[cluster]]
+name = "shrt"
+default_database = "shrt_main"
+logical_shards = 4
+
+[[cluster.colo]]
+name = "org"
+key_type = "bigint"
+tables = { files = "org_id" }
+shards = [ { range = "0-1", database = "shrt_s0" }, { range = "2-3", database = "shrt_s1" } ]
+
+[[cluster.colo]]
+name = "tenant"
+key_type = "text"
+tables = { tenants = "name" }
+shards = [ { range = "0-1", database = "shrt_s0" }, { range = "2-3", database = "shrt_s1" } ]
+
+[[cluster.colo]]
+name = "dev"
+key_type = "uuid"
+tables = { devices = "id" }
+shards = [ { range = "0", database = "shrt_s0" }, { range = "1-3", database = "shrt_s1" } ]
+`
+
+// shardRig is the cluster: the pooler, and a direct connection to each
+// database.
+type shardRig struct {
+	p      *Pooler
+	direct map[string]*pgx.Conn // by [databases] name
+	truth  *pgx.Conn            // where the ground-truth partitioned tables live
+	// owner maps a logical shard (by colo) to its database, as the file
+	// says.
+	owner map[string][]string
+}
+
+func startShardRig(t *testing.T, settings map[string]string) *shardRig {
+	t.Helper()
+	main := needPG(t)
+	second := startSecondCluster(t)
+	ctx := ctxT(t, 2*time.Minute)
+	su := directSuperuser(t, "postgres")
+	for _, db := range []string{"shrt_main", "shrt_s0"} {
+		if _, err := su.Exec(ctx, "CREATE DATABASE "+db+" OWNER "+appUser); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		})
+	}
+	rig := &shardRig{direct: map[string]*pgx.Conn{}, owner: map[string][]string{
+		"org":    {"shrt_s0", "shrt_s0", "shrt_s1", "shrt_s1"},
+		"tenant": {"shrt_s0", "shrt_s0", "shrt_s1", "shrt_s1"},
+		"dev":    {"shrt_s0", "shrt_s1", "shrt_s1", "shrt_s1"},
+	}}
+	conns := map[string]string{
+		"shrt_main": main.directConnString("shrt_main", appUser, appPassword),
+		"shrt_s0":   main.directConnString("shrt_s0", appUser, appPassword),
+		"shrt_s1":   second.directConnString(appDB, appUser, appPassword),
+	}
+	for name, cs := range conns {
+		conn := connectPgx(t, cs)
+		for _, ddl := range []string{
+			"CREATE TABLE files (org_id bigint, name text, v int)",
+			"CREATE TABLE tenants (name text, v int)",
+			"CREATE TABLE devices (id uuid, v int)",
+			"CREATE TABLE plans (id int, name text)",
+		} {
+			if _, err := conn.Exec(ctx, ddl); err != nil {
+				t.Fatalf("%s: %s: %v", name, ddl, err)
+			}
+		}
+		rig.direct[name] = conn
+	}
+	rig.truth = directSuperuser(t, "shrt_main")
+	for _, ddl := range []string{
+		"CREATE TABLE truth_org (k bigint) PARTITION BY HASH (k)",
+		"CREATE TABLE truth_tenant (k text) PARTITION BY HASH (k)",
+		"CREATE TABLE truth_dev (k uuid) PARTITION BY HASH (k)",
+	} {
+		if _, err := rig.truth.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, colo := range []string{"org", "tenant", "dev"} {
+		for r := 0; r < 4; r++ {
+			if _, err := rig.truth.Exec(ctx, fmt.Sprintf("CREATE TABLE truth_%s_%d PARTITION OF truth_%s FOR VALUES WITH (MODULUS 4, REMAINDER %d)", colo, r, colo, r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "shards.toml")
+	if err := os.WriteFile(path, []byte(shrtFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := map[string]string{"shard_file": path}
+	for k, v := range settings {
+		s[k] = v
+	}
+	extra := fmt.Sprintf("[databases]\nshrt_main = host=127.0.0.1 port=%d dbname=shrt_main\nshrt_s0 = host=127.0.0.1 port=%d dbname=shrt_s0\nshrt_s1 = host=127.0.0.1 port=%d dbname=%s\n",
+		main.port, main.port, second.port, appDB)
+	rig.p = startPooler(t, iniSettings(s, extra), testUserlist)
+	return rig
+}
+
+// expected asks Postgres which database owns each key of colo: the
+// partition of truth_<colo> its row goes to.
+func (rig *shardRig) expected(t *testing.T, colo string, keys []string) map[string]string {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	want := map[string]string{}
+	rows, err := rig.truth.Query(ctx, fmt.Sprintf(
+		"INSERT INTO truth_%s SELECT unnest($1::text[])::%s RETURNING k::text, tableoid::regclass::text", colo, map[string]string{"org": "bigint", "tenant": "text", "dev": "uuid"}[colo]), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k, part string
+		if err := rows.Scan(&k, &part); err != nil {
+			t.Fatal(err)
+		}
+		var r int
+		fmt.Sscanf(part[strings.LastIndexByte(part, '_')+1:], "%d", &r)
+		want[k] = rig.owner[colo][r]
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.truth.Exec(ctx, "TRUNCATE truth_"+colo); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// landed reads, on each database directly, where each key's rows are.
+func (rig *shardRig) landed(t *testing.T, table, column string) map[string][]string {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	got := map[string][]string{}
+	for name, conn := range rig.direct {
+		rows, err := conn.Query(ctx, fmt.Sprintf("SELECT %s::text FROM %s", column, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = append(got[k], name)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// checkPlacement compares where rows landed with where Postgres places
+// their keys: every key once, on its own database.
+func (rig *shardRig) checkPlacement(t *testing.T, colo, table, column string, keys []string) {
+	t.Helper()
+	want := rig.expected(t, colo, keys)
+	got := rig.landed(t, table, column)
+	wrong := 0
+	for _, k := range keys {
+		if dbs := got[k]; len(dbs) != 1 || dbs[0] != want[k] {
+			if wrong < 5 {
+				t.Errorf("key %s: rows on %v, want one on %s", k, dbs, want[k])
+			}
+			wrong++
+		}
+	}
+	if len(got) != len(keys) || wrong > 0 {
+		t.Fatalf("%d keys inserted, %d keys found, %d misplaced", len(keys), len(got), wrong)
+	}
+}
+
+func (rig *shardRig) clear(t *testing.T) {
+	t.Helper()
+	for name, conn := range rig.direct {
+		if _, err := conn.Exec(ctxT(t, 30*time.Second), "TRUNCATE files, tenants, devices, plans"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+func (rig *shardRig) connect(t *testing.T, mode pgx.QueryExecMode) *pgx.Conn {
+	t.Helper()
+	cfg := pgxConfig(t, rig.p.ConnString("shrt", appUser, appPassword))
+	cfg.DefaultQueryExecMode = mode
+	conn, err := tryConnectPgx(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+func TestShardRouteInserts(t *testing.T) {
+	rig := startShardRig(t, nil)
+	r := rand.New(rand.NewPCG(25, 34))
+	orgKeys := make([]string, 400)
+	for i := range orgKeys {
+		orgKeys[i] = fmt.Sprint(r.Int64() - r.Int64())
+	}
+	tenantKeys := make([]string, 200)
+	for i := range tenantKeys {
+		tenantKeys[i] = fmt.Sprintf("tenant-%d-é", r.Uint32())
+	}
+	devKeys := make([]string, 200)
+	for i := range devKeys {
+		devKeys[i] = fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", r.Uint32(), r.Uint32()&0xffff, r.Uint32()&0xffff, r.Uint32()&0xffff, r.Uint64()&0xffffffffffff)
+	}
+	for _, tc := range []struct {
+		name string
+		mode pgx.QueryExecMode
+	}{
+		{"simple", pgx.QueryExecModeSimpleProtocol},
+		{"extended-binary", pgx.QueryExecModeCacheStatement},
+		{"extended-text", pgx.QueryExecModeExec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig.clear(t)
+			ctx := ctxT(t, 2*time.Minute)
+			conn := rig.connect(t, tc.mode)
+			for _, k := range orgKeys {
+				if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'f')", k); err != nil {
+					t.Fatalf("insert org %s: %v", k, err)
+				}
+			}
+			for _, k := range tenantKeys {
+				if _, err := conn.Exec(ctx, "INSERT INTO tenants (name, v) VALUES ($1, 1)", k); err != nil {
+					t.Fatalf("insert tenant %s: %v", k, err)
+				}
+			}
+			for _, k := range devKeys {
+				if _, err := conn.Exec(ctx, "INSERT INTO devices (id, v) VALUES ($1::uuid, 1)", k); err != nil {
+					t.Fatalf("insert device %s: %v", k, err)
+				}
+			}
+			rig.checkPlacement(t, "org", "files", "org_id", orgKeys)
+			rig.checkPlacement(t, "tenant", "tenants", "name", tenantKeys)
+			rig.checkPlacement(t, "dev", "devices", "id", devKeys)
+			// Every row reads back through the router.
+			for _, k := range orgKeys[:50] {
+				var n int
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = $1", k).Scan(&n); err != nil || n != 1 {
+					t.Fatalf("read back org %s: %d rows, %v", k, n, err)
+				}
+			}
+			// A table in no colo goes to the default database.
+			if _, err := conn.Exec(ctx, "INSERT INTO plans VALUES (1, 'p')"); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := rig.direct["shrt_main"].QueryRow(ctx, "SELECT count(*) FROM plans").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("plans on shrt_main: %d, %v", n, err)
+			}
+		})
+	}
+}
+
+// wantRefused checks a 0A000 refusal with a DETAIL and a HINT.
+func wantShardRefused(t *testing.T, err error, detail string) {
+	t.Helper()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Detail, detail) || pe.Hint == "" {
+		t.Fatalf("got %v (detail %q), want 0A000 with DETAIL containing %q and a HINT", err, detailOf(err), detail)
+	}
+}
+
+func detailOf(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Detail
+	}
+	return ""
+}
+
+func TestShardRouteTransactions(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	// Two keys on each database, by Postgres' placement.
+	cands := make([]string, 40)
+	for i := range cands {
+		cands[i] = fmt.Sprint(i * 7919)
+	}
+	want := rig.expected(t, "org", cands)
+	var on0, on1 []string
+	for _, k := range cands {
+		if want[k] == "shrt_s0" {
+			on0 = append(on0, k)
+		} else {
+			on1 = append(on1, k)
+		}
+	}
+	if len(on0) < 2 || len(on1) < 2 {
+		t.Fatalf("keys: %v on s0, %v on s1", on0, on1)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rig.clear(t)
+			conn := rig.connect(t, mode)
+			// A transaction on one shard: BEGIN is held until its first
+			// statement, then everything runs there.
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{on1[0], on1[1]} {
+				if _, err := tx.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'tx')", k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := rig.landed(t, "files", "org_id")
+			if len(got) != 2 || got[on1[0]][0] != "shrt_s1" || got[on1[1]][0] != "shrt_s1" {
+				t.Fatalf("rows after a one-shard transaction: %v", got)
+			}
+			// A transaction that reaches for a second shard fails; nothing
+			// of it is committed, and no backend stays in a transaction.
+			tx, err = conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'x')", on0[0]); err != nil {
+				t.Fatal(err)
+			}
+			_, err = tx.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'x')", on1[0])
+			if mode == pgx.QueryExecModeSimpleProtocol {
+				wantShardRefused(t, err, "")
+				if err := tx.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if err == nil {
+				t.Fatal("a Bind for another shard in a transaction succeeded")
+			}
+			var n int
+			for name, dc := range rig.direct {
+				if err := dc.QueryRow(ctx, "SELECT count(*) FROM files WHERE name = 'x'").Scan(&n); err != nil || n != 0 {
+					t.Fatalf("%s: %d rows of the failed transaction, %v", name, n, err)
+				}
+			}
+			waitNoIdleInTx(t)
+			if mode != pgx.QueryExecModeSimpleProtocol {
+				return // the client was closed
+			}
+			// The connection goes on: BEGIN; COMMIT with nothing in between,
+			// and a refused statement outside a transaction.
+			if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = conn.Exec(ctx, "SELECT * FROM files")
+			wantShardRefused(t, err, "files")
+			_, err = conn.Exec(ctx, "UPDATE files SET v = 1 WHERE org_id = 1 OR org_id = 2")
+			wantShardRefused(t, err, "OR")
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = "+on1[0]).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("after refusals: %d, %v", n, err)
+			}
+			// A pinned session key routes what names no key.
+			if _, err := conn.Exec(ctx, "SET pgturnstile.shard_key = '"+on0[1]+"'"); err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM files").Scan(&n); err != nil || n != 0 {
+				t.Fatalf("count on %s's shard: %d, %v", on0[1], n, err)
+			}
+			if _, err := conn.Exec(ctx, "RESET pgturnstile.shard_key"); err != nil {
+				t.Fatal(err)
+			}
+			// A hint names the key.
+			if err := conn.QueryRow(ctx, "/* pgturnstile: shard_key="+on1[0]+" */ SELECT count(*) FROM files").Scan(&n); err != nil || n != 2 {
+				t.Fatalf("count by hint on %s's shard: %d, %v", on1[0], n, err)
+			}
+		})
+	}
+}
+
+// waitNoIdleInTx waits until no backend of the app user on the main
+// server is idle in a transaction (a drain may still be rolling back).
+func waitNoIdleInTx(t *testing.T) {
+	t.Helper()
+	su := directSuperuser(t, "postgres")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := su.QueryRow(ctxT(t, 10*time.Second), "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND state LIKE 'idle in transaction%'", appUser).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends idle in transaction", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

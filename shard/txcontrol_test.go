@@ -1,0 +1,43 @@
+package shard
+
+import "testing"
+
+func TestReadTxControl(t *testing.T) {
+	for _, c := range []struct {
+		sql   string
+		kind  TxControl
+		start bool
+	}{
+		{"BEGIN", TxBegin, false},
+		{"begin;", TxBegin, false},
+		{"  Begin Work ", TxBegin, false},
+		{"BEGIN TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY, DEFERRABLE", TxBegin, false},
+		{"begin isolation level repeatable read read write not deferrable", TxBegin, false},
+		{"START TRANSACTION", TxBegin, true},
+		{"start transaction isolation level read committed;", TxBegin, true},
+		{"/* app */ BEGIN -- x\n", TxBegin, false},
+		{"COMMIT", TxCommit, false},
+		{"end transaction", TxCommit, false},
+		{"commit and no chain", TxCommit, false},
+		{"ROLLBACK", TxRollback, false},
+		{"abort work;", TxRollback, false},
+		// What is not answered by the pooler.
+		{"COMMIT AND CHAIN", TxNone, false},
+		{"ROLLBACK TO SAVEPOINT a", TxNone, false},
+		{"ROLLBACK TO a", TxNone, false},
+		{"BEGIN ISOLATION LEVEL SNAPSHOT", TxNone, false},
+		{"BEGIN; SELECT 1", TxNone, false},
+		{"BEGIN READ", TxNone, false},
+		{"START", TxNone, false},
+		{"'BEGIN'", TxNone, false},
+		{"BEGIN 'x", TxNone, false},
+		{"COMMIT PREPARED 'x'", TxNone, false},
+		{"SELECT 1", TxNone, false},
+		{"", TxNone, false},
+	} {
+		kind, start := ReadTxControl([]byte(c.sql))
+		if kind != c.kind || start != c.start {
+			t.Errorf("ReadTxControl(%q) = %v, %v; want %v, %v", c.sql, kind, start, c.kind, c.start)
+		}
+	}
+}
