@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +61,7 @@ type shardRig struct {
 	// owner maps a logical shard (by colo) to its database, as the file
 	// says.
 	owner map[string][]string
+	path  string // the shard file
 }
 
 func startShardRig(t *testing.T, settings map[string]string) *shardRig {
@@ -126,13 +129,14 @@ func startShardRig(t *testing.T, settings map[string]string) *shardRig {
 	if err := os.WriteFile(path, []byte(shrtFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := map[string]string{"shard_file": path}
+	rig.path = path
+	s := withConsoleUsers(map[string]string{"shard_file": path})
 	for k, v := range settings {
 		s[k] = v
 	}
 	extra := fmt.Sprintf("[databases]\nshrt_main = host=127.0.0.1 port=%d dbname=shrt_main\nshrt_s0 = host=127.0.0.1 port=%d dbname=shrt_s0\nshrt_s1 = host=127.0.0.1 port=%d dbname=%s\n",
 		main.port, main.port, second.port, appDB)
-	rig.p = startPooler(t, iniSettings(s, extra), testUserlist)
+	rig.p = startPooler(t, iniSettings(s, extra), opsUserlist)
 	return rig
 }
 
@@ -378,6 +382,21 @@ func TestShardRouteTransactions(t *testing.T) {
 			}
 			waitNoIdleInTx(t)
 			if mode != pgx.QueryExecModeSimpleProtocol {
+				// A pipeline (one implicit transaction up to its Sync)
+				// with keys on two shards: refused, nothing committed.
+				conn = rig.connect(t, mode)
+				b := &pgx.Batch{}
+				b.Queue("INSERT INTO files (org_id, name) VALUES ($1, 'pipe')", on0[1])
+				b.Queue("INSERT INTO files (org_id, name) VALUES ($1, 'pipe')", on1[1])
+				if err := conn.SendBatch(ctx, b).Close(); err == nil {
+					t.Fatal("a pipeline with keys on two shards succeeded")
+				}
+				for name, dc := range rig.direct {
+					if err := dc.QueryRow(ctx, "SELECT count(*) FROM files WHERE name = 'pipe'").Scan(&n); err != nil || n != 0 {
+						t.Fatalf("%s: %d rows of the refused pipeline, %v", name, n, err)
+					}
+				}
+				waitNoIdleInTx(t)
 				return // the client was closed
 			}
 			// The connection goes on: BEGIN; COMMIT with nothing in between,
@@ -431,5 +450,170 @@ func waitNoIdleInTx(t *testing.T) {
 			t.Fatalf("%d backends idle in transaction", n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// rewrite writes a new shard file (edit of the original) and reloads.
+func (rig *shardRig) rewrite(t *testing.T, edit func(string) string) {
+	t.Helper()
+	if err := os.WriteFile(rig.path, []byte(edit(shrtFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminConsole(t, rig.p).Exec(ctxT(t, 10*time.Second), "RELOAD"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// routeCount is SHOW ROUTES' count for cluster shrt, colo and source.
+func routeCount(t *testing.T, admin *pgx.Conn, colo, source string) int {
+	t.Helper()
+	n := 0
+	for _, row := range show(t, admin, "SHOW ROUTES").where("cluster", "shrt", "colo", colo, "source", source) {
+		var k int
+		fmt.Sscan(row["count"], &k)
+		n += k
+	}
+	return n
+}
+
+func TestShardRouteOperations(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 3*time.Minute)
+	admin := adminConsole(t, rig.p)
+
+	// SHOW SHARDS is the file's map.
+	sh := show(t, admin, "SHOW SHARDS")
+	if len(sh.rows) != 6 {
+		t.Fatalf("SHOW SHARDS: %d rows, want 6: %v", len(sh.rows), sh.rows)
+	}
+	for _, want := range [][]string{
+		{"org", "bigint", "0-1", "shrt_s0"}, {"org", "bigint", "2-3", "shrt_s1"},
+		{"tenant", "text", "0-1", "shrt_s0"}, {"dev", "uuid", "1-3", "shrt_s1"},
+	} {
+		if len(sh.where("cluster", "shrt", "colo", want[0], "key_type", want[1], "range", want[2], "database", want[3])) != 1 {
+			t.Errorf("SHOW SHARDS has no row %v: %v", want, sh.rows)
+		}
+	}
+
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i*104729 - 5000)
+	}
+	want := rig.expected(t, "org", keys)
+
+	// Shadow mode: every decision counted, everything on the default
+	// database.
+	rig.rewrite(t, func(s string) string {
+		return strings.Replace(s, "logical_shards = 4\n", "logical_shards = 4\nshadow = true\n", 1)
+	})
+	conn := rig.connect(t, pgx.QueryExecModeSimpleProtocol)
+	before := routeCount(t, admin, "org", "literal")
+	for _, k := range keys[:50] {
+		if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ("+k+", 'shadow')"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := routeCount(t, admin, "org", "literal") - before; got != 50 {
+		t.Errorf("shadow mode counted %d literal decisions, want 50", got)
+	}
+	var n int
+	if err := rig.direct["shrt_main"].QueryRow(ctx, "SELECT count(*) FROM files WHERE name = 'shadow'").Scan(&n); err != nil || n != 50 {
+		t.Fatalf("shadow mode: %d rows on the default database, want 50 (%v)", n, err)
+	}
+	conn.Close(ctx)
+	rig.rewrite(t, func(s string) string { return s })
+	rig.clear(t)
+
+	// RELOAD under 50 looping clients: the org colo's ranges 2-3 move
+	// from shrt_s1 to shrt_s0 while they insert; no client sees an error,
+	// and rows inserted after the reload are on the new map's database.
+	var stop atomic.Bool
+	errs := make(chan error, 50)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := rig.connect(t, pgx.QueryExecModeCacheStatement)
+			defer c.Close(context.Background())
+			for j := 0; !stop.Load(); j++ {
+				k := keys[(i*7+j)%len(keys)]
+				if _, err := c.Exec(ctx, "INSERT INTO files (org_id, name, v) VALUES ($1, 'loop', $2)", k, j); err != nil {
+					errs <- fmt.Errorf("client %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	rig.rewrite(t, func(s string) string {
+		return strings.Replace(s, `{ range = "0-1", database = "shrt_s0" }, { range = "2-3", database = "shrt_s1" } ]
+
+[[cluster.colo]]
+name = "tenant"`, `{ range = "0-3", database = "shrt_s0" } ]
+
+[[cluster.colo]]
+name = "tenant"`, 1)
+	})
+	if got := show(t, admin, "SHOW SHARDS").where("colo", "org"); len(got) != 1 || got[0]["database"] != "shrt_s0" {
+		t.Fatalf("SHOW SHARDS after RELOAD: %v", got)
+	}
+	time.Sleep(time.Second) // the new map is in force for new transactions at once
+	var onS1Before int
+	if err := rig.direct["shrt_s1"].QueryRow(ctx, "SELECT count(*) FROM files").Scan(&onS1Before); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var onS1After int
+	if err := rig.direct["shrt_s1"].QueryRow(ctx, "SELECT count(*) FROM files").Scan(&onS1After); err != nil {
+		t.Fatal(err)
+	}
+	if onS1After != onS1Before {
+		t.Errorf("rows kept landing on shrt_s1 after the map moved its ranges away: %d then %d", onS1Before, onS1After)
+	}
+	var total int
+	for _, dc := range rig.direct {
+		var k int
+		if err := dc.QueryRow(ctx, "SELECT count(*) FROM files WHERE name = 'loop'").Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		total += k
+	}
+	if total == 0 {
+		t.Fatal("the looping clients inserted nothing")
+	}
+	_ = want
+
+	// Cancel reaches the shard that runs the query.
+	rig.rewrite(t, func(s string) string { return s })
+	conn = rig.connect(t, pgx.QueryExecModeSimpleProtocol)
+	var k1 string
+	for _, k := range keys {
+		if want[k] == "shrt_s1" {
+			k1 = k
+			break
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ("+k1+", 'sleep')"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_ = conn.PgConn().CancelRequest(ctx)
+	}()
+	start := time.Now()
+	_, err := conn.Exec(ctx, "SELECT pg_sleep(20) FROM files WHERE org_id = "+k1+" AND name = 'sleep'")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Fatalf("cancelled query: %v, want 57014", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("the cancel took %v: it did not reach shrt_s1", time.Since(start))
 	}
 }

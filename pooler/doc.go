@@ -40,6 +40,11 @@
 //	                   the transaction path; linking (gate, checkout), the
 //	                   transaction's pool (linkTo), relayOrPump, unlinking
 //	linkparams.go      a server's tracked parameters set to the client's
+//	shardroute.go      the sharding router's glue (shard_file; the rules:
+//	                   package shard): a login to a cluster's name, the
+//	                   transaction's pool chosen at route, a BEGIN held
+//	                   until the first routable statement, refusals (0A000),
+//	                   SHOW SHARDS and SHOW ROUTES
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady)
 //	pump_messages.go   the other server messages the pump looks inside

@@ -256,6 +256,9 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		if sd, step = l.shardDecide(typ, n); step != stepOn {
 			return routed{}, step
 		}
+		if sd.active && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused()) {
+			c.shard.tally.Add(c.shard.cluster, sd.d)
+		}
 	}
 	c.mu.Lock()
 	if c.mu.state == clientDraining {
@@ -314,6 +317,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		// belong to the same one.
 		if raise, fatal := l.heldToShardLocked(typ, s, sd.d); fatal {
 			c.mu.Unlock()
+			poisonTransaction(s)
 			c.closeBadInput(crossShardFatal(), "")
 			return routed{}, stepEnd
 		} else if raise != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
+	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -73,6 +74,8 @@ type Service struct {
 	// clients together (held_message_budget); every client reader
 	// reserves in it.
 	held *wire.Budget
+	// routes counts the sharding router's decisions (shardroute.go).
+	routes shard.Counts
 
 	// Console state (guarded by mu): PAUSE/DISABLE per database, PAUSE
 	// of everything, and the runtime overrides of SET USER / SET POOL.

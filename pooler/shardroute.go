@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/shard"
@@ -37,6 +39,9 @@ type shardSession struct {
 	// pin is SET pgturnstile.* for the session (and the startup
 	// options); local is SET LOCAL's, for the transaction.
 	pin, local shard.Pin
+	// pins counts changes of pin and local: a statement prepared under
+	// other pins is prepared again at its Bind.
+	pins uint64
 	// held is a BEGIN the pooler answered while no server was linked:
 	// its Query message, sent ahead of the transaction's first statement.
 	held []byte
@@ -55,12 +60,19 @@ type shardSession struct {
 	// Parse or Describe that decides nothing goes.
 	last string
 	out  []byte
+	// tally counts the decisions into Service.routes.
+	tally *shard.Tally
 }
 
-// stmtRoute is a Parse's routing: final (d), or decided by its Binds (p).
+// stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
+// under the map of cluster of; a Bind after a RELOAD brought another map
+// prepares the text again.
 type stmtRoute struct {
-	d shard.Decision
-	p *shard.Prepared
+	d    shard.Decision
+	p    *shard.Prepared
+	of   *shard.Cluster
+	pins uint64
+	text string
 }
 
 // shardDecision is what route learned before it took c.mu: whether the
@@ -88,7 +100,8 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 	if !ok {
 		return nil, false // the map was checked against cfg: not reached
 	}
-	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{}, stmts: map[string]stmtRoute{}}
+	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{}, stmts: map[string]stmtRoute{},
+		tally: shard.NewTally(&c.svc.routes)}
 	return db, true
 }
 
@@ -135,8 +148,9 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
 	}
-	if idle && ss.held == nil {
+	if idle && ss.held == nil && !ss.local.Empty() {
 		ss.local = shard.Pin{} // SET LOCAL's transaction is over
+		ss.pins++
 	}
 	r := ss.routerNow(c.svc.gen.Load())
 	switch typ {
@@ -166,7 +180,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
 		d, p := r.Prepare(text, ss.pinNow(), c.mayTarget(r.Cluster()))
-		ss.stmts[string(name)] = stmtRoute{d: d, p: p}
+		ss.stmts[string(name)] = stmtRoute{d: d, p: p, of: r.Cluster(), pins: ss.pins, text: string(text)}
 		undecided := false
 		if d.Pending {
 			// Decided by the Bind of this statement pipelined behind
@@ -292,6 +306,13 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 		// cluster): nothing says where its rows are.
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
 	}
+	if sr.of != ss.routerOf || sr.pins != ss.pins {
+		// Prepared under an earlier map (its ranges may have moved) or
+		// other pins.
+		sr.d, sr.p = ss.router.Prepare([]byte(sr.text), ss.pinNow(), l.c.mayTarget(ss.routerOf))
+		sr.of, sr.pins = ss.routerOf, ss.pins
+		ss.stmts[string(stmt)] = sr
+	}
 	if sr.p == nil {
 		return sr.d
 	}
@@ -387,8 +408,10 @@ func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
 			notice = wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25P01", "SET LOCAL can only be used in transaction blocks", "", "")
 		case sh.Local:
 			setPin(&ss.local, sh)
+			ss.pins++
 		default:
 			setPin(&ss.pin, sh)
+			ss.pins++
 		}
 		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, "SET")...)), true
 	}
@@ -406,6 +429,7 @@ func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
 	case kind != shard.TxNone && ss.held != nil:
 		// The transaction never reached a server: nothing to commit.
 		ss.held, ss.local = nil, shard.Pin{}
+		ss.pins++
 		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
 	}
 	return stepOn, false
@@ -733,3 +757,54 @@ func setStartupPin(p *shard.Pin, key, value string) bool {
 // heldReady is the ReadyForQuery of a link that ran outside the client's
 // held transaction.
 var heldReady = wire.AppendReadyForQuery(nil, wire.TxInBlock)
+
+// Shards is SHOW SHARDS: every range of every colocation of the map in
+// force.
+func (v consoleView) Shards() []admin.ShardRow {
+	g := v.s.gen.Load()
+	if g.shards == nil {
+		return nil
+	}
+	var rows []admin.ShardRow
+	for _, cl := range g.shards.Clusters() {
+		for _, co := range cl.Colos() {
+			for _, r := range co.Ranges() {
+				rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
+					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq})
+			}
+		}
+	}
+	return rows
+}
+
+// Routes is SHOW ROUTES: the decisions counted so far.
+func (v consoleView) Routes() []admin.RouteRow {
+	counts := v.s.routes.Snapshot()
+	rows := make([]admin.RouteRow, 0, len(counts))
+	for _, n := range counts {
+		row := admin.RouteRow{Cluster: n.Cluster, Colo: n.Colo, Source: n.Source.String(), Count: n.N}
+		if n.Source == shard.SourceRefused {
+			row.Reason = n.Reason.Text()
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// poisonBind names a statement no session has: the server fails it with
+// 26000, which aborts the transaction it is in (an implicit one up to the
+// Sync too) before the drain's Sync could commit it.
+var poisonBind = func() []byte {
+	body := append([]byte{0}, "pgturnstile: statement for another shard"...)
+	body = append(body, 0, 0, 0, 0, 0, 0, 0)
+	msg := append([]byte{wire.MsgBind, 0, 0, 0, 0}, body...)
+	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
+	return msg
+}()
+
+// poisonTransaction makes the transaction on s fail before a client that
+// reached for another shard is closed: nothing of it may commit.
+func poisonTransaction(s *server) {
+	s.w.Write(poisonBind)
+	s.w.Flush()
+}

@@ -103,6 +103,9 @@ type Pin struct {
 	Shard string
 }
 
+// Empty reports a pin that says nothing.
+func (p Pin) Empty() bool { return p.Key == nil && p.Colo == "" && p.Shard == "" }
+
 // Lookup makes a Cluster the scanner's Tables: a table as the shard file
 // names it, "schema.table" when the statement qualifies it (a bare name in
 // the file also matches public.name). The colocation is its index in
