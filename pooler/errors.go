@@ -147,7 +147,8 @@ var codes = map[Code]codeInfo{
 	CodeStatementDiscarded: {"ERROR", "26000", `prepared statement "%s" does not exist`},
 	// Postgres's own for a statement whose result a migration changed
 	// since the client described it (a client's name older than its
-	// statement's shape epoch, prepared.go): drivers prepare again on it.
+	// statement's shape epoch, internal/stmtcache): drivers prepare again
+	// on it.
 	CodeStalePlan: {"ERROR", "0A000", "cached plan must not change result type"},
 	// auth_query found no row for a user under trust.
 	CodeNoSuchUser: {"FATAL", "08P01", "no such user"},

@@ -143,7 +143,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	ss := c.shard
 	c.mu.Lock()
 	skipping := l.mu.skipToSync
-	idle := l.mu.srv == nil && !l.mu.releasing || l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle
+	idle := l.mu.srv == nil && !l.mu.releasing || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
 	c.mu.Unlock()
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
@@ -635,7 +635,7 @@ func (l *link) replayHeldLocked(s *server) {
 	ss := c.shard
 	now := c.svc.clock.Now()
 	c.mu.queryStart, l.mu.xactStart = now, now
-	l.mu.ls.fromClient(wire.MsgQuery)
+	l.mu.ls.FromClient(wire.MsgQuery)
 	l.pump.swallow++
 	s.w.Write(ss.held)
 	ss.held = nil
@@ -712,7 +712,7 @@ func (l *link) pumpSwallow(s *server, typ byte) replyAct {
 		l.pump.swallow--
 		l.pump.replies = 0
 		c.mu.Lock()
-		l.mu.ls.readyForQuery(status)
+		l.mu.ls.ReadyForQuery(status)
 		c.mu.Unlock()
 		return replyDone
 	}
