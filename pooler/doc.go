@@ -16,7 +16,7 @@
 //	                   then published by one store
 //	tlsstate.go        the TLS in force: applied only as a consistent set
 //	console.go         the admin console's view of the service (consoleView)
-//	                   and its SHOW snapshots
+//	                   and its SHOW snapshots (SHOW SHARDS and ROUTES too)
 //	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,
 //	                   SET …) and the per-database state PAUSE and DISABLE
 //	                   leave (dbState); their texts are admin's
@@ -41,10 +41,13 @@
 //	                   transaction's pool (linkTo), relayOrPump, unlinking
 //	linkparams.go      a server's tracked parameters set to the client's
 //	shardroute.go      the sharding router's glue (shard_file; the rules:
-//	                   package shard): a login to a cluster's name, the
-//	                   transaction's pool chosen at route, a BEGIN held
-//	                   until the first routable statement, refusals (0A000),
-//	                   SHOW SHARDS and SHOW ROUTES
+//	                   package shard): a login to a cluster's name, each
+//	                   statement decided and the transaction's pool chosen
+//	                   at route, a Parse's routing kept for its Binds
+//	shardtx.go         a sharded cluster's transactions: a BEGIN held until
+//	                   the first routable statement, what the pooler
+//	                   answers itself, a transaction held to its shard,
+//	                   refusals (0A000)
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release

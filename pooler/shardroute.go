@@ -3,12 +3,8 @@ package pooler
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/shard"
@@ -174,9 +170,8 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if r == nil {
 			return shardDecision{active: true, d: goneCluster}, stepOn
 		}
-		name, rest, ok := cstring(body)
-		text, _, ok2 := cstring(rest)
-		if !ok || !ok2 {
+		name, text, _, ok := wire.DecodeParse(body)
+		if !ok {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
 		d, p := r.Prepare(text, ss.pinNow(), c.mayTarget(r.Cluster()))
@@ -200,8 +195,8 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
 	case wire.MsgClose:
 		if body, err := c.r.Peek(n); err == nil && len(body) > 1 && body[0] == 'S' {
-			if name, _, ok := cstring(body[1:]); ok {
-				delete(ss.stmts, string(name))
+			if i := bytes.IndexByte(body[1:], 0); i >= 0 {
+				delete(ss.stmts, string(body[1:1+i]))
 			}
 		}
 	}
@@ -267,9 +262,7 @@ func (l *link) bindAhead(name []byte, p *shard.Prepared) (d shard.Decision, unde
 			// The batch ends, or another Parse may replace the statement.
 			return ss.lastDecision(), true
 		case wire.MsgBind:
-			_, rest, ok := cstring(body)
-			stmt, _, ok2 := cstring(rest)
-			if !ok || !ok2 || !bytes.Equal(stmt, name) {
+			if _, stmt, _, ok := wire.DecodeBindHead(body); !ok || !bytes.Equal(stmt, name) {
 				continue
 			}
 			d, err := p.Bind(bindParams(body))
@@ -295,9 +288,8 @@ func (ss *shardSession) lastDecision() shard.Decision {
 // bindDecision decides a Bind by its statement's routing.
 func (l *link) bindDecision(body []byte) shard.Decision {
 	ss := l.c.shard
-	_, rest, ok := cstring(body)
-	stmt, _, ok2 := cstring(rest)
-	if !ok || !ok2 {
+	_, stmt, _, ok := wire.DecodeBindHead(body)
+	if !ok {
 		return shard.Decision{}
 	}
 	sr, known := ss.stmts[string(stmt)]
@@ -323,158 +315,11 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 	return d
 }
 
-// bindParams reads a Bind body's parameters for shard.Prepared.Bind.
+// bindParams is a Bind body as shard.Prepared.Bind reads it.
 type bindParams []byte
 
-// Param returns parameter i: its bytes, binary format, NULL; ok false when
-// the Bind has fewer (or is malformed, which Postgres then refuses).
 func (b bindParams) Param(i int) (value []byte, binary, null, ok bool) {
-	_, rest, ok1 := cstring(b)
-	_, rest, ok2 := cstring(rest)
-	if !ok1 || !ok2 || len(rest) < 2 {
-		return nil, false, false, false
-	}
-	nfmt := int(be16(rest))
-	rest = rest[2:]
-	if len(rest) < 2*nfmt+2 {
-		return nil, false, false, false
-	}
-	fmts := rest[:2*nfmt]
-	rest = rest[2*nfmt:]
-	nparams := int(be16(rest))
-	rest = rest[2:]
-	if i >= nparams {
-		return nil, false, false, false
-	}
-	switch {
-	case nfmt == 1:
-		binary = be16(fmts) == 1
-	case nfmt > i:
-		binary = be16(fmts[2*i:]) == 1
-	}
-	for j := 0; ; j++ {
-		if len(rest) < 4 {
-			return nil, false, false, false
-		}
-		vlen := int32(binary32(rest))
-		rest = rest[4:]
-		if vlen < 0 {
-			if j == i {
-				return nil, binary, true, true
-			}
-			continue
-		}
-		if int(vlen) > len(rest) {
-			return nil, false, false, false
-		}
-		if j == i {
-			return rest[:vlen], binary, false, true
-		}
-		rest = rest[vlen:]
-	}
-}
-
-func be16(b []byte) uint16     { return binary.BigEndian.Uint16(b) }
-func binary32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
-
-// cstring splits a NUL-terminated string off b.
-func cstring(b []byte) (s, rest []byte, ok bool) {
-	i := bytes.IndexByte(b, 0)
-	if i < 0 {
-		return nil, nil, false
-	}
-	return b[:i], b[i+1:], true
-}
-
-// answerShardQuery answers, with no server linked, the simple queries the
-// pooler answers itself for a cluster's client: SET [LOCAL]
-// pgturnstile.*, and BEGIN, COMMIT, ROLLBACK while the transaction has
-// not reached a server. answered is false for any other.
-func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
-	c := l.c
-	ss := c.shard
-	c.mu.Lock()
-	linked := l.mu.srv != nil || l.mu.releasing
-	c.mu.Unlock()
-	if sh, found, err := shard.ReadSet(text); found {
-		if err != nil {
-			return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true
-		}
-		var notice []byte
-		inTx := ss.held != nil || linked
-		switch {
-		case sh.Local && !inTx:
-			// As Postgres: a warning, and nothing set.
-			notice = wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25P01", "SET LOCAL can only be used in transaction blocks", "", "")
-		case sh.Local:
-			setPin(&ss.local, sh)
-			ss.pins++
-		default:
-			setPin(&ss.pin, sh)
-			ss.pins++
-		}
-		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, "SET")...)), true
-	}
-	if linked {
-		return stepOn, false
-	}
-	kind, start := shard.ReadTxControl(text)
-	switch {
-	case kind == shard.TxBegin && ss.held == nil:
-		ss.held = wire.AppendQuery(nil, string(text))
-		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(start))), true
-	case kind == shard.TxBegin:
-		notice := wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25001", "there is already a transaction in progress", "", "")
-		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, kind.Tag(start))...)), true
-	case kind != shard.TxNone && ss.held != nil:
-		// The transaction never reached a server: nothing to commit.
-		ss.held, ss.local = nil, shard.Pin{}
-		ss.pins++
-		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
-	}
-	return stepOn, false
-}
-
-// setPin applies a SET or RESET of pgturnstile.* to a pin.
-func setPin(p *shard.Pin, sh shard.SetHint) {
-	var v []byte
-	if !sh.Reset {
-		v = append([]byte(nil), sh.Value...)
-	}
-	switch sh.Name {
-	case "shard_key":
-		p.Key = v
-	case "colo":
-		p.Colo = string(v)
-	case "shard":
-		p.Shard = string(v)
-	}
-}
-
-// heldStatus is the transaction status a cluster's client without a
-// linked server is in: 'T' while its BEGIN is held.
-func (c *client) heldStatus() byte {
-	if c.shard != nil && c.shard.held != nil {
-		return wire.TxInBlock
-	}
-	return wire.TxIdle
-}
-
-// answerShard consumes the current Query and answers it with out and
-// ReadyForQuery.
-func (l *link) answerShard(out []byte) loopStep {
-	c := l.c
-	if err := c.r.Skip(); err != nil {
-		return c.leaveStep(err)
-	}
-	out = wire.AppendReadyForQuery(out, c.heldStatus())
-	if err := c.w.Write(out); err != nil {
-		return c.leaveStep(err)
-	}
-	if err := c.w.Flush(); err != nil {
-		return c.leaveStep(err)
-	}
-	return stepNext
+	return wire.BindParam(b, i)
 }
 
 // shardLink prepares the link of a message that needs a server for the
@@ -545,186 +390,6 @@ func (c *client) unpinShardPools() {
 	}
 }
 
-// refuseShard answers a statement the router refused: ERROR 0A000 with
-// the table and the reason in DETAIL and the ways to name a key in HINT;
-// nothing reaches a server and the client stays usable.
-func (l *link) refuseShard(typ byte, d shard.Decision) loopStep {
-	c := l.c
-	if err := c.r.Skip(); err != nil {
-		return c.leaveStep(err)
-	}
-	msg, detail, hint := refusalText(c.shard, d)
-	out := wire.AppendErrorResponse(c.shard.out[:0], wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
-	if typ == wire.MsgQuery {
-		out = wire.AppendReadyForQuery(out, c.heldStatus())
-		c.shard.out = out
-		if err := c.w.Write(out); err != nil {
-			return c.leaveStep(err)
-		}
-		if err := c.w.Flush(); err != nil {
-			return c.leaveStep(err)
-		}
-		return stepNext
-	}
-	c.shard.out = out
-	if err := c.refuse(typ, out); err != nil {
-		return c.leaveStep(err)
-	}
-	return stepNext
-}
-
-// refusalText is a refusal's message, DETAIL and HINT.
-func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) {
-	msg = "pgturnstile: statement cannot be routed to one shard"
-	if d.Reason == shard.ReasonShape && len(d.Table) == 0 && ss.routerOf == nil {
-		return "pgturnstile: cluster \"" + ss.cluster + "\" is no longer in the shard file", "", "Reconnect."
-	}
-	var b strings.Builder
-	if len(d.Table) > 0 {
-		b.WriteString("table ")
-		b.Write(d.Table)
-		if d.Column != "" {
-			b.WriteString(" (key " + d.Column + ")")
-		}
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Reason.Text())
-	hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
-	return msg, b.String(), hint
-}
-
-// crossShard is what a linked transaction's server gets in place of a
-// simple Query the router sends to another shard, or refuses: an error
-// Postgres raises itself, so the transaction ends failed on both sides
-// and the client's ROLLBACK works as usual.
-func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
-	msg, detail, hint := refusalText(ss, d)
-	if d.Source != shard.SourceRefused {
-		msg = "pgturnstile: statement for shard " + d.Database + " in a transaction on shard " + pinned
-		detail = "A transaction runs on the shard of its first statement."
-		hint = "Run it in a transaction of its own."
-	}
-	q := "DO $pgturnstile$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + sqlString(msg) +
-		", DETAIL = " + sqlString(detail) + ", HINT = " + sqlString(hint) + "; END$pgturnstile$"
-	return wire.AppendQuery(nil, q)
-}
-
-// sqlString quotes s as a standard SQL string literal.
-func sqlString(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
-// heldLinkedLocked runs on a server just linked while the client's BEGIN
-// is held. For the transaction's first statement the BEGIN is sent ahead
-// of it (replayHeldLocked). What says nothing of the transaction's shard
-// (a Parse alone, a Describe) runs outside it, and the pump shows its
-// ReadyForQuery as 'T', the status the client is in. c.mu held.
-func (l *link) heldLinkedLocked(s *server, sd shardDecision) {
-	if sd.active && !sd.undecided {
-		l.replayHeldLocked(s)
-		return
-	}
-	l.pump.asHeld = true
-}
-
-// replayHeldLocked sends the held BEGIN ahead of the transaction's first
-// statement on the server just linked for it; the pump swallows its
-// replies (pumpSwallow), which the client had from the pooler. c.mu held.
-func (l *link) replayHeldLocked(s *server) {
-	c := l.c
-	ss := c.shard
-	now := c.svc.clock.Now()
-	c.mu.queryStart, l.mu.xactStart = now, now
-	l.mu.ls.FromClient(wire.MsgQuery)
-	l.pump.swallow++
-	s.w.Write(ss.held)
-	ss.held = nil
-}
-
-// heldToShardLocked holds a statement of a transaction already on server
-// s to s's shard. A simple Query for another shard, or one the router
-// refuses, is replaced by an error Postgres raises (raise): the
-// transaction fails on both sides. A Bind for another shard ends the
-// client (fatal), whose server the drain rolls back: the extended
-// protocol has no reply to put in its place. c.mu held.
-func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise []byte, fatal bool) {
-	ss := l.c.shard
-	if ss.routerOf != nil && ss.routerOf.Shadow {
-		return nil, false
-	}
-	pinned := s.pool.key.db
-	wrong := d.Source == shard.SourceRefused || d.Source == shard.SourceScatter ||
-		d.Source != shard.SourceDefault && d.Database != "" && d.Database != pinned
-	if !wrong {
-		return nil, false
-	}
-	switch typ {
-	case wire.MsgQuery:
-		return crossShard(ss, d, pinned), false
-	case wire.MsgBind:
-		return nil, true
-	}
-	return nil, false
-}
-
-// crossShardFatal is what a client hears when its Bind belongs to another
-// shard than its transaction's.
-func crossShardFatal() *Error {
-	return &Error{Severity: "FATAL", SQLState: "0A000", Message: "pgturnstile: statement for another shard in a transaction"}
-}
-
-// relayRaise writes the error statement that replaces the client's Query
-// (consumed) on s.
-func (l *link) relayRaise(r routed, s *server) error {
-	c := l.c
-	if c.tracking {
-		c.mu.Lock()
-		s.unnamedOwner = 0
-		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
-		c.mu.Unlock()
-	}
-	if err := c.r.Skip(); err != nil {
-		return err
-	}
-	return s.w.Write(r.raise)
-}
-
-// pumpSwallow drops a server's replies to a held BEGIN up to its
-// ReadyForQuery, which only moves the link's protocol position. A BEGIN
-// that fails (the server in a state nothing should leave it in) loses the
-// server: the client's statement must not run outside its transaction.
-func (l *link) pumpSwallow(s *server, typ byte) replyAct {
-	c := l.c
-	switch typ {
-	case wire.MsgErrorResponse:
-		l.serverLost(s, errHeldBeginFailed)
-		return replyLinkOver
-	case wire.MsgReadyForQuery:
-		msg, err := s.r.Message()
-		var status byte
-		if err == nil {
-			status, err = wire.ReadyForQueryStatus(msg[5:])
-		}
-		if err != nil {
-			l.serverLost(s, err)
-			return replyLinkOver
-		}
-		l.pump.swallow--
-		l.pump.replies = 0
-		c.mu.Lock()
-		l.mu.ls.ReadyForQuery(status)
-		c.mu.Unlock()
-		return replyDone
-	}
-	if err := s.r.Skip(); err != nil {
-		l.serverLost(s, err)
-		return replyLinkOver
-	}
-	return replyDone
-}
-
-var errHeldBeginFailed = errors.New("the server refused a BEGIN the pooler had answered")
-
 // databaseNames are the [databases] entries a shard file may route to
 // ("*" is none: a shard is a database of its own).
 func databaseNames(cfg *config.Config) []string {
@@ -752,59 +417,4 @@ func setStartupPin(p *shard.Pin, key, value string) bool {
 		return false
 	}
 	return true
-}
-
-// heldReady is the ReadyForQuery of a link that ran outside the client's
-// held transaction.
-var heldReady = wire.AppendReadyForQuery(nil, wire.TxInBlock)
-
-// Shards is SHOW SHARDS: every range of every colocation of the map in
-// force.
-func (v consoleView) Shards() []admin.ShardRow {
-	g := v.s.gen.Load()
-	if g.shards == nil {
-		return nil
-	}
-	var rows []admin.ShardRow
-	for _, cl := range g.shards.Clusters() {
-		for _, co := range cl.Colos() {
-			for _, r := range co.Ranges() {
-				rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
-					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq})
-			}
-		}
-	}
-	return rows
-}
-
-// Routes is SHOW ROUTES: the decisions counted so far.
-func (v consoleView) Routes() []admin.RouteRow {
-	counts := v.s.routes.Snapshot()
-	rows := make([]admin.RouteRow, 0, len(counts))
-	for _, n := range counts {
-		row := admin.RouteRow{Cluster: n.Cluster, Colo: n.Colo, Source: n.Source.String(), Count: n.N}
-		if n.Source == shard.SourceRefused {
-			row.Reason = n.Reason.Text()
-		}
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-// poisonBind names a statement no session has: the server fails it with
-// 26000, which aborts the transaction it is in (an implicit one up to the
-// Sync too) before the drain's Sync could commit it.
-var poisonBind = func() []byte {
-	body := append([]byte{0}, "pgturnstile: statement for another shard"...)
-	body = append(body, 0, 0, 0, 0, 0, 0, 0)
-	msg := append([]byte{wire.MsgBind, 0, 0, 0, 0}, body...)
-	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
-	return msg
-}()
-
-// poisonTransaction makes the transaction on s fail before a client that
-// reached for another shard is closed: nothing of it may commit.
-func poisonTransaction(s *server) {
-	s.w.Write(poisonBind)
-	s.w.Flush()
 }
