@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -615,5 +616,100 @@ name = "tenant"`, 1)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Fatalf("the cancel took %v: it did not reach shrt_s1", time.Since(start))
+	}
+}
+
+func TestShardRouteScatter(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	rig.rewrite(t, func(s string) string {
+		return strings.Replace(s, "logical_shards = 4\n", "logical_shards = 4\ntarget_users = [\"app\"]\non_missing_key = \"scatter\"\n", 1)
+	})
+	conn := rig.connect(t, pgx.QueryExecModeSimpleProtocol)
+	for i := range 60 {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO files (org_id, name, v) VALUES (%d, 'n%d', %d)", i*31, i%5, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The truth: each database's rows, read directly.
+	truth := func(where string) []string {
+		var all []string
+		for _, dc := range rig.direct {
+			rows, err := dc.Query(ctx, "SELECT org_id::text || '/' || name FROM files "+where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var s string
+				rows.Scan(&s)
+				all = append(all, s)
+			}
+			rows.Close()
+		}
+		slices.Sort(all)
+		return all
+	}
+	got := func(q string) ([]string, string) {
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		slices.Sort(out)
+		return out, rows.CommandTag().String()
+	}
+	// on_missing_key = scatter: a SELECT without a key reads every shard.
+	want := truth("WHERE name = 'n1'")
+	rows, tag := got("SELECT org_id::text || '/' || name FROM files WHERE name = 'n1'")
+	if !slices.Equal(rows, want) || tag != fmt.Sprintf("SELECT %d", len(want)) || len(want) != 12 {
+		t.Fatalf("scatter: %d rows (%s), want %d: %v vs %v", len(rows), tag, len(want), rows, want)
+	}
+	// shard=all names every database.
+	want = truth("")
+	rows, tag = got("/* pgturnstile: shard=all */ SELECT org_id::text || '/' || name FROM files")
+	if !slices.Equal(rows, want) || len(want) != 60 || tag != "SELECT 60" {
+		t.Fatalf("shard=all: %d rows (%s), want 60", len(rows), tag)
+	}
+	// What a scatter would answer wrongly is refused.
+	for _, q := range []string{
+		"SELECT count(*) FROM files",
+		"SELECT org_id FROM files ORDER BY org_id LIMIT 3",
+		"/* pgturnstile: shard=all */ SELECT DISTINCT name FROM files",
+		"UPDATE files SET v = 0 WHERE name = 'n1'",
+	} {
+		_, err := conn.Exec(ctx, q)
+		wantShardRefused(t, err, "")
+	}
+	// shard=all runs DDL on each database in turn; a failure is reported
+	// with each database's outcome.
+	if _, err := conn.Exec(ctx, "/* pgturnstile: shard=all */ CREATE INDEX files_name ON files (name)"); err != nil {
+		t.Fatal(err)
+	}
+	for name, dc := range rig.direct {
+		var n int
+		if err := dc.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE indexname = 'files_name'").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%s: index %d, %v", name, n, err)
+		}
+	}
+	_, err := conn.Exec(ctx, "/* pgturnstile: shard=all */ CREATE INDEX files_name ON files (name)")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Message, "failed on 3 of 3") || !strings.Contains(pe.Detail, "already exists") {
+		t.Fatalf("a failing shard=all: %v (%s)", err, detailOf(err))
+	}
+	// The connection goes on.
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = 31").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("after the scatters: %d, %v", n, err)
 	}
 }

@@ -77,6 +77,8 @@ type Service struct {
 	held *wire.Budget
 	// routes counts the sharding router's decisions (shardroute.go).
 	routes shard.Counts
+	// scatters holds a token per scatter running (shardscatter.go).
+	scatters chan struct{}
 
 	// Console state (guarded by mu): PAUSE/DISABLE per database, PAUSE
 	// of everything, and the runtime overrides of SET USER / SET POOL.
@@ -187,6 +189,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		cancels:    map[[8]byte]*client{},
 		stmts:      stmtcache.NewRegistry(),
 		held:       wire.NewBudget(int64(cfg.Settings.HeldMessageBudget)),
+		scatters:   make(chan struct{}, maxScatters),
 
 		dbStates:      map[string]*dbState{},
 		userOverrides: map[string]*config.User{},

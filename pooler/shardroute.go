@@ -331,18 +331,17 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 	ss := c.shard
 	g := c.svc.gen.Load()
 	cl := ss.routerOf
-	if d.Source == shard.SourceRefused || d.Source == shard.SourceScatter || d.Database == "" {
-		if d.Source == shard.SourceScatter {
-			d = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatter}
-		}
-		if d.Database == "" && d.Source != shard.SourceRefused {
-			d = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
-		}
-		return l.refuseShard(typ, d)
-	}
 	db := d.Database
-	if cl != nil && cl.Shadow {
-		db = cl.DefaultDatabase // decided and counted, run on the default
+	switch {
+	case cl != nil && cl.Shadow:
+		// Decided and counted (refusals too), run on the default.
+		db = cl.DefaultDatabase
+	case d.Source == shard.SourceScatter:
+		return l.shardScatter(typ, d)
+	case d.Source == shard.SourceRefused:
+		return l.refuseShard(typ, d)
+	case db == "":
+		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
 	}
 	p, err := ss.pool(c, g, db)
 	if err != nil {

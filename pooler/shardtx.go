@@ -96,14 +96,7 @@ func (l *link) answerShard(out []byte) loopStep {
 	if err := c.r.Skip(); err != nil {
 		return c.leaveStep(err)
 	}
-	out = wire.AppendReadyForQuery(out, c.heldStatus())
-	if err := c.w.Write(out); err != nil {
-		return c.leaveStep(err)
-	}
-	if err := c.w.Flush(); err != nil {
-		return c.leaveStep(err)
-	}
-	return stepNext
+	return l.answerQuery(out)
 }
 
 // refuseShard answers a statement the router refused: ERROR 0A000 with

@@ -229,6 +229,10 @@ func (r Range) String() string {
 	return fmt.Sprintf("%d-%d", r.First, r.Last)
 }
 
+// Databases returns the databases the colocation's ranges name, each
+// once, in range order; the slice is the map's own.
+func (co *Colo) Databases() []string { return co.databases }
+
 // Ranges returns the colocation's ranges in logical-shard order; the
 // slice is the map's own and must not be changed.
 func (co *Colo) Ranges() []Range { return co.ranges }
