@@ -87,8 +87,9 @@
 //	                   credentials; servers doomed by a TLS change
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
-//	                   (load_balance_hosts), target_session_attrs, servers
-//	                   of a host that changed role recycled
+//	                   (load_balance_hosts), target_session_attrs (libpq's
+//	                   rule: internal/sessionattrs), servers of a host
+//	                   that changed role recycled
 //	safeguards.go      connect/close pacing (internal/tokenbucket),
 //	                   min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
@@ -111,7 +112,10 @@
 //	replication.go     replication connections: the login, the relay
 //	pool_replication.go a replication client's own server in its pool
 //	admission.go       the admission gate of each pool (admission_file)
-//	errors.go          every error a client can see, with its SQLSTATE
+//	errors.go          Error: internal/pgerror's, by the name prepared.go
+//	                   still uses (the texts and SQLSTATEs a client can be
+//	                   sent: internal/pgerror; a failed server login told
+//	                   to clients: internal/loginfail)
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server
 //	                   are closed ("server shutting down")
 //	clock.go           the injected clock (internal/clock)
@@ -468,10 +472,10 @@
 // a server that could not be reached (refused, timed out, restarting)
 // leaves them waiting, and the janitor tries again once
 // server_login_retry has passed, up to query_wait_timeout: a restart or
-// failover costs waiting clients latency, not errors (failsWaiters). The
-// janitor closes servers past server_idle_timeout
-// or server_lifetime (spread by server_lifetime_jitter) and keeps
-// min_pool_size. A server idle for a while is peeked at (non-blocking)
+// failover costs waiting clients latency, not errors
+// (loginfail.FailsWaiters). The janitor closes servers past
+// server_idle_timeout or server_lifetime (spread by
+// server_lifetime_jitter) and keeps min_pool_size. A server idle for a while is peeked at (non-blocking)
 // before checkout, and by the janitor, so one Postgres closed is never
 // handed out and is replaced.
 //

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // janitor runs periodic pool maintenance.
@@ -131,7 +132,7 @@ func (p *serverPool) maintain(now time.Time) {
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: newError(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
+		w.grant <- grant{err: pgerror.New(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
@@ -156,11 +157,11 @@ func waitLimit(queryTimeout, queryWaitTimeout time.Duration) time.Duration {
 // waitTimeoutCode is what a client that waited waited for is told:
 // "query_timeout" once query_timeout has passed (PgBouncer checks it
 // first), else "query_wait_timeout".
-func waitTimeoutCode(queryTimeout, waited time.Duration) Code {
+func waitTimeoutCode(queryTimeout, waited time.Duration) pgerror.Code {
 	if queryTimeout > 0 && waited >= queryTimeout {
-		return CodeQueryTimeoutWaiting
+		return pgerror.QueryTimeoutWaiting
 	}
-	return CodeQueryWaitTimeout
+	return pgerror.QueryWaitTimeout
 }
 
 // overLimitLocked reports whether the pool holds more servers than its

@@ -12,6 +12,8 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/sessionattrs"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -174,13 +176,13 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 		p.mu.Unlock()
 		return s, nil
 	}
-	if p.lastLoginErr != nil && failsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+	if p.lastLoginErr != nil && loginfail.FailsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
 		// Postgres refused the last login (a wrong password, a missing
 		// database): the error is told at once, not after a wait. A
 		// server that could not be reached is waited for instead.
 		err := p.lastLoginErr
 		p.mu.Unlock()
-		return nil, loginFailing(err)
+		return nil, loginfail.Cached(err)
 	}
 	if w == nil {
 		w = &poolWaiter{}
@@ -284,7 +286,7 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 	case s.wrongRole():
 		// Its host changed role (a failover): new servers find the
 		// host that suits target_session_attrs.
-		return sessionAttrsReason
+		return sessionattrs.Reason
 	case s.closeNeeded:
 		if s.doomReason != "" {
 			return s.doomReason

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
 )
 
 // A new server's login (serverPool.connect, started by
@@ -67,9 +68,9 @@ func (p *serverPool) loginAborted(s *server) {
 }
 
 // loginFailed ends a failed login: the error is recorded for the pool's
-// next logins and, when Postgres refused the login (failsWaiters), told to
-// every waiter; otherwise they keep waiting for the janitor's retry after
-// server_login_retry.
+// next logins and, when Postgres refused the login
+// (loginfail.FailsWaiters), told to every waiter; otherwise they keep
+// waiting for the janitor's retry after server_login_retry.
 func (p *serverPool) loginFailed(s *server, err error) {
 	p.mu.Lock()
 	p.setServerStateLocked(s, serverClosed)
@@ -87,7 +88,7 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// Every waiter gets the server's own error now (as PgBouncer
 	// forwards it) when the server refused the login.
 	var waiters []*poolWaiter
-	if failsWaiters(err) {
+	if loginfail.FailsWaiters(err) {
 		for w := p.queue.pop(); w != nil; w = p.queue.pop() {
 			waiters = append(waiters, w)
 		}
@@ -105,9 +106,9 @@ func (p *serverPool) loginFailed(s *server, err error) {
 		// no prefix (its log_warning).
 		p.svc.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
 	}
-	p.serverLogger(s).Warn("server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
+	p.serverLogger(s).Warn("server login failed: closing because: " + loginfail.Reason(err) + " (" + err.Error() + ")")
 	p.metrics.loginFailures.Inc()
-	werr := serverLoginError(err)
+	werr := loginfail.ClientError(err)
 	for _, w := range waiters {
 		w.grant <- grant{err: werr}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -47,7 +48,7 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 		werr := replicationLoginError(p, s, err)
 		if p.svc.logDisconnections() {
 			reason := werr.Error()
-			var pe *Error
+			var pe *pgerror.Error
 			if errors.As(werr, &pe) {
 				reason = pe.Message
 			}
@@ -102,7 +103,7 @@ func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*serv
 		select {
 		case <-changed:
 		case <-timeout:
-			return nil, newError(CodeQueryWaitTimeout)
+			return nil, pgerror.New(pgerror.QueryWaitTimeout)
 		case <-c.mu.link.mu.cancelWait:
 			return nil, errWaitCanceled
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -348,7 +349,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 		return false
 	case rejectTxBlock:
 		c.mu.Unlock()
-		c.closeClient(CodeStatementModeTxBlock) // the link still holds s: see closeClient
+		c.closeClient(pgerror.StatementModeTxBlock) // the link still holds s: see closeClient
 		c.mu.Lock()
 		l.awaitServeOffServerRelock(s)
 		l.unlinkServerLocked()

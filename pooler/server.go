@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
@@ -418,18 +419,18 @@ func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Con
 		tc := tls.Client(tlsconn.Transport(conn, wire.SocketIO(conn)), cfg)
 		if err := tc.Handshake(); err != nil {
 			conn.Close()
-			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
+			return nil, &loginfail.ReasonError{Reason: "TLS startup failed", Err: tlsHandshakeError(err)}
 		}
 		return tc, nil
 	case 'N':
 		if auth.ServerTLSRequired(mode) {
 			conn.Close()
-			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + mode + " requires it")}
+			return nil, &loginfail.ReasonError{Reason: "server refused SSL", Err: errors.New("server does not support TLS, and server_tls_sslmode=" + mode + " requires it")}
 		}
 		return conn, nil
 	}
 	conn.Close()
-	return nil, &reasonError{"bad sslreq answer", fmt.Errorf("server answered the SSLRequest with %q", b[0])}
+	return nil, &loginfail.ReasonError{Reason: "bad sslreq answer", Err: fmt.Errorf("server answered the SSLRequest with %q", b[0])}
 }
 
 // tlsHandshakeError words a failed server TLS handshake as PgBouncer logs

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -105,7 +106,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.Database)
 	if !ok {
-		return newError(CodeNoSuchDatabase, m.Database)
+		return pgerror.New(pgerror.NoSuchDatabase, m.Database)
 	}
 	pool, err := s.poolFor(db, m.User)
 	if err != nil {
@@ -176,7 +177,7 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.Database)
 	if !ok {
-		return nil, newError(CodeNoSuchDatabase, m.Database)
+		return nil, pgerror.New(pgerror.NoSuchDatabase, m.Database)
 	}
 	p, err := s.poolFor(db, m.User)
 	if err != nil {
