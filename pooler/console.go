@@ -276,8 +276,8 @@ func (v consoleView) Stats() []admin.Stats {
 			st = &admin.Stats{Database: p.key.db}
 			byDB[p.key.db] = st
 		}
-		st.Total = addCounters(st.Total, p.stats.totals())
-		st.Average = addCounters(st.Average, p.stats.averages())
+		st.Total = st.Total.Add(p.stats.totals())
+		st.Average = st.Average.Add(p.stats.averages())
 	}
 	out := make([]admin.Stats, 0, len(byDB))
 	for _, st := range byDB {

@@ -120,7 +120,8 @@
 //	                   are closed ("server shutting down")
 //	clock.go           the injected clock (internal/clock)
 //	signal.go          changeSignal: waiting on a condition without polling
-//	stats.go           SHOW STATS
+//	stats.go           a pool's SHOW STATS counters (their arithmetic and
+//	                   log_stats' line: admin.Counters)
 //	autodb.go          databases served from "*": registered, logged
 //	poolfree.go        pool_idle_timeout, autodb_idle_timeout: the janitor
 //	                   frees unused, unpinned pools under Service.mu

@@ -35,13 +35,13 @@ func (s *Service) janitor(ctx context.Context) {
 			for _, p := range pools {
 				p.maintain(now)
 				if roll {
-					grown = addCounters(grown, p.stats.rollPeriod(period))
+					grown = grown.Add(p.stats.rollPeriod(period))
 				}
 			}
 			if roll {
-				grown = addCounters(grown, s.consoleStats.rollPeriod(period))
+				grown = grown.Add(s.consoleStats.rollPeriod(period))
 				if s.settings().LogStats {
-					s.log.Info(statsLine(periodAverages(grown, period)))
+					s.log.Info(grown.PeriodAverages(period).StatsLine())
 				}
 			}
 			s.freeUnusedPools(now)
