@@ -76,7 +76,7 @@ func (v consoleView) Pause(db string) error {
 func (s *Service) PauseAll() (wait func()) {
 	s.setPaused("", true)
 	return func() {
-		_ = s.changes.wait(context.Background(), func() bool {
+		_ = s.changes.Wait(context.Background(), func() bool {
 			s.mu.Lock()
 			paused := s.pausedAll
 			s.mu.Unlock()
@@ -90,7 +90,7 @@ func (s *Service) PauseAll() (wait func()) {
 // at release (closeReasonLocked's "pause"); every close, and every login
 // that ends without a server, notifies s.changes.
 func (s *Service) waitPaused(ctx context.Context, db string) error {
-	return s.changes.wait(ctx, func() bool { return s.pausedDone(db) })
+	return s.changes.Wait(ctx, func() bool { return s.pausedDone(db) })
 }
 
 // pausedDone is waitPaused's condition: it closes the idle servers of
@@ -127,7 +127,7 @@ func (s *Service) setPaused(db string, paused bool) {
 		}
 	}
 	// A PauseAll's wait ends at a RESUME.
-	s.changes.notify()
+	s.changes.Notify()
 }
 
 // isPaused says whether new pools of db start paused.
@@ -269,7 +269,7 @@ func (v consoleView) WaitClose(db string) error {
 	}
 	// A server marked close_needed leaves p.servers only in closeServer,
 	// which notifies s.changes.
-	return s.changes.wait(context.Background(), func() bool {
+	return s.changes.Wait(context.Background(), func() bool {
 		pending := 0
 		for _, p := range s.poolsOf(db) {
 			p.mu.Lock()

@@ -119,7 +119,6 @@
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server
 //	                   are closed ("server shutting down")
 //	clock.go           the injected clock (internal/clock)
-//	signal.go          changeSignal: waiting on a condition without polling
 //	stats.go           a pool's SHOW STATS counters (their arithmetic and
 //	                   log_stats' line: admin.Counters)
 //	autodb.go          databases served from "*": registered, logged
@@ -352,7 +351,7 @@
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
+// poolStats.mu, changesignal.Signal's mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,
@@ -400,8 +399,8 @@
 // a net.Conn measures them against. The timing tests run the real code
 // under testing/synctest over net.Pipe, with a small fake Postgres
 // (timing_synctest_test.go). Waits for a condition (PAUSE, WAIT_CLOSE,
-// SHUTDOWN WAIT_FOR_*) wait on a changeSignal that every server close and
-// client exit notifies, not on a timer.
+// SHUTDOWN WAIT_FOR_*) wait on a changesignal.Signal (Service.changes)
+// that every server close and client exit notifies, not on a timer.
 //
 // # Performance, hostile input, memory
 //

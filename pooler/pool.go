@@ -253,7 +253,7 @@ func (p *serverPool) reused(s *server, reason string) {
 	if reason != "" {
 		p.closeServer(s, reason)
 	} else if p.replWaiting.Load() > 0 {
-		p.svc.changes.notify()
+		p.svc.changes.Notify()
 	}
 }
 
@@ -551,7 +551,7 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	p.mu.Lock()
 	delete(p.servers, s)
 	p.mu.Unlock()
-	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
+	p.svc.changes.Notify() // for PAUSE and WAIT_CLOSE (console.go)
 	p.dbLimit.give()
 	p.userLimit.give()
 	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)

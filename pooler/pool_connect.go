@@ -61,7 +61,7 @@ func (p *serverPool) loginAborted(s *server) {
 	p.setServerStateLocked(s, serverClosed)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
-	p.svc.changes.notify() // PAUSE waits for p.total to fall
+	p.svc.changes.Notify() // PAUSE waits for p.total to fall
 	p.dbLimit.give()
 	p.userLimit.give()
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
@@ -95,7 +95,7 @@ func (p *serverPool) loginFailed(s *server, err error) {
 		p.queued.Store(0)
 	}
 	p.mu.Unlock()
-	p.svc.changes.notify() // PAUSE waits for p.total to fall
+	p.svc.changes.Notify() // PAUSE waits for p.total to fall
 	p.dbLimit.give()
 	p.userLimit.give()
 	// PgBouncer's words for the server it gave up on ("closing

@@ -40,7 +40,7 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 		p.mu.Lock()
 		p.setServerStateLocked(s, serverClosed)
 		p.mu.Unlock()
-		p.svc.changes.notify()
+		p.svc.changes.Notify()
 		p.dbLimit.give()
 		p.userLimit.give()
 		p.svc.wakeLimited(p.dbLimit, p.userLimit)
@@ -74,7 +74,7 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 // waiting for one as openReplication says.
 func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*server, error) {
 	for {
-		changed := p.svc.changes.changed()
+		changed := p.svc.changes.Changed()
 		p.mu.Lock()
 		full := p.paused || p.closed || p.eff.PoolSize > 0 && p.total >= p.eff.PoolSize
 		if !full {

@@ -14,6 +14,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
+	"github.com/pgturnstile/pgturnstile/internal/changesignal"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
@@ -127,7 +128,7 @@ type Service struct {
 	// changes is notified whenever a server closes (or a login in flight
 	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
 	// SHUTDOWN wait on it for their conditions.
-	changes changeSignal
+	changes changesignal.Signal
 
 	// stopped ends when a shutdown completes (stop): Serve returns, and a
 	// graceful shutdown's wait gives up.
@@ -308,7 +309,7 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 		s.waitForClients.Store(true)
 		s.closeTCP()
 		until = func(ctx context.Context) error {
-			return s.changes.wait(ctx, s.clientsGone)
+			return s.changes.Wait(ctx, s.clientsGone)
 		}
 	default:
 		s.Close()
@@ -380,7 +381,7 @@ func (s *Service) clientClosed(c *client) {
 		// A message it was sending is held no more.
 		c.r.Release()
 	}
-	s.changes.notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
+	s.changes.Notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
 	s.wg.Done()
 }
 

@@ -90,7 +90,7 @@ func (s *Service) countTCPAccept(ln net.Listener) func() {
 	s.tcpAccepting.Add(1)
 	return func() {
 		s.tcpAccepting.Add(-1)
-		s.changes.notify()
+		s.changes.Notify()
 	}
 }
 

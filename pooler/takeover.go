@@ -330,7 +330,7 @@ func (p *serverPool) handOverServer(srv *server) {
 	srv.stmts.clear(p.svc.stmts)
 	p.dbLimit.give()
 	p.userLimit.give()
-	p.svc.changes.notify()
+	p.svc.changes.Notify()
 }
 
 // unholdServer gives a held server back to its pool (the takeover did not
