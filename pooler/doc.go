@@ -111,7 +111,10 @@
 //	server.go          server: one connection to Postgres
 //	replication.go     replication connections: the login, the relay
 //	pool_replication.go a replication client's own server in its pool
-//	admission.go       the admission gate of each pool (admission_file)
+//	admission.go       the admission gate of each pool (admission_file):
+//	                   built, waited at, counted (the policy's words to
+//	                   clients: admission/classify; SHOW ADMISSION's rows
+//	                   from a gate: admin.AdmissionRows)
 //	errors.go          Error: internal/pgerror's, by the name prepared.go
 //	                   still uses (the texts and SQLSTATEs a client can be
 //	                   sent: internal/pgerror; a failed server login told
