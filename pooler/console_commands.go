@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 )
 
 // The admin console's commands (consoleView, console.go): PAUSE, RESUME,
@@ -296,12 +297,12 @@ func (v consoleView) Reload() error {
 	if err == nil {
 		err = s.Apply(cfg, true)
 	}
-	var tna *tlsNotAppliedError
+	var tna *tlsset.NotAppliedError
 	switch {
 	case errors.As(err, &tna):
 		// The rest of the file is in force; RELOAD still fails, as
 		// PgBouncer's does.
-		s.log.Error(msgTLSReloadNotApplied)
+		s.log.Error(tlsset.ReloadNotApplied)
 	case err != nil:
 		s.log.Error("RELOAD failed: " + err.Error())
 	}
@@ -317,11 +318,11 @@ func (v consoleView) Set(key, value string) error {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
 	err := s.Apply(cfg, false)
-	var tna *tlsNotAppliedError
+	var tna *tlsset.NotAppliedError
 	if errors.As(err, &tna) {
 		// The value is kept (SHOW CONFIG shows it) and applied once
 		// the set is consistent: the SET succeeds with a warning.
-		return &admin.Notice{Message: msgTLSSetNotApplied, Detail: tna.err.Error()}
+		return &admin.Notice{Message: tlsset.SetNotApplied, Detail: tna.Err.Error()}
 	}
 	return err
 }

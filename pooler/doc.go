@@ -13,8 +13,8 @@
 //	                   internal/sockopt; raw accept, the Unix socket guard:
 //	                   internal/listener)
 //	apply.go           Service.Apply: a configuration generation derived,
-//	                   then published by one store
-//	tlsstate.go        the TLS in force: applied only as a consistent set
+//	                   then published by one store (the TLS in force,
+//	                   applied only as a consistent set: internal/tlsset)
 //	console.go         the admin console's view of the service (consoleView)
 //	                   and its SHOW snapshots
 //	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,

@@ -115,7 +115,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 	asked.ssl = asked.ssl || kind == wire.SSLRequest
 	asked.gss = asked.gss || kind == wire.GSSENCRequest
 	if kind == wire.SSLRequest && !c.tls {
-		if cfg := c.svc.gen.Load().sec.clientTLS; cfg != nil {
+		if cfg := c.svc.gen.Load().sec.ClientTLS; cfg != nil {
 			return c.startTLS(cfg)
 		}
 	}
@@ -133,7 +133,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[string]string, error) {
 	// The mode in force, not the one last given: a client_tls_* set
 	// that did not load leaves the previous TLS, mode included.
-	if !c.tls && auth.ClientTLSRequired(c.svc.gen.Load().sec.clientMode) && !c.local {
+	if !c.tls && auth.ClientTLSRequired(c.svc.gen.Load().sec.ClientMode) && !c.local {
 		return nil, pgerror.New(pgerror.SSLRequired)
 	}
 	startupParams, unrecognized, err := c.readParams(su)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 )
 
 // A new server's login (serverPool.connect, started by
@@ -125,7 +126,7 @@ func (p *serverPool) loggedIn(s *server) {
 	}
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
-	stale := !s.target.sameServers(p.target.Load()) || serverTLSChanged(s.serverTLS, p.svc.gen.Load().sec.serverTLS)
+	stale := !s.target.sameServers(p.target.Load()) || tlsset.ServerChanged(s.serverTLS, p.svc.gen.Load().sec.ServerTLS)
 	if p.paused || stale || p.overLimitLocked() {
 		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())

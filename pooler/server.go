@@ -155,7 +155,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	// Read before the dial: a change of server_tls_* after this makes the
 	// login stale (loggedIn closes it), as a retarget does.
 	sec := p.svc.gen.Load().sec
-	s.serverTLS = sec.serverTLS
+	s.serverTLS = sec.ServerTLS
 	conn, err := p.svc.dialTimeout(s.ep.network, s.ep.address, timeout)
 	if err != nil {
 		return err
@@ -180,7 +180,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	if s.ep.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer. The
 		// host verified is the one dialled, not the list.
-		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, s.ep.host); err != nil {
+		if conn, err = startServerTLS(conn, sec.ServerBase, s.serverTLS.Mode, s.ep.host); err != nil {
 			return err
 		}
 	}

@@ -216,7 +216,7 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	srv := p.newLoginLocked()
 	p.mu.Unlock()
 	srv.ep = ep
-	srv.serverTLS = s.gen.Load().sec.serverTLS
+	srv.serverTLS = s.gen.Load().sec.ServerTLS
 	sio := wire.SocketIO(conn)
 	srv.conn, srv.r, srv.w = conn, wire.NewReader(sio, wire.DefaultBufferSize), wire.NewWriter(sio, wire.DefaultBufferSize)
 	srv.pid, srv.cancelKey, srv.params = m.State.PID, key, m.State.Params
