@@ -108,7 +108,8 @@
 //	limiter.go         max_db_connections and max_user_connections
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
-//	server.go          server: one connection to Postgres
+//	server.go          server: one connection to Postgres (its SSLRequest
+//	                   and handshake: internal/tlsconn)
 //	replication.go     replication connections: the login, the relay
 //	pool_replication.go a replication client's own server in its pool
 //	admission.go       the admission gate of each pool (admission_file):
