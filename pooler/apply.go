@@ -230,8 +230,8 @@ func (s *Service) swap(next *derivedState) {
 		p.closed = poolClosed(cfg, db, p.key.user)
 		p.syncGateLocked()
 		p.mu.Unlock()
-		p.dbLimit.setMax(p.eff.MaxDBConnections)
-		p.userLimit.setMax(p.eff.MaxUserConnections)
+		p.dbLimit.SetMax(p.eff.MaxDBConnections)
+		p.userLimit.SetMax(p.eff.MaxUserConnections)
 	}
 	now := s.clock.Now()
 	for _, p := range retargeted {

@@ -215,9 +215,7 @@ func (v consoleView) Databases() []admin.Database {
 		}
 		s.mu.Lock()
 		if l := s.dbLimits[name]; l != nil {
-			l.mu.Lock()
-			row.CurrentConnections = l.n
-			l.mu.Unlock()
+			row.CurrentConnections = l.Count()
 		}
 		if ds := s.dbStates[name]; ds != nil {
 			row.Paused, row.Disabled = ds.paused, ds.disabled
@@ -248,9 +246,7 @@ func (v consoleView) Users() []admin.User {
 		}
 		s.mu.Lock()
 		if l := s.userLimits[u.Name]; l != nil {
-			l.mu.Lock()
-			row.CurrentConnections = l.n
-			l.mu.Unlock()
+			row.CurrentConnections = l.Count()
 		}
 		s.mu.Unlock()
 		out = append(out, row)

@@ -105,7 +105,8 @@
 //	dnszone.go         when dns_zone_check_period's pass runs, the servers
 //	                   of an address that left (internal/dnscache: the
 //	                   cache, resolv_conf, SOA queries, the dial)
-//	limiter.go         max_db_connections and max_user_connections
+//	limiter.go         max_db_connections and max_user_connections: the
+//	                   shared caps (internal/connlimit) over the pools
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
 //	server.go          server: one connection to Postgres (its SSLRequest
@@ -339,7 +340,7 @@
 // exception. Code that needs two copies what it needs under the first,
 // releases it, then takes the second: Service.cancel takes client.mu, then
 // the pool's; Apply and the janitor copy the pool list under Service.mu,
-// then lock each pool; limiter.deferred locks one pool at a time. The
+// then lock each pool; limiterDeferred locks one pool at a time. The
 // exception is freeUnusedPools (poolfree.go): it must decide that a pool
 // is unused and remove it while no poolFor can hand it out, so it holds
 // Service.mu while it locks each pool in turn. Nothing takes Service.mu
@@ -349,8 +350,8 @@
 // Under an outer lock only leaves are taken, and nothing is taken under a
 // leaf:
 //
-//	Service.mu    -> limiter.mu         poolFor, SHOW DATABASES / USERS
-//	serverPool.mu -> limiter.mu         growLocked, fillMinLocked, overLimitLocked
+//	Service.mu    -> connlimit's mu     poolFor, SHOW DATABASES / USERS
+//	serverPool.mu -> connlimit's mu     growLocked, fillMinLocked, overLimitLocked
 //	serverPool.mu -> admission.Gate.mu  syncGateLocked, gateWaitingLocked, gateFor
 //	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
 //	any lock      -> the metrics' own locks

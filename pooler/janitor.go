@@ -173,7 +173,7 @@ func (p *serverPool) overLimitLocked() bool {
 	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
 		return true
 	}
-	return p.dbLimit.over() > 0 || p.userLimit.over() > 0
+	return p.dbLimit.Over() > 0 || p.userLimit.Over() > 0
 }
 
 // shrink brings the pool under a lowered limit (pool_size, or a shared cap
@@ -194,7 +194,7 @@ func (p *serverPool) shrink() {
 	}
 	excess -= p.deferredLocked()
 	p.mu.Unlock()
-	excess = max(excess, p.dbLimit.over()-p.dbLimit.deferred(), p.userLimit.over()-p.userLimit.deferred())
+	excess = max(excess, p.dbLimit.Over()-limiterDeferred(p.dbLimit), p.userLimit.Over()-limiterDeferred(p.userLimit))
 	if excess <= 0 {
 		return
 	}

@@ -552,8 +552,8 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	delete(p.servers, s)
 	p.mu.Unlock()
 	p.svc.changes.Notify() // for PAUSE and WAIT_CLOSE (console.go)
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
 		p.serverLogger(s).Info("closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")

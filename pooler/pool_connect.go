@@ -63,8 +63,8 @@ func (p *serverPool) loginAborted(s *server) {
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
 	p.svc.changes.Notify() // PAUSE waits for p.total to fall
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }
 
@@ -97,8 +97,8 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	}
 	p.mu.Unlock()
 	p.svc.changes.Notify() // PAUSE waits for p.total to fall
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	// PgBouncer's words for the server it gave up on ("closing
 	// because: connect failed"), the Go error (address, system error) as
 	// the detail.

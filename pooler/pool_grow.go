@@ -62,12 +62,12 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 			return
 		}
 		// Eviction locks sibling pools, so it runs outside p.mu.
-		if !p.dbLimit.tryTake() {
+		if !p.dbLimit.TryTake() {
 			go p.svc.evictFor(p, p.dbLimit)
 			return
 		}
-		if !p.userLimit.tryTake() {
-			p.dbLimit.give()
+		if !p.userLimit.TryTake() {
+			p.dbLimit.Give()
 			go p.svc.evictFor(p, p.userLimit)
 			return
 		}

@@ -41,8 +41,8 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 		p.setServerStateLocked(s, serverClosed)
 		p.mu.Unlock()
 		p.svc.changes.Notify()
-		p.dbLimit.give()
-		p.userLimit.give()
+		p.dbLimit.Give()
+		p.userLimit.Give()
 		p.svc.wakeLimited(p.dbLimit, p.userLimit)
 		p.metrics.loginFailures.Inc()
 		werr := replicationLoginError(p, s, err)
@@ -78,15 +78,15 @@ func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*serv
 		p.mu.Lock()
 		full := p.paused || p.closed || p.eff.PoolSize > 0 && p.total >= p.eff.PoolSize
 		if !full {
-			if p.dbLimit.tryTake() {
-				if p.userLimit.tryTake() {
+			if p.dbLimit.TryTake() {
+				if p.userLimit.TryTake() {
 					s := p.newLoginLocked()
 					s.created = p.svc.clock.Now()
 					p.metrics.connectAttempts.Inc()
 					p.mu.Unlock()
 					return s, nil
 				}
-				p.dbLimit.give()
+				p.dbLimit.Give()
 				p.mu.Unlock()
 				go p.svc.evictFor(p, p.userLimit)
 			} else {

@@ -15,6 +15,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/changesignal"
+	"github.com/pgturnstile/pgturnstile/internal/connlimit"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
@@ -478,8 +479,8 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	p.eff = v.eff
 	p.dbLimit = s.limiterLocked(s.dbLimits, db.Name, p.eff.MaxDBConnections)
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
-	p.dbLimit.add(p)
-	p.userLimit.add(p)
+	p.dbLimit.Add(p)
+	p.userLimit.Add(p)
 	p.paused = s.isPausedLocked(db.Name)
 	p.closed = poolClosed(cfg, db, serverUser)
 	p.metrics = s.newPoolMetrics(db.Name, serverUser)
@@ -491,19 +492,17 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 func (s *Service) limiterLocked(m map[string]*limiter, name string, max int) *limiter {
 	l, ok := m[name]
 	if !ok {
-		l = newLimiter(max)
+		l = connlimit.New[*serverPool](max)
 		m[name] = l
 	}
-	l.mu.Lock()
-	l.max = max
-	l.mu.Unlock()
+	l.SetMax(max)
 	return l
 }
 
 // evictFor closes an idle server of a sibling pool sharing a cap with p, so
 // that p's waiters can get a server ("closing because: evicted").
 func (s *Service) evictFor(p *serverPool, l *limiter) {
-	for _, sib := range l.members() {
+	for _, sib := range l.Members() {
 		if sib != p && sib.closeIdleOne() {
 			return
 		}
@@ -513,7 +512,7 @@ func (s *Service) evictFor(p *serverPool, l *limiter) {
 // wakeLimited lets pools blocked on a shared cap retry after a slot freed.
 func (s *Service) wakeLimited(ls ...*limiter) {
 	for _, l := range ls {
-		for _, p := range l.members() {
+		for _, p := range l.Members() {
 			p.kick()
 		}
 	}

@@ -328,8 +328,8 @@ func (p *serverPool) handOverServer(srv *server) {
 	p.mu.Unlock()
 	srv.conn.Close()
 	srv.stmts.clear(p.svc.stmts)
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	p.svc.changes.Notify()
 }
 

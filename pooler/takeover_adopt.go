@@ -203,12 +203,12 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.dbLimit.tryTake() {
+	if !p.dbLimit.TryTake() {
 		conn.Close()
 		return nil, errors.New("max_db_connections reached")
 	}
-	if !p.userLimit.tryTake() {
-		p.dbLimit.give()
+	if !p.userLimit.TryTake() {
+		p.dbLimit.Give()
 		conn.Close()
 		return nil, errors.New("max_user_connections reached")
 	}
