@@ -102,7 +102,7 @@ func (v consoleView) Pools() []admin.Pool {
 			SvIdle:           len(p.idle),
 			SvLogin:          p.connecting,
 			PoolMode:         p.eff.PoolMode.String(),
-			LoadBalanceHosts: shownLoadBalance(p.dbEntry()),
+			LoadBalanceHosts: p.dbEntry().LoadBalance(),
 			PoolSize:         p.eff.PoolSize,
 		}
 		// The queue can hold waits that are no pool client's (an
@@ -209,7 +209,7 @@ func (v consoleView) Databases() []admin.Database {
 		if row.Port == 0 {
 			row.Port = 5432
 		}
-		row.LoadBalanceHosts = shownLoadBalance(d)
+		row.LoadBalanceHosts = d.LoadBalance()
 		if d.PoolMode == config.PoolModeUnset {
 			row.PoolMode = ""
 		}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/loginfail"
 	"github.com/pgturnstile/pgturnstile/internal/sessionattrs"
 )
@@ -144,17 +143,4 @@ func (s *server) wrongRole() bool {
 		return false
 	}
 	return sessionattrs.Mismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()) != ""
-}
-
-// shownLoadBalance is the load_balance_hosts SHOW DATABASES and SHOW
-// POOLS list: set only for a host list (PgBouncer's NULL otherwise),
-// round-robin unless the entry says disable.
-func shownLoadBalance(d *config.Database) string {
-	if !d.HostList() {
-		return ""
-	}
-	if d.LoadBalanceHosts == "" {
-		return "round-robin"
-	}
-	return d.LoadBalanceHosts
 }
