@@ -271,7 +271,7 @@ func (c *client) boundStatementText(body []byte) []byte {
 		return query
 	}
 	if cs := c.mu.stmts[string(name)]; cs != nil {
-		return []byte(cs.def.query)
+		return []byte(cs.Def.Query)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -93,7 +94,7 @@ type client struct {
 		// stmts maps the client's prepared-statement names to
 		// definitions, each with the shape epoch of the client's
 		// description of it.
-		stmts map[string]*clientStmt
+		stmts map[string]*stmtcache.ClientStmt
 		// unconfirmed are names in stmts whose Parse the server did not
 		// run, failed or skipped after an error (errorLocked); nil when
 		// none.

@@ -246,7 +246,7 @@ func (l *link) forwardFailed(lv *loopVars, s *server, err error) loopStep {
 func (c *client) armClientDeadline(st *config.Settings) {
 	c.mu.Lock()
 	linked := c.mu.link.mu.srv != nil
-	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
+	idleInTx := linked && c.mu.link.mu.ls.Idle() && c.mu.link.mu.ls.TxStatus() != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	var d time.Duration
@@ -268,7 +268,7 @@ func (c *client) armClientDeadline(st *config.Settings) {
 func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Lock()
 	linked := c.mu.link.mu.srv != nil
-	idleInTx := linked && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus != wire.TxIdle
+	idleInTx := linked && c.mu.link.mu.ls.Idle() && c.mu.link.mu.ls.TxStatus() != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	switch {

@@ -160,7 +160,7 @@ func (v consoleView) Servers() []admin.Conn {
 				Type: "S", User: p.key.user, Database: p.key.db, Replication: srv.repl.show(),
 				State: srv.state.show(), ConnectTime: srv.created, RequestTime: srv.lastUsed,
 				CloseNeeded: srv.closeNeeded, Ptr: srv.String(), RemotePID: int(srv.pid), ID: srv.id,
-				PreparedStatements: srv.stmts.shown(),
+				PreparedStatements: srv.stmts.Shown(),
 			}
 			if id := srv.linkedTo.Load(); id != 0 && srv.state == serverActive {
 				row.Link = "C-" + strconv.FormatUint(id, 10)

@@ -41,16 +41,19 @@
 //	                   transaction's pool (linkTo), relayOrPump, unlinking
 //	linkparams.go      a server's tracked parameters set to the client's
 //	pump.go            relaying a linked server's replies (pumpRun);
-//	                   ReadyForQuery and the release (afterReady)
+//	                   ReadyForQuery and the release (afterReady; what
+//	                   a link has sent and been answered, the release
+//	                   rule: internal/linkstate)
 //	pump_messages.go   the other server messages the pump looks inside
 //	                   (ParameterStatus, COPY, errors, the mapping's)
 //	pump_lost.go       a link that ends badly: its server lost, query_timeout,
 //	                   transaction_timeout
-//	linkstate.go       linkState: what a link has sent and been answered;
-//	                   the release rule and the drain's next step
-//	drain.go           bringing a server back after its client left
-//	prepared.go        the statement registry, server statement caches, the
-//	                   replies a link owes (opQueue)
+//	drain.go           bringing a server back after its client left (the
+//	                   next step: internal/linkstate)
+//	prepared.go        the prepared-statement mapping in outline; the
+//	                   replies a link owes (opQueue) (the statement
+//	                   registry, servers' statement caches, shape epochs:
+//	                   internal/stmtcache)
 //	relay_prepared.go  Parse/Bind/Describe/Close with statement names
 //	                   mapped to the server's
 //	relay_rewrite.go   rewritten messages to a server, long texts spliced in
@@ -190,10 +193,10 @@
 // these in PgBouncer's words (clientState.show).
 //
 // A link (link.go) is everything a client has only while it is being
-// served: the linked server, the protocol position on it (linkState,
-// linkstate.go), the replies owed for prepared-statement mapping, the pump's
-// lifetime, the hand-over of the server's writer, the drain, the relay
-// buffers. A parked client has none (c.mu.link is nil); other goroutines
+// served: the linked server, the protocol position on it
+// (linkstate.State), the replies owed for prepared-statement mapping, the
+// pump's lifetime, the hand-over of the server's writer, the drain, the
+// relay buffers. A parked client has none (c.mu.link is nil); other goroutines
 // reach it only under the client's mu.
 //
 // The transaction path (route, forward, linking, the relay, the drain, the
@@ -219,7 +222,8 @@
 // (server.go's closedByPeer), log lines and counters.
 //
 // (a) An autocommit simple Query, an idle server in the pool, no
-// admission_file (max_prepared_statements on, as by default): six files.
+// admission_file (max_prepared_statements on, as by default): five files
+// of the package and internal/linkstate.
 //
 //	serve.go       client.loop, readNext, link.route, followTrackingLocked,
 //	               answerUnlinked (a Query needs a server), linkFor
@@ -229,13 +233,13 @@
 //	               setServerStateLocked (idle -> active), checkServer
 //	link.go        syncParamsUnlessMatch, linkSrvLocked (clientstate.go:
 //	               active)
-//	serve.go       recordLocked (linkstate.go linkState.fromClient),
+//	serve.go       recordLocked (linkstate.State.FromClient),
 //	               forward, relayMapped, relayQuery, flushBatch, doneWriting
 //	link.go        relayOrPump
 //	pump.go        pumpRun, pumpLook, replyOpLocked, pumpForward,
 //	               pumpCommandComplete, pumpReady, readyLocked, afterReady,
 //	               countReadyLocked
-//	linkstate.go   linkState.readyForQuery, afterReadyForQuery
+//	linkstate      State.ReadyForQuery, AfterReadyForQuery
 //	link.go        unlinkServerLocked (clientstate.go: idle)
 //	pump.go        endReleasingLocked, releaseClean
 //	pool.go        serverPool.release, reuseOrCloseLocked, closeReasonLocked,
@@ -251,7 +255,7 @@
 //	                  followTrackingLocked, answerUnlinked
 //	relay_unlinked.go answerParse (validated on no server: needs one)
 //	serve.go          linkFor, then link.go and pool.go as in (a)
-//	serve.go          recordLocked (linkstate.go fromClient, relay_retry.go
+//	serve.go          recordLocked (linkstate.State.FromClient, relay_retry.go
 //	                  captureLocked), forward, relayMapped
 //	relay_prepared.go relayParse, prepareLocked (Parse PGTS_n, opParse);
 //	                  relay_replies.go holdNameLocked (the client's name)
@@ -313,8 +317,8 @@
 // a link left mid-batch.
 //
 // The two share the link's mu group, which the client's mu guards
-// (client.mu, link.mu): serve records each message before
-// it writes it to the server (linkState.fromClient); the pump records each
+// (client.mu, link.mu): serve records each message before it writes it
+// to the server (linkstate.State.FromClient); the pump records each
 // ReadyForQuery. The pump flushes the client writer before it takes the
 // lock to hand the writer back to serve, so a client that stops reading
 // pins no lock (KILL_CLIENT, SHOW CLIENTS, cancels and the janitor take
@@ -353,7 +357,7 @@
 //	Service.mu    -> connlimit's mu     poolFor, SHOW DATABASES / USERS
 //	serverPool.mu -> connlimit's mu     growLocked, fillMinLocked, overLimitLocked
 //	serverPool.mu -> admission.Gate.mu  syncGateLocked, gateWaitingLocked, gateFor
-//	client.mu     -> stmtRegistry.mu    statement mapping (prepared.go)
+//	client.mu     -> Registry.mu        statement mapping (internal/stmtcache)
 //	any lock      -> the metrics' own locks
 //
 // poolStats.mu, changesignal.Signal's mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
@@ -421,8 +425,8 @@
 // sent after its last Sync) and no COPY is in progress; in transaction mode
 // that is the end of each transaction, in statement mode the end of each
 // statement (a transaction block is refused), in session mode never while
-// the client is connected. afterReadyForQuery is the rule, with a table
-// test.
+// the client is connected. linkstate.State.AfterReadyForQuery is the
+// rule, with a table test.
 //
 // "Every request answered" follows Postgres exactly, not one
 // ReadyForQuery per Query/Sync: after an error in an extended-protocol
@@ -431,11 +435,11 @@
 // other message as the error ending the COPY. The link records the kinds
 // of the messages the server has not finished and the pump counts the
 // replies that complete extended messages, so each ErrorResponse and
-// CopyInResponse is attributed to its message (linkState.serverError,
-// copyStarted); serve refuses anything but COPY messages, Sync and Flush
-// during COPY IN. Where only timing could tell (a Sync among COPY data),
-// the link is marked unsure and its server is closed rather than handed
-// to another client.
+// CopyInResponse is attributed to its message
+// (linkstate.State.ServerError, CopyStarted); serve refuses anything but
+// COPY messages, Sync and Flush during COPY IN. Where only timing could
+// tell (a Sync among COPY data), the link is marked unsure and its server
+// is closed rather than handed to another client.
 //
 // Consequence for the extended protocol: an unnamed statement prepared in
 // one Sync cycle (Parse/Describe/Sync) and executed in the next

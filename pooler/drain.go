@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/linkstate"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -63,7 +64,7 @@ func (l *link) startDrainLocked(s *server, now time.Time) {
 	d := l.mu.drain
 	d.deadline = now.Add(drainTimeout)
 	d.started = now
-	if l.mu.ls.outstanding == 0 {
+	if l.mu.ls.Outstanding() == 0 {
 		return
 	}
 	if c.svc.settings().ClientDrainMaxBytes == 0 {
@@ -81,7 +82,7 @@ func (l *link) drainQuietCheck(s *server) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := l.mu.drain
-	if l.mu.srv != s || d.finished || d.cancel != nil || l.mu.ls.outstanding == 0 {
+	if l.mu.srv != s || d.finished || d.cancel != nil || l.mu.ls.Outstanding() == 0 {
 		return
 	}
 	b := d.bytes.Load()
@@ -102,7 +103,7 @@ func (l *link) drainDiscarded(s *server, n int64) {
 		return
 	}
 	c.mu.Lock()
-	if l.mu.srv == s && l.mu.ls.outstanding > 0 {
+	if l.mu.srv == s && l.mu.ls.Outstanding() > 0 {
 		l.startCancelLocked(s)
 	}
 	c.mu.Unlock()
@@ -160,7 +161,7 @@ type drainNext struct {
 	deadline time.Time     // drainReadOn, drainSend, drainAwaitCancel
 	cancel   chan struct{} // drainAwaitCancel: closed when the cancel is done
 	reason   string        // drainClose: logged as the server's close reason
-	unsure   bool          // drainGiveBack: the link is unsure (see linkState): close it instead
+	unsure   bool          // drainGiveBack: the link is unsure (linkstate.State.Unsure): close it instead
 }
 
 // drain takes the next step to bring a server whose client left back to
@@ -187,8 +188,9 @@ func (l *link) drain(s *server) bool {
 	}
 }
 
-// nextDrainLocked decides the drain's next step (linkstate.go's
-// nextDrainStep) and records on the link what the pump is about to send.
+// nextDrainLocked decides the drain's next step
+// (linkstate.State.NextDrainStep) and records on the link what the pump
+// is about to send.
 // A step that sends the server anything waits for the drain's cancel
 // first; a drain that ends is unlinked here.
 func (l *link) nextDrainLocked(s *server) drainNext {
@@ -198,15 +200,15 @@ func (l *link) nextDrainLocked(s *server) drainNext {
 	if d.deadline.IsZero() {
 		l.startDrainLocked(s, now)
 	}
-	step := nextDrainStep(&l.mu.ls, l.mu.resetDue)
-	if step == drainWait {
+	step := l.mu.ls.NextDrainStep(l.mu.resetDue)
+	if step == linkstate.DrainWait {
 		switch {
 		case now.After(d.deadline):
 			return l.failDrainLocked("client disconnect while server was not ready")
-		case l.mu.ls.copyIn && !d.copyFailed:
+		case l.mu.ls.InCopy() && !d.copyFailed:
 			// A COPY FROM STDIN waits for data that will never come.
 			d.copyFailed = true
-			l.mu.ls.fromClient(wire.MsgCopyFail)
+			l.mu.ls.FromClient(wire.MsgCopyFail)
 			s.scratch = wire.AppendCopyFail(s.scratch[:0], "client disconnected")
 			return drainNext{kind: drainSend, deadline: d.deadline}
 		}
@@ -220,26 +222,26 @@ func (l *link) nextDrainLocked(s *server) drainNext {
 		}
 	}
 	switch {
-	case step == drainSync:
-		l.mu.ls.fromClient(wire.MsgSync)
+	case step == linkstate.DrainSync:
+		l.mu.ls.FromClient(wire.MsgSync)
 		l.pushSyncLocked(wire.MsgSync)
 		s.scratch = wire.AppendSync(s.scratch[:0])
-	case step == drainRollback:
+	case step == linkstate.DrainRollback:
 		// Auto rollback: the client's transaction dies with it.
-		l.mu.ls.fromClient(wire.MsgQuery)
+		l.mu.ls.FromClient(wire.MsgQuery)
 		l.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], "ROLLBACK")
 		l.mu.pool.metrics.drainRollbacks.Inc()
-	case step == drainReset && c.svc.settings().ServerResetQuery == "":
+	case step == linkstate.DrainReset && c.svc.settings().ServerResetQuery == "":
 		l.mu.resetDue = false
 		return l.releaseDrainedLocked()
-	case step == drainReset:
+	case step == linkstate.DrainReset:
 		l.mu.resetDue = false
 		s.unreportedDirty = true // whatever the reset query is
-		l.mu.ls.fromClient(wire.MsgQuery)
+		l.mu.ls.FromClient(wire.MsgQuery)
 		l.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)
-	default: // drainRelease
+	default: // linkstate.DrainRelease
 		return l.releaseDrainedLocked()
 	}
 	return drainNext{kind: drainSend, deadline: d.deadline}
@@ -296,7 +298,7 @@ func (l *link) releaseDrainedLocked() drainNext {
 	}
 	l.finishDrainLocked(outcome)
 	l.unlinkServerLocked()
-	return drainNext{kind: drainGiveBack, unsure: l.mu.ls.unsure}
+	return drainNext{kind: drainGiveBack, unsure: l.mu.ls.Unsure()}
 }
 
 // failDrainLocked ends a drain that could not bring the server back and

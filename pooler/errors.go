@@ -3,7 +3,7 @@ package pooler
 import "github.com/pgturnstile/pgturnstile/internal/pgerror"
 
 // Error is internal/pgerror's Error under the name prepared.go's reply
-// queue (op.err) still uses: that file is being moved out of the package
-// on its own branch (issue 33), and this alias goes with that move. Every
-// other file names pgerror.Error.
+// queue (op.err) still uses, as that file was left to the branch that
+// moved the statement books out (issue 33); the alias goes once that line
+// names pgerror.Error, as every other file does.
 type Error = pgerror.Error

@@ -32,7 +32,7 @@ func (p *serverPool) fastClose() {
 		c.mu.Lock()
 		var s *server
 		if c.mu.link != nil && doomed[c.mu.link.mu.srv] && c.mu.link.serve.pumpStarted && !c.gone.Load() && !c.mu.link.mu.detach &&
-			!c.mu.link.mu.writing && c.mu.link.mu.ls.idle() && c.mu.link.mu.ls.txStatus == wire.TxIdle {
+			!c.mu.link.mu.writing && c.mu.link.mu.ls.Idle() && c.mu.link.mu.ls.TxStatus() == wire.TxIdle {
 			s = c.mu.link.mu.srv
 			s.fastClosed.Store(true)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admission"
+	"github.com/pgturnstile/pgturnstile/internal/linkstate"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -73,7 +74,7 @@ type link struct {
 		// from gen's policy and pool settings); set before the pump
 		// starts, which reads it without mu.
 		gen *generation
-		ls  linkState // protocol position on the link
+		ls  linkstate.State // protocol position on the link
 		// ops are the replies the linked server owes, for mapping
 		// (prepared.go).
 		ops opQueue
@@ -152,9 +153,10 @@ type link struct {
 	}
 
 	pump struct {
-		// replies counts, for linkState.failing, the server's replies
-		// that complete an extended-protocol message since its last
-		// ReadyForQuery.
+		// replies counts the server's replies that complete an
+		// extended-protocol message (linkstate.CompletesExtended)
+		// since its last ReadyForQuery, for ServerError and
+		// CopyStarted.
 		replies int
 		// sentBytes is the count of bytes sent to the client since the
 		// last ReadyForQuery.
@@ -295,7 +297,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 		// unnamed statement is nobody's known one any more.
 		s.unnamedOwner = 0
 	}
-	l.mu.ls.reset()
+	l.mu.ls.Reset()
 	l.pump.replies = 0
 	l.mu.ops.reset()
 	l.mu.retry.reset()

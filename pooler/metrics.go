@@ -110,7 +110,7 @@ func (s *Service) writeMetrics(w io.Writer) {
 	// (held_message_budget) and prepared-statement text
 	// (prepared_statement_budget).
 	metrics.WriteGaugeUint64(w, "pgturnstile_held_message_bytes", uint64(max(s.held.InUse(), 0)))
-	metrics.WriteGaugeUint64(w, "pgturnstile_prepared_statement_bytes", uint64(max(s.stmts.bytes.Load(), 0)))
+	metrics.WriteGaugeUint64(w, "pgturnstile_prepared_statement_bytes", uint64(max(s.stmts.TextBytes(), 0)))
 	s.metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
 	metricrows.WriteLiveHeap(w)

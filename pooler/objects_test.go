@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // pathTo is a sequence of legal moves that brings a free server to state.
@@ -268,7 +269,7 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	c := &client{svc: p.svc, id: 7, pool: p, key: [8]byte{9, 9}}
 	c.mu.link = newLink(c)
 	c.mu.link.mu.srv = s
-	c.mu.link.mu.ls.outstanding = 1
+	c.mu.link.mu.ls.FromClient(wire.MsgQuery) // a query in flight: the cancel goes to Postgres
 	p.svc.registerCancel(c)
 
 	cancelled := make(chan struct{})
@@ -293,7 +294,8 @@ func TestCancelSendsUnlockedAndHoldsTheServer(t *testing.T) {
 	if !c.mu.TryLock() {
 		t.Fatal("the client's lock is held while the cancel request is on the network")
 	}
-	c.mu.link.mu.srv, c.mu.link.mu.ls.outstanding = nil, 0
+	c.mu.link.mu.srv = nil
+	c.mu.link.mu.ls.ReadyForQuery(wire.TxIdle)
 	c.mu.Unlock()
 	p.release(s)
 	p.mu.Lock()

@@ -281,9 +281,9 @@ func (c *client) sessionIdleLocked() bool {
 		return false
 	}
 	l := c.mu.link
-	s, ls := l.mu.srv, &l.mu.ls
+	s := l.mu.srv
 	if s == nil || l.mu.writing || l.mu.releasing || l.mu.detach || l.mu.drain != nil || l.mu.skipToSync ||
-		ls.outstanding > 0 || ls.pending || ls.copyIn || ls.feeding || ls.unsure || ls.txStatus != wire.TxIdle {
+		!l.mu.ls.Clean() {
 		return false
 	}
 	if s.repl != replNone || s.cancels.Load() > 0 {

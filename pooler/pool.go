@@ -547,7 +547,7 @@ func (p *serverPool) handOffLocked(s *server) {
 // p.mu after the server left every list.
 func (p *serverPool) closeServer(s *server, reason string) {
 	s.close()
-	s.stmts.clear(p.svc.stmts)
+	s.stmts.Clear(p.svc.stmts)
 	p.mu.Lock()
 	delete(p.servers, s)
 	p.mu.Unlock()

@@ -1,22 +1,15 @@
 package pooler
 
-import (
-	"bytes"
-	"container/list"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-)
+import "github.com/pgturnstile/pgturnstile/internal/stmtcache"
 
 // Protocol-level named prepared statements in transaction and statement
 // mode (as PgBouncer ≥ 1.21 does it, max_prepared_statements > 0).
 //
 // Each distinct (query text, parameter types) gets one pooler-wide server
-// name, PGTS_<n> (stmtRegistry; keyed by the full text, never by a hash
-// alone). A client's own statement names map to those definitions
-// (client.mu.stmts). Each server remembers which definitions it has prepared,
-// in an LRU bounded by max_prepared_statements (serverStmts).
+// name, PGTS_<n> (stmtcache.Registry, Service.stmts). A client's own
+// statement names map to those definitions (client.mu.stmts). Each server
+// remembers which definitions it has prepared, in an LRU bounded by
+// max_prepared_statements (stmtcache.Cache, server.stmts).
 //
 // Rewriting, done by serve while it holds the link:
 //   - Parse "name": registered and mapped; sent as Parse PGTS_n when the
@@ -62,7 +55,7 @@ import (
 //     epoch: copies parsed before are prepared again at their next use,
 //     and client names prepared before are refused with that 0A000, as
 //     their own statements would fail directly, until the client prepares
-//     the text again (stmtDef.epoch; relay_retry.go).
+//     the text again (stmtcache.Def.Epoch; relay_retry.go).
 //   - max_prepared_statements changed from or to 0 at runtime starts or
 //     stops the mapping for connected clients too, at their next message
 //     with no server linked (followTrackingLocked); their names are kept.
@@ -75,301 +68,6 @@ import (
 // noopStmt is a statement name the pooler uses for its scratch Parse and
 // Close; clients never see it.
 const noopStmt = "pgturnstile_noop"
-
-// stmtDef is one registered statement.
-type stmtDef struct {
-	name  string // server-side name
-	query string
-	types []byte // raw parameter-type section of the Parse (count + OIDs)
-	key   stmtKey
-	refs  int // client maps and server caches holding it; guarded by the registry
-	// validated is set once a server has parsed it successfully: a later
-	// Parse of the same text may then be answered without a server.
-	validated atomic.Bool
-	// epoch is the statement's shape epoch: how many times a server
-	// reported that a migration changed its result (0A000 cached plan
-	// must not change result type; bumpEpoch). A server's copy parsed at
-	// an older epoch is closed and parsed again at its next use there
-	// (serverStmts.has), and a client's name held since an older epoch
-	// is refused with Postgres's 0A000 (clientStmt; relay_retry.go).
-	epoch atomic.Uint64
-}
-
-// bumpEpoch records that a server's copy of d parsed at epoch from had its
-// plan refused: d's epoch becomes from+1, unless another server's report
-// already took it past from (one migration, one bump).
-func (d *stmtDef) bumpEpoch(from uint64) bool { return d.epoch.CompareAndSwap(from, from+1) }
-
-// clientStmt is a client's name for a definition, with the shape epoch of
-// the result description the client has for it: the definition's epoch
-// when the client prepared the name, brought up to date when the client is
-// sent the new shape (a Describe in a request sent again; relay_retry.go).
-// Guarded by the client's mu.
-type clientStmt struct {
-	def   *stmtDef
-	epoch uint64
-}
-
-// current reports whether the client's description is of the
-// definition's current shape.
-func (cs *clientStmt) current() bool { return cs.epoch >= cs.def.epoch.Load() }
-
-// learned brings the client's epoch up to epoch: it has been sent the
-// description of a copy parsed at that epoch.
-func (cs *clientStmt) learned(epoch uint64) {
-	if epoch > cs.epoch {
-		cs.epoch = epoch
-	}
-}
-
-// stmtKey identifies a statement by its full text and parameter types. The
-// query string is the definition's own, so a statement's text is held once.
-type stmtKey struct{ query, types string }
-
-// size is what a definition counts against prepared_statement_budget.
-func (d *stmtDef) size() int64 { return int64(len(d.query) + 2*len(d.types)) }
-
-// stmtRegistry holds every statement any client or server references.
-type stmtRegistry struct {
-	mu    sync.Mutex
-	byKey map[stmtKey]*stmtDef
-	next  uint64
-	// bytes is the statement text held for prepared statements: the
-	// definitions, and each client's remembered unnamed Parse
-	// (reserveText). prepared_statement_budget bounds it.
-	bytes atomic.Int64
-}
-
-func newStmtRegistry() *stmtRegistry { return &stmtRegistry{byKey: map[stmtKey]*stmtDef{}} }
-
-// acquire returns the definition for (query, types), creating it, with one
-// more reference. It returns nil when a new definition would take the
-// statement text past limit bytes (0 = no limit).
-func (r *stmtRegistry) acquire(query string, types []byte, limit int) *stmtDef {
-	key := stmtKey{query, string(types)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.byKey[key]
-	if d == nil {
-		d = &stmtDef{query: query, types: bytes.Clone(types), key: key}
-		if !r.reserveText(d.size(), limit) {
-			return nil
-		}
-		r.next++
-		d.name = "PGTS_" + strconv.FormatUint(r.next, 10)
-		r.byKey[key] = d
-	}
-	d.refs++
-	return d
-}
-
-// adoptNamed returns, with one more reference, the definition for (query,
-// types) under the server-side name a server taken over from the old
-// process knows it by (takeover.go). The old process named each
-// definition once, so the names it hands over never clash; the next name
-// made here comes after the highest. A definition made here first keeps
-// its name (the server then lacks it: prepared again when needed).
-func (r *stmtRegistry) adoptNamed(name, query string, types []byte) *stmtDef {
-	key := stmtKey{query, string(types)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.byKey[key]
-	if d == nil {
-		d = &stmtDef{name: name, query: query, types: bytes.Clone(types), key: key}
-		r.reserveText(d.size(), 0)
-		r.byKey[key] = d
-		d.validated.Store(true) // Postgres parsed it
-		if n, err := strconv.ParseUint(strings.TrimPrefix(name, "PGTS_"), 10, 64); err == nil && n > r.next {
-			r.next = n
-		}
-	}
-	d.refs++
-	return d
-}
-
-// lookupValidated returns, with one more reference, the definition for
-// (query, types) if a server has parsed it successfully; else nil.
-func (r *stmtRegistry) lookupValidated(query string, types []byte) *stmtDef {
-	key := stmtKey{query, string(types)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.byKey[key]
-	if d == nil || !d.validated.Load() {
-		return nil
-	}
-	d.refs++
-	return d
-}
-
-// reserveText counts n bytes of statement text, or reports false and
-// counts nothing when that would pass limit (0 = no limit).
-func (r *stmtRegistry) reserveText(n int64, limit int) bool {
-	for {
-		cur := r.bytes.Load()
-		if limit > 0 && cur+n > int64(limit) {
-			return false
-		}
-		if r.bytes.CompareAndSwap(cur, cur+n) {
-			return true
-		}
-	}
-}
-
-// releaseText gives back what reserveText counted.
-func (r *stmtRegistry) releaseText(n int64) { r.bytes.Add(-n) }
-
-func (r *stmtRegistry) ref(d *stmtDef) {
-	r.mu.Lock()
-	d.refs++
-	r.mu.Unlock()
-}
-
-// release drops one reference; the definition is forgotten at zero.
-func (r *stmtRegistry) release(d *stmtDef) {
-	r.mu.Lock()
-	d.refs--
-	if d.refs == 0 {
-		delete(r.byKey, d.key)
-		r.releaseText(d.size())
-	}
-	r.mu.Unlock()
-}
-
-func (r *stmtRegistry) size() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.byKey)
-}
-
-// serverStmts is a server's prepared-statement cache, least recently used
-// first. Its holder (the linked client, under client.mu) owns it.
-type serverStmts struct {
-	lru *list.List // of *stmtCopy, front = most recently used
-	m   map[*stmtDef]*list.Element
-	// n is len(m) for SHOW SERVERS, which reads it without the holder's
-	// lock (shown).
-	n atomic.Int32
-}
-
-// stmtCopy is a statement prepared on a server, with the definition's
-// shape epoch when its Parse was sent. A copy older than the definition's
-// epoch is stale: some server refused the plan of the statement since
-// (0A000 cached plan must not change result type, after a migration
-// changed its result), so this one's plan may be of the old shape too; it
-// is still prepared on the server, and is closed and prepared again at its
-// next use there (prepareLocked). One server's report makes every
-// server's copy stale, lazily: a client that prepared the text again after
-// it does not meet the old plan on another server.
-type stmtCopy struct {
-	def   *stmtDef
-	epoch uint64
-}
-
-func (c *serverStmts) init() {
-	if c.m == nil {
-		c.lru = list.New()
-		c.m = map[*stmtDef]*list.Element{}
-	}
-}
-
-// defs are the statements the server has.
-func (c *serverStmts) defs() []*stmtDef {
-	c.init()
-	out := make([]*stmtDef, 0, len(c.m))
-	for d := range c.m {
-		out = append(out, d)
-	}
-	return out
-}
-
-// copyOf returns the server's copy of d, or nil.
-func (c *serverStmts) copyOf(d *stmtDef) *stmtCopy {
-	if e, ok := c.m[d]; ok {
-		return e.Value.(*stmtCopy)
-	}
-	return nil
-}
-
-// has reports whether the server has d prepared and usable (not stale).
-func (c *serverStmts) has(d *stmtDef) bool {
-	c.init()
-	e, ok := c.m[d]
-	if !ok || e.Value.(*stmtCopy).epoch < d.epoch.Load() {
-		return false
-	}
-	c.lru.MoveToFront(e)
-	return true
-}
-
-// isStale reports whether the server has d prepared at an epoch older than
-// d's (stmtCopy).
-func (c *serverStmts) isStale(d *stmtDef) bool {
-	cp := c.copyOf(d)
-	return cp != nil && cp.epoch < d.epoch.Load()
-}
-
-// markStale applies the server's refusal of its copy of d's plan: d's
-// epoch is bumped past the copy's (bumpEpoch), which makes this copy
-// stale, and every other server's copy parsed before the bump. It reports
-// whether this report bumped it. Nothing when the server lacks d.
-func (c *serverStmts) markStale(d *stmtDef) bool {
-	cp := c.copyOf(d)
-	return cp != nil && d.bumpEpoch(cp.epoch)
-}
-
-// holds reports whether d is prepared on the server, stale or not.
-func (c *serverStmts) holds(d *stmtDef) bool {
-	_, ok := c.m[d]
-	return ok
-}
-
-// add records d as prepared on the server at shape epoch epoch.
-func (c *serverStmts) add(reg *stmtRegistry, d *stmtDef, epoch uint64) {
-	c.init()
-	if _, ok := c.m[d]; ok {
-		return
-	}
-	reg.ref(d)
-	c.m[d] = c.lru.PushFront(&stmtCopy{def: d, epoch: epoch})
-	c.n.Add(1)
-}
-
-func (c *serverStmts) remove(reg *stmtRegistry, d *stmtDef) {
-	c.init()
-	if e, ok := c.m[d]; ok {
-		c.lru.Remove(e)
-		delete(c.m, d)
-		c.n.Add(-1)
-		reg.release(d)
-	}
-}
-
-// oldest returns the least recently used definition, or nil.
-func (c *serverStmts) oldest() *stmtDef {
-	c.init()
-	if e := c.lru.Back(); e != nil {
-		return e.Value.(*stmtCopy).def
-	}
-	return nil
-}
-
-func (c *serverStmts) len() int {
-	if c.m == nil {
-		return 0
-	}
-	return len(c.m)
-}
-
-func (c *serverStmts) clear(reg *stmtRegistry) {
-	for d := range c.m {
-		reg.release(d)
-	}
-	c.lru, c.m = nil, nil
-	c.n.Store(0)
-}
-
-// shown is the number of statements, for SHOW SERVERS; any goroutine.
-func (c *serverStmts) shown() int { return int(c.n.Load()) }
 
 // opKind is an entry of the link's queue of replies owed by the server.
 type opKind uint8
@@ -399,7 +97,7 @@ const (
 
 type op struct {
 	kind opKind
-	def  *stmtDef // the statement a Parse/Close was about, if mapped
+	def  *stmtcache.Def // the statement a Parse/Close was about, if mapped
 	// clientName is the client's name for an opParse of a mapped
 	// statement (undone if the Parse fails).
 	clientName string
@@ -421,9 +119,9 @@ type op struct {
 	// name is, for an opDescribe sent again, the client's name whose
 	// description its reply brings up to date; for an opDeallocate, the
 	// name the DEALLOCATE let go, given back if it fails.
-	name *clientStmt
+	name *stmtcache.ClientStmt
 	// pos is an opBind's or opDescribe's place among the extended
-	// messages of its Sync cycle (linkState.cyclePos).
+	// messages of its Sync cycle (linkstate.State.CyclePos).
 	pos int
 }
 

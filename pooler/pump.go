@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/linkstate"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -60,7 +61,7 @@ func (l *link) pumpRun(s *server, inline bool) pumpStop {
 			}
 			return pumpLinkOver
 		}
-		if completesExtended(typ) {
+		if linkstate.CompletesExtended(typ) {
 			l.pump.replies++
 		}
 		gone := c.gone.Load()
@@ -141,7 +142,7 @@ func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *
 		// Also for a client whose statements are not mapped (after
 		// max_prepared_statements went to 0) on a server that has mapped
 		// ones: a DISCARD ALL of its drops them too.
-		if c.tracking || s.stmts.shown() > 0 {
+		if c.tracking || s.stmts.Shown() > 0 {
 			return l.pumpCommandComplete(s, out)
 		}
 	}
@@ -190,7 +191,7 @@ func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Se
 			// The ReadyForQuery of a request the pooler sent again
 			// (relay_retry.go): the second run's comes next.
 			l.mu.retry.swallowReady = false
-			l.mu.ls.readyForQuery(status)
+			l.mu.ls.ReadyForQuery(status)
 			l.pump.out = l.readyLocked(l.pump.out[:0])[:0]
 			c.mu.Unlock()
 			return replyDone
@@ -211,7 +212,7 @@ func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Se
 	}
 	if inline {
 		c.mu.Lock()
-		answered := l.mu.ls.outstanding == 0
+		answered := l.mu.ls.Outstanding() == 0
 		c.mu.Unlock()
 		if answered && !s.r.Pending() {
 			// The link stays (a transaction block): a pump goroutine
@@ -284,16 +285,16 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 		// counts client queries and transactions, as PgBouncer's.
 		l.countReadyLocked(status)
 	}
-	l.mu.ls.readyForQuery(status)
-	if l.mu.ls.outstanding == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
+	l.mu.ls.ReadyForQuery(status)
+	if l.mu.ls.Outstanding() == 0 && (st.QueryTimeout > 0 || st.TransactionTimeout > 0) {
 		s.conn.SetReadDeadline(time.Time{})
 	}
 	if c.gone.Load() {
 		c.mu.Unlock()
 		return l.drain(s)
 	}
-	act := afterReadyForQuery(c.mode, &l.mu.ls)
-	for act == releaseServer && (l.mu.writing || c.w.Buffered() > 0) {
+	act := l.mu.ls.AfterReadyForQuery(c.mode)
+	for act == linkstate.ReleaseServer && (l.mu.writing || c.w.Buffered() > 0) {
 		if l.mu.writing {
 			// serve is finishing a flush to this server; wait for it,
 			// then look again: it may have sent more.
@@ -314,19 +315,19 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 			c.mu.Unlock()
 			return l.drain(s)
 		}
-		act = afterReadyForQuery(c.mode, &l.mu.ls)
+		act = l.mu.ls.AfterReadyForQuery(c.mode)
 	}
-	if act != releaseServer {
+	if act != linkstate.ReleaseServer {
 		l.endReleasingLocked()
 	}
 	switch act {
-	case releaseServer:
+	case linkstate.ReleaseServer:
 		if c.w.Buffered() != 0 {
 			panic("BUG: the client writer is handed back to serve with bytes in it")
 		}
 		l.unlinkServerLocked()
 		l.endReleasingLocked()
-		unsure := l.mu.ls.unsure
+		unsure := l.mu.ls.Unsure()
 		c.mu.Unlock()
 		if st.ClientIdleTimeout > 0 {
 			// serve armed no idle deadline while linked; it starts now.
@@ -340,14 +341,14 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 			c.conn.SetReadDeadline(time.Now())
 		}
 		if unsure {
-			// A reply may still be on its way (see linkState): it must
-			// not reach the next client.
+			// A reply may still be on its way (linkstate.State.Unsure):
+			// it must not reach the next client.
 			s.pool.discard(s, "client protocol state unknown after COPY")
 			return false
 		}
 		l.releaseClean(s, st)
 		return false
-	case rejectTxBlock:
+	case linkstate.RejectTxBlock:
 		c.mu.Unlock()
 		c.closeClient(pgerror.StatementModeTxBlock) // the link still holds s: see closeClient
 		c.mu.Lock()
@@ -357,7 +358,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 		s.pool.discard(s, "transaction blocks not allowed in statement pooling mode")
 		return false
 	}
-	idleInTx := l.mu.ls.idle() && status != wire.TxIdle
+	idleInTx := l.mu.ls.Idle() && status != wire.TxIdle
 	txLeft, txTimed := c.txRemainingLocked(st)
 	c.mu.Unlock()
 	if !s.r.Pending() {
@@ -384,7 +385,7 @@ func (l *link) releaseClean(s *server, st *config.Settings) {
 		}
 		// The reset (typically DISCARD ALL) may have dropped prepared
 		// statements and reset parameters; forget them rather than guess.
-		s.stmts.clear(c.svc.stmts)
+		s.stmts.Clear(c.svc.stmts)
 		s.unnamedOwner = 0
 		s.unreportedDirty = true
 	}
@@ -397,31 +398,6 @@ func (l *link) pushSyncLocked(typ byte) {
 	if c.tracking {
 		l.mu.ops.push(op{kind: opSync, msg: typ})
 	}
-}
-
-// completesExtended reports whether a server message of type typ is the
-// last reply to an extended-protocol message (linkState.failing): Parse,
-// Bind and Close have one reply each, Describe ends with RowDescription or
-// NoData, Execute with CommandComplete, EmptyQueryResponse or
-// PortalSuspended. A Query's own RowDescription and CommandComplete count
-// too, harmlessly: by then every earlier extended message has finished.
-func completesExtended(typ byte) bool {
-	switch typ {
-	case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgNoData,
-		wire.MsgRowDescription, wire.MsgCommandComplete, wire.MsgEmptyQueryResponse, wire.MsgPortalSuspended:
-		return true
-	}
-	return false
-}
-
-// isCopyInput reports whether the server, reading the client as COPY data,
-// takes a message of type typ as such (Sync and Flush it ignores).
-func isCopyInput(typ byte) bool {
-	switch typ {
-	case wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail, wire.MsgSync, wire.MsgFlush:
-		return true
-	}
-	return false
 }
 
 // endReleasingLocked ends afterReady's release flush: serve, waiting to
@@ -460,7 +436,7 @@ func (l *link) countReadyLocked(status byte) {
 func (l *link) replyOpLocked(kind opKind) {
 	if o := l.mu.ops.peek(); o != nil && o.kind == kind {
 		if d := l.mu.ops.pop(); d.name != nil {
-			d.name.learned(d.epoch)
+			d.name.Learned(d.epoch)
 		}
 	}
 }
@@ -477,7 +453,7 @@ func (l *link) readyLocked(out []byte) []byte {
 		if d.kind == opDeallocate {
 			// Neither a CommandComplete nor an error came for the
 			// stand-in (which Postgres never does): the name stays gone.
-			c.svc.stmts.release(d.def)
+			c.svc.stmts.Release(d.def)
 		}
 	}
 	if o := l.mu.ops.peek(); o != nil {

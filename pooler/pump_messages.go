@@ -3,6 +3,7 @@ package pooler
 import (
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -36,13 +37,13 @@ func (l *link) pumpParameter(s *server, out *wire.Writer) replyAct {
 	return replyDone
 }
 
-// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the
-// link (linkState.copyStarted) and the mapping queue. gone: the client had
+// pumpCopyStarted applies a CopyInResponse or CopyBothResponse to the link
+// (linkstate.State.CopyStarted) and the mapping queue. gone: the client had
 // left when the message was read.
 func (l *link) pumpCopyStarted(s *server, gone, inline bool) replyAct {
 	c := l.c
 	c.mu.Lock()
-	if dropped, consumed := l.mu.ls.copyStarted(l.pump.replies); c.tracking {
+	if dropped, consumed := l.mu.ls.CopyStarted(l.pump.replies); c.tracking {
 		l.mu.ops.killSyncs(dropped)
 		switch consumed {
 		case wire.MsgParse, wire.MsgClose, wire.MsgBind, wire.MsgDescribe:
@@ -85,8 +86,8 @@ func (l *link) pumpStmtReply(s *server, out *wire.Writer) replyAct {
 }
 
 // pumpError attributes an ErrorResponse to the message that failed
-// (linkState.serverError) and, when the server now skips to a Sync not yet
-// sent, makes serve skip the client's messages up to it too.
+// (linkstate.State.ServerError) and, when the server now skips to a Sync
+// not yet sent, makes serve skip the client's messages up to it too.
 func (l *link) pumpError(s *server, inline bool) replyAct {
 	c := l.c
 	act := replyForward
@@ -94,7 +95,7 @@ func (l *link) pumpError(s *server, inline bool) replyAct {
 	stalePlan := c.tracking && isStalePlan(s)
 	c.mu.Lock()
 	replies := l.pump.replies
-	skip, synced := l.mu.ls.serverError(replies)
+	skip, synced := l.mu.ls.ServerError(replies)
 	if skip {
 		l.pump.replies = 0
 		if !synced {
@@ -109,7 +110,7 @@ func (l *link) pumpError(s *server, inline bool) replyAct {
 		}
 	}
 	retried := false
-	var stale *stmtDef
+	var stale *stmtcache.Def
 	if c.tracking {
 		if stalePlan && skip {
 			stale = l.staleLocked(s, replies)
@@ -125,7 +126,7 @@ func (l *link) pumpError(s *server, inline bool) replyAct {
 	if !retried {
 		return act
 	}
-	c.noisef("%s had a stale plan on %s: prepared again, request sent again", stale.name, s)
+	c.noisef("%s had a stale plan on %s: prepared again, request sent again", stale.Name, s)
 	// The failed request's error goes to nobody: the client gets its
 	// second run's replies (relay_retry.go).
 	if err := s.r.Skip(); err != nil {

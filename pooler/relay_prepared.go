@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -73,13 +74,13 @@ func (l *link) relayParse(bodyLen int, s *server) error {
 	// pooler maps, as PgBouncer's (client_parse_count, bind_count).
 	c.pool.stats.clientParses.Add(1)
 	if len(name) > maxNameMessage-2 {
-		l.mu.ls.unrecord() // answered here, not sent
+		l.mu.ls.Unrecord() // answered here, not sent
 		l.refuseInBatchLocked(errStatementName)
 		c.mu.Unlock()
 		return nil
 	}
 	if c.heldLocked(name) {
-		l.mu.ls.unrecord() // answered here, not sent
+		l.mu.ls.Unrecord() // answered here, not sent
 		l.refuseInBatchLocked(errStmtExists)
 		c.mu.Unlock()
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
@@ -94,21 +95,21 @@ func (l *link) relayParse(bodyLen int, s *server) error {
 	} else {
 		q = string(query)
 	}
-	def := c.svc.stmts.acquire(q, types, st.PreparedStatementBudget)
+	def := c.svc.stmts.Acquire(q, types, st.PreparedStatementBudget)
 	if def == nil {
-		l.mu.ls.unrecord() // answered here, not sent
+		l.mu.ls.Unrecord() // answered here, not sent
 		l.refuseInBatchLocked(errStatementBudget)
 		c.mu.Unlock()
 		return nil
 	}
 	c.holdNameLocked(name, def)
 	out := l.serve.out[:0]
-	if s.stmts.has(def) {
+	if s.stmts.Has(def) {
 		l.mu.ops.push(op{kind: opParse, def: def, clientName: name, reused: true})
 		l.mu.ops.push(op{kind: opCloseInjected})
 		out = wire.AppendParse(out, noopStmt, "", nil)
 		out = wire.AppendClose(out, wire.TargetStatement, noopStmt)
-		l.mu.ls.injected(wire.MsgClose)
+		l.mu.ls.Injected(wire.MsgClose)
 	} else {
 		out = l.prepareLocked(out, s, def, opParse, name)
 	}
@@ -135,7 +136,7 @@ func (l *link) relayParseUnheld(bodyLen int, s *server) error {
 		c.mu.Unlock()
 		return c.r.Forward(s.w)
 	}
-	l.mu.ls.unrecord() // answered here, not sent
+	l.mu.ls.Unrecord() // answered here, not sent
 	l.refuseInBatchLocked(errHeldMessage)
 	c.mu.Unlock()
 	return c.r.Skip()
@@ -152,7 +153,7 @@ func (l *link) relayParseUnheld(bodyLen int, s *server) error {
 // recorded.
 func (l *link) refuseUnknownLocked(name []byte) *pgerror.Error {
 	c := l.c
-	l.mu.ls.unrecord() // answered here, not sent
+	l.mu.ls.Unrecord() // answered here, not sent
 	e := errStmtNotFound
 	if _, dropped := c.mu.discarded[string(name)]; dropped {
 		e = pgerror.New(pgerror.StatementDiscarded, string(name))
@@ -162,24 +163,24 @@ func (l *link) refuseUnknownLocked(name []byte) *pgerror.Error {
 }
 
 // refuseStaleLocked answers a Bind or Describe of a name whose description
-// is of an older shape than its statement's (clientStmt): a migration
-// changed the statement's result since the client prepared it, and another
-// client's use has prepared it again on the server, or will. Directly,
-// the client's own statement would fail with 0A000 (cached plan must not
-// change result type) until it prepared the text again; it gets that
-// error, in order, and nothing runs on the server, rather than rows of a
-// shape its description would misread. Drivers heal from it as from
+// is of an older shape than its statement's (stmtcache.ClientStmt): a
+// migration changed the statement's result since the client prepared it,
+// and another client's use has prepared it again on the server, or will.
+// Directly, the client's own statement would fail with 0A000 (cached plan
+// must not change result type) until it prepared the text again; it gets
+// that error, in order, and nothing runs on the server, rather than rows of
+// a shape its description would misread. Drivers heal from it as from
 // Postgres's own: pgx's statement cache and pgjdbc prepare the text again,
 // and a fresh Parse holds the name at the current epoch. Called with c.mu
 // held, for the message just recorded.
 func (l *link) refuseStaleLocked() {
-	l.mu.ls.unrecord() // answered here, not sent
+	l.mu.ls.Unrecord() // answered here, not sent
 	l.refuseInBatchLocked(errStalePlan)
 }
 
 // logStale notes a refuseStaleLocked at NOISE. Called without c.mu.
-func (c *client) logStale(name []byte, def *stmtDef) {
-	c.noisef("prepared statement '%s' (%s) was described before its result changed: 0A000", name, def.name)
+func (c *client) logStale(name []byte, def *stmtcache.Def) {
+	c.noisef("prepared statement '%s' (%s) was described before its result changed: 0A000", name, def.Name)
 }
 
 // logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
@@ -213,7 +214,7 @@ func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
 		return true
 	}
 	c.forgetUnnamedLocked()
-	if !c.svc.stmts.reserveText(int64(len(body)), limit) {
+	if !c.svc.stmts.ReserveText(int64(len(body)), limit) {
 		return false
 	}
 	if own {
@@ -228,7 +229,7 @@ func (c *client) rememberUnnamedLocked(body []byte, own bool, limit int) bool {
 // forgetUnnamedLocked drops the client's remembered unnamed Parse.
 func (c *client) forgetUnnamedLocked() {
 	if c.mu.unnamedParse != nil {
-		c.svc.stmts.releaseText(int64(cap(c.mu.unnamedParse)))
+		c.svc.stmts.ReleaseText(int64(cap(c.mu.unnamedParse)))
 		c.mu.unnamedParse = nil
 	}
 }
@@ -239,33 +240,33 @@ func (c *client) forgetUnnamedLocked() {
 // After the limit was lowered (SET, RELOAD) that closes several at once,
 // shrinking the cache to the new limit on its next Parse, as PgBouncer.
 // Called with c.mu held.
-func (l *link) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, clientName string) []byte {
+func (l *link) prepareLocked(out []byte, s *server, def *stmtcache.Def, kind opKind, clientName string) []byte {
 	c := l.c
-	if s.stmts.isStale(def) {
+	if s.stmts.IsStale(def) {
 		// Prepared before the definition's last shape epoch (a plan
 		// Postgres refused, here or on another server): closed first,
 		// so that the Parse under the same name makes a new one.
 		out = l.closeInjectedLocked(out, s, def)
 	}
 	if limit := c.svc.settings().MaxPreparedStatements; limit > 0 {
-		for s.stmts.len() >= limit {
-			old := s.stmts.oldest()
+		for s.stmts.Len() >= limit {
+			old := s.stmts.Oldest()
 			if old == nil {
 				panic("BUG: server " + s.String() + ": statement cache not empty but has no oldest")
 			}
 			out = l.closeInjectedLocked(out, s, old)
 		}
 	}
-	out = l.appendParseLocked(out, def.name, def.query, def.types)
+	out = l.appendParseLocked(out, def.Name, def.Query, def.Types)
 	s.pool.stats.serverParses.Add(1)
 	// The epoch is read before the Parse is sent, so the copy's plan is
 	// at least as new as whatever migration that epoch reflects.
-	epoch := def.epoch.Load()
+	epoch := def.Epoch()
 	l.mu.ops.push(op{kind: kind, def: def, clientName: clientName, epoch: epoch})
 	if kind == opParseInjected {
-		l.mu.ls.injected(wire.MsgParse)
+		l.mu.ls.Injected(wire.MsgParse)
 	}
-	s.stmts.add(c.svc.stmts, def, epoch)
+	s.stmts.Add(c.svc.stmts, def, epoch)
 	return out
 }
 
@@ -273,21 +274,22 @@ func (l *link) prepareLocked(out []byte, s *server, def *stmtDef, kind opKind, c
 // takes it out of the server's cache; the op holds d until the reply, and
 // puts it back (at its epoch, stale as it was) if the server skips the
 // Close. Called with c.mu held.
-func (l *link) closeInjectedLocked(out []byte, s *server, d *stmtDef) []byte {
+func (l *link) closeInjectedLocked(out []byte, s *server, d *stmtcache.Def) []byte {
 	c := l.c
-	out = wire.AppendClose(out, wire.TargetStatement, d.name)
-	c.svc.stmts.ref(d) // held by the op until its reply
-	l.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: s.stmts.copyOf(d).epoch})
-	l.mu.ls.injected(wire.MsgClose)
-	s.stmts.remove(c.svc.stmts, d)
+	out = wire.AppendClose(out, wire.TargetStatement, d.Name)
+	c.svc.stmts.Ref(d) // held by the op until its reply
+	epoch, _ := s.stmts.CopyEpoch(d)
+	l.mu.ops.push(op{kind: opCloseInjected, def: d, epoch: epoch})
+	l.mu.ls.Injected(wire.MsgClose)
+	s.stmts.Remove(c.svc.stmts, d)
 	return out
 }
 
 // pushReplyOpLocked records the op of a Bind or Describe just written
 // (after what was injected for it), with its place in its Sync cycle.
 // Called with c.mu held.
-func (l *link) pushReplyOpLocked(kind opKind, def *stmtDef) {
-	l.mu.ops.push(op{kind: kind, def: def, pos: l.mu.ls.cyclePos()})
+func (l *link) pushReplyOpLocked(kind opKind, def *stmtcache.Def) {
+	l.mu.ops.push(op{kind: kind, def: def, pos: l.mu.ls.CyclePos()})
 }
 
 func (l *link) relayBind(bodyLen int, s *server) error {
@@ -359,23 +361,23 @@ func (l *link) relayBind(bodyLen int, s *server) error {
 		}
 		return c.r.Skip()
 	}
-	if !cs.current() {
+	if !cs.Current() {
 		l.refuseStaleLocked()
 		c.mu.Unlock()
-		c.logStale(stmt, cs.def)
+		c.logStale(stmt, cs.Def)
 		if held != nil {
 			return nil
 		}
 		return c.r.Skip()
 	}
-	def := cs.def
+	def := cs.Def
 	s.pool.stats.binds.Add(1)
 	out := l.serve.out[:0]
-	if !s.stmts.has(def) {
+	if !s.stmts.Has(def) {
 		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
-	out = wire.AppendBindHead(out, portal, def.name, bodyLen-names)
+	out = wire.AppendBindHead(out, portal, def.Name, bodyLen-names)
 	l.pushReplyOpLocked(opBind, def)
 	if l.mu.retry.state == retryCapturing {
 		body := held
@@ -431,19 +433,19 @@ func (l *link) relayDescribe(s *server) error {
 		c.logStmtRefusal("prepared statement '"+string(name)+"' not found", e)
 		return nil
 	}
-	if !cs.current() {
+	if !cs.Current() {
 		l.refuseStaleLocked()
 		c.mu.Unlock()
-		c.logStale(name, cs.def)
+		c.logStale(name, cs.Def)
 		return nil
 	}
-	def := cs.def
+	def := cs.Def
 	out := l.serve.out[:0]
-	if !s.stmts.has(def) {
+	if !s.stmts.Has(def) {
 		out = l.prepareLocked(out, s, def, opParseInjected, "")
 	}
 	head := len(out)
-	out = wire.AppendDescribe(out, wire.TargetStatement, def.name)
+	out = wire.AppendDescribe(out, wire.TargetStatement, def.Name)
 	l.pushReplyOpLocked(opDescribe, def)
 	if l.mu.retry.state == retryCapturing {
 		l.keepFirstLocked(cs, true, out[head:], nil, 0)
@@ -477,7 +479,7 @@ func (l *link) relayClose(s *server) error {
 			// for other clients. Closing a name that does not exist
 			// gives the client its CloseComplete, in order.
 			delete(c.mu.stmts, string(name))
-			c.svc.stmts.release(cs.def)
+			c.svc.stmts.Release(cs.Def)
 			c.mu.Unlock()
 			l.serve.out = wire.AppendClose(l.serve.out[:0], wire.TargetStatement, noopStmt)
 			return s.w.Write(l.serve.out)
@@ -500,7 +502,7 @@ func (l *link) deallocateDoneLocked(tag []byte) bool {
 		return false
 	}
 	d := l.mu.ops.pop()
-	c.svc.stmts.release(d.def)
+	c.svc.stmts.Release(d.def)
 	return true
 }
 
@@ -515,7 +517,7 @@ func (l *link) unnamedLocked(out []byte, s *server) []byte {
 	out = wire.AppendHeader(out, wire.MsgParse, len(c.mu.unnamedParse))
 	out = l.appendText(out, c.mu.unnamedParse)
 	l.mu.ops.push(op{kind: opParseInjected, unnamed: true})
-	l.mu.ls.injected(wire.MsgParse)
+	l.mu.ls.Injected(wire.MsgParse)
 	s.unnamedOwner, s.unnamedGen = c.id, c.mu.unnamedGen
 	return out
 }

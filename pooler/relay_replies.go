@@ -1,6 +1,7 @@
 package pooler
 
 import (
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -20,10 +21,10 @@ func (l *link) replyLocked(s *server) (swallow bool) {
 	}
 	popped := l.mu.ops.pop()
 	if popped.kind == opCloseInjected && popped.def != nil {
-		c.svc.stmts.release(popped.def)
+		c.svc.stmts.Release(popped.def)
 	}
 	if (popped.kind == opParse || popped.kind == opParseInjected) && popped.def != nil {
-		popped.def.validated.Store(true)
+		popped.def.MarkValidated()
 	}
 	return popped.kind == opParseInjected || popped.kind == opCloseInjected
 }
@@ -31,7 +32,7 @@ func (l *link) replyLocked(s *server) (swallow bool) {
 // errorLocked applies an ErrorResponse: the ops of the messages the server
 // will not answer are dropped and the caches undone. Those are the ones up
 // to the failed request's end: with skip (an extended-protocol message
-// failed, linkState.serverError), every message up to the next Sync,
+// failed, linkstate.State.ServerError), every message up to the next Sync,
 // Queries and FunctionCalls included; otherwise up to the Query,
 // FunctionCall or Sync that failed.
 //
@@ -54,8 +55,8 @@ func (l *link) errorLocked(s *server, skip bool) {
 }
 
 // consumedByCopyLocked applies a Parse, Close, Bind or Describe (typ) that
-// a COPY IN consumed as the error ending it (linkState.copyStarted): the
-// server never ran it, so its op goes and what it would have changed is
+// a COPY IN consumed as the error ending it (linkstate.State.CopyStarted):
+// the server never ran it, so its op goes and what it would have changed is
 // undone. Its op is the first op of its kind in the queue: the messages
 // between the COPY's start and it are COPY data and Syncs, whose ops are
 // gone.
@@ -91,10 +92,10 @@ func (l *link) undoLocked(s *server, d op, keepName bool) {
 			// Parse (prepareLocked): if that Close was skipped too, its
 			// undo put the stale copy back, which is still there (an
 			// older epoch than this Parse's).
-			if cp := s.stmts.copyOf(d.def); !d.reused && cp != nil && cp.epoch == d.epoch {
-				s.stmts.remove(c.svc.stmts, d.def)
+			if epoch, ok := s.stmts.CopyEpoch(d.def); !d.reused && ok && epoch == d.epoch {
+				s.stmts.Remove(c.svc.stmts, d.def)
 			}
-			if cs := c.mu.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.def == d.def {
+			if cs := c.mu.stmts[d.clientName]; d.clientName != "" && cs != nil && cs.Def == d.def {
 				if keepName {
 					c.unconfirmLocked(d.clientName)
 				} else {
@@ -108,17 +109,17 @@ func (l *link) undoLocked(s *server, d op, keepName bool) {
 		// prepared the name anew since.
 		if _, taken := c.mu.stmts[d.clientName]; !taken {
 			if c.mu.stmts == nil {
-				c.mu.stmts = map[string]*clientStmt{}
+				c.mu.stmts = map[string]*stmtcache.ClientStmt{}
 			}
 			c.mu.stmts[d.clientName] = d.name
 		} else {
-			c.svc.stmts.release(d.def)
+			c.svc.stmts.Release(d.def)
 		}
 	case opCloseInjected:
 		if d.def != nil {
 			// Skipped: the statement is still on the server, as it was.
-			s.stmts.add(c.svc.stmts, d.def, d.epoch)
-			c.svc.stmts.release(d.def)
+			s.stmts.Add(c.svc.stmts, d.def, d.epoch)
+			c.svc.stmts.Release(d.def)
 		}
 	}
 }
@@ -131,7 +132,7 @@ func (l *link) commandCompleteLocked(s *server, tag []byte) {
 	if t != "DISCARD ALL" && t != "DEALLOCATE ALL" {
 		return
 	}
-	s.stmts.clear(c.svc.stmts)
+	s.stmts.Clear(c.svc.stmts)
 	s.unnamedOwner = 0
 	if len(c.mu.discarded)+len(c.mu.stmts) > maxDiscarded {
 		c.mu.discarded = nil
@@ -155,19 +156,19 @@ const maxDiscarded = 4096
 
 // holdNameLocked gives the client the name for def (a Parse of it), at
 // def's current shape epoch: the client's description of it comes from a
-// server's copy parsed at that epoch or later (serverStmts.has).
-func (c *client) holdNameLocked(name string, def *stmtDef) {
+// server's copy parsed at that epoch or later (stmtcache.Cache.Has).
+func (c *client) holdNameLocked(name string, def *stmtcache.Def) {
 	if c.mu.stmts == nil {
-		c.mu.stmts = map[string]*clientStmt{}
+		c.mu.stmts = map[string]*stmtcache.ClientStmt{}
 	}
-	c.mu.stmts[name] = &clientStmt{def: def, epoch: def.epoch.Load()}
+	c.mu.stmts[name] = stmtcache.NewClientStmt(def)
 	delete(c.mu.unconfirmed, name)
 	delete(c.mu.discarded, name)
 }
 
 func (c *client) clearStmtsLocked() {
 	for name, cs := range c.mu.stmts {
-		c.svc.stmts.release(cs.def)
+		c.svc.stmts.Release(cs.Def)
 		delete(c.mu.stmts, name)
 	}
 	c.mu.unconfirmed = nil
@@ -177,7 +178,7 @@ func (c *client) clearStmtsLocked() {
 func (c *client) dropNameLocked(name string) {
 	if cs := c.mu.stmts[name]; cs != nil {
 		delete(c.mu.stmts, name)
-		c.svc.stmts.release(cs.def)
+		c.svc.stmts.Release(cs.Def)
 	}
 	delete(c.mu.unconfirmed, name)
 }

@@ -1,6 +1,9 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/wire"
+import (
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
 
 // Statements made stale by a migration (issue 32).
 //
@@ -16,15 +19,15 @@ import "github.com/pgturnstile/pgturnstile/wire"
 //
 // Now, when such an error answers a Bind or Describe of a statement the
 // pooler prepared, the statement's shape epoch is bumped
-// (serverStmts.markStale, stmtDef.epoch): every server's copy parsed before
+// (stmtcache.Cache.MarkStale, Def.Epoch): every server's copy parsed before
 // the bump is stale, and its next use on that server, by any client, closes
 // it and prepares it again (prepareLocked), so that a client which prepared
 // the text again does not meet the old plan on another server.
 //
 // Shape epochs also keep the other clients right. Each client's name
-// carries the epoch of the description it has (clientStmt): once another
-// client's use has prepared the server's statement again, a client whose
-// description is older would be sent rows of the new shape by a Bind,
+// carries the epoch of the description it has (stmtcache.ClientStmt): once
+// another client's use has prepared the server's statement again, a client
+// whose description is older would be sent rows of the new shape by a Bind,
 // Execute without a Describe, and could decode them wrongly (a column
 // dropped and added with another type under its name). Directly, its own
 // statement would fail with 0A000 until it prepared the text again; so a
@@ -83,8 +86,8 @@ type retryCapture struct {
 	// def is the mapped statement the request's first message names, and
 	// name the client's name for it, whose epoch a second run's Describe
 	// brings up to date.
-	def  *stmtDef
-	name *clientStmt
+	def  *stmtcache.Def
+	name *stmtcache.ClientStmt
 	// described: the request describes what it runs (a Describe of the
 	// portal after the Bind, or it is a Describe of the statement);
 	// statementOnly: it began with a Describe of the statement.
@@ -170,13 +173,13 @@ func (l *link) keepWholeLocked(typ byte, n int) bool {
 // the client's mapped statement cs as the server gets it: head, and for a
 // Bind the client's body from offset from (nil when the Bind was not held
 // whole: the copy ends). Called by the relay with c.mu held.
-func (l *link) keepFirstLocked(cs *clientStmt, describe bool, head, body []byte, from int) {
+func (l *link) keepFirstLocked(cs *stmtcache.ClientStmt, describe bool, head, body []byte, from int) {
 	r := &l.mu.retry
 	if (!describe && body == nil) || len(head)+len(body)-from > retryKeepLimit {
 		r.state = retryOff
 		return
 	}
-	r.def, r.name, r.statementOnly, r.described = cs.def, cs, describe, describe
+	r.def, r.name, r.statementOnly, r.described = cs.Def, cs, describe, describe
 	r.buf = append(r.buf[:0], head...)
 	if !describe {
 		r.buf = append(r.buf, body[from:]...)
@@ -206,12 +209,12 @@ func isStalePlan(s *server) bool {
 // when the error answers another message. replies: the extended messages
 // the server completed in the failing request before the error. Called by
 // the pump with c.mu held, before errorLocked pops the ops.
-func (l *link) staleLocked(s *server, replies int) *stmtDef {
+func (l *link) staleLocked(s *server, replies int) *stmtcache.Def {
 	o := l.mu.ops.peek()
 	if o == nil || (o.kind != opBind && o.kind != opDescribe) || o.def == nil || o.pos != replies {
 		return nil
 	}
-	s.stmts.markStale(o.def)
+	s.stmts.MarkStale(o.def)
 	return o.def
 }
 
@@ -226,23 +229,23 @@ func (l *link) staleLocked(s *server, replies int) *stmtDef {
 // Called by the pump with c.mu held, after errorLocked; it writes to the
 // server with c.mu held, so that serve, which records a message under c.mu
 // before it writes it, cannot write in between.
-func (l *link) retryLocked(s *server, def *stmtDef) bool {
+func (l *link) retryLocked(s *server, def *stmtcache.Def) bool {
 	c := l.c
 	r := &l.mu.retry
 	armed := r.state == retryArmed && r.def == def
 	r.state = retryOff
-	if !armed || c.gone.Load() || l.mu.writing || !s.stmts.holds(def) ||
-		l.mu.ls.sent.len() != 1 || l.mu.ls.sent.at(0) != wire.MsgSync {
+	if !armed || c.gone.Load() || l.mu.writing || !s.stmts.Holds(def) ||
+		!l.mu.ls.AwaitsOnlySync() {
 		return false
 	}
 	out := l.prepareLocked(r.out[:0], s, def, opParseInjected, "")
 	// The second run's Describe tells the client the shape of the copy
 	// just parsed: its reply brings the client's name up to that epoch
 	// (replyOpLocked). An error before it leaves the name as it was.
-	epoch := s.stmts.copyOf(def).epoch
+	epoch, _ := s.stmts.CopyEpoch(def) // held: checked above
 	for b := r.buf; len(b) >= 5; {
 		typ, n := b[0], 1+int(uint32(b[1])<<24|uint32(b[2])<<16|uint32(b[3])<<8|uint32(b[4]))
-		l.mu.ls.fromClient(typ)
+		l.mu.ls.FromClient(typ)
 		switch typ {
 		case wire.MsgBind:
 			l.pushReplyOpLocked(opBind, def)

@@ -40,7 +40,7 @@ func (l *link) keepSkippedParse(body []byte) {
 	if _, held := c.mu.stmts[name]; held {
 		return
 	}
-	def := c.svc.stmts.acquire(string(query), types, c.svc.settings().PreparedStatementBudget)
+	def := c.svc.stmts.Acquire(string(query), types, c.svc.settings().PreparedStatementBudget)
 	if def == nil {
 		return // over prepared_statement_budget: a later Bind finds no name
 	}
@@ -88,7 +88,7 @@ func (l *link) answerClose() error {
 		c.mu.Lock()
 		if cs := c.mu.stmts[string(name)]; cs != nil {
 			delete(c.mu.stmts, string(name))
-			c.svc.stmts.release(cs.def)
+			c.svc.stmts.Release(cs.Def)
 		}
 		c.mu.Unlock()
 	}
@@ -124,7 +124,7 @@ func (l *link) answerParse(bodyLen int) (bool, error) {
 		c.logStmtRefusal("prepared statement '"+name+"' was already prepared", errStmtExists)
 		return true, c.r.Skip()
 	}
-	def := c.svc.stmts.lookupValidated(string(query), types)
+	def := c.svc.stmts.LookupValidated(string(query), types)
 	if def == nil {
 		c.mu.Unlock()
 		return false, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -83,7 +84,7 @@ func (c *client) startLoop(afterLogin bool) loopVars {
 		// request.
 		c.mu.parkedSrv = nil
 		c.mu.link.linkSrvLocked(s)
-		c.mu.link.mu.ls.reset()
+		c.mu.link.mu.ls.Reset()
 		c.setStateLocked(clientActive)
 	} else {
 		c.setStateLocked(clientIdle)
@@ -309,7 +310,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		return routed{}, stepNext
 	}
 	l.mu.skipToSync = false
-	if l.mu.ls.feeding && !isCopyInput(typ) {
+	if l.mu.ls.BreaksCopy(typ) {
 		// Postgres would end the COPY with an error over it and consume
 		// it; what the client's later messages then get depends on how
 		// far the server had read.
@@ -422,17 +423,17 @@ func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
 // on as it is.
 func (l *link) recordLocked(typ byte, n int) (mapped bool) {
 	c := l.c
-	ignored := l.mu.ls.feeding // a Sync or Flush the server ignores in COPY IN
-	first := l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle && !ignored
-	if l.mu.ls.idle() {
+	ignored := l.mu.ls.Feeding() // a Sync or Flush the server ignores in COPY IN
+	first := l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle && !ignored
+	if l.mu.ls.Idle() {
 		// The first request after an idle point starts a query (and a
 		// transaction when none is open).
 		c.mu.queryStart = c.svc.clock.Now()
-		if l.mu.ls.txStatus == wire.TxIdle {
+		if l.mu.ls.TxStatus() == wire.TxIdle {
 			l.mu.xactStart = c.mu.queryStart
 		}
 	}
-	l.mu.ls.fromClient(typ)
+	l.mu.ls.FromClient(typ)
 	l.serve.recvBytes += int64(n) + 5
 	if c.tracking {
 		if first || l.mu.retry.state != retryOff {
@@ -522,7 +523,7 @@ func (l *link) relayQuery(bodyLen int, s *server) error {
 	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
 		name, ok = deallocateTarget(pre)
 	}
-	var cs *clientStmt
+	var cs *stmtcache.ClientStmt
 	if ok {
 		cs = c.mu.stmts[name]
 	}
@@ -537,7 +538,7 @@ func (l *link) relayQuery(bodyLen int, s *server) error {
 	// query is accepted as Postgres would; an error gives it back
 	// (errorLocked). The definition's reference is held by the op.
 	delete(c.mu.stmts, name)
-	l.mu.ops.push(op{kind: opDeallocate, def: cs.def, clientName: name, name: cs})
+	l.mu.ops.push(op{kind: opDeallocate, def: cs.Def, clientName: name, name: cs})
 	l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
 	c.mu.Unlock()
 	if err := c.r.Skip(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/internal/sockopt"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -124,7 +125,7 @@ type server struct {
 
 	// stmts are the mapped prepared statements this server has; owned by
 	// whoever holds the server, like w.
-	stmts serverStmts
+	stmts stmtcache.Cache
 	// unnamedOwner and unnamedGen say whose unnamed statement (and which
 	// of its versions) the server holds; guarded by the holder's client.mu.
 	unnamedOwner uint64 // client id; 0 = none known

@@ -17,6 +17,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/changesignal"
 	"github.com/pgturnstile/pgturnstile/internal/connlimit"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -70,7 +71,7 @@ type Service struct {
 	caps clientCaps
 
 	// stmts is the pooler-wide registry of mapped prepared statements.
-	stmts *stmtRegistry
+	stmts *stmtcache.Registry
 	// held bounds the bytes of client messages held whole at once, all
 	// clients together (held_message_budget); every client reader
 	// reserves in it.
@@ -183,7 +184,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		dbLimits:   map[string]*limiter{},
 		userLimits: map[string]*limiter{},
 		cancels:    map[[8]byte]*client{},
-		stmts:      newStmtRegistry(),
+		stmts:      stmtcache.NewRegistry(),
 		held:       wire.NewBudget(int64(cfg.Settings.HeldMessageBudget)),
 
 		dbStates:      map[string]*dbState{},
@@ -428,7 +429,7 @@ func (s *Service) cancel(key [8]byte) {
 	srv := c.mu.link.mu.srv
 	// A replication client's requests are relayed unread: its server
 	// gets every cancel (replication.go).
-	if srv == nil || c.mu.link.mu.ls.outstanding == 0 && c.repl == replNone {
+	if srv == nil || c.mu.link.mu.ls.Outstanding() == 0 && c.repl == replNone {
 		c.mu.Unlock()
 		return
 	}

@@ -557,7 +557,7 @@ func fuzzSessionSeeds() [][]byte {
 		// Postgres skips a Query or FunctionCall after an error until
 		// Sync (ignore_till_sync), ignores Sync during COPY FROM STDIN and
 		// consumes any other message then as the error that ends the COPY
-		// (linkState): each of these once left the link waiting for a
+		// (linkstate.State): each of these once left the link waiting for a
 		// ReadyForQuery that never came, or matched replies to the wrong
 		// ops.
 		seedOf(seedTx, 0, 0, sdParse(1, sQ(5)), sdQuery(sQ(0)), sdSync()),

@@ -12,6 +12,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/internal/listener"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 )
 
@@ -177,8 +178,8 @@ func (srv *server) fdRow() admin.FD {
 	st := takeover.State{Key: hex.EncodeToString(srv.cancelKey), PID: srv.pid, Params: srv.params,
 		Connected: srv.created, Endpoint: srv.ep.address,
 		Unreported: srv.unreported, UnreportedDirty: srv.unreportedDirty}
-	for _, d := range srv.stmts.defs() {
-		st.Stmts = append(st.Stmts, takeover.Stmt{Name: d.name, Query: d.query, Types: d.types})
+	for _, d := range srv.stmts.Defs() {
+		st.Stmts = append(st.Stmts, takeover.Stmt{Name: d.Name, Query: d.Query, Types: d.Types})
 	}
 	r.State = takeover.Marshal(st)
 	return r
@@ -234,8 +235,8 @@ func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 }
 
 // movedClientStmt is the moved form of the client's name for cs.
-func movedClientStmt(name string, cs *clientStmt) takeover.Stmt {
-	return takeover.Stmt{Name: name, Query: cs.def.query, Types: cs.def.types, Stale: !cs.current()}
+func movedClientStmt(name string, cs *stmtcache.ClientStmt) takeover.Stmt {
+	return takeover.Stmt{Name: name, Query: cs.Def.Query, Types: cs.Def.Types, Stale: !cs.Current()}
 }
 
 // HandOver lets go of the clients and listeners a SHOW FDS passed to the
@@ -327,7 +328,7 @@ func (p *serverPool) handOverServer(srv *server) {
 	delete(p.servers, srv)
 	p.mu.Unlock()
 	srv.conn.Close()
-	srv.stmts.clear(p.svc.stmts)
+	srv.stmts.Clear(p.svc.stmts)
 	p.dbLimit.Give()
 	p.userLimit.Give()
 	p.svc.changes.Notify()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -149,7 +150,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	c.mu.Lock()
 	for _, ms := range st.Stmts {
 		if c.mu.stmts == nil {
-			c.mu.stmts = map[string]*clientStmt{}
+			c.mu.stmts = map[string]*stmtcache.ClientStmt{}
 		}
 		c.mu.stmts[ms.Name] = adoptClientStmt(s.stmts, ms)
 	}
@@ -228,9 +229,9 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	srv.noteAppName(srv.params["application_name"])
 	srv.created, srv.lastUsed = m.State.Connected, s.clock.Now()
 	for _, ms := range m.State.Stmts {
-		d := s.stmts.adoptNamed(ms.Name, ms.Query, ms.Types)
-		srv.stmts.add(s.stmts, d, d.epoch.Load())
-		s.stmts.release(d)
+		d := s.stmts.AdoptNamed(ms.Name, ms.Query, ms.Types)
+		srv.stmts.Add(s.stmts, d, d.Epoch())
+		s.stmts.Release(d)
 	}
 	if m.Link != 0 {
 		// Its client's session goes on here: what it SET is not known,
@@ -278,11 +279,11 @@ func (s *Service) checkHandover() error {
 // its definition's, which is bumped past it if need be: the other names
 // and server copies of the text adopted at that epoch go stale too, which
 // costs them a 0A000 or a prepare again, never a wrong shape.
-func adoptClientStmt(reg *stmtRegistry, ms takeover.Stmt) *clientStmt {
-	d := reg.acquire(ms.Query, ms.Types, 0)
-	cs := &clientStmt{def: d, epoch: d.epoch.Load()}
+func adoptClientStmt(reg *stmtcache.Registry, ms takeover.Stmt) *stmtcache.ClientStmt {
+	d := reg.Acquire(ms.Query, ms.Types, 0)
+	cs := stmtcache.NewClientStmt(d)
 	if ms.Stale {
-		d.bumpEpoch(cs.epoch)
+		d.BumpEpoch(cs.Epoch)
 	}
 	return cs
 }

@@ -1,22 +1,34 @@
 package pooler
 
-import "testing"
+import (
+	"testing"
 
-// TestAdoptNamedKeepsNames: statements a server taken over has keep their
-// names, and the registry's next name comes after them.
-func TestAdoptNamedKeepsNames(t *testing.T) {
-	r := newStmtRegistry()
-	d := r.adoptNamed("PGTS_41", "SELECT 1", nil)
-	if d.name != "PGTS_41" || !d.validated.Load() {
-		t.Fatalf("adopted %q validated=%v", d.name, d.validated.Load())
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
+	"github.com/pgturnstile/pgturnstile/internal/takeover"
+)
+
+// Online restart: a client's name whose description is older than its
+// statement's shape stays refused in the new process; a current one stays
+// current.
+func TestMovedClientStmtKeepsStale(t *testing.T) {
+	old := stmtcache.NewRegistry()
+	d := old.Acquire("SELECT * FROM t", nil, 0)
+	stale := stmtcache.NewClientStmt(d)
+	d.BumpEpoch(0)
+	fresh := stmtcache.NewClientStmt(d)
+
+	r := stmtcache.NewRegistry()
+	a := adoptClientStmt(r, movedClientStmt("fresh", fresh))
+	if !a.Current() {
+		t.Fatal("a current name came over stale")
 	}
-	if again := r.adoptNamed("PGTS_41", "SELECT 1", nil); again != d {
-		t.Error("the same statement adopted twice made two definitions")
+	b := adoptClientStmt(r, movedClientStmt("stale", stale))
+	if b.Current() || b.Def != a.Def {
+		t.Fatal("a stale name came over current")
 	}
-	if n := r.acquire("SELECT 2", nil, 0); n.name != "PGTS_42" {
-		t.Errorf("next name = %q, want PGTS_42", n.name)
-	}
-	if same := r.acquire("SELECT 1", nil, 0); same != d {
-		t.Error("a client's Parse of the adopted text made a new definition")
+	// The same from a process that does not say (an older one).
+	c := adoptClientStmt(r, takeover.Stmt{Name: "s", Query: "SELECT 2"})
+	if !c.Current() {
+		t.Fatal("a name without stale came over stale")
 	}
 }

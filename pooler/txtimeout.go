@@ -23,7 +23,7 @@ import (
 // outside a transaction. Called with c.mu held.
 func (c *client) txRemainingLocked(st *config.Settings) (time.Duration, bool) {
 	l := c.mu.link
-	if st.TransactionTimeout <= 0 || l.mu.srv == nil || (l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle) {
+	if st.TransactionTimeout <= 0 || l.mu.srv == nil || (l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle) {
 		return 0, false
 	}
 	return st.TransactionTimeout - c.svc.clock.Since(l.mu.xactStart), true

@@ -147,7 +147,7 @@ var codes = map[Code]codeInfo{
 	StatementDiscarded: {"ERROR", "26000", `prepared statement "%s" does not exist`},
 	// Postgres's own for a statement whose result a migration changed
 	// since the client described it (a client's name older than its
-	// statement's shape epoch, pooler/prepared.go): drivers prepare again
+	// statement's shape epoch, internal/stmtcache): drivers prepare again
 	// on it.
 	StalePlan: {"ERROR", "0A000", "cached plan must not change result type"},
 	// auth_query found no row for a user under trust.
