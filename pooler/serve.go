@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -134,7 +135,7 @@ func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
 		lv.msgArmed = true
 		if err := c.awaitMessage(lv.st, n); err != nil {
 			if isTimeout(err) {
-				c.closeBadInput(newError(CodeClientMessageTimeout), "")
+				c.closeBadInput(pgerror.New(pgerror.ClientMessageTimeout), "")
 			} else {
 				c.leave(err)
 			}
@@ -153,15 +154,15 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 		// Checked on the header alone: the body is not read (a startup
 		// packet sent again reads as type 0 with a length of its own).
 		// Never forwarded: Postgres would end its backend over it.
-		c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+		c.closeBadInput(pgerror.New(pgerror.UnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
 	case n > largeMessageLimit || n > c.smallLimit(typ) && isSmallMessage(typ):
 		// Postgres ends its backend over such a message; refused from
 		// the header, as Postgres does, before any is read.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
+		c.closeBadInput(pgerror.New(pgerror.InvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
 	case typ == wire.MsgQuery && st.DisablePQExec:
 		// disable_pqexec: a simple Query may carry several statements,
 		// which some SQL injections rely on.
-		c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
+		c.closeBadInput(pgerror.New(pgerror.PQExecDisallowed), "client used \"Query\" packet type")
 	case typ == wire.MsgTerminate:
 		c.r.Skip()
 		c.leave(nil)
@@ -273,7 +274,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.mu.Unlock()
 		handled, err := l.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {
-			c.closeBadInput(newError(CodeHeldMessageBudget), "")
+			c.closeBadInput(pgerror.New(pgerror.HeldMessageBudget), "")
 			return routed{}, stepEnd
 		}
 		if err != nil {
@@ -314,7 +315,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		// it; what the client's later messages then get depends on how
 		// far the server had read.
 		c.mu.Unlock()
-		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+		c.closeBadInput(pgerror.New(pgerror.CopyUnexpectedMessage, typ), "")
 		return routed{}, stepEnd
 	}
 	r := routed{s: s, mapped: l.recordLocked(typ, n)}
