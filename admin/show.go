@@ -204,20 +204,8 @@ func totalsRows(con Console) [][]value {
 	var tot, avg Counters
 	var xactW, queryW, waitW int64
 	for _, s := range con.Stats() {
-		t, a := &s.Total, &s.Average
-		tot.ServerAssignmentCount += t.ServerAssignmentCount
-		tot.XactCount += t.XactCount
-		tot.QueryCount += t.QueryCount
-		tot.Received += t.Received
-		tot.Sent += t.Sent
-		tot.XactTime += t.XactTime
-		tot.QueryTime += t.QueryTime
-		tot.WaitTime += t.WaitTime
-		tot.ClientParseCount += t.ClientParseCount
-		tot.ServerParseCount += t.ServerParseCount
-		tot.BindCount += t.BindCount
-		tot.ClientLoginCount += t.ClientLoginCount
-
+		a := &s.Average
+		tot = tot.Add(s.Total)
 		avg.ServerAssignmentCount += a.ServerAssignmentCount
 		avg.XactCount += a.XactCount
 		avg.QueryCount += a.QueryCount

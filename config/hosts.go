@@ -34,6 +34,19 @@ func (d *Database) Endpoints() []Endpoint {
 // then load_balance_hosts applies and SHOW DATABASES / POOLS show it.
 func (d *Database) HostList() bool { return strings.Contains(d.Host, ",") }
 
+// LoadBalance is the load_balance_hosts SHOW DATABASES and SHOW POOLS
+// list: set only for a host list ("" otherwise, PgBouncer's NULL),
+// round-robin unless the entry says disable.
+func (d *Database) LoadBalance() string {
+	if !d.HostList() {
+		return ""
+	}
+	if d.LoadBalanceHosts == "" {
+		return "round-robin"
+	}
+	return d.LoadBalanceHosts
+}
+
 // checkHosts refuses a host list with an empty member (libpq would dial
 // the default) and a port list whose length is not the host list's.
 func checkHosts(d *Database) error {

@@ -28,6 +28,13 @@ each = host=a,b port=5433,5434 target_session_attrs=prefer-standby
 	if c.Databases["one"].HostList() || !c.Databases["shared"].HostList() {
 		t.Error("HostList wrong")
 	}
+	// load_balance_hosts as SHOW lists it: only for a host list, its
+	// default spelled out.
+	for name, want := range map[string]string{"one": "", "shared": "disable", "each": "round-robin"} {
+		if got := c.Databases[name].LoadBalance(); got != want {
+			t.Errorf("%s: LoadBalance %q, want %q", name, got, want)
+		}
+	}
 	if len(c.Warnings) != 0 {
 		t.Errorf("warnings: %v", c.Warnings)
 	}

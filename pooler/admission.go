@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,13 +42,9 @@ func loadAdmission(st *config.Settings) (*admissionPolicy, error) {
 	if st.AdmissionFile == "" {
 		return nil, nil
 	}
-	raw, err := config.LoadAdmission(st.AdmissionFile)
+	pol, err := classify.Load(st.AdmissionFile)
 	if err != nil {
 		return nil, err
-	}
-	pol, err := classify.New(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", st.AdmissionFile, err)
 	}
 	return &admissionPolicy{file: st.AdmissionFile, policy: pol}, nil
 }
@@ -313,22 +307,7 @@ func (c *client) appendOptionNotices(out []byte) []byte {
 	}
 	pol := ap.policy
 	for _, is := range pol.OptionIssues(c.user, c.dbName, c.params["application_name"], c.adm.opts) {
-		var msg, detail string
-		switch is.Reason {
-		case classify.IssueUnknownKey:
-			msg = "unknown admission option pgturnstile." + is.Key + " ignored"
-			keys := append([]string{"priority", "category"}, pol.Tree().Levels()...)
-			detail = "The keys are " + strings.Join(keys, ", ") + "."
-		case classify.IssueBadPriority:
-			msg = "admission option pgturnstile.priority=" + is.Value + " names no priority, ignored"
-			names := make([]string, pol.Tiers())
-			for i := range names {
-				names[i] = pol.PriorityName(i)
-			}
-			detail = "The priorities are " + strings.Join(names, ", ") + "."
-		case classify.IssueClampedPriority:
-			msg = "admission priority " + is.Value + " is above the allowed " + is.Max + ", lowered to " + is.Max
-		}
+		msg, detail := pol.OptionNotice(is)
 		out = wire.AppendErrorResponse(out, wire.MsgNoticeResponse, "NOTICE", "00000", msg, detail, "")
 		labels := ""
 		if c.pool != nil {
@@ -360,24 +339,9 @@ func (c *client) shed(typ byte, ap *admissionPolicy, e *admission.ShedError) err
 		return err
 	}
 	pol := ap.policy
-	detail := "reason=" + e.Reason.String() +
-		" priority=" + pol.PriorityName(e.Class.Priority) +
-		" category=" + categoryLabel(pol, e.Class.Leaf) +
-		" waited_ms=" + strconv.FormatInt(e.Waited.Milliseconds(), 10) +
-		" retry_after_ms=" + strconv.FormatInt(e.RetryAfter.Milliseconds(), 10)
 	out := wire.AppendErrorResponse(c.scratch[:0], wire.MsgErrorResponse, "ERROR", pol.ShedSQLState(),
-		"pgturnstile: transaction rejected by admission control (overloaded)", detail,
-		"The database is shedding load; retry after a randomized backoff.")
+		classify.ShedMessage, pol.ShedDetail(e), classify.ShedHint)
 	return c.refuse(typ, out)
-}
-
-// categoryLabel is a leaf's path for DETAIL and metrics ("default" for the
-// single-leaf tree).
-func categoryLabel(pol *classify.Policy, leaf admission.LeafID) string {
-	if p := pol.Tree().LeafPath(leaf); p != "" {
-		return p
-	}
-	return "default"
 }
 
 // admissionCounters caches the decision counters: label formatting stays
@@ -410,7 +374,7 @@ func (l *link) countAdmission(ap *admissionPolicy, class admission.Class, outcom
 	v, ok := in.decisions.Load(k)
 	if !ok {
 		name := fmt.Sprintf(`pgturnstile_admission_decisions_total{%s,priority="%s",category="%s",outcome="%s"}`,
-			p.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(categoryLabel(ap.policy, class.Leaf)), outcome)
+			p.metrics.labels, labelValue(ap.policy.PriorityName(class.Priority)), labelValue(ap.policy.CategoryLabel(class.Leaf)), outcome)
 		v, _ = in.decisions.LoadOrStore(k, c.svc.metrics.GetOrCreateCounter(name))
 	}
 	v.(*metrics.Counter).Inc()
@@ -444,32 +408,7 @@ func (v consoleView) Admission() []admin.AdmissionRow {
 		if pg == nil || pg.policy != ap {
 			continue
 		}
-		snap := pg.gate.Snapshot()
-		base := admin.AdmissionRow{Database: p.key.db, User: p.key.user}
-		row := base
-		row.Kind, row.Capacity, row.InUse, row.Waiting = "pool", snap.Capacity, snap.InUse, snap.Waiting
-		row.Busy, row.InUseSeconds, row.CapacitySeconds = snap.Busy, snap.InUseSeconds, snap.CapacitySeconds
-		out = append(out, row)
-		for _, t := range snap.Tiers {
-			row := base
-			row.Kind, row.Name = "tier", ap.policy.PriorityName(t.Priority)
-			row.InUse, row.Waiting, row.Debt, row.Mode = t.InUse, t.Waiting, t.Debt, "fifo"
-			if t.LIFO {
-				row.Mode = "lifo"
-			}
-			row.Granted, row.Shed = t.Granted, t.Shed
-			row.Demand, row.Allowed = t.Demand, t.Allowed
-			out = append(out, row)
-		}
-		for _, n := range snap.Nodes {
-			row := base
-			row.Kind, row.Name = "node", n.Path
-			if row.Name == "" {
-				row.Name = "/"
-			}
-			row.InUse, row.Waiting, row.Weight, row.Ceiling, row.Alloc = n.InUse, n.Waiting, n.Weight, n.Ceiling, n.Alloc
-			out = append(out, row)
-		}
+		out = append(out, admin.AdmissionRows(p.key.db, p.key.user, pg.gate.Snapshot(), ap.policy.PriorityName)...)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 	"github.com/pgturnstile/pgturnstile/shard"
 )
 
@@ -16,9 +17,8 @@ import (
 
 // securityState is derived from the auth and TLS settings at (re)load.
 type securityState struct {
-	appliedTLS           // the TLS in force (tlsstate.go)
-	tlsWant    tlsWanted // the TLS settings last given, applied or not
-	hba        *auth.HBA // auth_type=hba
+	tlsset.State           // the TLS in force, the settings last given
+	hba          *auth.HBA // auth_type=hba
 }
 
 // generation is one configuration in force: everything derive computes
@@ -54,18 +54,19 @@ type derivedState struct {
 	dropUsers map[string]*config.User
 	dropPools map[string]*config.Pool
 	// tlsNotApplied is set when the TLS settings did not load and the
-	// TLS in force was kept (deriveTLS).
+	// TLS in force was kept (tlsset.Derive).
 	tlsNotApplied error
 }
 
 // Apply swaps in a new configuration and re-reads auth_file, the HBA file
 // and the TLS files. Nothing changes unless auth_file and the HBA file
 // load: a bad file leaves the running configuration as it was. TLS
-// settings that do not load are kept but not applied (tlsstate.go): the
-// rest is swapped in and Apply returns a *tlsNotAppliedError, except at
-// start, where they are an error like the others. Existing pools keep their
-// servers; their limits follow the new configuration (servers over a
-// lowered limit are closed: idle ones at once, busy ones when released).
+// settings that do not load are kept but not applied (internal/tlsset):
+// the rest is swapped in and Apply returns a *tlsset.NotAppliedError,
+// except at start, where they are an error like the others. Existing pools
+// keep their servers; their limits follow the new configuration (servers
+// over a lowered limit are closed: idle ones at once, busy ones when
+// released).
 //
 // Runtime overrides (SET USER, SET POOL) are laid over cfg. fromFile says
 // cfg was just read from the file (start, RELOAD, SIGHUP): then, as in
@@ -119,7 +120,11 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 	}
 	sec := &securityState{}
 	var tlsWarnings []string
-	sec.appliedTLS, sec.tlsWant, tlsWarnings, next.tlsNotApplied, err = deriveTLS(cur.security(), cfg, fromFile)
+	var curTLS *tlsset.State
+	if cs := cur.security(); cs != nil {
+		curTLS = &cs.State
+	}
+	sec.State, tlsWarnings, next.tlsNotApplied, err = tlsset.Derive(curTLS, cfg, fromFile)
 	warnings = append(warnings, tlsWarnings...)
 	if err != nil {
 		return nil, warnings, err
@@ -198,7 +203,7 @@ func (s *Service) swap(next *derivedState) {
 	// loggedIn compares each new server's TLS settings with the
 	// generation's, so a login that started under the old ones is
 	// closed.
-	tlsChanged := old != nil && serverTLSChanged(old.sec.serverTLS, gen.sec.serverTLS)
+	tlsChanged := old != nil && tlsset.ServerChanged(old.sec.ServerTLS, gen.sec.ServerTLS)
 	if old != nil && (old.cfg.Settings.TCPDeferAccept != 0) != (st.TCPDeferAccept != 0) {
 		s.applyDeferAccept(st.TCPDeferAccept != 0)
 	}
@@ -236,8 +241,8 @@ func (s *Service) swap(next *derivedState) {
 		p.closed = poolClosed(cfg, db, p.key.user)
 		p.syncGateLocked()
 		p.mu.Unlock()
-		p.dbLimit.setMax(p.eff.MaxDBConnections)
-		p.userLimit.setMax(p.eff.MaxUserConnections)
+		p.dbLimit.SetMax(p.eff.MaxDBConnections)
+		p.userLimit.SetMax(p.eff.MaxUserConnections)
 	}
 	now := s.clock.Now()
 	for _, p := range retargeted {
@@ -282,14 +287,6 @@ func (s *Service) createForcedPools(cfg *config.Config) {
 		}
 		s.unpin(p)
 	}
-}
-
-// serverTLSChanged says whether servers connected with server_tls_* a
-// must reconnect under b: any setting changed, unless TLS is off under
-// both (PgBouncer's rule: then no connection used any of them).
-func serverTLSChanged(a, b auth.TLSSettings) bool {
-	off := func(t auth.TLSSettings) bool { return t.Mode == "" || t.Mode == auth.TLSDisable }
-	return a != b && !(off(a) && off(b))
 }
 
 // poolClosed: the fork's pool_size=0 for a pool in [pools] / SET POOL.

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // clientCaps counts client connections by database and by login user, for
@@ -109,7 +110,7 @@ func (c *client) checkDBClients(cfg *config.Config, db *config.Database) error {
 		return nil
 	}
 	c.debugf("set_pool: db '%s' full (%d >= %d)", c.dbName, n, max)
-	return newError(CodeMaxDBClientConns)
+	return pgerror.New(pgerror.MaxDBClientConns)
 }
 
 // checkUserClients counts the client in its login user (user) and refuses it
@@ -134,7 +135,7 @@ func (c *client) checkUserClients(cfg *config.Config, user string) error {
 		return nil
 	}
 	c.debugf("set_pool: user '%s' full (%d >= %d)", user, n, max)
-	return newError(CodeMaxUserClientConns)
+	return pgerror.New(pgerror.MaxUserClientConns)
 }
 
 // capsExempt: an admin_users user logging in to the admin console.

@@ -9,7 +9,9 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -77,18 +79,18 @@ func (c *client) fail(err error) {
 	if errors.Is(err, errSilent) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		return
 	}
-	var pe *Error
+	var pe *pgerror.Error
 	var ae *auth.Error
 	var pge *auth.ServerError
 	var se *wire.StartupError
 	switch {
 	case errors.As(err, &pe):
 	case errors.As(err, &ae):
-		pe = &Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
+		pe = &pgerror.Error{Severity: "FATAL", SQLState: ae.SQLState, Message: ae.Message}
 	case errors.As(err, &pge):
 		// A server's own error during login is forwarded as is; one
 		// without a SQLSTATE (a broken or hostile server) gets 08P01.
-		pe = &Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
+		pe = &pgerror.Error{Severity: "FATAL", SQLState: pge.Fields.Code, Message: pge.Fields.Message}
 		if pe.SQLState == "" {
 			pe.SQLState = "08P01"
 		}
@@ -96,13 +98,13 @@ func (c *client) fail(err error) {
 			pe.Message = "server login failed"
 		}
 	case errors.As(err, &se):
-		pe = &Error{Code: CodeBadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
+		pe = &pgerror.Error{Code: pgerror.BadPacket, Severity: "FATAL", SQLState: "08P01", Message: se.Message}
 	case errors.Is(err, wire.ErrMessageTooLarge):
-		pe = newError(CodePacketTooLarge)
+		pe = pgerror.New(pgerror.PacketTooLarge)
 	case errors.Is(err, wire.ErrBadLength):
-		pe = newError(CodeBadPacket)
+		pe = pgerror.New(pgerror.BadPacket)
 	case isTimeout(err):
-		pe = newError(CodeClientLoginTimeout)
+		pe = pgerror.New(pgerror.ClientLoginTimeout)
 	default:
 		// Go's error strings (addresses, ports, system errors) are for
 		// the log only. A failure of the client's own connection gets
@@ -111,7 +113,7 @@ func (c *client) fail(err error) {
 		if isConnError(err) {
 			return
 		}
-		pe = newError(CodeServerConnectFailed, loginReason(err))
+		pe = pgerror.New(pgerror.ServerConnectFailed, loginfail.Reason(err))
 	}
 	if c.svc.settings().LogPoolerErrors {
 		c.logger().Warn("pooler error: " + pe.Message)
@@ -122,7 +124,7 @@ func (c *client) fail(err error) {
 		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(c.scratch[:0], pe))
+	c.w.Write(pgerror.Append(c.scratch[:0], pe))
 	c.w.Flush()
 }
 
@@ -143,7 +145,7 @@ func (c *client) leave(err error) {
 // message went to a server), else the client left.
 func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
 	if msgArmed && st.ClientMessageTimeout > 0 && isTimeout(err) {
-		c.closeBadInput(newError(CodeClientMessageTimeout), "")
+		c.closeBadInput(pgerror.New(pgerror.ClientMessageTimeout), "")
 		return
 	}
 	c.leave(err)
@@ -157,7 +159,7 @@ func (c *client) leaveOrTimeout(err error, msgArmed bool, st *config.Settings) {
 // nothing else writes to it: at once when serve owns its writer, else once
 // the pump has seen the client go (link.mu.pumpFreed), while it drains on.
 // detail, when set, is logged.
-func (c *client) closeBadInput(e *Error, detail string) {
+func (c *client) closeBadInput(e *pgerror.Error, detail string) {
 	if detail != "" {
 		c.logger().Warn(detail)
 	}
@@ -196,9 +198,9 @@ func (c *client) readFailed(st *config.Settings, err error) loopStep {
 	case errors.Is(err, wire.ErrMessageTooLarge):
 		// Refused on its header: nothing of it reached the server, which
 		// stays clean.
-		c.closeBadInput(newError(CodePacketTooLarge), "")
+		c.closeBadInput(pgerror.New(pgerror.PacketTooLarge), "")
 	case errors.Is(err, wire.ErrBadLength):
-		c.closeBadInput(newError(CodeBadPacket), "")
+		c.closeBadInput(pgerror.New(pgerror.BadPacket), "")
 	default:
 		c.leave(err)
 	}
@@ -221,18 +223,18 @@ func (l *link) forwardFailed(lv *loopVars, s *server, err error) loopStep {
 		// A message larger than the read buffer stalled midway: the
 		// server has part of it and cannot be brought back clean.
 		l.unlinkAndClose("client_message_timeout")
-		c.fail(newError(CodeClientMessageTimeout))
+		c.fail(pgerror.New(pgerror.ClientMessageTimeout))
 		return stepEnd
 	}
 	if errors.Is(err, wire.ErrBudgetExceeded) {
 		// Nothing of the message was passed on: the server goes back
 		// clean.
-		c.closeBadInput(newError(CodeHeldMessageBudget), "")
+		c.closeBadInput(pgerror.New(pgerror.HeldMessageBudget), "")
 		return stepEnd
 	}
 	if errors.Is(err, errUnmappedTooLong) {
 		// Read whole, nothing of it passed on, as Postgres refuses it.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
+		c.closeBadInput(pgerror.New(pgerror.InvalidMessageLength), fmt.Sprintf("Describe or Close over %d bytes naming no mapped statement", smallMessageLimit))
 		return stepEnd
 	}
 	c.leave(err)
@@ -271,15 +273,15 @@ func (c *client) clientTimedOut(st *config.Settings) bool {
 	c.mu.Unlock()
 	switch {
 	case !linked && st.ClientIdleTimeout > 0:
-		c.fail(newError(CodeClientIdleTimeout))
+		c.fail(pgerror.New(pgerror.ClientIdleTimeout))
 		return true
 	case txTimed && txLeft <= 0:
 		c.mu.link.unlinkAndClose("transaction timeout")
-		c.fail(newError(CodeTransactionTimeout))
+		c.fail(pgerror.New(pgerror.TransactionTimeout))
 		return true
 	case idleInTx && st.IdleTransactionTimeout > 0:
 		c.mu.link.unlinkAndClose("idle transaction timeout")
-		c.fail(newError(CodeIdleTransactionTimeout))
+		c.fail(pgerror.New(pgerror.IdleTransactionTimeout))
 		return true
 	}
 	return false
@@ -328,15 +330,15 @@ func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 		// Checked on the header alone: the body is not read (a startup
 		// packet sent again reads as type 0 with a length of its own).
 		// Never forwarded: Postgres would end its backend over it.
-		c.closeBadInput(newError(CodeUnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
+		c.closeBadInput(pgerror.New(pgerror.UnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
 	case n > largeMessageLimit || n > c.smallLimit(typ) && isSmallMessage(typ):
 		// Postgres ends its backend over such a message; refused from
 		// the header, as Postgres does, before any is read.
-		c.closeBadInput(newError(CodeInvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
+		c.closeBadInput(pgerror.New(pgerror.InvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
 	case typ == wire.MsgQuery && st.DisablePQExec:
 		// disable_pqexec: a simple Query may carry several statements,
 		// which some SQL injections rely on.
-		c.closeBadInput(newError(CodePQExecDisallowed), "client used \"Query\" packet type")
+		c.closeBadInput(pgerror.New(pgerror.PQExecDisallowed), "client used \"Query\" packet type")
 	case typ == wire.MsgTerminate:
 		c.r.Skip()
 		c.leave(nil)

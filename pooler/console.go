@@ -104,7 +104,7 @@ func (v consoleView) Pools() []admin.Pool {
 			SvIdle:           len(p.idle),
 			SvLogin:          p.connecting,
 			PoolMode:         p.eff.PoolMode.String(),
-			LoadBalanceHosts: shownLoadBalance(p.dbEntry()),
+			LoadBalanceHosts: p.dbEntry().LoadBalance(),
 			PoolSize:         p.eff.PoolSize,
 		}
 		// The queue can hold waits that are no pool client's (an
@@ -211,15 +211,13 @@ func (v consoleView) Databases() []admin.Database {
 		if row.Port == 0 {
 			row.Port = 5432
 		}
-		row.LoadBalanceHosts = shownLoadBalance(d)
+		row.LoadBalanceHosts = d.LoadBalance()
 		if d.PoolMode == config.PoolModeUnset {
 			row.PoolMode = ""
 		}
 		s.mu.Lock()
 		if l := s.dbLimits[name]; l != nil {
-			l.mu.Lock()
-			row.CurrentConnections = l.n
-			l.mu.Unlock()
+			row.CurrentConnections = l.Count()
 		}
 		if ds := s.dbStates[name]; ds != nil {
 			row.Paused, row.Disabled = ds.paused, ds.disabled
@@ -250,9 +248,7 @@ func (v consoleView) Users() []admin.User {
 		}
 		s.mu.Lock()
 		if l := s.userLimits[u.Name]; l != nil {
-			l.mu.Lock()
-			row.CurrentConnections = l.n
-			l.mu.Unlock()
+			row.CurrentConnections = l.Count()
 		}
 		s.mu.Unlock()
 		out = append(out, row)
@@ -278,8 +274,8 @@ func (v consoleView) Stats() []admin.Stats {
 			st = &admin.Stats{Database: p.key.db}
 			byDB[p.key.db] = st
 		}
-		st.Total = addCounters(st.Total, p.stats.totals())
-		st.Average = addCounters(st.Average, p.stats.averages())
+		st.Total = st.Total.Add(p.stats.totals())
+		st.Average = st.Average.Add(p.stats.averages())
 	}
 	out := make([]admin.Stats, 0, len(byDB))
 	for _, st := range byDB {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 )
 
 // The admin console's commands (consoleView, console.go): PAUSE, RESUME,
@@ -76,7 +77,7 @@ func (v consoleView) Pause(db string) error {
 func (s *Service) PauseAll() (wait func()) {
 	s.setPaused("", true)
 	return func() {
-		_ = s.changes.wait(context.Background(), func() bool {
+		_ = s.changes.Wait(context.Background(), func() bool {
 			s.mu.Lock()
 			paused := s.pausedAll
 			s.mu.Unlock()
@@ -90,7 +91,7 @@ func (s *Service) PauseAll() (wait func()) {
 // at release (closeReasonLocked's "pause"); every close, and every login
 // that ends without a server, notifies s.changes.
 func (s *Service) waitPaused(ctx context.Context, db string) error {
-	return s.changes.wait(ctx, func() bool { return s.pausedDone(db) })
+	return s.changes.Wait(ctx, func() bool { return s.pausedDone(db) })
 }
 
 // pausedDone is waitPaused's condition: it closes the idle servers of
@@ -127,7 +128,7 @@ func (s *Service) setPaused(db string, paused bool) {
 		}
 	}
 	// A PauseAll's wait ends at a RESUME.
-	s.changes.notify()
+	s.changes.Notify()
 }
 
 // isPaused says whether new pools of db start paused.
@@ -269,7 +270,7 @@ func (v consoleView) WaitClose(db string) error {
 	}
 	// A server marked close_needed leaves p.servers only in closeServer,
 	// which notifies s.changes.
-	return s.changes.wait(context.Background(), func() bool {
+	return s.changes.Wait(context.Background(), func() bool {
 		pending := 0
 		for _, p := range s.poolsOf(db) {
 			p.mu.Lock()
@@ -296,12 +297,12 @@ func (v consoleView) Reload() error {
 	if err == nil {
 		err = s.Apply(cfg, true)
 	}
-	var tna *tlsNotAppliedError
+	var tna *tlsset.NotAppliedError
 	switch {
 	case errors.As(err, &tna):
 		// The rest of the file is in force; RELOAD still fails, as
 		// PgBouncer's does.
-		s.log.Error(msgTLSReloadNotApplied)
+		s.log.Error(tlsset.ReloadNotApplied)
 	case err != nil:
 		s.log.Error("RELOAD failed: " + err.Error())
 	}
@@ -317,11 +318,11 @@ func (v consoleView) Set(key, value string) error {
 		return &admin.Error{SQLState: "08P01", Message: err.Error()}
 	}
 	err := s.Apply(cfg, false)
-	var tna *tlsNotAppliedError
+	var tna *tlsset.NotAppliedError
 	if errors.As(err, &tna) {
 		// The value is kept (SHOW CONFIG shows it) and applied once
 		// the set is consistent: the SET succeeds with a warning.
-		return &admin.Notice{Message: msgTLSSetNotApplied, Detail: tna.err.Error()}
+		return &admin.Notice{Message: tlsset.SetNotApplied, Detail: tna.Err.Error()}
 	}
 	return err
 }

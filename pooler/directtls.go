@@ -20,7 +20,7 @@ func (c *client) directTLS(asked *encryptionAsked) error {
 	if c.local || c.tls {
 		return nil
 	}
-	cfg := c.svc.gen.Load().sec.clientTLS
+	cfg := c.svc.gen.Load().sec.ClientTLS
 	if cfg == nil {
 		return nil
 	}

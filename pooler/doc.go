@@ -13,8 +13,8 @@
 //	                   internal/sockopt; raw accept, the Unix socket guard:
 //	                   internal/listener)
 //	apply.go           Service.Apply: a configuration generation derived,
-//	                   then published by one store
-//	tlsstate.go        the TLS in force: applied only as a consistent set
+//	                   then published by one store (the TLS in force,
+//	                   applied only as a consistent set: internal/tlsset)
 //	console.go         the admin console's view of the service (consoleView)
 //	                   and its SHOW snapshots (SHOW SHARDS and ROUTES too)
 //	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,
@@ -48,6 +48,9 @@
 //	                   the first routable statement, what the pooler
 //	                   answers itself, a transaction held to its shard,
 //	                   refusals (0A000)
+//	shardscatter.go    a read on every shard at once, its rows concatenated
+//	                   (shard=all, on_missing_key = scatter); shard=all's
+//	                   statements on each database in turn
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release
@@ -98,8 +101,9 @@
 //	                   credentials; servers doomed by a TLS change
 //	pool_target.go     where a pool's servers log in; RELOAD's retargeting
 //	hosts.go           host lists: which host a login dials
-//	                   (load_balance_hosts), target_session_attrs, servers
-//	                   of a host that changed role recycled
+//	                   (load_balance_hosts), target_session_attrs (libpq's
+//	                   rule: internal/sessionattrs), servers of a host
+//	                   that changed role recycled
 //	safeguards.go      connect/close pacing (internal/tokenbucket),
 //	                   min_pool_size, lifetimes, Warm
 //	janitor.go         the periodic pass: timeouts, idle closes, shrinking
@@ -115,19 +119,27 @@
 //	dnszone.go         when dns_zone_check_period's pass runs, the servers
 //	                   of an address that left (internal/dnscache: the
 //	                   cache, resolv_conf, SOA queries, the dial)
-//	limiter.go         max_db_connections and max_user_connections
+//	limiter.go         max_db_connections and max_user_connections: the
+//	                   shared caps (internal/connlimit) over the pools
 //	clientcaps.go      max_db_client_connections, max_user_client_connections:
 //	                   clients counted by database and user at login
-//	server.go          server: one connection to Postgres
+//	server.go          server: one connection to Postgres (its SSLRequest
+//	                   and handshake: internal/tlsconn)
 //	replication.go     replication connections: the login, the relay
 //	pool_replication.go a replication client's own server in its pool
-//	admission.go       the admission gate of each pool (admission_file)
-//	errors.go          every error a client can see, with its SQLSTATE
+//	admission.go       the admission gate of each pool (admission_file):
+//	                   built, waited at, counted (the policy's words to
+//	                   clients: admission/classify; SHOW ADMISSION's rows
+//	                   from a gate: admin.AdmissionRows)
+//	errors.go          Error: internal/pgerror's, by the name prepared.go
+//	                   still uses (the texts and SQLSTATEs a client can be
+//	                   sent: internal/pgerror; a failed server login told
+//	                   to clients: internal/loginfail)
 //	shutdown.go        SHUTDOWN WAIT_FOR_SERVERS: clients that need a server
 //	                   are closed ("server shutting down")
 //	clock.go           the injected clock (internal/clock)
-//	signal.go          changeSignal: waiting on a condition without polling
-//	stats.go           SHOW STATS
+//	stats.go           a pool's SHOW STATS counters (their arithmetic and
+//	                   log_stats' line: admin.Counters)
 //	autodb.go          databases served from "*": registered, logged
 //	poolfree.go        pool_idle_timeout, autodb_idle_timeout: the janitor
 //	                   frees unused, unpinned pools under Service.mu
@@ -343,7 +355,7 @@
 // exception. Code that needs two copies what it needs under the first,
 // releases it, then takes the second: Service.cancel takes client.mu, then
 // the pool's; Apply and the janitor copy the pool list under Service.mu,
-// then lock each pool; limiter.deferred locks one pool at a time. The
+// then lock each pool; limiterDeferred locks one pool at a time. The
 // exception is freeUnusedPools (poolfree.go): it must decide that a pool
 // is unused and remove it while no poolFor can hand it out, so it holds
 // Service.mu while it locks each pool in turn. Nothing takes Service.mu
@@ -353,13 +365,13 @@
 // Under an outer lock only leaves are taken, and nothing is taken under a
 // leaf:
 //
-//	Service.mu    -> limiter.mu         poolFor, SHOW DATABASES / USERS
-//	serverPool.mu -> limiter.mu         growLocked, fillMinLocked, overLimitLocked
+//	Service.mu    -> connlimit's mu     poolFor, SHOW DATABASES / USERS
+//	serverPool.mu -> connlimit's mu     growLocked, fillMinLocked, overLimitLocked
 //	serverPool.mu -> admission.Gate.mu  syncGateLocked, gateWaitingLocked, gateFor
 //	client.mu     -> Registry.mu        statement mapping (internal/stmtcache)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changeSignal.mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
+// poolStats.mu, changesignal.Signal's mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,
@@ -407,8 +419,8 @@
 // a net.Conn measures them against. The timing tests run the real code
 // under testing/synctest over net.Pipe, with a small fake Postgres
 // (timing_synctest_test.go). Waits for a condition (PAUSE, WAIT_CLOSE,
-// SHUTDOWN WAIT_FOR_*) wait on a changeSignal that every server close and
-// client exit notifies, not on a timer.
+// SHUTDOWN WAIT_FOR_*) wait on a changesignal.Signal (Service.changes)
+// that every server close and client exit notifies, not on a timer.
 //
 // # Performance, hostile input, memory
 //
@@ -480,10 +492,10 @@
 // a server that could not be reached (refused, timed out, restarting)
 // leaves them waiting, and the janitor tries again once
 // server_login_retry has passed, up to query_wait_timeout: a restart or
-// failover costs waiting clients latency, not errors (failsWaiters). The
-// janitor closes servers past server_idle_timeout
-// or server_lifetime (spread by server_lifetime_jitter) and keeps
-// min_pool_size. A server idle for a while is peeked at (non-blocking)
+// failover costs waiting clients latency, not errors
+// (loginfail.FailsWaiters). The janitor closes servers past
+// server_idle_timeout or server_lifetime (spread by
+// server_lifetime_jitter) and keeps min_pool_size. A server idle for a while is peeked at (non-blocking)
 // before checkout, and by the janitor, so one Postgres closed is never
 // handed out and is replaced.
 //

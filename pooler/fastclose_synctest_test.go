@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // server_fast_close: after RECONNECT a session client idle between
@@ -30,7 +32,7 @@ func TestTimingServerFastClose(t *testing.T) {
 		synctest.Wait()
 		select {
 		case rep := <-got:
-			checkError(t, rep, CodeConfigChanged, "FATAL", "08P01", "database configuration changed")
+			checkError(t, rep, pgerror.ConfigChanged, "FATAL", "08P01", "database configuration changed")
 			if at := r.elapsed(rep.at); at != time.Second {
 				t.Errorf("told at %v; want at the RECONNECT (1s)", at)
 			}
@@ -47,7 +49,7 @@ func TestTimingServerFastClose(t *testing.T) {
 		r.sleepUntil(time.Second + 2*janitorPeriod)
 		select {
 		case rep := <-got:
-			checkError(t, rep, CodeConfigChanged, "FATAL", "08P01", "database configuration changed")
+			checkError(t, rep, pgerror.ConfigChanged, "FATAL", "08P01", "database configuration changed")
 		default:
 			t.Fatal("the session client kept its server after its transaction ended")
 		}

@@ -10,7 +10,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/sessionattrs"
 )
 
 // hostChoice is a pool's state for choosing hosts; guarded by
@@ -75,25 +76,13 @@ func (p *serverPool) noteLoginLocked(err error) (retryNow bool) {
 	h.lastFailed, h.proven = true, false
 	h.fails++
 	t := p.target.Load()
-	if t.attrs == "prefer-standby" && errors.Is(err, errSessionAttrs) {
+	if t.attrs == "prefer-standby" && errors.Is(err, sessionattrs.ErrNotMet) {
 		// After a round with no standby, one more login takes any
 		// server (checkSessionAttrs).
 		return h.fails <= len(t.endpoints)
 	}
 	return h.fails < len(t.endpoints)
 }
-
-// errSessionAttrs is a login that reached a server of the wrong role;
-// a sessionAttrsError is one, with libpq's words for why.
-var errSessionAttrs = errors.New("target_session_attrs not met")
-
-type sessionAttrsError struct{ why string }
-
-func (e *sessionAttrsError) Error() string        { return e.why }
-func (e *sessionAttrsError) Is(target error) bool { return target == errSessionAttrs }
-
-// sessionAttrsReason is the login's reason (loginReason) for it.
-const sessionAttrsReason = "target_session_attrs not met"
 
 // checkSessionAttrs checks a new server against the target's
 // target_session_attrs as libpq does: from in_hot_standby and
@@ -109,16 +98,13 @@ func (p *serverPool) checkSessionAttrs(s *server, timeout time.Duration) error {
 	_, roKnown := s.params["default_transaction_read_only"]
 	if !hsKnown || !roKnown {
 		// An older server: ask it.
-		sql := "SHOW transaction_read_only"
-		if attrs == "primary" || attrs == "standby" || attrs == "prefer-standby" {
-			sql = "SELECT pg_catalog.pg_is_in_recovery()"
-		}
+		sql := sessionattrs.Probe(attrs)
 		res, err := s.exec(sql, timeout)
 		if err != nil {
 			return err
 		}
 		if res.err != nil || !res.hasValue {
-			return &reasonError{reason: sessionAttrsReason, err: &sessionAttrsError{"could not check the server's role: " + sql}}
+			return &loginfail.ReasonError{Reason: sessionattrs.Reason, Err: sessionattrs.NotMet("could not check the server's role: " + sql)}
 		}
 		on := res.value == "on" || res.value == "t"
 		s.readOnly.Store(on)
@@ -127,34 +113,10 @@ func (p *serverPool) checkSessionAttrs(s *server, timeout time.Duration) error {
 	p.mu.Lock()
 	fallback := attrs == "prefer-standby" && p.hosts.fails >= len(s.target.endpoints)
 	p.mu.Unlock()
-	if why := roleMismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()); why != "" && !fallback {
-		return &reasonError{reason: sessionAttrsReason, err: &sessionAttrsError{why + " (target_session_attrs=" + attrs + ")"}}
+	if why := sessionattrs.Mismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()); why != "" && !fallback {
+		return &loginfail.ReasonError{Reason: sessionattrs.Reason, Err: sessionattrs.NotMet(why + " (target_session_attrs=" + attrs + ")")}
 	}
 	return nil
-}
-
-// roleMismatch says in libpq's words why a server that is (or is not)
-// read-only and in hot standby does not suit attrs, or "" if it does.
-func roleMismatch(attrs string, readOnly, hotStandby bool) string {
-	switch attrs {
-	case "read-write":
-		if readOnly {
-			return "session is read-only"
-		}
-	case "read-only":
-		if !readOnly {
-			return "session is not read-only"
-		}
-	case "primary":
-		if hotStandby {
-			return "server is in hot standby mode"
-		}
-	case "standby", "prefer-standby":
-		if !hotStandby {
-			return "server is not in hot standby mode"
-		}
-	}
-	return ""
 }
 
 // noteReadOnly mirrors the role the server reports (PostgreSQL 14 and
@@ -180,18 +142,5 @@ func (s *server) wrongRole() bool {
 	if attrs == "" || attrs == "any" || attrs == "prefer-standby" {
 		return false
 	}
-	return roleMismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()) != ""
-}
-
-// shownLoadBalance is the load_balance_hosts SHOW DATABASES and SHOW
-// POOLS list: set only for a host list (PgBouncer's NULL otherwise),
-// round-robin unless the entry says disable.
-func shownLoadBalance(d *config.Database) string {
-	if !d.HostList() {
-		return ""
-	}
-	if d.LoadBalanceHosts == "" {
-		return "round-robin"
-	}
-	return d.LoadBalanceHosts
+	return sessionattrs.Mismatch(attrs, s.readOnly.Load(), s.hotStandby.Load()) != ""
 }

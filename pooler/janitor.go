@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // janitor runs periodic pool maintenance.
@@ -34,13 +35,13 @@ func (s *Service) janitor(ctx context.Context) {
 			for _, p := range pools {
 				p.maintain(now)
 				if roll {
-					grown = addCounters(grown, p.stats.rollPeriod(period))
+					grown = grown.Add(p.stats.rollPeriod(period))
 				}
 			}
 			if roll {
-				grown = addCounters(grown, s.consoleStats.rollPeriod(period))
+				grown = grown.Add(s.consoleStats.rollPeriod(period))
 				if s.settings().LogStats {
-					s.log.Info(statsLine(periodAverages(grown, period)))
+					s.log.Info(grown.PeriodAverages(period).StatsLine())
 				}
 			}
 			s.freeUnusedPools(now)
@@ -131,7 +132,7 @@ func (p *serverPool) maintain(now time.Time) {
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: newError(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
+		w.grant <- grant{err: pgerror.New(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])
@@ -156,11 +157,11 @@ func waitLimit(queryTimeout, queryWaitTimeout time.Duration) time.Duration {
 // waitTimeoutCode is what a client that waited waited for is told:
 // "query_timeout" once query_timeout has passed (PgBouncer checks it
 // first), else "query_wait_timeout".
-func waitTimeoutCode(queryTimeout, waited time.Duration) Code {
+func waitTimeoutCode(queryTimeout, waited time.Duration) pgerror.Code {
 	if queryTimeout > 0 && waited >= queryTimeout {
-		return CodeQueryTimeoutWaiting
+		return pgerror.QueryTimeoutWaiting
 	}
-	return CodeQueryWaitTimeout
+	return pgerror.QueryWaitTimeout
 }
 
 // overLimitLocked reports whether the pool holds more servers than its
@@ -172,7 +173,7 @@ func (p *serverPool) overLimitLocked() bool {
 	if size := p.eff.PoolSize + p.eff.ReservePoolSize; p.eff.PoolSize > 0 && p.total > size {
 		return true
 	}
-	return p.dbLimit.over() > 0 || p.userLimit.over() > 0
+	return p.dbLimit.Over() > 0 || p.userLimit.Over() > 0
 }
 
 // shrink brings the pool under a lowered limit (pool_size, or a shared cap
@@ -193,7 +194,7 @@ func (p *serverPool) shrink() {
 	}
 	excess -= p.deferredLocked()
 	p.mu.Unlock()
-	excess = max(excess, p.dbLimit.over()-p.dbLimit.deferred(), p.userLimit.over()-p.userLimit.deferred())
+	excess = max(excess, p.dbLimit.Over()-limiterDeferred(p.dbLimit), p.userLimit.Over()-limiterDeferred(p.userLimit))
 	if excess <= 0 {
 		return
 	}

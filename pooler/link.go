@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/internal/linkstate"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -278,13 +279,13 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	p.metrics.waitDuration.Update(waited.Seconds())
 	if err := l.syncParamsUnlessMatch(s); err != nil {
 		l.endWait()
-		var pe *Error
+		var pe *pgerror.Error
 		if !errors.As(err, &pe) {
 			// The server failed under the SET: the detail is for the
 			// log, the client hears PgBouncer's word for it.
 			c.logger().Warn("server failed while setting parameters: " + err.Error())
 			p.discard(s, "var change failed")
-			return nil, newError(CodeServerCrashed)
+			return nil, pgerror.New(pgerror.ServerCrashed)
 		}
 		p.discard(s, "invalid server parameter")
 		return nil, err
@@ -410,11 +411,11 @@ func (l *link) unlinkServerLocked() {
 // error closes the client (FATAL).
 func (l *link) acquire(p *serverPool) (*server, error) {
 	if l.c.svc.waitForServers.Load() {
-		return nil, newError(CodeServerShuttingDown)
+		return nil, pgerror.New(pgerror.ServerShuttingDown)
 	}
 	s, err := p.acquire(nil, l.mu.poolWait)
-	var e *Error
-	if errors.As(err, &e) && e.Code == CodeServerShuttingDown {
+	var e *pgerror.Error
+	if errors.As(err, &e) && e.Code == pgerror.ServerShuttingDown {
 		// fail logs the close as PgBouncer does ("closing because:
 		// server shutting down").
 		return nil, e

@@ -2,6 +2,8 @@ package pooler
 
 import (
 	"strings"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // The server's tracked parameters brought to the client's before a link
@@ -51,7 +53,7 @@ func (l *link) syncParams(s *server) error {
 		return err
 	}
 	if res.err != nil {
-		return &Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
+		return &pgerror.Error{Severity: "FATAL", SQLState: res.err.Code, Message: res.err.Message}
 	}
 	// What Postgres did not answer with a ParameterStatus is now as sent.
 	for name, want := range c.params {

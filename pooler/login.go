@@ -16,6 +16,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/startupopts"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -79,7 +80,7 @@ func (c *client) readStartup() (*wire.Startup, error) {
 		su, err := c.r.ReadStartup()
 		if err != nil {
 			if errors.Is(err, wire.ErrOldProtocol) {
-				return nil, newError(CodeOldProtocol)
+				return nil, pgerror.New(pgerror.OldProtocol)
 			}
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func (c *client) readStartup() (*wire.Startup, error) {
 		// A backstop: answerEncryption refuses a repeated request, so no
 		// client gets past two; the loop stays bounded without relying on it.
 		if tries > 2 {
-			return nil, newError(CodeBadPacket)
+			return nil, pgerror.New(pgerror.BadPacket)
 		}
 		if err := c.answerEncryption(su.Kind, &asked); err != nil {
 			return nil, err
@@ -114,7 +115,7 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 	asked.ssl = asked.ssl || kind == wire.SSLRequest
 	asked.gss = asked.gss || kind == wire.GSSENCRequest
 	if kind == wire.SSLRequest && !c.tls {
-		if cfg := c.svc.gen.Load().sec.clientTLS; cfg != nil {
+		if cfg := c.svc.gen.Load().sec.ClientTLS; cfg != nil {
 			return c.startTLS(cfg)
 		}
 	}
@@ -132,8 +133,8 @@ func (c *client) answerEncryption(kind wire.StartupKind, asked *encryptionAsked)
 func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[string]string, error) {
 	// The mode in force, not the one last given: a client_tls_* set
 	// that did not load leaves the previous TLS, mode included.
-	if !c.tls && auth.ClientTLSRequired(c.svc.gen.Load().sec.clientMode) && !c.local {
-		return nil, newError(CodeSSLRequired)
+	if !c.tls && auth.ClientTLSRequired(c.svc.gen.Load().sec.ClientMode) && !c.local {
+		return nil, pgerror.New(pgerror.SSLRequired)
 	}
 	startupParams, unrecognized, err := c.readParams(su)
 	if err != nil {
@@ -142,14 +143,14 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 	// The console stays reachable when the pooler is full or stopping.
 	if c.dbName != adminDB {
 		if int(c.svc.clientCount.Load()) > st.MaxClientConn {
-			return nil, newError(CodeMaxClientConn)
+			return nil, pgerror.New(pgerror.MaxClientConn)
 		}
 		if c.svc.shuttingDown.Load() && !c.svc.admitDuringShutdown(c) {
-			return nil, newError(CodeShuttingDown)
+			return nil, pgerror.New(pgerror.ShuttingDown)
 		}
 	}
 	if c.user == "" {
-		return nil, newError(CodeNoUserName)
+		return nil, pgerror.New(pgerror.NoUserName)
 	}
 	if st.LogConnections {
 		c.logger().Info(fmt.Sprintf("login attempt: db=%s user=%s tls=%s replication=%s", c.dbName, c.user, c.tlsVersion(), c.repl.param()))
@@ -196,10 +197,10 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 		if st.LogConnections {
 			c.logger().Info(fmt.Sprintf("login failed: db=%s user=%s", c.dbName, c.user))
 		}
-		return nil, newError(CodeNoSuchDatabase, c.dbName)
+		return nil, pgerror.New(pgerror.NoSuchDatabase, c.dbName)
 	}
 	if c.svc.isDisabled(c.dbName) {
-		return nil, newError(CodeDatabaseDisabled, c.dbName)
+		return nil, pgerror.New(pgerror.DatabaseDisabled, c.dbName)
 	}
 	pool, err := c.svc.poolFor(db, c.user)
 	if err != nil {
@@ -361,7 +362,7 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 				c.debugf("ignoring startup parameter: %s=%s", p.Name, p.Value)
 			}
 		default:
-			return nil, nil, newError(CodeUnsupportedStartupParam, p.Name)
+			return nil, nil, pgerror.New(pgerror.UnsupportedStartupParam, p.Name)
 		}
 	}
 	if c.dbName == "" {
@@ -405,11 +406,11 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 				c.debugf("ignoring startup parameter from options: %s=%s", k, v)
 			}
 		} else {
-			return newError(CodeUnsupportedOptionsParam, k)
+			return pgerror.New(pgerror.UnsupportedOptionsParam, k)
 		}
 	}
 	if !ok {
-		return newError(CodeUnsupportedOptions)
+		return pgerror.New(pgerror.UnsupportedOptions)
 	}
 	return nil
 }
@@ -505,7 +506,7 @@ func (c *client) consoleLogin() error {
 			return err
 		}
 		if !ok {
-			return newError(CodeAdminNotAllowed)
+			return pgerror.New(pgerror.AdminNotAllowed)
 		}
 	}
 	c.dbName = adminDB

@@ -7,11 +7,13 @@ import (
 	"net"
 	"time"
 
+	"log/slog"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
-	"log/slog"
 )
 
 // Authentication of a client against the user store, by auth_type or
@@ -57,7 +59,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 	case errors.Is(err, errAuthQueryNoRow) && m == auth.MethodTrust:
 		// Trust tells a user it does not admit that anyway, so
 		// PgBouncer's words cost nothing here.
-		return nil, none, newError(CodeNoSuchUser)
+		return nil, none, pgerror.New(pgerror.NoSuchUser)
 	case errors.Is(err, errAuthQueryNoRow):
 		// A password method runs the mock exchange and fails exactly as
 		// a wrong password does, as for an unknown auth_file user and as
@@ -78,7 +80,7 @@ func (c *client) authenticate(db *config.Database, dbKnown bool) (*auth.Secret, 
 		// included. A name only in [users] (limits, never a login) or
 		// known to nobody is refused, as PgBouncer refuses its mock user.
 		if !found {
-			return nil, none, newError(CodeTrustFailed)
+			return nil, none, pgerror.New(pgerror.TrustFailed)
 		}
 		return secret, none, nil
 	}
@@ -99,18 +101,18 @@ func (c *client) authMethod(st *config.Settings) (m auth.Method, rule auth.HBARu
 			Replication: c.repl == replPhysical,
 		})
 		if !ok || rule.Method == auth.HBAReject {
-			return m, rule, newError(CodeHBANoEntry, c.remoteIP().String(), c.user, c.dbName)
+			return m, rule, pgerror.New(pgerror.HBANoEntry, c.remoteIP().String(), c.user, c.dbName)
 		}
 		m, ok = rule.Method.Method()
 		if !ok {
-			return m, rule, newError(CodeHBAMethodUnsupported, rule.Method.String())
+			return m, rule, pgerror.New(pgerror.HBAMethodUnsupported, rule.Method.String())
 		}
 		return m, rule, nil
 	case "cert":
 		return m, auth.HBARule{Method: auth.HBACert}, nil
 	default:
 		if m, err = auth.ParseMethod(st.AuthType); err != nil {
-			return m, rule, newError(CodeAuthTypeInvalid, err.Error())
+			return m, rule, pgerror.New(pgerror.AuthTypeInvalid, err.Error())
 		}
 		return m, rule, nil
 	}
@@ -154,17 +156,17 @@ func (c *client) userSecret(st *config.Settings, db *config.Database, dbKnown bo
 // auth_query: ERROR: …"); no server within server_connect_timeout as
 // "authentication query failed".
 func (c *client) authQueryError(err error) error {
-	var told *Error
+	var told *pgerror.Error
 	var refused *auth.ServerError
 	switch {
 	case errors.As(err, &told), errors.As(err, &refused):
 		return err
 	case errors.Is(err, errAuthQueryNoServer):
 		c.logger().Warn("auth_query failed: " + err.Error())
-		return newError(CodeAuthQueryFailed)
+		return pgerror.New(pgerror.AuthQueryFailed)
 	}
 	c.logger().Error("error in auth_query: " + err.Error())
-	return newError(CodeBouncerConfigError)
+	return pgerror.New(pgerror.BouncerConfigError)
 }
 
 // authUserFor is the auth_user of a database entry, else the global one.
@@ -206,7 +208,7 @@ func (c *client) ReadPassword() ([]byte, error) {
 	if typ != wire.MsgPassword {
 		// Not skipped: the login ends here, and the "message" may be a
 		// second startup packet whose bytes read as a huge length.
-		return nil, newError(CodeExpectedPassword, typ)
+		return nil, pgerror.New(pgerror.ExpectedPassword, typ)
 	}
 	// A cleartext password can be longer than the client's read buffer
 	// (PgBouncer's tests send 65,530 bytes): it is read whole, into memory
@@ -242,7 +244,7 @@ func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) 
 		// The console has no server to ask: PgBouncer's words, the
 		// cause logged, the client told "bouncer config error".
 		log.Error(fmt.Sprintf("cannot use the reserved %q database as an auth_dbname", adminDB))
-		return nil, false, newError(CodeBouncerConfigError)
+		return nil, false, pgerror.New(pgerror.BouncerConfigError)
 	}
 	if dbname != "" {
 		t, ok := s.config().LookupDatabase(dbname)
@@ -250,11 +252,11 @@ func (s *Service) authQuery(log *slog.Logger, db *config.Database, user string) 
 			// PgBouncer's words: the log says why, the client gets
 			// "bouncer config error".
 			log.Warn(fmt.Sprintf("authentication database %q is not configured", dbname))
-			return nil, false, newError(CodeBouncerConfigError)
+			return nil, false, pgerror.New(pgerror.BouncerConfigError)
 		}
 		if s.isDisabled(dbname) {
 			// DISABLE of the auth database stops its auth queries too.
-			return nil, false, newError(CodeAuthDBDisabled, dbname)
+			return nil, false, pgerror.New(pgerror.AuthDBDisabled, dbname)
 		}
 		target = t
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // externalAuth runs method m (MethodLDAP or MethodPAM) for the client.
@@ -24,7 +25,7 @@ func (c *client) externalAuth(st *config.Settings, db *config.Database, m auth.M
 		} else {
 			c.logger().Error("PAM can't be used together with database authentication")
 		}
-		return nil, none, newError(CodeBouncerConfigError)
+		return nil, none, pgerror.New(pgerror.BouncerConfigError)
 	}
 	var chk auth.PasswordChecker
 	failMsg := auth.MsgPAMFailed

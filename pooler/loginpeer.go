@@ -10,6 +10,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
 )
 
@@ -24,14 +25,14 @@ import (
 func (c *client) certAuth(ident *auth.IdentMap) error {
 	tc, ok := c.conn.(*tls.Conn)
 	if !ok {
-		return newError(CodeCertAuthFailed, c.user)
+		return pgerror.New(pgerror.CertAuthFailed, c.user)
 	}
 	ok, mapMissed := auth.CertLogin(tc.ConnectionState(), c.user, ident)
 	if mapMissed {
 		c.logger().Error("ident map: " + ident.Name + " does not have a match")
 	}
 	if !ok {
-		return newError(CodeCertAuthFailed, c.user)
+		return pgerror.New(pgerror.CertAuthFailed, c.user)
 	}
 	return nil
 }
@@ -45,7 +46,7 @@ func (c *client) peerAuth(st *config.Settings, db *config.Database, dbKnown bool
 	var none auth.Result
 	osUser, ok := c.peerUserName()
 	if !ok {
-		return nil, none, newError(CodePeerAuthFailed)
+		return nil, none, pgerror.New(pgerror.PeerAuthFailed)
 	}
 	secret, found, err := c.userSecret(st, db, dbKnown)
 	switch {
@@ -54,18 +55,18 @@ func (c *client) peerAuth(st *config.Settings, db *config.Database, dbKnown bool
 		return nil, none, err
 	}
 	if !found {
-		return nil, none, newError(CodePeerAuthFailed)
+		return nil, none, pgerror.New(pgerror.PeerAuthFailed)
 	}
 	if ident != nil {
 		if _, ok := ident.Allows(func(name string) bool { return name == osUser }, c.user); !ok {
 			c.logger().Error("ident map " + ident.Name + " cannot be matched")
-			return nil, none, newError(CodePeerAuthFailed)
+			return nil, none, pgerror.New(pgerror.PeerAuthFailed)
 		}
 		c.debugf("ident map '%s' is applied", ident.Name)
 		return secret, none, nil
 	}
 	if osUser != c.user {
-		return nil, none, newError(CodePeerAuthFailed)
+		return nil, none, pgerror.New(pgerror.PeerAuthFailed)
 	}
 	return secret, none, nil
 }

@@ -15,7 +15,7 @@ import (
 // restarting): the client keeps waiting, the login is retried once
 // server_login_retry has passed (at the janitor's next pass), and the
 // client is served when the server is back, with no error. Only a refusal
-// by Postgres itself fails waiters at once (failsWaiters).
+// by Postgres itself fails waiters at once (loginfail.FailsWaiters).
 func TestTimingWaitersSurviveServerDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var down atomic.Bool

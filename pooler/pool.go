@@ -12,6 +12,8 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/sessionattrs"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -174,13 +176,13 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 		p.mu.Unlock()
 		return s, nil
 	}
-	if p.lastLoginErr != nil && failsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+	if p.lastLoginErr != nil && loginfail.FailsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
 		// Postgres refused the last login (a wrong password, a missing
 		// database): the error is told at once, not after a wait. A
 		// server that could not be reached is waited for instead.
 		err := p.lastLoginErr
 		p.mu.Unlock()
-		return nil, loginFailing(err)
+		return nil, loginfail.Cached(err)
 	}
 	if w == nil {
 		w = &poolWaiter{}
@@ -251,7 +253,7 @@ func (p *serverPool) reused(s *server, reason string) {
 	if reason != "" {
 		p.closeServer(s, reason)
 	} else if p.replWaiting.Load() > 0 {
-		p.svc.changes.notify()
+		p.svc.changes.Notify()
 	}
 }
 
@@ -284,7 +286,7 @@ func (p *serverPool) closeReasonLocked(s *server, st *config.Settings, now time.
 	case s.wrongRole():
 		// Its host changed role (a failover): new servers find the
 		// host that suits target_session_attrs.
-		return sessionAttrsReason
+		return sessionattrs.Reason
 	case s.closeNeeded:
 		if s.doomReason != "" {
 			return s.doomReason
@@ -549,9 +551,9 @@ func (p *serverPool) closeServer(s *server, reason string) {
 	p.mu.Lock()
 	delete(p.servers, s)
 	p.mu.Unlock()
-	p.svc.changes.notify() // for PAUSE and WAIT_CLOSE (console.go)
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.svc.changes.Notify() // for PAUSE and WAIT_CLOSE (console.go)
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	p.metrics.count("pgturnstile_server_closes_total", "reason", reason)
 	if p.svc.logDisconnections() {
 		p.serverLogger(s).Info("closing because: " + reason + " (age=" + formatAge(p.svc.clock.Since(s.created)) + ")")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 )
 
 // A new server's login (serverPool.connect, started by
@@ -60,16 +62,16 @@ func (p *serverPool) loginAborted(s *server) {
 	p.setServerStateLocked(s, serverClosed)
 	p.regrowLocked(p.svc.clock.Now())
 	p.mu.Unlock()
-	p.svc.changes.notify() // PAUSE waits for p.total to fall
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.svc.changes.Notify() // PAUSE waits for p.total to fall
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	p.svc.wakeLimited(p.dbLimit, p.userLimit)
 }
 
 // loginFailed ends a failed login: the error is recorded for the pool's
-// next logins and, when Postgres refused the login (failsWaiters), told to
-// every waiter; otherwise they keep waiting for the janitor's retry after
-// server_login_retry.
+// next logins and, when Postgres refused the login
+// (loginfail.FailsWaiters), told to every waiter; otherwise they keep
+// waiting for the janitor's retry after server_login_retry.
 func (p *serverPool) loginFailed(s *server, err error) {
 	p.mu.Lock()
 	p.setServerStateLocked(s, serverClosed)
@@ -87,16 +89,16 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	// Every waiter gets the server's own error now (as PgBouncer
 	// forwards it) when the server refused the login.
 	var waiters []*poolWaiter
-	if failsWaiters(err) {
+	if loginfail.FailsWaiters(err) {
 		for w := p.queue.pop(); w != nil; w = p.queue.pop() {
 			waiters = append(waiters, w)
 		}
 		p.queued.Store(0)
 	}
 	p.mu.Unlock()
-	p.svc.changes.notify() // PAUSE waits for p.total to fall
-	p.dbLimit.give()
-	p.userLimit.give()
+	p.svc.changes.Notify() // PAUSE waits for p.total to fall
+	p.dbLimit.Give()
+	p.userLimit.Give()
 	// PgBouncer's words for the server it gave up on ("closing
 	// because: connect failed"), the Go error (address, system error) as
 	// the detail.
@@ -105,9 +107,9 @@ func (p *serverPool) loginFailed(s *server, err error) {
 		// no prefix (its log_warning).
 		p.svc.log.Warn("server login failed: " + se.Fields.Severity + " " + se.Fields.Message)
 	}
-	p.serverLogger(s).Warn("server login failed: closing because: " + loginReason(err) + " (" + err.Error() + ")")
+	p.serverLogger(s).Warn("server login failed: closing because: " + loginfail.Reason(err) + " (" + err.Error() + ")")
 	p.metrics.loginFailures.Inc()
-	werr := serverLoginError(err)
+	werr := loginfail.ClientError(err)
 	for _, w := range waiters {
 		w.grant <- grant{err: werr}
 	}
@@ -124,7 +126,7 @@ func (p *serverPool) loggedIn(s *server) {
 	}
 	p.servers[s] = struct{}{}
 	s.lifeDraw = lifetimeDraw()
-	stale := !s.target.sameServers(p.target.Load()) || serverTLSChanged(s.serverTLS, p.svc.gen.Load().sec.serverTLS)
+	stale := !s.target.sameServers(p.target.Load()) || tlsset.ServerChanged(s.serverTLS, p.svc.gen.Load().sec.ServerTLS)
 	if p.paused || stale || p.overLimitLocked() {
 		p.setServerStateLocked(s, serverClosed)
 		p.regrowLocked(p.svc.clock.Now())

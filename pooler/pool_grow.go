@@ -1,23 +1,15 @@
 package pooler
 
 import (
-	"errors"
 	"time"
 
-	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
 )
 
 // A pool's growth: logins started for clients waiting (growLocked) within
 // pool_size, the shared caps and the connect pacing; and what a failed
-// login means to them (failsWaiters, fastFail).
-
-// loginFailing wraps a cached server login error as PgBouncer reports it:
-// the server's message or PgBouncer's short reason, never the Go error
-// (logged when the login failed).
-func loginFailing(err error) error {
-	return newError(CodeServerLoginFailing, loginReason(err))
-}
+// login means to them (loginfail.FailsWaiters, fastFail).
 
 // fastFail is PgBouncer's check at a client's login: while the pool's last
 // server login failed less than server_login_retry ago and it has no
@@ -26,21 +18,21 @@ func loginFailing(err error) error {
 // connected, and the ones already waiting, keep waiting instead; so does a
 // new client of a pool that has served before (it has its welcome) while
 // its server is only unreachable (refused, timed out, starting up or
-// shutting down: not failsWaiters): a client reconnecting during a
-// Postgres restart waits for it like the connected ones, up to
+// shutting down: not loginfail.FailsWaiters): a client reconnecting
+// during a Postgres restart waits for it like the connected ones, up to
 // query_wait_timeout, instead of failing once per server_login_retry.
 func (p *serverPool) fastFail() error {
 	now := p.svc.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lastLoginErr == nil {
-		return nil // the common case, without failsWaiters' allocations
+		return nil // the common case, without FailsWaiters' allocations
 	}
-	if p.welcome != nil && !failsWaiters(p.lastLoginErr) {
+	if p.welcome != nil && !loginfail.FailsWaiters(p.lastLoginErr) {
 		return nil
 	}
 	if p.loginRetryPendingLocked(now) && p.total-p.connecting == 0 {
-		return loginFailing(p.lastLoginErr)
+		return loginfail.Cached(p.lastLoginErr)
 	}
 	return nil
 }
@@ -70,12 +62,12 @@ func (p *serverPool) growLocked(now time.Time, useReserve bool) {
 			return
 		}
 		// Eviction locks sibling pools, so it runs outside p.mu.
-		if !p.dbLimit.tryTake() {
+		if !p.dbLimit.TryTake() {
 			go p.svc.evictFor(p, p.dbLimit)
 			return
 		}
-		if !p.userLimit.tryTake() {
-			p.dbLimit.give()
+		if !p.userLimit.TryTake() {
+			p.dbLimit.Give()
 			go p.svc.evictFor(p, p.userLimit)
 			return
 		}
@@ -94,46 +86,6 @@ func (p *serverPool) regrowLocked(now time.Time) {
 	}
 	p.syncGateLocked()
 	p.fillMinLocked(now)
-}
-
-// isServerGoingAway: the server refused a login only because it is
-// starting up or shutting down ("the database system is starting up" /
-// "is shutting down", 57P03), or ended the backend mid-login for a
-// shutdown (57P01 admin_shutdown, "terminating connection due to
-// administrator command"; 57P02 crash_shutdown). A restart sends all
-// three, depending on where each login is when it begins.
-func isServerGoingAway(err error) bool {
-	var se *auth.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Fields.Code {
-	case "57P01", "57P02", "57P03":
-		return true
-	}
-	return false
-}
-
-// failsWaiters reports whether a failed server login fails the clients
-// waiting for it, as in PgBouncer: when the server answered and refused or
-// broke the login (an ErrorResponse other than "the database system is
-// starting up", a password the server's method cannot use, a required TLS
-// the server refused, a protocol violation). A server that could not be
-// reached (connect refused or timed out, DNS), whose TLS handshake failed
-// (PgBouncer loses such a server before its login) or that hung up
-// mid-login is retried every server_login_retry while its clients keep
-// waiting, up to query_wait_timeout: a restart or failover costs them
-// latency, not errors.
-func failsWaiters(err error) bool {
-	if isServerGoingAway(err) {
-		return false
-	}
-	switch loginReason(err) {
-	case "connect failed", "connect timeout", "server DNS lookup failed", "server conn crashed?", "TLS startup failed",
-		sessionAttrsReason:
-		return false
-	}
-	return true
 }
 
 // loginRetryPendingLocked: the last login failed less than

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -39,15 +40,15 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 		p.mu.Lock()
 		p.setServerStateLocked(s, serverClosed)
 		p.mu.Unlock()
-		p.svc.changes.notify()
-		p.dbLimit.give()
-		p.userLimit.give()
+		p.svc.changes.Notify()
+		p.dbLimit.Give()
+		p.userLimit.Give()
 		p.svc.wakeLimited(p.dbLimit, p.userLimit)
 		p.metrics.loginFailures.Inc()
 		werr := replicationLoginError(p, s, err)
 		if p.svc.logDisconnections() {
 			reason := werr.Error()
-			var pe *Error
+			var pe *pgerror.Error
 			if errors.As(werr, &pe) {
 				reason = pe.Message
 			}
@@ -73,19 +74,19 @@ func (p *serverPool) openReplication(c *client, extra []wire.Param, wait time.Du
 // waiting for one as openReplication says.
 func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*server, error) {
 	for {
-		changed := p.svc.changes.changed()
+		changed := p.svc.changes.Changed()
 		p.mu.Lock()
 		full := p.paused || p.closed || p.eff.PoolSize > 0 && p.total >= p.eff.PoolSize
 		if !full {
-			if p.dbLimit.tryTake() {
-				if p.userLimit.tryTake() {
+			if p.dbLimit.TryTake() {
+				if p.userLimit.TryTake() {
 					s := p.newLoginLocked()
 					s.created = p.svc.clock.Now()
 					p.metrics.connectAttempts.Inc()
 					p.mu.Unlock()
 					return s, nil
 				}
-				p.dbLimit.give()
+				p.dbLimit.Give()
 				p.mu.Unlock()
 				go p.svc.evictFor(p, p.userLimit)
 			} else {
@@ -102,7 +103,7 @@ func (p *serverPool) replicationSlot(c *client, timeout <-chan time.Time) (*serv
 		select {
 		case <-changed:
 		case <-timeout:
-			return nil, newError(CodeQueryWaitTimeout)
+			return nil, pgerror.New(pgerror.QueryWaitTimeout)
 		case <-c.mu.link.mu.cancelWait:
 			return nil, errWaitCanceled
 		}

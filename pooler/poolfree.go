@@ -149,11 +149,7 @@ func dropLimiterMember(m map[string]*limiter, name string, p *serverPool) {
 	if !ok {
 		return
 	}
-	l.mu.Lock()
-	delete(l.pools, p)
-	empty := len(l.pools) == 0 && l.n == 0
-	l.mu.Unlock()
-	if empty {
+	if l.Drop(p) {
 		delete(m, name)
 	}
 }

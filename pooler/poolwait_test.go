@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // waitQueued waits until p's queue holds n waiters.
@@ -116,8 +118,8 @@ func TestMaintainExpiresOldWaiters(t *testing.T) {
 	p.mu.Unlock()
 	p.maintain(enqueued.Add(timeout + 5*time.Millisecond))
 	err = <-oldDone
-	var pe *Error
-	if !errors.As(err, &pe) || pe.Code != CodeQueryWaitTimeout || pe.SQLState != "08P01" {
+	var pe *pgerror.Error
+	if !errors.As(err, &pe) || pe.Code != pgerror.QueryWaitTimeout || pe.SQLState != "08P01" {
 		t.Fatalf("expired wait ended with %v, want 08P01 query_wait_timeout", err)
 	}
 	waitQueued(t, p, 1)

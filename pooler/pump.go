@@ -5,6 +5,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/linkstate"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -356,7 +357,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 		return false
 	case linkstate.RejectTxBlock:
 		c.mu.Unlock()
-		c.closeClient(CodeStatementModeTxBlock) // the link still holds s: see closeClient
+		c.closeClient(pgerror.StatementModeTxBlock) // the link still holds s: see closeClient
 		c.mu.Lock()
 		l.awaitServeOffServerRelock(s)
 		l.unlinkServerLocked()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // A link that ends badly: its server failed (serverLost), or a read
@@ -24,9 +25,9 @@ func (l *link) pumpTimeout(s *server, st *config.Settings) bool {
 		return l.drain(s)
 	}
 	// query_timeout first, as PgBouncer's janitor checks it first.
-	code, reason := CodeQueryTimeout, "query timeout"
+	code, reason := pgerror.QueryTimeout, "query timeout"
 	if !queryOver && txTimed && txLeft <= 0 {
-		code, reason = CodeTransactionTimeout, "transaction timeout"
+		code, reason = pgerror.TransactionTimeout, "transaction timeout"
 	}
 	c.closeClient(code)
 	c.mu.Lock()
@@ -64,16 +65,16 @@ func (l *link) serverLost(s *server, err error) {
 
 // lostReasonLocked is why the linked server s is closed when it fails
 // (the log's reason) and what the client is told.
-func (l *link) lostReasonLocked(s *server) (string, Code) {
-	reason, code := "server conn crashed?", CodeServerCrashed
+func (l *link) lostReasonLocked(s *server) (string, pgerror.Code) {
+	reason, code := "server conn crashed?", pgerror.ServerCrashed
 	if l.mu.detach {
 		reason = l.mu.detachReason
 	}
 	if s.evicted.Load() {
-		reason, code = "evicted", CodeEvicted
+		reason, code = "evicted", pgerror.Evicted
 	}
 	if s.fastClosed.Load() {
-		reason, code = reasonConfigChanged, CodeConfigChanged
+		reason, code = reasonConfigChanged, pgerror.ConfigChanged
 	}
 	return reason, code
 }
@@ -117,9 +118,9 @@ func (l *link) awaitServeOffServerRelock(s *server) {
 // write is bounded, as fail's is; without c.mu a client that reads nothing
 // holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
 // janitor's park scan).
-func (c *client) closeClient(code Code) {
+func (c *client) closeClient(code pgerror.Code) {
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(appendError(nil, newError(code)))
+	c.w.Write(pgerror.Append(nil, pgerror.New(code)))
 	c.w.Flush()
 	c.conn.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // A client waiting for a server that cannot log in (Postgres accepts the
@@ -47,7 +48,7 @@ func TestTimingQueryTimeoutEndsLoginWait(t *testing.T) {
 			t.Fatalf("startup: %v", err)
 		}
 		rep := pc.readReply()
-		checkError(t, rep, CodeQueryTimeoutWaiting, "FATAL", "08P01", "query_timeout")
+		checkError(t, rep, pgerror.QueryTimeoutWaiting, "FATAL", "08P01", "query_timeout")
 		if got := r.elapsed(rep.at); got < 3*time.Second || got > 3*time.Second+janitorPeriod {
 			t.Errorf("the client was ended after %v; want query_timeout (3s) to the next janitor tick", got)
 		}

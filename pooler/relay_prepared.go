@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -23,12 +24,12 @@ var errUnmappedTooLong = errors.New("unmapped Describe or Close over Postgres's 
 // errHeldMessage and errStatementBudget answer a Parse the pooler cannot
 // hold: the client gets the error in order and stays connected.
 var (
-	errHeldMessage     = newError(CodeHeldMessageTooLarge)
-	errStatementName   = newError(CodeStatementNameTooLong)
-	errStatementBudget = newError(CodeStatementBudget)
-	errStmtNotFound    = newError(CodeStatementNotFound)
-	errStmtExists      = newError(CodeStatementExists)
-	errStalePlan       = newError(CodeStalePlan)
+	errHeldMessage     = pgerror.New(pgerror.HeldMessageTooLarge)
+	errStatementName   = pgerror.New(pgerror.StatementNameTooLong)
+	errStatementBudget = pgerror.New(pgerror.StatementBudget)
+	errStmtNotFound    = pgerror.New(pgerror.StatementNotFound)
+	errStmtExists      = pgerror.New(pgerror.StatementExists)
+	errStalePlan       = pgerror.New(pgerror.StalePlan)
 )
 
 // relayParse relays a client's Parse: an unnamed one as it is (and
@@ -150,12 +151,12 @@ func (l *link) relayParseUnheld(bodyLen int, s *server) error {
 // Postgres's own error (26000), as the client would get directly. It
 // returns the error sent. Called with c.mu held, for the message just
 // recorded.
-func (l *link) refuseUnknownLocked(name []byte) *Error {
+func (l *link) refuseUnknownLocked(name []byte) *pgerror.Error {
 	c := l.c
 	l.mu.ls.Unrecord() // answered here, not sent
 	e := errStmtNotFound
 	if _, dropped := c.mu.discarded[string(name)]; dropped {
-		e = newError(CodeStatementDiscarded, string(name))
+		e = pgerror.New(pgerror.StatementDiscarded, string(name))
 	}
 	l.refuseInBatchLocked(e)
 	return e
@@ -185,7 +186,7 @@ func (c *client) logStale(name []byte, def *stmtcache.Def) {
 // logStmtRefusal logs a prepared-statement refusal in PgBouncer's words:
 // its ERROR line for the cause and, with log_pooler_errors, the "pooler
 // error" line of the text the client gets. Called without c.mu.
-func (c *client) logStmtRefusal(cause string, e *Error) {
+func (c *client) logStmtRefusal(cause string, e *pgerror.Error) {
 	c.logger().Error(cause)
 	if c.svc.settings().LogPoolerErrors {
 		c.logger().Warn("pooler error: " + e.Message)
@@ -196,7 +197,7 @@ func (c *client) logStmtRefusal(cause string, e *Error) {
 // before the ReadyForQuery of the client's next Sync, and drops the
 // client's messages up to that Sync, as Postgres does after its own
 // errors. Called with c.mu held.
-func (l *link) refuseInBatchLocked(e *Error) {
+func (l *link) refuseInBatchLocked(e *pgerror.Error) {
 	l.mu.ops.push(op{kind: opError, err: e})
 	l.mu.skipToSync = true
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -240,8 +242,8 @@ func (c *client) serveReplication() {
 	}
 	if serverEnded {
 		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		pe := &Error{Severity: "FATAL", SQLState: "08P01", Message: reason}
-		c.w.Write(appendError(nil, pe))
+		pe := &pgerror.Error{Severity: "FATAL", SQLState: "08P01", Message: reason}
+		c.w.Write(pgerror.Append(nil, pe))
 		c.w.Flush()
 	}
 	c.endReplication(s, reason)
@@ -298,17 +300,17 @@ func (c *client) endReplication(s *server, reason string) {
 // PgBouncer's ("S: login failed: ..."), and so are the closing lines
 // ("login failed"). Unlike an ordinary login's refusal it fails no other
 // client: the pool's ordinary logins may well succeed. Other failures are
-// as for any client (serverLoginError).
+// as for any client (loginfail.ClientError).
 func replicationLoginError(p *serverPool, s *server, err error) error {
 	var se *auth.ServerError
 	if errors.As(err, &se) {
 		p.serverLogger(s).Error("S: login failed: " + se.Fields.Severity + ": " + se.Fields.Message)
-		e := newError(CodeLoginFailed)
+		e := pgerror.New(pgerror.LoginFailed)
 		if se.Fields.Code != "" {
 			e.SQLState = se.Fields.Code
 		}
 		e.Detail = se.Fields.Message
 		return e
 	}
-	return serverLoginError(err)
+	return loginfail.ClientError(err)
 }

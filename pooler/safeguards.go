@@ -141,11 +141,11 @@ func (p *serverPool) fillMinLocked(now time.Time) {
 		if !p.mayConnectLocked(now) {
 			return
 		}
-		if !p.dbLimit.tryTake() {
+		if !p.dbLimit.TryTake() {
 			return
 		}
-		if !p.userLimit.tryTake() {
-			p.dbLimit.give()
+		if !p.userLimit.TryTake() {
+			p.dbLimit.Give()
 			return
 		}
 		p.startConnectLocked(now, false)
@@ -193,21 +193,6 @@ func (p *serverPool) deferredLocked() int {
 		if s.closeNeeded {
 			n++
 		}
-	}
-	return n
-}
-
-// deferred is deferredLocked over every pool under the cap. Called without
-// any pool's mu.
-func (l *limiter) deferred() int {
-	if l.over() == 0 {
-		return 0
-	}
-	n := 0
-	for _, m := range l.members() {
-		m.mu.Lock()
-		n += m.deferredLocked()
-		m.mu.Unlock()
 	}
 	return n
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -133,7 +134,7 @@ func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
 		lv.msgArmed = true
 		if err := c.awaitMessage(lv.st, n); err != nil {
 			if isTimeout(err) {
-				c.closeBadInput(newError(CodeClientMessageTimeout), "")
+				c.closeBadInput(pgerror.New(pgerror.ClientMessageTimeout), "")
 			} else {
 				c.leave(err)
 			}
@@ -224,7 +225,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.mu.Unlock()
 		handled, err := l.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {
-			c.closeBadInput(newError(CodeHeldMessageBudget), "")
+			c.closeBadInput(pgerror.New(pgerror.HeldMessageBudget), "")
 			return routed{}, stepEnd
 		}
 		if err != nil {
@@ -287,7 +288,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		// it; what the client's later messages then get depends on how
 		// far the server had read.
 		c.mu.Unlock()
-		c.closeBadInput(newError(CodeCopyUnexpectedMessage, typ), "")
+		c.closeBadInput(pgerror.New(pgerror.CopyUnexpectedMessage, typ), "")
 		return routed{}, stepEnd
 	}
 	r := routed{s: s, mapped: l.recordLocked(typ, n)}

@@ -3,10 +3,8 @@ package pooler
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -155,7 +153,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	// Read before the dial: a change of server_tls_* after this makes the
 	// login stale (loggedIn closes it), as a retarget does.
 	sec := p.svc.gen.Load().sec
-	s.serverTLS = sec.serverTLS
+	s.serverTLS = sec.ServerTLS
 	conn, err := p.svc.dialTimeout(s.ep.network, s.ep.address, timeout)
 	if err != nil {
 		return err
@@ -180,7 +178,7 @@ func dialServer(p *serverPool, s *server, timeout time.Duration) (err error) {
 	if s.ep.network == "tcp" {
 		// TLS is not used on Unix sockets, as with PgBouncer. The
 		// host verified is the one dialled, not the list.
-		if conn, err = startServerTLS(conn, sec.serverBase, s.serverTLS.Mode, s.ep.host); err != nil {
+		if conn, err = tlsconn.StartServer(conn, sec.ServerBase, s.serverTLS.Mode, s.ep.host); err != nil {
 			return err
 		}
 	}
@@ -394,57 +392,6 @@ func quoteIdent(n string) string {
 		return n
 	}
 	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
-}
-
-// startServerTLS asks Postgres for TLS as server_tls_sslmode (mode) says,
-// with base, the server TLS in force (nil: disable): allow and prefer fall
-// back to plaintext when the server answers 'N', require and verify-* fail
-// instead.
-func startServerTLS(conn net.Conn, base *tls.Config, mode, host string) (net.Conn, error) {
-	if base == nil {
-		return conn, nil
-	}
-	cfg := auth.ServerTLSForHost(base, mode, host)
-	if _, err := conn.Write(wire.AppendSSLRequest(nil)); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	var b [1]byte
-	if _, err := io.ReadFull(conn, b[:]); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	switch b[0] {
-	case 'S':
-		tc := tls.Client(tlsconn.Transport(conn, wire.SocketIO(conn)), cfg)
-		if err := tc.Handshake(); err != nil {
-			conn.Close()
-			return nil, &reasonError{"TLS startup failed", tlsHandshakeError(err)}
-		}
-		return tc, nil
-	case 'N':
-		if auth.ServerTLSRequired(mode) {
-			conn.Close()
-			return nil, &reasonError{"server refused SSL", errors.New("server does not support TLS, and server_tls_sslmode=" + mode + " requires it")}
-		}
-		return conn, nil
-	}
-	conn.Close()
-	return nil, &reasonError{"bad sslreq answer", fmt.Errorf("server answered the SSLRequest with %q", b[0])}
-}
-
-// tlsHandshakeError words a failed server TLS handshake as PgBouncer logs
-// it ("TLS handshake error: … certificate verify failed"), which the
-// suite and operators' alerting look for, with Go's error after it.
-func tlsHandshakeError(err error) error {
-	var cve *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var invalid x509.CertificateInvalidError
-	var host x509.HostnameError
-	if errors.As(err, &cve) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) {
-		return fmt.Errorf("TLS handshake error: certificate verify failed: %w", err)
-	}
-	return fmt.Errorf("TLS handshake error: %w", err)
 }
 
 // queryRow runs sql with text parameters through the extended protocol on

@@ -63,8 +63,8 @@ func TestTimingServerTLSChangeClearsCachedLoginError(t *testing.T) {
 		r := startTimingRig(t, settings+"server_tls_sslmode = require\n", refuseSSL(&sslRequests))
 		// The fake refuses TLS: require fails every login. The first
 		// client is refused with it (a TLS setup the settings require
-		// cannot be retried into working: failsWaiters); the second at
-		// once with the cached error (PgBouncer's fast fail).
+		// cannot be retried into working: loginfail.FailsWaiters); the
+		// second at once with the cached error (PgBouncer's fast fail).
 		first := r.startClient("u")
 		synctest.Wait()
 		if sslRequests.Load() == 0 {

@@ -14,6 +14,8 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
+	"github.com/pgturnstile/pgturnstile/internal/changesignal"
+	"github.com/pgturnstile/pgturnstile/internal/connlimit"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
@@ -133,7 +135,7 @@ type Service struct {
 	// changes is notified whenever a server closes (or a login in flight
 	// ends without one) and whenever a client goes: PAUSE, WAIT_CLOSE and
 	// SHUTDOWN wait on it for their conditions.
-	changes changeSignal
+	changes changesignal.Signal
 
 	// stopped ends when a shutdown completes (stop): Serve returns, and a
 	// graceful shutdown's wait gives up.
@@ -315,7 +317,7 @@ func (s *Service) Shutdown(ctx context.Context, mode admin.ShutdownMode) {
 		s.waitForClients.Store(true)
 		s.closeTCP()
 		until = func(ctx context.Context) error {
-			return s.changes.wait(ctx, s.clientsGone)
+			return s.changes.Wait(ctx, s.clientsGone)
 		}
 	default:
 		s.Close()
@@ -388,7 +390,7 @@ func (s *Service) clientClosed(c *client) {
 		// A message it was sending is held no more.
 		c.r.Release()
 	}
-	s.changes.notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
+	s.changes.Notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
 	s.wg.Done()
 }
 
@@ -485,8 +487,8 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 	p.eff = v.eff
 	p.dbLimit = s.limiterLocked(s.dbLimits, db.Name, p.eff.MaxDBConnections)
 	p.userLimit = s.limiterLocked(s.userLimits, serverUser, p.eff.MaxUserConnections)
-	p.dbLimit.add(p)
-	p.userLimit.add(p)
+	p.dbLimit.Add(p)
+	p.userLimit.Add(p)
 	p.paused = s.isPausedLocked(db.Name)
 	p.closed = poolClosed(cfg, db, serverUser)
 	p.metrics = s.newPoolMetrics(db.Name, serverUser)
@@ -498,19 +500,17 @@ func (s *Service) poolFor(db *config.Database, user string) (*serverPool, error)
 func (s *Service) limiterLocked(m map[string]*limiter, name string, max int) *limiter {
 	l, ok := m[name]
 	if !ok {
-		l = newLimiter(max)
+		l = connlimit.New[*serverPool](max)
 		m[name] = l
 	}
-	l.mu.Lock()
-	l.max = max
-	l.mu.Unlock()
+	l.SetMax(max)
 	return l
 }
 
 // evictFor closes an idle server of a sibling pool sharing a cap with p, so
 // that p's waiters can get a server ("closing because: evicted").
 func (s *Service) evictFor(p *serverPool, l *limiter) {
-	for _, sib := range l.members() {
+	for _, sib := range l.Members() {
 		if sib != p && sib.closeIdleOne() {
 			return
 		}
@@ -520,7 +520,7 @@ func (s *Service) evictFor(p *serverPool, l *limiter) {
 // wakeLimited lets pools blocked on a shared cap retry after a slot freed.
 func (s *Service) wakeLimited(ls ...*limiter) {
 	for _, l := range ls {
-		for _, p := range l.members() {
+		for _, p := range l.Members() {
 			p.kick()
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -365,7 +366,7 @@ func (ss *shardSession) pool(c *client, g *generation, db string) (*serverPool, 
 	}
 	entry, ok := g.cfg.LookupDatabase(db)
 	if !ok {
-		return nil, newError(CodeNoSuchDatabase, db)
+		return nil, pgerror.New(pgerror.NoSuchDatabase, db)
 	}
 	p, err := c.svc.poolFor(entry, c.user)
 	if err != nil {

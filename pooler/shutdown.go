@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // SHUTDOWN WAIT_FOR_SERVERS (and SIGINT) waits for the servers in use to
@@ -54,7 +56,7 @@ func (s *Service) failWaitersForShutdown() {
 		// Each waiter owns its grant's one slot, emptied when its wait
 		// began: these sends do not block.
 		for _, w := range failed {
-			w.grant <- grant{err: newError(CodeServerShuttingDown)}
+			w.grant <- grant{err: pgerror.New(pgerror.ServerShuttingDown)}
 		}
 	}
 }
@@ -88,7 +90,7 @@ func (s *Service) countTCPAccept(ln net.Listener) func() {
 	s.tcpAccepting.Add(1)
 	return func() {
 		s.tcpAccepting.Add(-1)
-		s.changes.notify()
+		s.changes.Notify()
 	}
 }
 

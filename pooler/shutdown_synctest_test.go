@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // SHUTDOWN WAIT_FOR_SERVERS (issue 18, cause 5): the session holding a
@@ -33,14 +34,14 @@ func TestTimingShutdownWaitForServersClosesWaiters(t *testing.T) {
 		asked := time.Now()
 		r.svc.Shutdown(context.Background(), admin.ShutdownWaitForServers)
 		rep := <-got
-		checkError(t, rep, CodeServerShuttingDown, "FATAL", "08P01", "server shutting down")
+		checkError(t, rep, pgerror.ServerShuttingDown, "FATAL", "08P01", "server shutting down")
 		if waited := rep.at.Sub(asked); waited > shutdownSweepEvery {
 			t.Errorf("the queued client was closed %v after SHUTDOWN; want by the next pass (%v), not query_wait_timeout", waited, shutdownSweepEvery)
 		}
 		if rep2 := waiter.readReply(); rep2.ioErr == nil {
 			t.Errorf("the waiter's connection stayed open after FATAL: %v", rep2)
 		}
-		checkError(t, idle.query("SELECT 3"), CodeServerShuttingDown, "FATAL", "08P01", "server shutting down")
+		checkError(t, idle.query("SELECT 3"), pgerror.ServerShuttingDown, "FATAL", "08P01", "server shutting down")
 		if rep := holder.query("SELECT 4"); !rep.ready || rep.err != nil {
 			t.Errorf("the session holding a server, after SHUTDOWN: %v", rep)
 		}

@@ -1,7 +1,6 @@
 package pooler
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,87 +59,14 @@ func (ps *poolStats) rollPeriod(period time.Duration) admin.Counters {
 	t := ps.totals()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	d := subCounters(t, ps.prev)
-	ps.avg = periodAverages(d, period)
+	d := t.Sub(ps.prev)
+	ps.avg = d.PeriodAverages(period)
 	ps.prev = t
 	return d
-}
-
-// periodAverages turns a stats_period's growth of the counters into
-// PgBouncer's averages: counts and bytes per second, transaction and
-// query times per transaction and query, the wait per server assignment.
-func periodAverages(d admin.Counters, period time.Duration) admin.Counters {
-	secs := int64(period / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	avg := admin.Counters{
-		ServerAssignmentCount: d.ServerAssignmentCount / secs,
-		XactCount:             d.XactCount / secs,
-		QueryCount:            d.QueryCount / secs,
-		Received:              d.Received / secs,
-		Sent:                  d.Sent / secs,
-		ClientParseCount:      d.ClientParseCount / secs,
-		ServerParseCount:      d.ServerParseCount / secs,
-		BindCount:             d.BindCount / secs,
-		ClientLoginCount:      d.ClientLoginCount / secs,
-	}
-	if d.XactCount > 0 {
-		avg.XactTime = d.XactTime / d.XactCount
-	}
-	if d.QueryCount > 0 {
-		avg.QueryTime = d.QueryTime / d.QueryCount
-	}
-	if d.ServerAssignmentCount > 0 {
-		avg.WaitTime = d.WaitTime / d.ServerAssignmentCount
-	}
-	return avg
-}
-
-// statsLine is PgBouncer's periodic log line (log_stats): the averages of
-// all pools over the last stats_period.
-func statsLine(a admin.Counters) string {
-	return fmt.Sprintf("stats: %d xacts/s, %d queries/s, %d client parses/s, %d server parses/s, %d binds/s, in %d B/s, out %d B/s, xact %d us, query %d us, wait %d us",
-		a.XactCount, a.QueryCount, a.ClientParseCount, a.ServerParseCount, a.BindCount,
-		a.Received, a.Sent, a.XactTime, a.QueryTime, a.WaitTime)
 }
 
 func (ps *poolStats) averages() admin.Counters {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return ps.avg
-}
-
-func subCounters(a, b admin.Counters) admin.Counters {
-	return admin.Counters{
-		ServerAssignmentCount: a.ServerAssignmentCount - b.ServerAssignmentCount,
-		XactCount:             a.XactCount - b.XactCount,
-		QueryCount:            a.QueryCount - b.QueryCount,
-		Received:              a.Received - b.Received,
-		Sent:                  a.Sent - b.Sent,
-		XactTime:              a.XactTime - b.XactTime,
-		QueryTime:             a.QueryTime - b.QueryTime,
-		WaitTime:              a.WaitTime - b.WaitTime,
-		ClientParseCount:      a.ClientParseCount - b.ClientParseCount,
-		ServerParseCount:      a.ServerParseCount - b.ServerParseCount,
-		BindCount:             a.BindCount - b.BindCount,
-		ClientLoginCount:      a.ClientLoginCount - b.ClientLoginCount,
-	}
-}
-
-func addCounters(a, b admin.Counters) admin.Counters {
-	return admin.Counters{
-		ServerAssignmentCount: a.ServerAssignmentCount + b.ServerAssignmentCount,
-		XactCount:             a.XactCount + b.XactCount,
-		QueryCount:            a.QueryCount + b.QueryCount,
-		Received:              a.Received + b.Received,
-		Sent:                  a.Sent + b.Sent,
-		XactTime:              a.XactTime + b.XactTime,
-		QueryTime:             a.QueryTime + b.QueryTime,
-		WaitTime:              a.WaitTime + b.WaitTime,
-		ClientParseCount:      a.ClientParseCount + b.ClientParseCount,
-		ServerParseCount:      a.ServerParseCount + b.ServerParseCount,
-		BindCount:             a.BindCount + b.BindCount,
-		ClientLoginCount:      a.ClientLoginCount + b.ClientLoginCount,
-	}
 }

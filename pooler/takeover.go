@@ -329,9 +329,9 @@ func (p *serverPool) handOverServer(srv *server) {
 	p.mu.Unlock()
 	srv.conn.Close()
 	srv.stmts.Clear(p.svc.stmts)
-	p.dbLimit.give()
-	p.userLimit.give()
-	p.svc.changes.notify()
+	p.dbLimit.Give()
+	p.userLimit.Give()
+	p.svc.changes.Notify()
 }
 
 // unholdServer gives a held server back to its pool (the takeover did not

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -106,7 +107,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.Database)
 	if !ok {
-		return newError(CodeNoSuchDatabase, m.Database)
+		return pgerror.New(pgerror.NoSuchDatabase, m.Database)
 	}
 	pool, err := s.poolFor(db, m.User)
 	if err != nil {
@@ -177,7 +178,7 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	cfg := s.config()
 	db, ok := cfg.LookupDatabase(m.Database)
 	if !ok {
-		return nil, newError(CodeNoSuchDatabase, m.Database)
+		return nil, pgerror.New(pgerror.NoSuchDatabase, m.Database)
 	}
 	p, err := s.poolFor(db, m.User)
 	if err != nil {
@@ -203,12 +204,12 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.dbLimit.tryTake() {
+	if !p.dbLimit.TryTake() {
 		conn.Close()
 		return nil, errors.New("max_db_connections reached")
 	}
-	if !p.userLimit.tryTake() {
-		p.dbLimit.give()
+	if !p.userLimit.TryTake() {
+		p.dbLimit.Give()
 		conn.Close()
 		return nil, errors.New("max_user_connections reached")
 	}
@@ -216,7 +217,7 @@ func (s *Service) adoptServer(m takeover.Row) (*server, error) {
 	srv := p.newLoginLocked()
 	p.mu.Unlock()
 	srv.ep = ep
-	srv.serverTLS = s.gen.Load().sec.serverTLS
+	srv.serverTLS = s.gen.Load().sec.ServerTLS
 	sio := wire.SocketIO(conn)
 	srv.conn, srv.r, srv.w = conn, wire.NewReader(sio, wire.DefaultBufferSize), wire.NewWriter(sio, wire.DefaultBufferSize)
 	srv.pid, srv.cancelKey, srv.params = m.State.PID, key, m.State.Params

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -51,7 +52,7 @@ func TestTimingQueryWaitTimeout(t *testing.T) {
 		default:
 		}
 		rep := <-got
-		checkError(t, rep, CodeQueryWaitTimeout, "FATAL", "08P01", "query_wait_timeout")
+		checkError(t, rep, pgerror.QueryWaitTimeout, "FATAL", "08P01", "query_wait_timeout")
 		if waited := rep.at.Sub(asked); waited < 2*time.Second || waited > 2*time.Second+janitorPeriod {
 			t.Errorf("error after %v; want query_wait_timeout (2s) to the next janitor tick", waited)
 		}
@@ -92,7 +93,7 @@ func TestTimingClientIdleTimeout(t *testing.T) {
 			t.Fatalf("SHOW CLIENTS has %d rows before the timeout; want 1", n)
 		}
 		rep := <-got
-		checkError(t, rep, CodeClientIdleTimeout, "FATAL", "08P01", "client_idle_timeout")
+		checkError(t, rep, pgerror.ClientIdleTimeout, "FATAL", "08P01", "client_idle_timeout")
 		if at := r.elapsed(rep.at); at != 5*time.Second {
 			t.Errorf("closed at %v; want 5s (idle since 2s, client_idle_timeout 3s)", at)
 		}
@@ -318,7 +319,7 @@ func shrinkBusyServer(t *testing.T) {
 	case rep = <-gotA:
 	case rep = <-gotB:
 	}
-	checkError(t, rep, CodeEvicted, "FATAL", "08P01", "evicted")
+	checkError(t, rep, pgerror.Evicted, "FATAL", "08P01", "evicted")
 	if at := r.elapsed(rep.at); at < 2550*time.Millisecond || at > 2550*time.Millisecond+janitorPeriod {
 		t.Errorf("evicted at %v; want limit_evict_grace (2s) after the change at 550ms, by the next tick", at)
 	}

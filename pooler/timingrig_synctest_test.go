@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // timingRig and its helpers serve the synctest timing tests
@@ -166,11 +167,11 @@ func (b *syncBuffer) String() string {
 
 // checkError asserts that rep carries the error the client must see:
 // severity, SQLSTATE and text as PgBouncer sends them, which are also
-// errors.go's for code.
-func checkError(t *testing.T, rep reply, code Code, severity, sqlState, text string) {
+// internal/pgerror's for code.
+func checkError(t *testing.T, rep reply, code pgerror.Code, severity, sqlState, text string) {
 	t.Helper()
-	if e := newError(code); e.Severity != severity || e.SQLState != sqlState || e.Message != text {
-		t.Errorf("errors.go says %s %s %q for code %d; the test expects %s %s %q", e.Severity, e.SQLState, e.Message, code, severity, sqlState, text)
+	if e := pgerror.New(code); e.Severity != severity || e.SQLState != sqlState || e.Message != text {
+		t.Errorf("pgerror says %s %s %q for code %d; the test expects %s %s %q", e.Severity, e.SQLState, e.Message, code, severity, sqlState, text)
 	}
 	if rep.err == nil {
 		t.Fatalf("reply %+v: want error %s %s %q", rep, severity, sqlState, text)

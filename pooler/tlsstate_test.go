@@ -20,6 +20,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/internal/testcert"
+	"github.com/pgturnstile/pgturnstile/internal/tlsset"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -95,9 +96,9 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := tp.svc.Console().Reload()
-	var tna *tlsNotAppliedError
+	var tna *tlsset.NotAppliedError
 	if !errors.As(err, &tna) {
-		t.Fatalf("RELOAD with a mismatched key: %v; want a tlsNotAppliedError", err)
+		t.Fatalf("RELOAD with a mismatched key: %v; want a tlsset.NotAppliedError", err)
 	}
 	if !strings.Contains(tp.log.tail(), "ERROR TLS configuration could not be reloaded, keeping old configuration") {
 		t.Errorf("RELOAD does not say it kept the TLS in PgBouncer's words:\n%s", tp.log.tail())
@@ -106,8 +107,8 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 		t.Errorf("default_pool_size after the RELOAD = %d; want 9 (the rest of the file applies)", got)
 	}
 	sec := tp.svc.gen.Load().sec
-	if sec.clientTLS != before.clientTLS || sec.clientMode != "require" {
-		t.Errorf("client TLS after the failed set: mode %q, same config %v; want the old one in force", sec.clientMode, sec.clientTLS == before.clientTLS)
+	if sec.ClientTLS != before.ClientTLS || sec.ClientMode != "require" {
+		t.Errorf("client TLS after the failed set: mode %q, same config %v; want the old one in force", sec.ClientMode, sec.ClientTLS == before.ClientTLS)
 	}
 	if err := clientHandshake(tp.addr, ca1.pool); err != nil {
 		t.Errorf("a client trusting CA one after the failed RELOAD: %v", err)
@@ -120,8 +121,8 @@ func TestReloadKeepsTLSThatDoesNotLoad(t *testing.T) {
 	if err := tp.svc.Console().Set("server_tls_key_file", ca2.key); !errors.As(err, new(*admin.Notice)) {
 		t.Fatalf("SET server_tls_key_file alone: %v; want the NOTICE", err)
 	}
-	if got := tp.svc.gen.Load().sec.serverTLS; got != before.serverTLS {
-		t.Errorf("server TLS in force after the failed SET: %+v; want %+v", got, before.serverTLS)
+	if got := tp.svc.gen.Load().sec.ServerTLS; got != before.ServerTLS {
+		t.Errorf("server TLS in force after the failed SET: %+v; want %+v", got, before.ServerTLS)
 	}
 }
 
@@ -358,7 +359,7 @@ func TestTLS13CiphersChecked(t *testing.T) {
 		t.Fatalf("SET client_tls13_ciphers to a TLS 1.3 suite: %v", err)
 	}
 	applied := tp.svc.gen.Load().sec
-	if applied.clientTLS == before.clientTLS {
+	if applied.ClientTLS == before.ClientTLS {
 		t.Error("a valid client_tls13_ciphers was not applied")
 	}
 	if err := con.Set("client_tls13_ciphers", "unknown"); !errors.As(err, new(*admin.Notice)) {
@@ -367,7 +368,7 @@ func TestTLS13CiphersChecked(t *testing.T) {
 	if !strings.Contains(tp.log.tail(), "ERROR TLS setup failed: failed to set the TLSv1.3 cipher suites") {
 		t.Errorf("PgBouncer's line is not logged:\n%s", tp.log.tail())
 	}
-	if tp.svc.gen.Load().sec.clientTLS != applied.clientTLS {
+	if tp.svc.gen.Load().sec.ClientTLS != applied.ClientTLS {
 		t.Error("the TLS in force changed after a client_tls13_ciphers that names no suite")
 	}
 	if err := clientHandshake(tp.addr, ca.pool); err != nil {

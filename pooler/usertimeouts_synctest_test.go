@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
 // The per-user and per-database timeouts ([users] query_timeout,
@@ -22,7 +23,7 @@ import (
 // exactly (a read deadline, not a janitor tick); got is the reply of a
 // query in flight, nil for none, and that the server the
 // client held was closed with text as the reason.
-func awaitClose(t *testing.T, r *timingRig, c *pipeClient, got <-chan reply, want time.Duration, code Code, text string) {
+func awaitClose(t *testing.T, r *timingRig, c *pipeClient, got <-chan reply, want time.Duration, code pgerror.Code, text string) {
 	t.Helper()
 	if got == nil {
 		ch := make(chan reply, 1)
@@ -72,7 +73,7 @@ func TestTimingTransactionTimeoutIdle(t *testing.T) {
 		if rep := c.query("SELECT 1"); !rep.ready || rep.err != nil {
 			t.Fatalf("query 1s into the transaction: %v", rep)
 		}
-		awaitClose(t, r, c, nil, 3*time.Second, CodeTransactionTimeout, "transaction timeout")
+		awaitClose(t, r, c, nil, 3*time.Second, pgerror.TransactionTimeout, "transaction timeout")
 		// Outside a transaction the setting does not count.
 		d := r.connect("u", nil)
 		if rep := d.query("SELECT 1"); !rep.ready || rep.err != nil {
@@ -95,7 +96,7 @@ func TestTimingUserTransactionTimeoutRunning(t *testing.T) {
 			t.Fatalf("BEGIN: %v", rep)
 		}
 		r.sleepUntil(time.Second)
-		awaitClose(t, r, c, c.queryAsync("SLEEP"), 2*time.Second, CodeTransactionTimeout, "transaction timeout")
+		awaitClose(t, r, c, c.queryAsync("SLEEP"), 2*time.Second, pgerror.TransactionTimeout, "transaction timeout")
 		r.sleepUntil(11 * time.Second) // the fake's SLEEP ends
 	})
 }
@@ -105,7 +106,7 @@ func TestTimingUserQueryTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startTimingRig(t, "pool_mode = statement\nquery_timeout = 100\n[users]\nu = query_timeout=1\n")
 		c := r.connect("u", nil)
-		awaitClose(t, r, c, c.queryAsync("SLEEP"), time.Second, CodeQueryTimeout, "query timeout")
+		awaitClose(t, r, c, c.queryAsync("SLEEP"), time.Second, pgerror.QueryTimeout, "query timeout")
 		r.sleepUntil(11 * time.Second) // the fake's SLEEP ends
 	})
 }
@@ -118,7 +119,7 @@ func TestTimingUserIdleTransactionTimeout(t *testing.T) {
 		if rep := c.query("BEGIN"); !rep.ready || rep.status != 'T' {
 			t.Fatalf("BEGIN: %v", rep)
 		}
-		awaitClose(t, r, c, nil, time.Second, CodeIdleTransactionTimeout, "idle transaction timeout")
+		awaitClose(t, r, c, nil, time.Second, pgerror.IdleTransactionTimeout, "idle transaction timeout")
 	})
 }
 
@@ -137,7 +138,7 @@ func TestTimingUserClientIdleTimeout(t *testing.T) {
 		default:
 		}
 		rep := <-got
-		checkError(t, rep, CodeClientIdleTimeout, "FATAL", "08P01", "client_idle_timeout")
+		checkError(t, rep, pgerror.ClientIdleTimeout, "FATAL", "08P01", "client_idle_timeout")
 		if at := r.elapsed(rep.at); at != 2*time.Second {
 			t.Errorf("closed at %v; want 2s", at)
 		}
@@ -159,7 +160,7 @@ func TestTimingUserQueryWaitTimeout(t *testing.T) {
 		waiter := r.connect("u", nil)
 		got := waiter.queryAsync("SELECT 2")
 		rep := <-got
-		checkError(t, rep, CodeQueryWaitTimeout, "FATAL", "08P01", "query_wait_timeout")
+		checkError(t, rep, pgerror.QueryWaitTimeout, "FATAL", "08P01", "query_wait_timeout")
 		if at := r.elapsed(rep.at); at < time.Second || at > time.Second+janitorPeriod {
 			t.Errorf("error at %v; want query_wait_timeout (1s) to the next janitor tick", at)
 		}

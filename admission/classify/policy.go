@@ -58,6 +58,20 @@ func nextGen() uint32 {
 	}
 }
 
+// Load reads the admission_file at file and compiles it; an error of the
+// compilation names the file.
+func Load(file string) (*Policy, error) {
+	raw, err := config.LoadAdmission(file)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := New(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return pol, nil
+}
+
 // New compiles p. It checks again what config.ParseAdmission guarantees, so
 // that a policy built by hand cannot make the classifier index out of range.
 func New(p *config.AdmissionPolicy) (*Policy, error) {

@@ -1,8 +1,9 @@
 // Package tlsconn is TLS over the pooler's sockets: the connection
 // crypto/tls reads and writes a client's or a server's records through
 // (raw system calls where wire.SocketIO makes them), the socket found
-// again under a TLS connection, and a direct-TLS client (PostgreSQL 17's
-// sslnegotiation=direct) told from its first byte.
+// again under a TLS connection, a direct-TLS client (PostgreSQL 17's
+// sslnegotiation=direct) told from its first byte, and a server login's
+// SSLRequest and handshake (server.go).
 package tlsconn
 
 import (
