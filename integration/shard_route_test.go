@@ -713,3 +713,72 @@ func TestShardRouteScatter(t *testing.T) {
 		t.Fatalf("after the scatters: %d, %v", n, err)
 	}
 }
+
+// TestShardRouteHeldStatements: what a transaction says before its first
+// statement (SAVEPOINT, SET LOCAL, RELEASE, ROLLBACK TO) is held with its
+// BEGIN and runs ahead of that statement on its shard; a held statement
+// that fails there is the error the client's statement gets.
+func TestShardRouteHeldStatements(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, time.Minute)
+	want := rig.expected(t, "org", []string{"1", "2", "3", "4", "5", "6", "7", "8"})
+	var k0, k1 string
+	for _, k := range []string{"1", "2", "3", "4", "5", "6", "7", "8"} {
+		if want[k] == "shrt_s0" && k0 == "" {
+			k0 = k
+		}
+		if want[k] == "shrt_s1" && k1 == "" {
+			k1 = k
+		}
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rig.clear(t)
+			conn := rig.connect(t, mode)
+			for _, q := range []string{"BEGIN", "SAVEPOINT a", "SET LOCAL statement_timeout = '7s'", "RELEASE SAVEPOINT a", "SAVEPOINT b"} {
+				if _, err := conn.Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			var timeout string
+			if err := conn.QueryRow(ctx, "SELECT current_setting('statement_timeout') || '/' || count(*) FROM files WHERE org_id = "+k1).Scan(&timeout); err != nil || timeout != "7s/0" {
+				t.Fatalf("the held SET LOCAL on the transaction's shard: %q, %v", timeout, err)
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ("+k1+", 'held')"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "ROLLBACK TO SAVEPOINT b"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ("+k1+", 'kept')"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				t.Fatal(err)
+			}
+			got := rig.landed(t, "files", "name")
+			if len(got) != 1 || len(got["kept"]) != 1 || got["kept"][0] != "shrt_s1" {
+				t.Fatalf("after ROLLBACK TO the held savepoint: %v", got)
+			}
+			// A held statement that fails on the shard: its error is the
+			// statement's, the transaction is aborted, ROLLBACK works.
+			for _, q := range []string{"BEGIN", "SET LOCAL no_such_setting_at_all = 1"} {
+				if _, err := conn.Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			_, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ("+k0+", 'never')")
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "42704" {
+				t.Fatalf("the statement after a failed held SET LOCAL: %v, want 42704", err)
+			}
+			if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+			if got := rig.landed(t, "files", "name"); len(got["never"]) != 0 {
+				t.Fatalf("rows of the failed transaction: %v", got)
+			}
+			waitNoIdleInTx(t)
+		})
+	}
+}

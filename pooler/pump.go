@@ -135,7 +135,11 @@ func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *
 			c.mu.Unlock()
 		}
 	case wire.MsgErrorResponse:
-		return l.pumpError(s, inline)
+		act := l.pumpError(s, inline)
+		if l.pump.heldErr != nil && (act == replyForward || act == replyForwardHandOff) {
+			return l.pumpHeldError(s, out, act) // shardtx.go
+		}
+		return act
 	case wire.MsgCommandComplete:
 		if len(s.unreported) > 0 && !s.unreportedDirty {
 			if !l.noteSessionChange(s) {

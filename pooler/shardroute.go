@@ -39,9 +39,12 @@ type shardSession struct {
 	// pins counts changes of pin and local: a statement prepared under
 	// other pins is prepared again at its Bind.
 	pins uint64
-	// held is a BEGIN the pooler answered while no server was linked:
-	// its Query message, sent ahead of the transaction's first statement.
-	held []byte
+	// held is a BEGIN the pooler answered while no server was linked,
+	// and the SAVEPOINT, RELEASE, ROLLBACK TO and SET LOCAL after it: their
+	// Query messages (heldN of them), sent ahead of the transaction's
+	// first statement.
+	held  []byte
+	heldN int
 	// pools are the shard pools the client has used, pinned (poolfree.go)
 	// until it leaves.
 	pools map[string]*serverPool

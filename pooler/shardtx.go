@@ -50,14 +50,20 @@ func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
 	kind, start := shard.ReadTxControl(text)
 	switch {
 	case kind == shard.TxBegin && ss.held == nil:
-		ss.held = wire.AppendQuery(nil, string(text))
+		ss.held, ss.heldN = wire.AppendQuery(nil, string(text)), 1
 		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(start))), true
 	case kind == shard.TxBegin:
 		notice := wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25001", "there is already a transaction in progress", "", "")
 		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, kind.Tag(start))...)), true
-	case kind != shard.TxNone && ss.held != nil:
+	case kind.HeldInTransaction() && ss.held != nil:
+		// Only the transaction's state: it goes ahead of the first
+		// statement too.
+		ss.held = wire.AppendQuery(ss.held, string(text))
+		ss.heldN++
+		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
+	case (kind == shard.TxCommit || kind == shard.TxRollback) && ss.held != nil:
 		// The transaction never reached a server: nothing to commit.
-		ss.held, ss.local = nil, shard.Pin{}
+		ss.held, ss.heldN, ss.local = nil, 0, shard.Pin{}
 		ss.pins++
 		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
 	}
@@ -189,10 +195,13 @@ func (l *link) replayHeldLocked(s *server) {
 	ss := c.shard
 	now := c.svc.clock.Now()
 	c.mu.queryStart, l.mu.xactStart = now, now
-	l.mu.ls.FromClient(wire.MsgQuery)
-	l.pump.swallow++
+	for range ss.heldN {
+		l.mu.ls.FromClient(wire.MsgQuery)
+	}
+	l.pump.swallow += ss.heldN
+	l.pump.heldErr, l.pump.heldBegun = nil, 0
 	s.w.Write(ss.held)
-	ss.held = nil
+	ss.held, ss.heldN = nil, 0
 }
 
 // heldToShardLocked holds a statement of a transaction already on server
@@ -243,16 +252,27 @@ func (l *link) relayRaise(r routed, s *server) error {
 	return s.w.Write(r.raise)
 }
 
-// pumpSwallow drops a server's replies to a held BEGIN up to its
+// pumpSwallow drops a server's replies to the held statements up to their
 // ReadyForQuery, which only moves the link's protocol position. A BEGIN
 // that fails (the server in a state nothing should leave it in) loses the
 // server: the client's statement must not run outside its transaction.
+// A later held statement that fails (SET LOCAL of an unknown setting, a
+// ROLLBACK TO of no savepoint) has aborted the transaction: its error is
+// kept and given to the client in place of the next error the server
+// sends, which is the transaction's "current transaction is aborted".
 func (l *link) pumpSwallow(s *server, typ byte) replyAct {
 	c := l.c
 	switch typ {
 	case wire.MsgErrorResponse:
-		l.serverLost(s, errHeldBeginFailed)
-		return replyLinkOver
+		msg, err := s.r.Message()
+		if err != nil || l.pump.heldBegun == 0 {
+			l.serverLost(s, errHeldBeginFailed)
+			return replyLinkOver
+		}
+		if l.pump.heldErr == nil {
+			l.pump.heldErr = append([]byte(nil), msg...)
+		}
+		return replyDone
 	case wire.MsgReadyForQuery:
 		msg, err := s.r.Message()
 		var status byte
@@ -264,6 +284,7 @@ func (l *link) pumpSwallow(s *server, typ byte) replyAct {
 			return replyLinkOver
 		}
 		l.pump.swallow--
+		l.pump.heldBegun++
 		l.pump.replies = 0
 		c.mu.Lock()
 		l.mu.ls.ReadyForQuery(status)
@@ -293,4 +314,29 @@ var poisonBind = wire.AppendBind(nil, "", "pgturnstile: statement for another sh
 func poisonTransaction(s *server) {
 	s.w.Write(poisonBind)
 	s.w.Flush()
+}
+
+// pumpHeldError gives the client the error of a held statement that
+// failed in place of the server's current error (the transaction's
+// aborted state it caused), then acts as act would have.
+func (l *link) pumpHeldError(s *server, out *wire.Writer, act replyAct) replyAct {
+	msg := l.pump.heldErr
+	l.pump.heldErr = nil
+	if out == nil {
+		return act // the client is gone: discarded as the server's would be
+	}
+	if err := s.r.Skip(); err != nil {
+		l.serverLost(s, err)
+		return replyLinkOver
+	}
+	l.pump.sentBytes += int64(len(msg))
+	out.Write(msg)
+	if act == replyForwardHandOff {
+		out.Flush()
+		return replyHandOff
+	}
+	if !s.r.Pending() {
+		out.Flush()
+	}
+	return replyDone
 }

@@ -15,6 +15,12 @@ const (
 	TxBegin              // BEGIN or START TRANSACTION, with valid modes
 	TxCommit             // COMMIT or END
 	TxRollback           // ROLLBACK or ABORT
+	// Held with a BEGIN until the transaction's first statement, sent
+	// ahead of it after the BEGIN (their errors, if any, surface there).
+	TxSavepoint  // SAVEPOINT name
+	TxRelease    // RELEASE [SAVEPOINT] name
+	TxRollbackTo // ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] name
+	TxSetLocal   // SET LOCAL …, SET TRANSACTION …
 )
 
 // Tag is the CommandComplete tag Postgres answers the statement with.
@@ -27,11 +33,21 @@ func (t TxControl) Tag(startTransaction bool) string {
 		return "BEGIN"
 	case TxCommit:
 		return "COMMIT"
-	case TxRollback:
+	case TxRollback, TxRollbackTo:
 		return "ROLLBACK"
+	case TxSavepoint:
+		return "SAVEPOINT"
+	case TxRelease:
+		return "RELEASE"
+	case TxSetLocal:
+		return "SET"
 	}
 	return ""
 }
+
+// HeldInTransaction reports the statements a pooler holds after a held
+// BEGIN rather than send alone: they only change the transaction's state.
+func (t TxControl) HeldInTransaction() bool { return t >= TxSavepoint }
 
 // ReadTxControl recognises a text that is exactly one transaction-control
 // statement (a ';' after it allowed): BEGIN [WORK|TRANSACTION] [modes],
@@ -75,6 +91,39 @@ func ReadTxControl(sql []byte) (kind TxControl, start bool) {
 		kind = TxCommit
 	case word(0, "rollback") || word(0, "abort"):
 		kind = TxRollback
+		j := 1
+		if word(j, "work") || word(j, "transaction") {
+			j++
+		}
+		if word(0, "rollback") && word(j, "to") {
+			j++
+			if word(j, "savepoint") {
+				j++
+			}
+			if j+1 == n && toks[j].kind == tokIdent || j+1 == n && toks[j].kind == tokQIdent {
+				return TxRollbackTo, false
+			}
+			return TxNone, false
+		}
+	case word(0, "savepoint"):
+		if n == 2 && (toks[1].kind == tokIdent || toks[1].kind == tokQIdent) {
+			return TxSavepoint, false
+		}
+		return TxNone, false
+	case word(0, "release"):
+		j := 1
+		if word(j, "savepoint") {
+			j++
+		}
+		if j+1 == n && (toks[j].kind == tokIdent || toks[j].kind == tokQIdent) {
+			return TxRelease, false
+		}
+		return TxNone, false
+	case word(0, "set") && (word(1, "local") || word(1, "transaction")):
+		if n > 2 {
+			return TxSetLocal, false
+		}
+		return TxNone, false
 	default:
 		return TxNone, false
 	}
