@@ -782,3 +782,37 @@ func TestShardRouteHeldStatements(t *testing.T) {
 		})
 	}
 }
+
+// TestShardRouteOnlineRestart: a sharded cluster's client handed over by
+// pgturnstile -R keeps being routed: its statement prepared on the old
+// process, executed on the new one for keys of either shard, lands where
+// Postgres places the keys.
+func TestShardRouteOnlineRestart(t *testing.T) {
+	rig := startShardRig(t, map[string]string{"unix_socket_dir": t.TempDir()})
+	ctx := ctxT(t, time.Minute)
+	keys := []string{"11", "12", "13", "14", "15", "16", "17", "18"}
+	want := rig.expected(t, "org", keys)
+	conn := rig.connect(t, pgx.QueryExecModeCacheStatement)
+	const ins = "INSERT INTO files (org_id, name) VALUES ($1, 'moved')"
+	for _, k := range keys[:4] {
+		if _, err := conn.Exec(ctx, ins, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p2 := rebootPooler(t, rig.p)
+	if !p2.WaitLog("took over 1 clients", 10*time.Second) {
+		t.Fatalf("the cluster's client was not taken over; new log:\n%s", p2.Log())
+	}
+	for _, k := range keys[4:] {
+		if _, err := conn.Exec(ctx, ins, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close(ctx) // before the new process stops, which waits for its clients
+	got := rig.landed(t, "files", "org_id")
+	for _, k := range keys {
+		if dbs := got[k]; len(dbs) != 1 || dbs[0] != want[k] {
+			t.Errorf("key %s on %v, want %s", k, dbs, want[k])
+		}
+	}
+}

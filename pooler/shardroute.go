@@ -298,9 +298,14 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 	}
 	sr, known := ss.stmts[string(stmt)]
 	if !known {
-		// Prepared some other way (SQL PREPARE, before the map had the
-		// cluster): nothing says where its rows are.
-		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+		// Not seen by the router (the client came over in an online
+		// restart): the text the mapping keeps for it says where its
+		// rows are; without one (SQL PREPARE), nothing does.
+		text, ok := l.c.stmtText(string(stmt))
+		if !ok {
+			return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+		}
+		sr = stmtRoute{text: text}
 	}
 	if sr.of != ss.routerOf || sr.pins != ss.pins {
 		// Prepared under an earlier map (its ranges may have moved) or
@@ -420,4 +425,23 @@ func setStartupPin(p *shard.Pin, key, value string) bool {
 		return false
 	}
 	return true
+}
+
+// stmtText is the text of the client's prepared statement name as the
+// mapping knows it (max_prepared_statements).
+func (c *client) stmtText(name string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.mu.stmts[name]
+	if cs == nil {
+		return "", false
+	}
+	return cs.Def.Query, true
+}
+
+// movable reports whether a client can be handed to another process in
+// an online restart: a sharded cluster's client only when it holds
+// nothing the new process could not rebuild (a held BEGIN, pins).
+func (ss *shardSession) movable() bool {
+	return ss == nil || ss.held == nil && ss.pin.Empty() && ss.local.Empty()
 }
