@@ -67,6 +67,7 @@ const (
 	ReasonKeyExpression        // INSERT with the key as an expression or DEFAULT, or left out
 	ReasonTooLong              // longer than the scanner reads
 	ReasonUnicodeIdent         // a U&"…" identifier the scanner does not decode
+	ReasonNoColumnList         // INSERT without a column list (or DEFAULT VALUES)
 )
 
 var reasonText = [...]string{
@@ -77,9 +78,10 @@ var reasonText = [...]string{
 	ReasonJoin:          "a join not on the key, or with a table of another colocation or an unsharded one",
 	ReasonShape:         "a statement the router does not route by its text",
 	ReasonKeyAssigned:   "the statement assigns the key",
-	ReasonKeyExpression: "the key is not a constant or parameter in every row",
+	ReasonKeyExpression: "the key is not a constant or parameter in every row, or is not among the columns",
 	ReasonTooLong:       "the statement is longer than the router reads",
 	ReasonUnicodeIdent:  "a U&\"…\" identifier",
+	ReasonNoColumnList:  "an INSERT without a column list: the router does not know the table's column order (name the columns)",
 }
 
 func (r Reason) String() string { return reasonText[r] }

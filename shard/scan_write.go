@@ -109,7 +109,7 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 	}
 	r := s.refs[0]
 	if i >= b || !lx.punct(s.toks[i], "(") {
-		s.refuse(ReasonKeyExpression, r.name, r.key) // no column list, or DEFAULT VALUES
+		s.refuse(ReasonNoColumnList, r.name, r.key) // or DEFAULT VALUES
 		return
 	}
 	pos, col := -1, 0
