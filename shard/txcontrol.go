@@ -75,6 +75,11 @@ func ReadTxControl(sql []byte) (kind TxControl, start bool) {
 	if n > 0 && toks[n-1].kind == tokPunct && sql[toks[n-1].start] == ';' {
 		n--
 	}
+	for _, t := range toks[:n] {
+		if t.kind == tokPunct && sql[t.start] == ';' {
+			return TxNone, false // more than one statement
+		}
+	}
 	word := func(j int, w string) bool {
 		return j < n && toks[j].kind == tokIdent && equalFold(sql[toks[j].start:toks[j].end], w)
 	}

@@ -36,6 +36,8 @@ func TestReadTxControl(t *testing.T) {
 		{"SAVEPOINT a b", TxNone, false},
 		{"SET LOCAL", TxNone, false},
 		{"SET search_path = x", TxNone, false},
+		{"SET LOCAL a = 1; DROP TABLE t", TxNone, false},
+		{"SET LOCAL a = ';'", TxSetLocal, false},
 		{"BEGIN ISOLATION LEVEL SNAPSHOT", TxNone, false},
 		{"BEGIN; SELECT 1", TxNone, false},
 		{"BEGIN READ", TxNone, false},
