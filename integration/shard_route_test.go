@@ -816,3 +816,106 @@ func TestShardRouteOnlineRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestShardRouteTransactionLoop: transactions sent back to back, the way
+// pgbench sends them (each BEGIN the moment the last COMMIT's
+// ReadyForQuery arrives), in the simple, extended and prepared protocols:
+// every BEGIN is held until its transaction's first statement, so no
+// transaction is pinned to the default database before its key is known.
+// Also a driver's batch of BEGIN and an INSERT in one Sync (pgjdbc's), which
+// goes whole to the INSERT's shard.
+func TestShardRouteTransactionLoop(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	script := filepath.Join(t.TempDir(), "tx.sql")
+	if err := os.WriteFile(script, []byte(`\set k random(1, 100000)
+BEGIN;
+INSERT INTO files (org_id, name, v) VALUES (:k, 'loop', 1);
+UPDATE files SET v = v + 1 WHERE org_id = :k;
+SELECT v FROM files WHERE org_id = :k;
+END;
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(script), 0o755)
+	for _, mode := range []string{"simple", "extended", "prepared"} {
+		t.Run(mode, func(t *testing.T) {
+			rig.clear(t)
+			out, err := pgbench(t, appPassword, "-h", "127.0.0.1", "-p", fmt.Sprint(rig.p.Port), "-U", appUser,
+				"-n", "-c", "8", "-j", "2", "-T", "3", "-M", mode, "-f", script, "shrt")
+			if err != nil || !strings.Contains(out, "number of failed transactions: 0") {
+				t.Fatalf("pgbench -M %s: %v\n%s", mode, err, out)
+			}
+			var n int
+			for _, dc := range rig.direct {
+				var k int
+				if err := dc.QueryRow(ctx, "SELECT count(*) FROM files WHERE v = 2").Scan(&k); err != nil {
+					t.Fatal(err)
+				}
+				n += k
+			}
+			if n == 0 {
+				t.Fatal("no transaction committed")
+			}
+		})
+	}
+	// Every row is on its key's shard.
+	keys := []string{}
+	for k, dbs := range rig.landed(t, "files", "org_id") {
+		if len(dbs) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	want := rig.expected(t, "org", keys)
+	for k, dbs := range rig.landed(t, "files", "org_id") {
+		for _, db := range dbs {
+			if db != want[k] {
+				t.Fatalf("key %s has a row on %s, want %s", k, db, want[k])
+			}
+		}
+	}
+
+	// BEGIN and an INSERT in one batch (one Sync), then COMMIT.
+	rig.clear(t)
+	conn := rig.connect(t, pgx.QueryExecModeCacheStatement)
+	cands := []string{"101", "102", "103", "104", "105", "106", "107", "108"}
+	place := rig.expected(t, "org", cands)
+	for _, k := range cands {
+		pl := conn.PgConn().StartPipeline(ctx)
+		pl.SendQueryParams("BEGIN", nil, nil, nil, nil)
+		pl.SendQueryParams("INSERT INTO files (org_id, name) VALUES ($1, 'batch')", [][]byte{[]byte(k)}, nil, nil, nil)
+		if err := pl.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			res, err := pl.GetResults()
+			if err != nil {
+				t.Fatalf("batch for key %s: %v", k, err)
+			}
+			if res == nil {
+				break
+			}
+			if rr, ok := res.(*pgconn.ResultReader); ok {
+				if _, err := rr.Close(); err != nil {
+					t.Fatalf("batch for key %s: %v", k, err)
+				}
+			}
+			if _, ok := res.(*pgconn.PipelineSync); ok {
+				break
+			}
+		}
+		if err := pl.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.PgConn().ExecParams(ctx, "COMMIT", nil, nil, nil, nil).Close(); err != nil {
+			t.Fatalf("COMMIT after the batch for key %s: %v", k, err)
+		}
+	}
+	got := rig.landed(t, "files", "org_id")
+	for _, k := range cands {
+		if dbs := got[k]; len(dbs) != 1 || dbs[0] != place[k] {
+			t.Errorf("batched key %s on %v, want %s", k, dbs, place[k])
+		}
+	}
+	waitNoIdleInTx(t)
+}

@@ -48,6 +48,9 @@
 //	                   the first routable statement, what the pooler
 //	                   answers itself, a transaction held to its shard,
 //	                   refusals (0A000)
+//	shardbatch.go      an extended-protocol batch routed whole by its first
+//	                   deciding Bind; a batch of transaction control only
+//	                   answered by the pooler
 //	shardscatter.go    a read on every shard at once, its rows concatenated
 //	                   (shard=all, on_missing_key = scatter); shard=all's
 //	                   statements on each database in turn

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 
 	"github.com/pgturnstile/pgturnstile/auth"
@@ -62,6 +61,9 @@ type shardSession struct {
 	out  []byte
 	// tally counts the decisions into Service.routes.
 	tally *shard.Tally
+	// mayTarget: the client may name a shard (admin_users, target_users),
+	// as of the map routerOf is from.
+	mayTarget bool
 }
 
 // stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
@@ -70,6 +72,7 @@ type shardSession struct {
 type stmtRoute struct {
 	d    shard.Decision
 	p    *shard.Prepared
+	tx   shard.TxControl // a transaction-control statement (d: default)
 	of   *shard.Cluster
 	pins uint64
 	text string
@@ -107,7 +110,7 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 
 // routerNow returns the router of the client's cluster in the map in
 // force, nil when a RELOAD removed the cluster.
-func (ss *shardSession) routerNow(g *generation) *shard.Router {
+func (ss *shardSession) routerNow(c *client, g *generation) *shard.Router {
 	var cl *shard.Cluster
 	if g.shards != nil {
 		cl = g.shards.Cluster(ss.cluster)
@@ -117,6 +120,7 @@ func (ss *shardSession) routerNow(g *generation) *shard.Router {
 	}
 	if ss.routerOf != cl {
 		ss.router, ss.routerOf = shard.NewRouter(cl), cl
+		ss.mayTarget = c.mayTarget(cl)
 	}
 	return ss.router
 }
@@ -142,8 +146,15 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	c := l.c
 	ss := c.shard
 	c.mu.Lock()
+	for l.mu.releasing {
+		// The pump is giving the last transaction's server back: this
+		// message starts the next transaction (a BEGIN sent the moment
+		// the COMMIT's ReadyForQuery arrived must be held).
+		l.mu.releaseDone.Wait()
+	}
 	skipping := l.mu.skipToSync
-	idle := l.mu.srv == nil && !l.mu.releasing || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
+	linked := l.mu.srv != nil
+	idle := !linked || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
 	c.mu.Unlock()
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
@@ -152,7 +163,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		ss.local = shard.Pin{} // SET LOCAL's transaction is over
 		ss.pins++
 	}
-	r := ss.routerNow(c.svc.gen.Load())
+	r := ss.routerNow(c, c.svc.gen.Load())
 	switch typ {
 	case wire.MsgQuery:
 		text, err := l.shardText(n)
@@ -162,10 +173,10 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if r == nil {
 			return shardDecision{active: true, d: goneCluster}, stepOn
 		}
-		if step, answered := l.answerShardQuery(text); answered {
+		if step, answered := l.answerShardQuery(text, linked); answered {
 			return shardDecision{}, step
 		}
-		return shardDecision{active: true, d: r.Route(text, ss.pinNow(), c.mayTarget(r.Cluster()))}, stepOn
+		return shardDecision{active: true, d: r.Route(text, ss.pinNow(), ss.mayTarget)}, stepOn
 	case wire.MsgParse:
 		body, err := l.shardText(n)
 		if err != nil {
@@ -178,16 +189,12 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if !ok {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
-		d, p := r.Prepare(text, ss.pinNow(), c.mayTarget(r.Cluster()))
-		ss.stmts[string(name)] = stmtRoute{d: d, p: p, of: r.Cluster(), pins: ss.pins, text: string(text)}
-		undecided := false
-		if d.Pending {
-			// Decided by the Bind of this statement pipelined behind
-			// it, when it has arrived; else where the client's last
-			// transaction ran (a Parse touches no rows).
-			d, undecided = l.bindAhead(name, p)
+		sr := ss.prepare(r, text)
+		ss.stmts[string(name)] = sr
+		if linked {
+			return shardDecision{active: true, d: sr.d}, stepOn
 		}
-		return shardDecision{active: true, d: d, undecided: undecided}, stepOn
+		return l.batchStart(typ, body, &sr)
 	case wire.MsgBind:
 		body, err := l.shardText(n)
 		if err != nil {
@@ -196,7 +203,10 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if r == nil {
 			return shardDecision{active: true, d: goneCluster}, stepOn
 		}
-		return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
+		if linked {
+			return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
+		}
+		return l.batchStart(typ, body, nil)
 	case wire.MsgClose:
 		if body, err := c.r.Peek(n); err == nil && len(body) > 1 && body[0] == 'S' {
 			if i := bytes.IndexByte(body[1:], 0); i >= 0 {
@@ -246,39 +256,6 @@ func (c *client) mayTarget(cl *shard.Cluster) bool {
 	return cl.MayTarget(c.user) || slices.Contains(c.svc.config().Settings.AdminUsers, c.user)
 }
 
-// bindAhead looks for the Bind of statement name among the messages the
-// client pipelined behind its Parse, up to the batch's Sync, and decides
-// by its parameters; without one the Parse goes where the client's last
-// transaction ran.
-func (l *link) bindAhead(name []byte, p *shard.Prepared) (d shard.Decision, undecided bool) {
-	ss := l.c.shard
-	ahead := l.c.r.Ahead()
-	for len(ahead) >= 5 {
-		typ := ahead[0]
-		mlen := int(binary.BigEndian.Uint32(ahead[1:5]))
-		if mlen < 4 || len(ahead) < 1+mlen {
-			break
-		}
-		body := ahead[5 : 1+mlen]
-		ahead = ahead[1+mlen:]
-		switch typ {
-		case wire.MsgSync, wire.MsgParse:
-			// The batch ends, or another Parse may replace the statement.
-			return ss.lastDecision(), true
-		case wire.MsgBind:
-			if _, stmt, _, ok := wire.DecodeBindHead(body); !ok || !bytes.Equal(stmt, name) {
-				continue
-			}
-			d, err := p.Bind(bindParams(body))
-			if err != nil {
-				return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, false
-			}
-			return d, false
-		}
-	}
-	return ss.lastDecision(), true
-}
-
 // lastDecision sends what decides nothing (a Parse, a Describe) where the
 // client's last transaction ran, or to the default database.
 func (ss *shardSession) lastDecision() shard.Decision {
@@ -291,29 +268,58 @@ func (ss *shardSession) lastDecision() shard.Decision {
 
 // bindDecision decides a Bind by its statement's routing.
 func (l *link) bindDecision(body []byte) shard.Decision {
-	ss := l.c.shard
 	_, stmt, _, ok := wire.DecodeBindHead(body)
 	if !ok {
 		return shard.Decision{}
 	}
+	sr, ok := l.c.shard.stmtRouteOf(l.c, stmt)
+	if !ok {
+		// Prepared some other way (SQL PREPARE): nothing says where its
+		// rows are.
+		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+	}
+	return sr.decide(body)
+}
+
+// stmtRouteOf is the routing of the client's statement stmt, prepared
+// again under the map and pins in force when it was under others.
+func (ss *shardSession) stmtRouteOf(c *client, stmt []byte) (stmtRoute, bool) {
 	sr, known := ss.stmts[string(stmt)]
 	if !known {
 		// Not seen by the router (the client came over in an online
 		// restart): the text the mapping keeps for it says where its
-		// rows are; without one (SQL PREPARE), nothing does.
-		text, ok := l.c.stmtText(string(stmt))
+		// rows are.
+		text, ok := c.stmtText(string(stmt))
 		if !ok {
-			return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+			return stmtRoute{}, false
 		}
 		sr = stmtRoute{text: text}
 	}
 	if sr.of != ss.routerOf || sr.pins != ss.pins {
 		// Prepared under an earlier map (its ranges may have moved) or
 		// other pins.
-		sr.d, sr.p = ss.router.Prepare([]byte(sr.text), ss.pinNow(), l.c.mayTarget(ss.routerOf))
-		sr.of, sr.pins = ss.routerOf, ss.pins
+		sr = ss.prepare(ss.router, []byte(sr.text))
 		ss.stmts[string(stmt)] = sr
 	}
+	return sr, true
+}
+
+// prepare is a Parse's routing under the map and pins in force.
+func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
+	sr := stmtRoute{of: r.Cluster(), pins: ss.pins, text: string(text)}
+	if sr.tx, _ = shard.ReadTxControl(text); sr.tx != shard.TxNone {
+		sr.d = shard.Decision{Source: shard.SourceDefault}
+		return sr
+	}
+	sr.d, sr.p = r.Prepare(text, ss.pinNow(), ss.mayTarget)
+	if sr.d.Refused() && sr.d.Table != nil {
+		sr.d.Table = bytes.Clone(sr.d.Table) // the scanner's memory is reused
+	}
+	return sr
+}
+
+// decide is the decision for one Bind of the statement.
+func (sr stmtRoute) decide(body []byte) shard.Decision {
 	if sr.p == nil {
 		return sr.d
 	}

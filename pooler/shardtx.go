@@ -19,12 +19,9 @@ import (
 // pooler answers itself for a cluster's client: SET [LOCAL]
 // pgturnstile.*, and BEGIN, COMMIT, ROLLBACK while the transaction has
 // not reached a server. answered is false for any other.
-func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
+func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
 	c := l.c
 	ss := c.shard
-	c.mu.Lock()
-	linked := l.mu.srv != nil || l.mu.releasing
-	c.mu.Unlock()
 	if sh, found, err := shard.ReadSet(text); found {
 		if err != nil {
 			return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true
@@ -48,24 +45,12 @@ func (l *link) answerShardQuery(text []byte) (loopStep, bool) {
 		return stepOn, false
 	}
 	kind, start := shard.ReadTxControl(text)
-	switch {
-	case kind == shard.TxBegin && ss.held == nil:
-		ss.held, ss.heldN = wire.AppendQuery(nil, string(text)), 1
-		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(start))), true
-	case kind == shard.TxBegin:
-		notice := wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25001", "there is already a transaction in progress", "", "")
-		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, kind.Tag(start))...)), true
-	case kind.HeldInTransaction() && ss.held != nil:
-		// Only the transaction's state: it goes ahead of the first
-		// statement too.
-		ss.held = wire.AppendQuery(ss.held, string(text))
-		ss.heldN++
-		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
-	case (kind == shard.TxCommit || kind == shard.TxRollback) && ss.held != nil:
-		// The transaction never reached a server: nothing to commit.
-		ss.held, ss.heldN, ss.local = nil, 0, shard.Pin{}
-		ss.pins++
-		return l.answerShard(wire.AppendCommandComplete(nil, kind.Tag(false))), true
+	held := ss.held != nil
+	if kind == shard.TxBegin || held && kind != shard.TxNone {
+		// A BEGIN, or what a transaction that has not reached a server
+		// says before its first statement, or its end (shardbatch.go's
+		// applyTx, which the extended protocol's answers share).
+		return l.answerShard(l.applyTx(nil, kind, start, string(text))), true
 	}
 	return stepOn, false
 }
