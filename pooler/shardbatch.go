@@ -22,41 +22,53 @@ type batchMsg struct {
 	body []byte
 }
 
-// batchWalk calls f for the current message (typ, body) and each whole
-// message buffered behind it, up to and including a Sync; it reports
-// whether the Sync was seen (the batch is whole in the buffer). f returns
-// false to stop.
-func (l *link) batchWalk(typ byte, body []byte, f func(batchMsg) bool) (synced bool) {
-	if !f(batchMsg{typ, body}) {
-		return false
+// batchIter walks the current message (typ, body) and each whole message
+// buffered behind it, up to and including a Sync; synced reports that the
+// Sync was reached (the batch is whole in the buffer).
+type batchIter struct {
+	cur    batchMsg
+	ahead  []byte
+	n      int
+	synced bool
+}
+
+func (l *link) batchIter(typ byte, body []byte) batchIter {
+	return batchIter{cur: batchMsg{typ, body}, ahead: l.c.r.Ahead()}
+}
+
+// next returns the next message, false at the batch's end (its Sync
+// returned, or the buffer's end).
+func (it *batchIter) next() (batchMsg, bool) {
+	if it.synced {
+		return batchMsg{}, false
 	}
-	if typ == wire.MsgSync {
-		return true
+	var m batchMsg
+	if it.n == 0 {
+		m = it.cur
+	} else {
+		if len(it.ahead) < 5 {
+			return batchMsg{}, false
+		}
+		mlen := int(binary.BigEndian.Uint32(it.ahead[1:5]))
+		if mlen < 4 || len(it.ahead) < 1+mlen {
+			return batchMsg{}, false
+		}
+		m = batchMsg{it.ahead[0], it.ahead[5 : 1+mlen]}
+		it.ahead = it.ahead[1+mlen:]
 	}
-	ahead := l.c.r.Ahead()
-	for len(ahead) >= 5 {
-		mlen := int(binary.BigEndian.Uint32(ahead[1:5]))
-		if mlen < 4 || len(ahead) < 1+mlen {
-			return false
-		}
-		m := batchMsg{ahead[0], ahead[5 : 1+mlen]}
-		ahead = ahead[1+mlen:]
-		if !f(m) {
-			return false
-		}
-		if m.typ == wire.MsgSync {
-			return true
-		}
-	}
-	return false
+	it.n++
+	it.synced = m.typ == wire.MsgSync
+	return m, true
 }
 
 // batchStart routes a batch that starts (no server linked) with a Parse
 // (its routing cur) or a Bind: answered by the pooler when it is only
 // transaction control, else routed by its first deciding Bind.
 func (l *link) batchStart(typ byte, body []byte, cur *stmtRoute) (shardDecision, loopStep) {
-	if step, answered := l.answerTxBatch(typ, body, cur); answered {
-		return shardDecision{}, step
+	if l.startsWithTx(typ, body, cur) {
+		if step, answered := l.answerTxBatch(typ, body, cur); answered {
+			return shardDecision{}, step
+		}
 	}
 	d, undecided := l.batchDecision(typ, body, cur)
 	return shardDecision{active: true, d: d, undecided: undecided}, stepOn
@@ -69,50 +81,62 @@ func (l *link) batchStart(typ byte, body []byte, cur *stmtRoute) (shardDecision,
 func (l *link) batchDecision(typ byte, body []byte, cur *stmtRoute) (shard.Decision, bool) {
 	ss := l.c.shard
 	var parsed []namedRoute // Parses of this batch, beyond the current one
-	var d shard.Decision
-	decided, fallback := false, false
-	first := true
-	l.batchWalk(typ, body, func(m batchMsg) bool {
-		isFirst := first
-		first = false
+	var fallback *shard.Decision
+	var fb shard.Decision
+	it := l.batchIter(typ, body)
+	for m, ok := it.next(); ok; m, ok = it.next() {
 		switch m.typ {
 		case wire.MsgParse:
-			if isFirst {
-				return true // cur, recorded by shardDecide
+			if it.n == 1 {
+				continue // cur, recorded by shardDecide
 			}
-			name, text, _, ok := wire.DecodeParse(m.body)
-			if ok {
+			if name, text, _, ok := wire.DecodeParse(m.body); ok {
 				parsed = append(parsed, namedRoute{string(name), ss.prepare(ss.router, text)})
 			}
 		case wire.MsgBind:
 			_, stmt, _, ok := wire.DecodeBindHead(m.body)
 			if !ok {
-				return true
+				continue
 			}
 			sr, ok := l.batchStmt(parsed, stmt)
 			if !ok {
-				d, decided = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, true
-				return false
+				return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, false
 			}
 			if sr.tx != shard.TxNone {
-				return true
+				continue
 			}
-			bd := sr.decide(m.body)
-			if bd.Source == shard.SourceDefault {
-				if !fallback {
-					d, fallback = bd, true
-				}
-				return true
+			d := sr.decide(m.body)
+			if d.Source != shard.SourceDefault {
+				return d, false
 			}
-			d, decided = bd, true
-			return false
+			if fallback == nil {
+				fb = d
+				fallback = &fb
+			}
 		}
-		return true
-	})
-	if decided || fallback {
-		return d, false
+	}
+	if fallback != nil {
+		return fb, false
 	}
 	return ss.lastDecision(), true
+}
+
+// startsWithTx says whether the batch's first message is a Parse of, or a
+// Bind of a statement that is, transaction control: only such a batch may
+// be answered by the pooler (answerTxBatch).
+func (l *link) startsWithTx(typ byte, body []byte, cur *stmtRoute) bool {
+	switch typ {
+	case wire.MsgParse:
+		return cur != nil && cur.tx != shard.TxNone
+	case wire.MsgBind:
+		_, stmt, _, ok := wire.DecodeBindHead(body)
+		if !ok {
+			return false
+		}
+		sr, known := l.c.shard.stmts[string(stmt)]
+		return known && sr.tx != shard.TxNone
+	}
+	return false
 }
 
 // namedRoute is a statement Parsed in the batch being walked.
@@ -145,10 +169,9 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 	portals := map[string]shard.TxControl{}
 	stmts := map[string]stmtRoute{}
 	ok := true
-	first := true
-	synced := l.batchWalk(typ, body, func(m batchMsg) bool {
-		isFirst := first
-		first = false
+	it := l.batchIter(typ, body)
+	for m, more := it.next(); more && ok; m, more = it.next() {
+		isFirst := it.n == 1
 		switch m.typ {
 		case wire.MsgParse:
 			name, text, _, okp := wire.DecodeParse(m.body)
@@ -197,8 +220,8 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 		default:
 			ok = false
 		}
-		return ok
-	})
+	}
+	synced := it.synced
 	if !ok || !synced {
 		return stepOn, false
 	}

@@ -22,6 +22,9 @@ import (
 func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
 	c := l.c
 	ss := c.shard
+	if !shard.MaybeControl(text) {
+		return stepOn, false // the common case: not looked at again
+	}
 	if sh, found, err := shard.ReadSet(text); found {
 		if err != nil {
 			return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true

@@ -79,6 +79,11 @@ func (c *Counts) Snapshot() []Count {
 type Tally struct {
 	counts *Counts
 	seen   map[countKey]*atomic.Uint64
+	// last is the counter of the last decision's key: a client's
+	// statements mostly decide alike, and comparing is cheaper than
+	// hashing the key.
+	lastKey countKey
+	last    *atomic.Uint64
 }
 
 // NewTally returns a Tally counting into c.
@@ -87,10 +92,15 @@ func NewTally(c *Counts) *Tally { return &Tally{counts: c, seen: map[countKey]*a
 // Add counts d, a decision for a statement of cluster.
 func (t *Tally) Add(cluster string, d Decision) {
 	k := keyOf(cluster, d)
+	if t.last != nil && k == t.lastKey {
+		t.last.Add(1)
+		return
+	}
 	n := t.seen[k]
 	if n == nil {
 		n = t.counts.counter(k)
 		t.seen[k] = n
 	}
+	t.lastKey, t.last = k, n
 	n.Add(1)
 }

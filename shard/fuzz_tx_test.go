@@ -16,6 +16,9 @@ func FuzzReadTxControl(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sql []byte) {
 		kind, _ := ReadTxControl(sql)
+		if _, found, _ := ReadSet(sql); (kind != TxNone || found) && !MaybeControl(sql) {
+			t.Fatalf("%q is control (%v) but MaybeControl says no", sql, kind)
+		}
 		if kind == TxNone {
 			return
 		}

@@ -174,3 +174,40 @@ func ReadTxControl(sql []byte) (kind TxControl, start bool) {
 	}
 	return TxBegin, start
 }
+
+// MaybeControl reports whether a text may be one of the statements the
+// pooler answers or holds itself (transaction control, SET/RESET of the
+// router's settings): whether its first word is one they start with. It
+// reads past spaces and comments to the first word only, so that the
+// statements of the hot path (SELECT, INSERT, …) are told apart without
+// being lexed twice.
+func MaybeControl(sql []byte) bool {
+	lx := lexer{src: sql}
+	if ok, _ := lx.skipSpace(); !ok {
+		return false
+	}
+	start := lx.pos
+	end := start
+	for end < len(sql) && end-start < 10 && (sql[end]|0x20 >= 'a' && sql[end]|0x20 <= 'z') {
+		end++
+	}
+	if end < len(sql) && isIdentCont(sql[end]) {
+		return false // a longer word
+	}
+	w := sql[start:end]
+	switch len(w) {
+	case 3:
+		return equalFold(w, "set") || equalFold(w, "end")
+	case 5:
+		return equalFold(w, "reset") || equalFold(w, "begin") || equalFold(w, "start") || equalFold(w, "abort")
+	case 6:
+		return equalFold(w, "commit")
+	case 7:
+		return equalFold(w, "release")
+	case 8:
+		return equalFold(w, "rollback")
+	case 9:
+		return equalFold(w, "savepoint")
+	}
+	return false
+}

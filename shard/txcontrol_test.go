@@ -54,3 +54,17 @@ func TestReadTxControl(t *testing.T) {
 		}
 	}
 }
+
+// MaybeControl is true for every text ReadTxControl or ReadSet finds.
+func TestMaybeControl(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT 1": false, "  /* x */ -- y\n begin": true, "BEGIN": true, "set pgturnstile.shard_key = 1": true,
+		"Reset x": true, "commit;": true, "END": true, "abort": true, "rollback to a": true, "savepoint a": true,
+		"release a": true, "start transaction": true, "settle": false, "insert into t values (1)": false,
+		"": false, "/* unclosed": false, "setx": false, "begin2": false,
+	} {
+		if got := MaybeControl([]byte(sql)); got != want {
+			t.Errorf("MaybeControl(%q) = %v", sql, got)
+		}
+	}
+}
