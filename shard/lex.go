@@ -569,11 +569,14 @@ func keywordAt(src []byte, start, end int) keyword {
 	}
 	w0, w1 := foldWords(src, start, n)
 	e := &kwEntries[kwSlots[kwHash(w0)]]
-	if e.w0 == w0 && e.w1 == w1 && int(e.n) == n {
-		return e.kw
+	if e.w0 != w0 || int(e.n) != n || e.w1 != w1 {
+		return kwNone
 	}
-	return kwNone
+	return e.kw
 }
+
+// byteMask[n] keeps the low n bytes of a word.
+var byteMask = [9]uint64{0, 0xff, 0xffff, 0xffffff, 0xffffffff, 0xffffffffff, 0xffffffffffff, 0xffffffffffffff, 0xffffffffffffffff}
 
 // foldWords loads n ≤ 16 bytes from src[start:] as two little-endian
 // words (bytes past n zero) folded as keywordAt says.
@@ -588,9 +591,9 @@ func foldWords(src []byte, start, n int) (w0, w1 uint64) {
 		w0 = binary.LittleEndian.Uint64(buf[:])
 		w1 = binary.LittleEndian.Uint64(buf[8:])
 	}
-	// The masks keep the identifier's own bytes: a shift by 64 is 0 in
-	// Go, so 8 bytes or more keep all of w0, and 8 or fewer none of w1.
-	m0 := uint64(1)<<(8*min(n, 8)) - 1
-	m1 := uint64(1)<<(8*max(n-8, 0)) - 1
-	return (w0 | fold) & m0, (w1 | fold) & m1
+	if n <= 8 {
+		// A shift by 64 is 0 in Go: 8 bytes keep all of w0.
+		return (w0 | fold) & (uint64(1)<<(8*n) - 1), 0
+	}
+	return w0 | fold, (w1 | fold) & (uint64(1)<<(8*(n-8)) - 1)
 }

@@ -42,16 +42,23 @@ func TestKeywordAt(t *testing.T) {
 		}
 	}
 	words = append(words, "a", "x", "pg_catalogue", "tablesamples", "Int8", "INT2", "int16")
+	var idents []string
 	for _, w := range words {
 		if !isIdent(w) {
 			continue // keywordAt is only asked about identifiers
 		}
+		idents = append(idents, w)
 		for _, pad := range []string{"", " ", strings.Repeat(" ", 20)} {
 			src := []byte("(" + w + pad)
 			if got, want := keywordAt(src, 1, 1+len(w)), refKeyword([]byte(w)); got != want {
 				t.Errorf("%q (pad %d): %v, want %v", w, len(pad), got, want)
 			}
 		}
+	}
+	// tokenize names the short ones itself: the same words in a text.
+	s := &Scanner{Tables: tables}
+	for _, sep := range []string{" ", ",", "\n\t"} {
+		checkTokens(t, s, []byte(strings.Join(idents, sep)))
 	}
 }
 

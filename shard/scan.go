@@ -1,5 +1,7 @@
 package shard
 
+import "encoding/binary"
+
 // The scanner: which sharded tables a statement names and, for the shapes
 // of the fast path, the values of their key. It never parses SQL: it
 // recognises a few shapes exactly and calls everything else refused (when
@@ -141,6 +143,7 @@ type Scanner struct {
 	// most identifiers are neither, and one bit test tells.
 	identFilter nameFilter
 	filterOf    *Cluster
+	filterOK    bool
 	// trailing is the body of the comment that ends the text (a ';'
 	// after it aside), where a sqlcommenter hint lives; nil when none.
 	trailing []byte
@@ -234,8 +237,8 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 	if s.cluster != nil {
 		names = &s.cluster.names
 	}
-	if s.filterOf != s.cluster || s.cluster == nil {
-		s.filterOf = s.cluster
+	if !s.filterOK || s.filterOf != s.cluster {
+		s.filterOf, s.filterOK = s.cluster, true
 		for n := range s.identFilter {
 			s.identFilter[n] = ^uint32(0)
 			if names != nil {
@@ -283,7 +286,17 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			kw := kwNone
 			if filter[min(q-p, 63)]&(1<<(c&31)) != 0 {
 				// A keyword or a table, maybe.
-				kw = keywordAt(sql, p, q)
+				if m := q - p; m <= 8 && p+8 <= len(sql) {
+					// keywordAt's common case without the call, which
+					// costs as much again: one word, folded, and its
+					// slot's keyword compared whole.
+					w := (binary.LittleEndian.Uint64(sql[p:]) | 0x2020202020202020) & byteMask[m]
+					if e := &kwEntries[kwSlots[kwHash(w)]]; e.w0 == w && int(e.n) == m {
+						kw = e.kw
+					}
+				} else {
+					kw = keywordAt(sql, p, q)
+				}
 				if mentioned.has(kw) || names == nil || names.mayHoldPart(sql[p:q]) {
 					cands = append(cands, int32(n))
 				}
@@ -533,6 +546,28 @@ func (s *Scanner) name(t token) []byte {
 		s.scratch = append(s.scratch, c)
 	}
 	return s.scratch[at:]
+}
+
+// nameIs reports that an identifier names name: string(s.name(t)) ==
+// name, but for an unquoted one compared in place, folding as it goes,
+// and most often told apart by its length alone.
+func (s *Scanner) nameIs(t *token, name string) bool {
+	if t.kind == tokQIdent {
+		return string(s.name(*t)) == name
+	}
+	w := s.lx.src[t.start:t.end]
+	if len(w) != len(name) {
+		return false
+	}
+	for i, c := range w {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func containsByte(b []byte, c byte) bool {

@@ -75,14 +75,13 @@ func (s *Scanner) conjuncts(i, e int, bind bool) bool {
 // colRef reads a column reference at i: c, t.c or s.t.c, and returns the
 // index after it and the set of tables whose key it is (bits of s.refs).
 func (s *Scanner) colRef(i, e int) (next int, set uint32) {
-	var parts [3][]byte
+	var parts [3]int32 // the tokens of c, t.c or s.t.c
 	n := 0
 	for i < e && n < 3 {
-		t := s.toks[i]
-		if t.kind != tokIdent && t.kind != tokQIdent {
+		if k := s.toks[i].kind; k != tokIdent && k != tokQIdent {
 			return -1, 0
 		}
-		parts[n] = s.name(t)
+		parts[n] = int32(i)
 		n++
 		i++
 		if i < e && s.toks[i].ch == '.' {
@@ -94,22 +93,29 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 	if n == 0 {
 		return -1, 0
 	}
-	col := string(parts[n-1])
+	// The column first: most are no table's key, and their qualifier
+	// then needs no name.
+	last := &s.toks[parts[n-1]]
+	var qual []byte // t of t.c, or of s.t.c
 	for j := 0; j < s.nrefs; j++ {
 		r := &s.refs[j]
-		if r.key != col {
+		if !s.nameIs(last, r.key) {
 			continue
 		}
-		switch n {
-		case 1:
+		if n == 1 {
 			set |= 1 << j
+			continue
+		}
+		if qual == nil {
+			qual = s.name(s.toks[parts[n-2]])
+		}
+		switch n {
 		case 2:
-			q := parts[0]
-			if r.alias != nil && string(q) == string(r.alias) || r.alias == nil && string(q) == string(r.name) {
+			if r.alias != nil && string(qual) == string(r.alias) || r.alias == nil && string(qual) == string(r.name) {
 				set |= 1 << j
 			}
 		case 3:
-			if r.alias == nil && string(parts[1]) == string(r.name) {
+			if r.alias == nil && string(qual) == string(r.name) {
 				set |= 1 << j
 			}
 		}

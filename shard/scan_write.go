@@ -76,7 +76,7 @@ func (s *Scanner) assigns(i, e int, key string) bool {
 			if s.toks[j].depth == 0 && t.ch == '=' {
 				break
 			}
-			if (t.kind == tokIdent || t.kind == tokQIdent) && (j == i || multi && s.toks[j].depth == 1) && string(s.name(t)) == key {
+			if (t.kind == tokIdent || t.kind == tokQIdent) && (j == i || multi && s.toks[j].depth == 1) && s.nameIs(&s.toks[j], key) {
 				return true
 			}
 		}
@@ -125,7 +125,7 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		case t.ch == ',':
 			col++
 		case t.kind == tokIdent || t.kind == tokQIdent:
-			if string(s.name(t)) == r.key && (i+1 >= b || s.toks[i+1].ch != '.' && s.toks[i+1].ch != '[') {
+			if s.nameIs(&s.toks[i], r.key) && (i+1 >= b || s.toks[i+1].ch != '.' && s.toks[i+1].ch != '[') {
 				pos = col
 			}
 		default:
