@@ -142,6 +142,13 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	c := l.c
 	ss := c.shard
 	c.mu.Lock()
+	for l.mu.releasing {
+		// The pump is handing back the server of the client's last
+		// transaction, whose ReadyForQuery the client has: this message
+		// is not part of that transaction (a BEGIN is held, not sent
+		// to the default database; route waits the same way).
+		l.mu.releaseDone.Wait()
+	}
 	skipping := l.mu.skipToSync
 	idle := l.mu.srv == nil && !l.mu.releasing || l.mu.ls.idle() && l.mu.ls.txStatus == wire.TxIdle
 	c.mu.Unlock()
