@@ -701,3 +701,51 @@ func TestShardRouteBeginAfterRelease(t *testing.T) {
 		t.Fatalf("%d rows on the shards, want %d", total, clients*rounds*2)
 	}
 }
+
+// TestShardRouteStandardConformingStringsOff: a client whose session has
+// standard_conforming_strings = off writes quotes and backslashes in
+// string literals as backslash escapes ('O\'Reilly', 'a\\b'), which
+// Postgres then reads as such; the router must read them the same way.
+// It used to read them as standard strings whatever the session said (the
+// pooler never told the router), so 'a\\b' was hashed as a\\b and
+// 'O\'Reilly' did not lex at all (the statement went to the default
+// database as one naming no sharded table): rows on the wrong database.
+func TestShardRouteStandardConformingStringsOff(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	keys := make([]string, 0, 300)
+	for i := range 100 {
+		keys = append(keys, fmt.Sprintf("O'Reilly-%d", i), fmt.Sprintf(`back\slash-%d`, i), fmt.Sprintf(`both\'-%d`, i))
+	}
+	for _, startup := range []bool{false, true} {
+		name := "SET"
+		if startup {
+			name = "startup"
+		}
+		t.Run(name, func(t *testing.T) {
+			rig.clear(t)
+			cfg := pgxConfig(t, rig.p.ConnString("shrt", appUser, appPassword))
+			cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+			if startup {
+				cfg.RuntimeParams["standard_conforming_strings"] = "off"
+			}
+			conn, err := tryConnectPgx(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !startup {
+				if _, err := conn.Exec(ctx, "SET standard_conforming_strings = off"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, k := range keys {
+				lit := "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(k) + "'"
+				// The literal without arguments: pgx sends the text as it is.
+				if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO tenants (name, v) VALUES (%s, %d)", lit, i)); err != nil {
+					t.Fatalf("insert %s: %v", lit, err)
+				}
+			}
+			rig.checkPlacement(t, "tenant", "tenants", "name", keys)
+		})
+	}
+}
