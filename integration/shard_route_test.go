@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -918,4 +919,135 @@ END;
 		}
 	}
 	waitNoIdleInTx(t)
+}
+
+// TestShardRouteBeginAfterRelease: a BEGIN that arrives while the pump is
+// still handing back the server of the client's last transaction (it has
+// flushed the COMMIT's ReadyForQuery, and the client answered at once) is
+// held like any other, so the next transaction goes to the shard of its
+// first statement. The pooler used to take such a BEGIN for a statement
+// of the linked transaction: it went to the default database, which then
+// held the transaction, and its first keyed statement was refused as one
+// for another shard. The window is between the pump's flush and its
+// release of the server; after an explicit transaction the pump
+// goroutine relays the COMMIT's replies while serve reads the next
+// message, and a few clients looping make the race near certain (before
+// the fix, each run failed within its first rounds).
+func TestShardRouteBeginAfterRelease(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 3*time.Minute)
+	keys := make([]string, 2000)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i*104729 - 1000000)
+	}
+	want := rig.expected(t, "org", keys)
+	var on [2][]int64
+	for _, k := range keys {
+		v, _ := strconv.ParseInt(k, 10, 64)
+		if want[k] == "shrt_s0" {
+			on[0] = append(on[0], v)
+		} else {
+			on[1] = append(on[1], v)
+		}
+	}
+	const clients, rounds = 4, 300
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		conn := rig.connect(t, pgx.QueryExecModeSimpleProtocol)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				a, b := on[i%2][(c*rounds+i)%len(on[i%2])], on[1-i%2][(c*rounds+i)%len(on[1-i%2])]
+				// A transaction on one shard, then at once one on the
+				// other: the BEGIN comes right after the COMMIT's reply.
+				for j, k := range []int64{a, b} {
+					if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+						errs <- fmt.Errorf("client %d round %d/%d: BEGIN: %w", c, i, j, err)
+						return
+					}
+					if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'release')", k); err != nil {
+						_, _ = conn.Exec(ctx, "ROLLBACK")
+						errs <- fmt.Errorf("client %d round %d/%d: the transaction's first statement: %w", c, i, j, err)
+						return
+					}
+					if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+						errs <- fmt.Errorf("client %d round %d/%d: COMMIT: %w", c, i, j, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	var n int
+	if err := rig.direct["shrt_main"].QueryRow(ctx, "SELECT count(*) FROM files").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows on the default database (%v)", n, err)
+	}
+	total := 0
+	for _, db := range []string{"shrt_s0", "shrt_s1"} {
+		if err := rig.direct[db].QueryRow(ctx, "SELECT count(*) FROM files").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if total != clients*rounds*2 {
+		t.Fatalf("%d rows on the shards, want %d", total, clients*rounds*2)
+	}
+}
+
+// TestShardRouteStandardConformingStringsOff: a client whose session has
+// standard_conforming_strings = off writes quotes and backslashes in
+// string literals as backslash escapes ('O\'Reilly', 'a\\b'), which
+// Postgres then reads as such; the router must read them the same way.
+// It used to read them as standard strings whatever the session said (the
+// pooler never told the router), so 'a\\b' was hashed as a\\b and
+// 'O\'Reilly' did not lex at all (the statement went to the default
+// database as one naming no sharded table): rows on the wrong database.
+func TestShardRouteStandardConformingStringsOff(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	keys := make([]string, 0, 300)
+	for i := range 100 {
+		keys = append(keys, fmt.Sprintf("O'Reilly-%d", i), fmt.Sprintf(`back\slash-%d`, i), fmt.Sprintf(`both\'-%d`, i))
+	}
+	for _, startup := range []bool{false, true} {
+		name := "SET"
+		if startup {
+			name = "startup"
+		}
+		t.Run(name, func(t *testing.T) {
+			rig.clear(t)
+			cfg := pgxConfig(t, rig.p.ConnString("shrt", appUser, appPassword))
+			cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+			if startup {
+				cfg.RuntimeParams["standard_conforming_strings"] = "off"
+			}
+			conn, err := tryConnectPgx(t, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !startup {
+				if _, err := conn.Exec(ctx, "SET standard_conforming_strings = off"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, k := range keys {
+				lit := "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(k) + "'"
+				// The literal without arguments: pgx sends the text as it is.
+				if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO tenants (name, v) VALUES (%s, %d)", lit, i)); err != nil {
+					t.Fatalf("insert %s: %v", lit, err)
+				}
+			}
+			rig.checkPlacement(t, "tenant", "tenants", "name", keys)
+		})
+	}
 }

@@ -3,6 +3,7 @@ package pooler
 import (
 	"bytes"
 	"slices"
+	"strings"
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -155,6 +156,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	skipping := l.mu.skipToSync
 	linked := l.mu.srv != nil
 	idle := !linked || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
+	escapeStrings := settingOff(c.params["standard_conforming_strings"])
 	c.mu.Unlock()
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
@@ -164,6 +166,12 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		ss.pins++
 	}
 	r := ss.routerNow(c, c.svc.gen.Load())
+	if r != nil {
+		// The session's standard_conforming_strings, as the pump last
+		// heard it: with off, '…' takes backslash escapes, for the
+		// router as for Postgres.
+		r.SetEscapeStrings(escapeStrings)
+	}
 	switch typ {
 	case wire.MsgQuery:
 		text, err := l.shardText(n)
@@ -215,6 +223,21 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		}
 	}
 	return shardDecision{}, stepOn
+}
+
+// settingOff reports a boolean setting's value that Postgres reads as
+// false (parse_bool: off, false, no, 0 and their unambiguous prefixes).
+func settingOff(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case v == "0":
+		return true
+	case len(v) >= 2 && strings.HasPrefix("off", v):
+		return true
+	case v != "" && (strings.HasPrefix("false", v) || strings.HasPrefix("no", v)):
+		return true
+	}
+	return false
 }
 
 // goneCluster is the decision for a client whose cluster a RELOAD
