@@ -88,7 +88,12 @@ func (l *link) batchDecision(typ byte, body []byte, cur *stmtRoute) (shard.Decis
 		switch m.typ {
 		case wire.MsgParse:
 			if it.n == 1 {
-				continue // cur, recorded by shardDecide
+				// cur, recorded by shardDecide: its own decision stands
+				// when it needs no Bind (a refusal, literal keys).
+				if cur != nil && cur.tx == shard.TxNone && !cur.d.Pending && cur.d.Source != shard.SourceDefault {
+					return cur.d, false
+				}
+				continue
 			}
 			if name, text, _, ok := wire.DecodeParse(m.body); ok {
 				parsed = append(parsed, namedRoute{string(name), ss.prepare(ss.router, text)})
