@@ -89,8 +89,8 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh '$(FUZZ)'
 
 # Benchmarks side by side with PgBouncer and direct PostgreSQL (bench/README.md).
-# `make bench` writes BENCHMARKS.md (about 21 minutes on 2 cores);
-# `make bench QUICK=1` is a smoke test (under 5) that writes bench/BENCHMARKS.quick.md.
+# `make bench` writes BENCHMARKS.md (about 26 minutes on 2 cores);
+# `make bench QUICK=1` is a smoke test (about 6) that writes bench/BENCHMARKS.quick.md.
 # `make bench AA=1` is the A/A run: PgBouncer against itself on the target
 # workloads (about 5 minutes), the machine's noise floor, in bench/NOISE-FLOOR.md.
 # Extra flags: make bench BENCHFLAGS='-only S-ext-100 -pprof 127.0.0.1:6060'.

@@ -26,6 +26,11 @@ type Console interface {
 	// Admission lists the gates of pools under an admission policy
 	// (admission_file); empty without one.
 	Admission() []AdmissionRow
+	// Shards lists the shard map in force (shard_file), one row per
+	// range of each colocation; Routes the router's decisions so far.
+	// Both empty without a shard file.
+	Shards() []ShardRow
+	Routes() []RouteRow
 
 	// Commands. db == "" means every database. Errors are *Error when the
 	// client should see a specific SQLSTATE and text.
@@ -212,6 +217,25 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// ShardRow is one row of SHOW SHARDS (a pgturnstile extension): a range
+// of logical shards of one colocation of a cluster and the database that
+// holds it, under the configuration generation that loaded the map.
+type ShardRow struct {
+	Cluster, Colo, KeyType string
+	Range                  string // "FIRST-LAST"
+	Database               string
+	Generation             uint64
+}
+
+// RouteRow is one row of SHOW ROUTES (a pgturnstile extension): how many
+// statements of a cluster's clients the router decided from one source
+// (literal, param, hint, option, target, default, scatter, refused), per
+// colocation (empty: none) and, for refusals, per reason.
+type RouteRow struct {
+	Cluster, Colo, Source, Reason string
+	Count                         uint64
+}
 
 // AdmissionRow is one row of SHOW ADMISSION (a pgturnstile extension): the
 // gate of one pool (Kind "pool"), one of its priority tiers ("tier") or one

@@ -27,6 +27,8 @@ type fakeConsole struct {
 	state     State
 	lists     Lists
 	admission []AdmissionRow
+	shards    []ShardRow
+	routes    []RouteRow
 	queries   int // ConsoleQuery calls
 }
 
@@ -47,6 +49,8 @@ func (f *fakeConsole) State() State              { return f.state }
 func (f *fakeConsole) Lists() Lists              { return f.lists }
 func (f *fakeConsole) ConsoleQuery()             { f.queries++ }
 func (f *fakeConsole) Admission() []AdmissionRow { return f.admission }
+func (f *fakeConsole) Shards() []ShardRow        { return f.shards }
+func (f *fakeConsole) Routes() []RouteRow        { return f.routes }
 func (f *fakeConsole) Pause(db string) error     { return f.record("Pause(%q)", db) }
 func (f *fakeConsole) Resume(db string) error    { return f.record("Resume(%q)", db) }
 func (f *fakeConsole) Disable(db string) error   { return f.record("Disable(%q)", db) }

@@ -75,6 +75,8 @@ var (
 	// SHOW ADMISSION is pgturnstile's own: one row per gate, tier and
 	// fair-share node. Columns added later go at the end, so tools that
 	// read the first ones by position keep working.
+	shardsCols    = cols("sssssq", "cluster", "colo", "key_type", "range", "database", "generation")
+	routesCols    = cols("ssssq", "cluster", "colo", "source", "reason", "count")
 	admissionCols = cols("ssssiiiNNNNsqqNiNNN", "database", "user", "kind", "name",
 		"capacity", "in_use", "waiting", "weight", "ceiling", "alloc", "debt", "mode",
 		"granted", "shed", "demand", "allowed", "busy", "in_use_seconds", "capacity_seconds")
@@ -112,6 +114,8 @@ var shows = map[string]showCmd{
 	"version":   {cols: versionCols, rows: func(c Console) [][]value { return [][]value{{text(c.Version())}} }},
 	"state":     {cols: stateCols, rows: stateRows},
 	"admission": {cols: admissionCols, rows: admissionRows},
+	"shards":    {cols: shardsCols, rows: shardsRows},
+	"routes":    {cols: routesCols, rows: routesRows},
 }
 
 // helpText is the detail of SHOW HELP's NOTICE: PgBouncer's list plus the
@@ -122,6 +126,7 @@ const helpText = "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VER
 	"\tSHOW DNS_HOSTS|DNS_ZONES\n" +
 	"\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n" +
 	"\tSHOW ADMISSION\n" +
+	"\tSHOW SHARDS|ROUTES\n" +
 	"\tSET key = arg\n" +
 	"\tSET USER <user> = 'args'\n" +
 	"\tSET POOL <user>.<db> = 'args'\n" +
@@ -409,6 +414,30 @@ func stateRows(con Console) [][]value {
 		{text("paused"), yesNo(s.Paused)},
 		{text("suspended"), yesNo(s.Suspended)},
 	}
+}
+
+func shardsRows(con Console) [][]value {
+	var out [][]value
+	for _, r := range con.Shards() {
+		out = append(out, []value{text(r.Cluster), text(r.Colo), text(r.KeyType), text(r.Range), text(r.Database), num(r.Generation)})
+	}
+	return out
+}
+
+func routesRows(con Console) [][]value {
+	var out [][]value
+	for _, r := range con.Routes() {
+		reason := null
+		if r.Reason != "" {
+			reason = text(r.Reason)
+		}
+		colo := null
+		if r.Colo != "" {
+			colo = text(r.Colo)
+		}
+		out = append(out, []value{text(r.Cluster), colo, text(r.Source), reason, num(r.Count)})
+	}
+	return out
 }
 
 func admissionRows(con Console) [][]value {

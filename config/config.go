@@ -120,6 +120,7 @@ type Settings struct {
 
 	LogFormat     string // pgturnstile extension: "text" or "json"
 	AdmissionFile string // pgturnstile extension, accepted and stored
+	ShardFile     string // pgturnstile extension: the sharding router's map (package shard)
 	MetricsAddr   string // pgturnstile extension: the /metrics listener
 	// LimitEvictGrace (extension): how long a busy server over a lowered
 	// limit may stay with its client before it is evicted; 0 = never, it

@@ -384,6 +384,8 @@ func init() {
 			field: func(s *Settings) any { return &s.LogFormat }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},
+		{Name: "shard_file", Kind: KindString, Doc: "TOML file with the sharding router's map: clusters (database names clients connect to), colocations of tables by key, logical shard ranges to [databases] entries", Note: "pgturnstile extension; docs/sharding.md",
+			field: func(s *Settings) any { return &s.ShardFile }},
 		{Name: "server_connect_rate", Kind: KindInt, Default: "20", Doc: "new server connections per second per pool (token bucket of server_connect_burst); 0 = unlimited",
 			Note:  "pgturnstile extension: spreads refills after churn (pg_terminate_backend, restarts) so Postgres is not hit by a login storm; a pool that needs more waits, counted in pgturnstile_server_connect_wait_seconds_total",
 			field: func(s *Settings) any { return &s.ServerConnectRate }},

@@ -79,6 +79,7 @@ func TestDefaults(t *testing.T) {
 		"query_wait_notify":         "5",
 		"verbose":                   "0",
 		"admission_file":            "",
+		"shard_file":                "",
 	}
 	for k, w := range want {
 		if got, ok := c.Value(k); !ok || got != w {

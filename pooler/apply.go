@@ -7,6 +7,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/tlsset"
+	"github.com/pgturnstile/pgturnstile/shard"
 )
 
 // Applying a configuration (start, RELOAD, SIGHUP, SET, SET USER, SET
@@ -25,8 +26,8 @@ type securityState struct {
 // publishes a new one with one store (Service.gen), so a reader that loads
 // it once sees the configuration, users, security and admission policy of
 // one RELOAD, never some of the next. The pools' settings and limits follow
-// from it (poolView). A shard map, when there is one, belongs here: it must
-// agree with cfg's [databases].
+// from it (poolView). The shard map is here too, checked against this
+// generation's [databases].
 type generation struct {
 	cfg   *config.Config // with the runtime overrides laid over
 	users *auth.Store
@@ -34,6 +35,9 @@ type generation struct {
 	// adm is the admission policy from admission_file; nil without one
 	// (PgBouncer's FIFO behaviour).
 	adm *admissionPolicy
+	// shards is the sharding router's map from shard_file, checked
+	// against cfg's [databases]; nil without one (route.go).
+	shards *shard.Map
 	// seq numbers generations from 1 in the order they are derived; a
 	// pool's gate (admission.go) is kept for the newest one it was asked
 	// for.
@@ -135,6 +139,13 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 		}
 	}
 	next.gen.adm = adm
+	// The shard file is read again with every configuration: its
+	// databases must be this one's, and it is small.
+	if st.ShardFile != "" {
+		if next.gen.shards, err = shard.Load(st.ShardFile, databaseNames(cfg)); err != nil {
+			return nil, warnings, err
+		}
+	}
 	if st.AuthType == "hba" {
 		if st.AuthHBAFile == "" {
 			return nil, warnings, errors.New("auth_type=hba needs auth_hba_file")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
+	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -61,6 +62,12 @@ type client struct {
 	// canonical name. serve reads them when it links a server; the pump
 	// updates them from ParameterStatus while linked.
 	params map[string]string
+	// shard is set for a client of a sharded cluster (shardroute.go):
+	// its router, pins, held BEGIN, shard pools. Serve's goroutine only.
+	shard *shardSession
+	// startPin is the router's pgturnstile.shard_key, .colo and .shard
+	// from the startup options, for shard's session pin.
+	startPin shard.Pin
 	// caps is what the client counts in the client caps (clientcaps.go),
 	// guarded by the service's caps.mu.
 	caps capCount

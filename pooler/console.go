@@ -2,11 +2,13 @@ package pooler
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/shard"
 )
 
 // The pooler's side of the admin console: the view admin.Console is, and
@@ -320,3 +322,36 @@ func (v consoleView) DNSHosts() []admin.DNSHost { return v.s.dns.HostRows() }
 
 // DNSZones is SHOW DNS_ZONES (admin.DNSCache).
 func (v consoleView) DNSZones() []admin.DNSZone { return v.s.dns.ZoneRows() }
+
+// Shards is SHOW SHARDS: every range of every colocation of the map in
+// force.
+func (v consoleView) Shards() []admin.ShardRow {
+	g := v.s.gen.Load()
+	if g.shards == nil {
+		return nil
+	}
+	var rows []admin.ShardRow
+	for _, cl := range g.shards.Clusters() {
+		for _, co := range cl.Colos() {
+			for _, r := range co.Ranges() {
+				rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
+					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq})
+			}
+		}
+	}
+	return rows
+}
+
+// Routes is SHOW ROUTES: the decisions counted so far.
+func (v consoleView) Routes() []admin.RouteRow {
+	counts := v.s.routes.Snapshot()
+	rows := make([]admin.RouteRow, 0, len(counts))
+	for _, n := range counts {
+		row := admin.RouteRow{Cluster: n.Cluster, Colo: n.Colo, Source: n.Source.String(), Count: n.N}
+		if n.Source == shard.SourceRefused {
+			row.Reason = n.Reason.Text()
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

@@ -16,7 +16,7 @@
 //	                   then published by one store (the TLS in force,
 //	                   applied only as a consistent set: internal/tlsset)
 //	console.go         the admin console's view of the service (consoleView)
-//	                   and its SHOW snapshots
+//	                   and its SHOW snapshots (SHOW SHARDS and ROUTES too)
 //	console_commands.go the console's commands (PAUSE, RESUME, KILL, RELOAD,
 //	                   SET …) and the per-database state PAUSE and DISABLE
 //	                   leave (dbState); their texts are admin's
@@ -40,6 +40,20 @@
 //	                   the transaction path; linking (gate, checkout), the
 //	                   transaction's pool (linkTo), relayOrPump, unlinking
 //	linkparams.go      a server's tracked parameters set to the client's
+//	shardroute.go      the sharding router's glue (shard_file; the rules:
+//	                   package shard): a login to a cluster's name, each
+//	                   statement decided and the transaction's pool chosen
+//	                   at route, a Parse's routing kept for its Binds
+//	shardtx.go         a sharded cluster's transactions: a BEGIN held until
+//	                   the first routable statement, what the pooler
+//	                   answers itself, a transaction held to its shard,
+//	                   refusals (0A000)
+//	shardbatch.go      an extended-protocol batch routed whole by its first
+//	                   deciding Bind; a batch of transaction control only
+//	                   answered by the pooler
+//	shardscatter.go    a read on every shard at once, its rows concatenated
+//	                   (shard=all, on_missing_key = scatter); shard=all's
+//	                   statements on each database in turn
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release

@@ -162,6 +162,17 @@ type link struct {
 		// last ReadyForQuery.
 		sentBytes int64
 		out       []byte // the pump's own messages to the client
+		// swallow counts the ReadyForQuery of held BEGINs (shardroute.go)
+		// still to come, whose replies the client had from the pooler.
+		swallow int
+		// asHeld: the link runs outside the client's held transaction;
+		// its ReadyForQuery 'I' goes to the client as 'T'.
+		asHeld bool
+		// heldBegun counts the held statements answered; heldErr is the
+		// error of one that failed, given to the client in place of the
+		// next error (pumpSwallow).
+		heldBegun int
+		heldErr   []byte
 	}
 }
 
@@ -299,6 +310,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	}
 	l.mu.ls.Reset()
 	l.pump.replies = 0
+	l.pump.swallow, l.pump.asHeld, l.pump.heldBegun, l.pump.heldErr = 0, false, 0, nil
 	l.mu.ops.reset()
 	l.mu.retry.reset()
 	l.mu.skipToSync = false

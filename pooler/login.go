@@ -175,8 +175,12 @@ func (c *client) acceptStartup(st *config.Settings, su *wire.Startup) (map[strin
 // database gets the same exchange as a known one, and only a client that
 // proved its password learns that it does not exist.
 func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
-	cfg := c.svc.config()
-	db, dbKnown := cfg.LookupDatabase(c.dbName)
+	g := c.svc.gen.Load()
+	cfg := g.cfg
+	db, dbKnown := c.clusterLogin(g)
+	if !dbKnown {
+		db, dbKnown = cfg.LookupDatabase(c.dbName)
+	}
 	if !dbKnown {
 		db = &config.Database{Name: c.dbName}
 	}
@@ -205,7 +209,7 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	// Registered after the pool is pinned: the janitor forgets an
 	// auto-database only with its pools, so a database freed under this
 	// login is logged as new again (poolfree.go).
-	if c.svc.registerAutoDB(cfg, c.dbName) {
+	if c.shard == nil && c.svc.registerAutoDB(cfg, c.dbName) {
 		c.logger().Info("registered new auto-database: " + c.dbName)
 	}
 	if db.User == "" && secret != nil {
@@ -213,6 +217,9 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 		// checked against (fresh from auth_query, or auth_file), and the
 		// client's SCRAM keys when it proved them: SCRAM pass-through.
 		pool.setCredentials(secret, res.ClientKey)
+		if c.shard != nil {
+			c.shard.secret, c.shard.clientKey = secret, res.ClientKey
+		}
 	}
 	return pool, nil
 }
@@ -378,6 +385,9 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	for _, kv := range settings {
 		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
+			if setStartupPin(&c.startPin, rest, v) {
+				continue // the router's (shardroute.go)
+			}
 			// Admission tags (-c pgturnstile.priority=low): the pooler's
 			// own, never forwarded to Postgres.
 			if c.adm == nil {

@@ -104,6 +104,8 @@ func (s *Service) writeMetrics(w io.Writer) {
 	// Decision counters and wait histograms live in s.metrics
 	// (admission.go).
 	metricrows.WriteAdmission(w, s.Console().Admission())
+	g := s.gen.Load()
+	metricrows.WriteRoutes(w, s.Console().Routes(), g.seq, g.shards != nil)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
 	// What clients make the pooler hold: messages being received whole

@@ -108,6 +108,9 @@ func (l *link) stopForPark() bool {
 // message. out is the client's writer, nil once the client is gone.
 func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *config.Settings) replyAct {
 	c := l.c
+	if l.pump.swallow > 0 {
+		return l.pumpSwallow(s, typ) // a held BEGIN's (shardroute.go)
+	}
 	switch typ {
 	case wire.MsgReadyForQuery:
 		return l.pumpReady(s, out, inline, st)
@@ -132,7 +135,11 @@ func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *
 			c.mu.Unlock()
 		}
 	case wire.MsgErrorResponse:
-		return l.pumpError(s, inline)
+		act := l.pumpError(s, inline)
+		if l.pump.heldErr != nil && (act == replyForward || act == replyForwardHandOff) {
+			return l.pumpHeldError(s, out, act) // shardtx.go
+		}
+		return act
 	case wire.MsgCommandComplete:
 		if len(s.unreported) > 0 && !s.unreportedDirty {
 			if !l.noteSessionChange(s) {
@@ -205,7 +212,11 @@ func (l *link) pumpReady(s *server, out *wire.Writer, inline bool, st *config.Se
 	}
 	l.pump.sentBytes += int64(len(msg))
 	if out != nil {
-		out.Write(msg)
+		if l.pump.asHeld && status == wire.TxIdle {
+			out.Write(heldReady) // shardroute.go
+		} else {
+			out.Write(msg)
+		}
 	}
 	if !l.afterReady(s, status, st) {
 		return replyLinkOver

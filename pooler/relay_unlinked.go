@@ -59,7 +59,7 @@ func (l *link) answerSync() error {
 	l.mu.skipToSync = false
 	out := l.readyLocked(c.scratch[:0])
 	c.mu.Unlock()
-	out = wire.AppendReadyForQuery(out, wire.TxIdle)
+	out = wire.AppendReadyForQuery(out, c.heldStatus())
 	c.scratch = out
 	if err := c.w.Write(out); err != nil {
 		return err

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"runtime"
 	"time"
@@ -145,66 +144,6 @@ func (c *client) readNext(lv *loopVars) (typ byte, n int, step loopStep) {
 	return typ, n, stepOn
 }
 
-// judgeHeader refuses, on its 5-byte header alone, a message the client
-// may not send, and ends the client on Terminate. stepOn for a message to
-// route.
-func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
-	switch {
-	case !isFrontendType(typ):
-		// Checked on the header alone: the body is not read (a startup
-		// packet sent again reads as type 0 with a length of its own).
-		// Never forwarded: Postgres would end its backend over it.
-		c.closeBadInput(pgerror.New(pgerror.UnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
-	case n > largeMessageLimit || n > c.smallLimit(typ) && isSmallMessage(typ):
-		// Postgres ends its backend over such a message; refused from
-		// the header, as Postgres does, before any is read.
-		c.closeBadInput(pgerror.New(pgerror.InvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
-	case typ == wire.MsgQuery && st.DisablePQExec:
-		// disable_pqexec: a simple Query may carry several statements,
-		// which some SQL injections rely on.
-		c.closeBadInput(pgerror.New(pgerror.PQExecDisallowed), "client used \"Query\" packet type")
-	case typ == wire.MsgTerminate:
-		c.r.Skip()
-		c.leave(nil)
-	default:
-		return stepOn
-	}
-	return stepEnd
-}
-
-// smallLimit is the longest body of a message Postgres caps at
-// smallMessageLimit: a Describe or Close may name a longer statement
-// while the pooler maps names (mappedNameLimit).
-func (c *client) smallLimit(typ byte) int {
-	if c.tracking && (typ == wire.MsgDescribe || typ == wire.MsgClose) {
-		return mappedNameLimit
-	}
-	return smallMessageLimit
-}
-
-// isFrontendType reports whether typ is a message a logged-in client may
-// send: the frontend messages of protocol 3.0 after authentication
-// (PasswordMessage 'p' belongs to the login only). Postgres ends the
-// session over any other ("invalid frontend message type"), PgBouncer the
-// client ("unknown pkt").
-func isFrontendType(typ byte) bool {
-	switch typ {
-	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
-		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
-		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
-		return true
-	}
-	return false
-}
-
-func isSmallMessage(typ byte) bool {
-	switch typ {
-	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
-		return true
-	}
-	return false
-}
-
 // awaitMessage waits until the current message, of n body bytes, is in the
 // read buffer whole, before any of it goes on: a server is taken (link), or
 // written to, only for a message that has arrived, so a client that sends
@@ -250,6 +189,18 @@ func (c *client) awaitMessage(st *config.Settings, n int) error {
 // whatever it returns.
 func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	c := l.c
+	var sd shardDecision
+	if c.shard != nil {
+		// A sharded cluster's client: where the message runs is decided
+		// (or answered) before anything else (shardroute.go).
+		var step loopStep
+		if sd, step = l.shardDecide(typ, n); step != stepOn {
+			return routed{}, step
+		}
+		if sd.active && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused()) {
+			c.shard.tally.Add(c.shard.cluster, sd.d)
+		}
+	}
 	c.mu.Lock()
 	if c.mu.state == clientDraining {
 		// The pump found the client's socket failing (relayFailed) and
@@ -289,11 +240,33 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	}
 	if s == nil {
 		c.mu.Unlock()
+		if sd.active {
+			if step := l.shardLink(typ, sd.d); step != stepOn {
+				return routed{}, step
+			}
+		}
 		var step loopStep
 		if s, step = l.linkFor(typ, n); step != stepOn {
 			return routed{}, step
 		}
 		c.mu.Lock()
+		if c.shard != nil && c.shard.held != nil {
+			l.heldLinkedLocked(s, sd)
+		}
+	} else if sd.active && !l.mu.skipToSync {
+		// A statement of a transaction already on a shard: it must
+		// belong to the same one.
+		if raise, fatal := l.heldToShardLocked(typ, s, sd.d); fatal {
+			c.mu.Unlock()
+			poisonTransaction(s)
+			c.closeBadInput(crossShardFatal(), "")
+			return routed{}, stepEnd
+		} else if raise != nil {
+			r := routed{s: s, raise: raise, mapped: l.recordLocked(typ, n)}
+			r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
+			c.mu.Unlock()
+			return r, stepOn
+		}
 	}
 	if l.mu.skipToSync && typ != wire.MsgSync {
 		// After an error the pooler raised, like Postgres: drop
@@ -384,6 +357,9 @@ func (l *link) answerUnlinked(typ byte, bodyLen int) (bool, error) {
 type routed struct {
 	s      *server
 	mapped bool // relayed by relayMapped rather than as it is
+	// raise replaces a cluster client's Query that belongs to another
+	// shard than its transaction's (shardroute.go, crossShard).
+	raise []byte
 	// txLeft is transaction_timeout's time left, when txTimed.
 	txLeft  time.Duration
 	txTimed bool
@@ -468,9 +444,12 @@ func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 		}
 	}
 	var err error
-	if r.mapped {
+	switch {
+	case r.raise != nil:
+		err = l.relayRaise(r, s)
+	case r.mapped:
 		err = l.relayMapped(typ, n, s)
-	} else {
+	default:
 		err = c.r.Forward(s.w)
 	}
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
+	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -76,6 +77,10 @@ type Service struct {
 	// clients together (held_message_budget); every client reader
 	// reserves in it.
 	held *wire.Budget
+	// routes counts the sharding router's decisions (shardroute.go).
+	routes shard.Counts
+	// scatters holds a token per scatter running (shardscatter.go).
+	scatters chan struct{}
 
 	// Console state (guarded by mu): PAUSE/DISABLE per database, PAUSE
 	// of everything, and the runtime overrides of SET USER / SET POOL.
@@ -186,6 +191,7 @@ func New(cfg *config.Config, log *slog.Logger, opts ...Option) (*Service, error)
 		cancels:    map[[8]byte]*client{},
 		stmts:      stmtcache.NewRegistry(),
 		held:       wire.NewBudget(int64(cfg.Settings.HeldMessageBudget)),
+		scatters:   make(chan struct{}, maxScatters),
 
 		dbStates:      map[string]*dbState{},
 		userOverrides: map[string]*config.User{},
@@ -360,6 +366,7 @@ func (s *Service) serveConn(conn net.Conn) {
 func (s *Service) clientClosed(c *client) {
 	s.clientCount.Add(-1)
 	c.releaseCaps()
+	c.unpinShardPools()
 	s.cancelMu.Lock()
 	if s.cancels[c.key] == c {
 		delete(s.cancels, c.key)

@@ -190,7 +190,7 @@ func (srv *server) fdRow() admin.FD {
 func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB {
+	if c.mu.state != clientParked || c.pool == nil || c.tls || c.repl != replNone || c.dbName == adminDB || !c.shard.movable() {
 		return admin.FD{}, nil, admin.FD{}, false
 	}
 	if srv = c.mu.parkedSrv; srv != nil {

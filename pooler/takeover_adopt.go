@@ -104,8 +104,13 @@ func (s *Service) adoptMoved() {
 // srv, when not nil, is the server it came linked to (adoptServer), which
 // it takes up again when it resumes (client.parkedSrv).
 func (s *Service) adopt(m takeover.Row, srv *server) error {
-	cfg := s.config()
-	db, ok := cfg.LookupDatabase(m.Database)
+	g := s.gen.Load()
+	cfg := g.cfg
+	probe := &client{svc: s, dbName: m.Database}
+	db, ok := probe.clusterLogin(g) // a sharded cluster's client (shardroute.go)
+	if !ok {
+		db, ok = cfg.LookupDatabase(m.Database)
+	}
 	if !ok {
 		return pgerror.New(pgerror.NoSuchDatabase, m.Database)
 	}
@@ -124,7 +129,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	c := &client{
 		svc: s, id: s.socketIDs.Add(1), user: m.User, dbName: m.Database,
 		connected: st.Connected, local: st.Local, unixPeer: st.UnixPeer,
-		params: st.Params, conn: parkedConn{},
+		params: st.Params, conn: parkedConn{}, shard: probe.shard,
 	}
 	if c.params == nil {
 		c.params = map[string]string{}

@@ -127,19 +127,42 @@ type Cluster struct {
 
 	colos  []*Colo
 	tables map[string]Table
-	// nameLens has bit n set when a table's name (or the part after its
-	// schema) is n bytes long: the scanner asks about every identifier
-	// of a statement, and most are no table's length.
-	nameLens uint64
+	// names filters the names asked about: the scanner asks about every
+	// identifier of a statement, and most are no table's.
+	names nameFilter
 }
 
-// nameLenBit is the bit of nameLens for a table name as the file spells
-// it ("schema.table" counts by its table).
-func nameLenBit(name string) uint64 {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
+// nameFilter holds the length and initial of each table's name (the
+// part after its schema): a name that is no table's is told apart by one
+// bit test instead of a map lookup. It holds a superset of the tables:
+// lengths of 63 and more share a row, and an initial counts by its low 5
+// bits, so 'F' and 'f' (and '&') share one; a yes still goes to the map.
+type nameFilter [64]uint32
+
+func (f *nameFilter) add(table string) {
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		table = table[i+1:]
 	}
-	return 1 << min(len(name), 63)
+	if table != "" {
+		f[min(len(table), 63)] |= 1 << (table[0] & 31)
+	}
+}
+
+// mayHold reports that name ("table" or "schema.table") may be a table.
+func (f *nameFilter) mayHold(name []byte) bool {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			name = name[i+1:]
+			break
+		}
+	}
+	return f.mayHoldPart(name)
+}
+
+// mayHoldPart is mayHold for a name without a '.' (an unquoted
+// identifier), in either case.
+func (f *nameFilter) mayHoldPart(name []byte) bool {
+	return len(name) > 0 && f[min(len(name), 63)]&(1<<(name[0]&31)) != 0
 }
 
 // Table is a colocated table: its colocation and its key column.
@@ -152,22 +175,11 @@ type Table struct {
 // "schema.files"); name is a byte slice so that a scanner can pass the
 // statement's bytes without allocating.
 func (c *Cluster) Table(name []byte) (Table, bool) {
-	if c.nameLens&(1<<min(len(name)-schemaPrefixLen(name), 63)) == 0 {
+	if !c.names.mayHold(name) {
 		return Table{}, false
 	}
 	t, ok := c.tables[string(name)]
 	return t, ok
-}
-
-// schemaPrefixLen is how many bytes of name lie before its table part
-// ("schema.").
-func schemaPrefixLen(name []byte) int {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '.' {
-			return i + 1
-		}
-	}
-	return 0
 }
 
 // Colos returns the cluster's colocations in file order; the slice is the
@@ -228,6 +240,10 @@ func (r Range) String() string {
 	}
 	return fmt.Sprintf("%d-%d", r.First, r.Last)
 }
+
+// Databases returns the databases the colocation's ranges name, each
+// once, in range order; the slice is the map's own.
+func (co *Colo) Databases() []string { return co.databases }
 
 // Ranges returns the colocation's ranges in logical-shard order; the
 // slice is the map's own and must not be changed.
@@ -583,7 +599,7 @@ func (l *loader) cluster(p tomlpos.Path, t map[string]any) (*Cluster, error) {
 				return nil, l.errAt(tp, "table %q is already in colocation %q (line %d): a table belongs to one colocation", name, prev.Colo.Name, tableLine[name])
 			}
 			c.tables[name] = Table{Colo: co, Column: col}
-			c.nameLens |= nameLenBit(name)
+			c.names.add(name)
 			tableLine[name] = l.lines.Line(tp)
 		}
 		co.index = len(c.colos)

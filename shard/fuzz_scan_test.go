@@ -17,8 +17,9 @@ var scanSeeds = []string{
 	`DELETE FROM files WHERE x BETWEEN 1 AND 2 AND org_id = -5`,
 }
 
-// FuzzScan: the scanner never panics, and a key hidden in a string, a
-// comment or a dollar quote never routes a statement that has none.
+// FuzzScan: the scanner never panics, its tokens are the lexer's, and a
+// key hidden in a string, a comment or a dollar quote never routes a
+// statement that has none.
 func FuzzScan(f *testing.F) {
 	for _, s := range scanSeeds {
 		f.Add([]byte(s))
@@ -28,6 +29,9 @@ func FuzzScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s.Scan(data)
 		off.Scan(data)
+		// The scanner's own loop reads the tokens the lexer reads.
+		checkTokens(t, s, data)
+		checkTokens(t, off, data)
 
 		// The input inside a string: the statement has no key.
 		quoted := append([]byte(`SELECT * FROM files WHERE name = '`), bytes.ReplaceAll(data, []byte("'"), []byte("''"))...)

@@ -243,6 +243,9 @@ type SetHint struct {
 // not read is found with ErrHint: it must not reach Postgres, which would
 // take it as a placeholder setting and route nothing by it.
 func ReadSet(sql []byte) (sh SetHint, found bool, err error) {
+	if len(sql) > maxLexLen {
+		return SetHint{}, false, nil // no SET is; Postgres takes no such message
+	}
 	lx := lexer{src: sql}
 	var toks [10]token
 	n, bad := 0, false
@@ -307,9 +310,9 @@ func ReadSet(sql []byte) (sh SetHint, found bool, err error) {
 	i++
 	t := toks[min(i, len(toks)-1)]
 	switch {
-	case i+1 == n && t.kind == tokString && (t.form == strPlain || t.form == strDollar) && !t.joined &&
-		!(t.form == strPlain && containsByte(sql[t.bodyStart:t.bodyEnd], '\'')):
-		sh.Value = sql[t.bodyStart:t.bodyEnd]
+	case i+1 == n && t.kind == tokString && (t.strForm() == strPlain || t.strForm() == strDollar) && !t.joined() &&
+		!(t.strForm() == strPlain && containsByte(t.body(sql), '\'')):
+		sh.Value = t.body(sql)
 	case i+1 == n && t.kind == tokIdent && equalFold(sql[t.start:t.end], "default"):
 		sh.Reset = true
 	case i+1 == n && (t.kind == tokIdent || t.kind == tokNumber):

@@ -1,7 +1,8 @@
 package shard
 
 // keyword is an identifier the scanner looks for, found once when the
-// lexer reads it: the scanner then compares numbers, not letters.
+// lexer reads it: the scanner then compares numbers, not letters, and
+// tests a word against a set of them with one mask (keywords).
 type keyword uint8
 
 const (
@@ -62,134 +63,137 @@ const (
 	kwWhere
 	kwWindow
 	kwWith
+
+	kwCount // how many there are, kwNone included
 )
 
-// keywordOf folds an identifier (ASCII letters only, as Postgres does)
-// and names the keyword it is, if any.
-func keywordOf(w []byte) keyword {
-	var buf [16]byte
-	if len(w) > len(buf) {
-		return kwNone
+// A keyword set is a bit mask: the scanner asks "is this one of the words
+// that end a clause" with one AND.
+type keywords uint64
+
+var _ [64 - kwCount]struct{} // keywords holds every keyword as a bit
+
+func kwMask(ws ...keyword) (s keywords) {
+	for _, w := range ws {
+		s |= 1 << w
 	}
-	for i, c := range w {
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
+	return s
+}
+
+// has reports that k is one of s (never kwNone's bit: no set holds it).
+func (s keywords) has(k keyword) bool { return s&(1<<k) != 0 }
+
+// kwNames spells the keywords as Postgres folds them.
+var kwNames = [kwCount]string{
+	kwAnd:         "and",
+	kwAs:          "as",
+	kwBetween:     "between",
+	kwBigint:      "bigint",
+	kwCharacter:   "character",
+	kwCross:       "cross",
+	kwCurrent:     "current",
+	kwDelete:      "delete",
+	kwExcept:      "except",
+	kwFetch:       "fetch",
+	kwFor:         "for",
+	kwFrom:        "from",
+	kwFull:        "full",
+	kwGroup:       "group",
+	kwHaving:      "having",
+	kwIn:          "in",
+	kwInner:       "inner",
+	kwInsert:      "insert",
+	kwInt:         "int",
+	kwInt2:        "int2",
+	kwInt4:        "int4",
+	kwInt8:        "int8",
+	kwInteger:     "integer",
+	kwIntersect:   "intersect",
+	kwInto:        "into",
+	kwJoin:        "join",
+	kwLateral:     "lateral",
+	kwLeft:        "left",
+	kwLimit:       "limit",
+	kwNatural:     "natural",
+	kwNull:        "null",
+	kwOffset:      "offset",
+	kwOn:          "on",
+	kwOnly:        "only",
+	kwOr:          "or",
+	kwOrder:       "order",
+	kwOuter:       "outer",
+	kwOverriding:  "overriding",
+	kwPgCatalog:   "pg_catalog",
+	kwReturning:   "returning",
+	kwRight:       "right",
+	kwSelect:      "select",
+	kwSet:         "set",
+	kwSmallint:    "smallint",
+	kwTablesample: "tablesample",
+	kwText:        "text",
+	kwUnion:       "union",
+	kwUpdate:      "update",
+	kwUsing:       "using",
+	kwUuid:        "uuid",
+	kwValues:      "values",
+	kwVarchar:     "varchar",
+	kwVarying:     "varying",
+	kwWhere:       "where",
+	kwWindow:      "window",
+	kwWith:        "with",
+}
+
+// The keyword table is a perfect hash of an identifier's first eight
+// bytes, folded (keywordAt): the lexer names every identifier it reads,
+// and one multiplication and two table reads cost less than comparing
+// strings. The multiplier is found when the package loads, so the list
+// above can change freely.
+const (
+	kwMinLen   = 2  // the shortest keyword ("as", "in", "on", "or")
+	kwMaxLen   = 11 // the longest ("tablesample")
+	kwSlotBits = 9  // 512 slots for 56 keywords: a multiplier comes quickly
+)
+
+type kwEntry struct {
+	w0, w1 uint64 // the keyword's bytes as foldWords loads them
+	n      uint8
+	kw     keyword
+}
+
+var (
+	// kwInitials has bit c&31 of row n set when a keyword of n bytes
+	// starts with c, in either case.
+	kwInitials [kwMaxLen + 1]uint32
+	kwMul      uint64
+	kwEntries  [kwCount]kwEntry // by keyword; kwNone's, all zero, matches nothing
+	kwSlots    [1 << kwSlotBits]keyword
+)
+
+func kwHash(w0 uint64) uint { return uint(w0 * kwMul >> (64 - kwSlotBits)) }
+
+func init() {
+	for k := kwNone + 1; k < kwCount; k++ {
+		name := kwNames[k]
+		if len(name) < kwMinLen || len(name) > kwMaxLen {
+			panic("shard: keyword " + name + " is outside kwMinLen..kwMaxLen")
 		}
-		buf[i] = c
+		w0, w1 := foldWords([]byte(name), 0, len(name))
+		kwEntries[k] = kwEntry{w0: w0, w1: w1, n: uint8(len(name)), kw: k}
+		kwInitials[len(name)] |= 1 << (name[0] & 31)
 	}
-	switch string(buf[:len(w)]) {
-	case "and":
-		return kwAnd
-	case "as":
-		return kwAs
-	case "between":
-		return kwBetween
-	case "bigint":
-		return kwBigint
-	case "character":
-		return kwCharacter
-	case "cross":
-		return kwCross
-	case "current":
-		return kwCurrent
-	case "delete":
-		return kwDelete
-	case "except":
-		return kwExcept
-	case "fetch":
-		return kwFetch
-	case "for":
-		return kwFor
-	case "from":
-		return kwFrom
-	case "full":
-		return kwFull
-	case "group":
-		return kwGroup
-	case "having":
-		return kwHaving
-	case "in":
-		return kwIn
-	case "inner":
-		return kwInner
-	case "insert":
-		return kwInsert
-	case "int":
-		return kwInt
-	case "int2":
-		return kwInt2
-	case "int4":
-		return kwInt4
-	case "int8":
-		return kwInt8
-	case "integer":
-		return kwInteger
-	case "intersect":
-		return kwIntersect
-	case "into":
-		return kwInto
-	case "join":
-		return kwJoin
-	case "lateral":
-		return kwLateral
-	case "left":
-		return kwLeft
-	case "limit":
-		return kwLimit
-	case "natural":
-		return kwNatural
-	case "null":
-		return kwNull
-	case "offset":
-		return kwOffset
-	case "on":
-		return kwOn
-	case "only":
-		return kwOnly
-	case "or":
-		return kwOr
-	case "order":
-		return kwOrder
-	case "outer":
-		return kwOuter
-	case "overriding":
-		return kwOverriding
-	case "pg_catalog":
-		return kwPgCatalog
-	case "returning":
-		return kwReturning
-	case "right":
-		return kwRight
-	case "select":
-		return kwSelect
-	case "set":
-		return kwSet
-	case "smallint":
-		return kwSmallint
-	case "tablesample":
-		return kwTablesample
-	case "text":
-		return kwText
-	case "union":
-		return kwUnion
-	case "update":
-		return kwUpdate
-	case "using":
-		return kwUsing
-	case "uuid":
-		return kwUuid
-	case "values":
-		return kwValues
-	case "varchar":
-		return kwVarchar
-	case "varying":
-		return kwVarying
-	case "where":
-		return kwWhere
-	case "window":
-		return kwWindow
-	case "with":
-		return kwWith
+	// Odd multipliers from a fixed sequence (Weyl, by the golden ratio)
+	// until every keyword has a slot of its own.
+	for m := uint64(0x9e3779b97f4a7c15); ; m += 0x9e3779b97f4a7c16 {
+		kwMul = m | 1
+		kwSlots = [len(kwSlots)]keyword{}
+		ok := true
+		for k := kwNone + 1; k < kwCount && ok; k++ {
+			h := kwHash(kwEntries[k].w0)
+			ok = kwSlots[h] == kwNone
+			kwSlots[h] = k
+		}
+		if ok {
+			return
+		}
 	}
-	return kwNone
 }

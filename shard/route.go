@@ -50,6 +50,7 @@ const (
 	ReasonUnknownShard                    // shard=NAME that is none of the cluster's databases
 	ReasonUnknownColo                     // colo=NAME that is none of the cluster's
 	ReasonNoColo                          // a key with no colocation to hash it by
+	ReasonScatter                         // every shard: not served yet
 )
 
 var routeReasonText = map[Reason]string{
@@ -60,6 +61,7 @@ var routeReasonText = map[Reason]string{
 	ReasonUnknownShard: "the named shard is not one of the cluster's databases",
 	ReasonUnknownColo:  "the named colocation is not one of the cluster's",
 	ReasonNoColo:       "a shard_key without a colocation (name one with colo=…)",
+	ReasonScatter:      "it would run on every shard (shard=all, on_missing_key = scatter), which the router does not serve yet",
 }
 
 // Text is the reason in words, for the DETAIL.
@@ -100,6 +102,9 @@ type Pin struct {
 	Colo  string
 	Shard string
 }
+
+// Empty reports a pin that says nothing.
+func (p Pin) Empty() bool { return p.Key == nil && p.Colo == "" && p.Shard == "" }
 
 // Lookup makes a Cluster the scanner's Tables: a table as the shard file
 // names it, "schema.table" when the statement qualifies it (a bare name in

@@ -256,3 +256,59 @@ func BenchmarkBind(b *testing.B) {
 		}
 	}
 }
+
+// routeShapes are realistic statements of the fast path, each at most
+// 512 bytes (issue 34's bound), one per shape the scanner routes.
+var routeShapes = []struct {
+	name string
+	sql  string
+	src  Source
+}{
+	{"join", `SELECT f.id, f.name, f.size, v.version, v.created_at, v.author_id, o.name AS org_name
+  FROM files f
+  JOIN file_versions v ON v.org_id = f.org_id AND v.file_id = f.id
+  JOIN orgs o ON o.id = f.org_id
+ WHERE f.org_id = 1234567890
+   AND f.deleted_at IS NULL
+   AND v.version BETWEEN 3 AND 12
+   AND f.kind IN ('document', 'sheet')
+   AND o.plan <> 'free'
+ ORDER BY v.created_at DESC
+ LIMIT 20`, SourceLiteral},
+	{"insert10", `INSERT INTO files (org_id, id, parent_id, name, kind, mime_type, size, checksum, created_at, owner_id)
+VALUES (1234567890, 9876543210, 55501, 'quarterly report.pdf', 'document', 'application/pdf', 482133,
+        'sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08', now(), 77)
+ON CONFLICT (org_id, id) DO UPDATE SET size = excluded.size, checksum = excluded.checksum
+RETURNING id, created_at`, SourceLiteral},
+	{"update", `UPDATE files AS f
+   SET name = 'renamed.txt', updated_at = now(), version = f.version + 1, locked_by = NULL
+ WHERE f.org_id = '1234567890'::bigint
+   AND f.id = 9876543210
+   AND f.version = 41
+   AND f.locked_by IS NULL
+RETURNING f.id, f.version, f.updated_at /* controller='files',action='rename' */`, SourceLiteral},
+	{"param", `SELECT id, name, size, created_at, updated_at FROM files f WHERE f.org_id = $1 AND f.deleted = false ORDER BY name LIMIT 50`, SourceParam},
+}
+
+// BenchmarkRouteShapes: each realistic statement from text to database
+// (issue 34: ≤ 1 µs and 0 allocations for ≤ 512 bytes).
+func BenchmarkRouteShapes(b *testing.B) {
+	c := exampleCluster(b, nil)
+	r := NewRouter(c)
+	for _, sh := range routeShapes {
+		sql := []byte(sh.sql)
+		if len(sql) > 512 {
+			b.Fatalf("%s: %d bytes", sh.name, len(sql))
+		}
+		if d := r.Route(sql, Pin{}, false); d.Source != sh.src {
+			b.Fatalf("%s: %+v", sh.name, d)
+		}
+		b.Run(sh.name, func(b *testing.B) {
+			b.SetBytes(int64(len(sql)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				r.Route(sql, Pin{}, false)
+			}
+		})
+	}
+}

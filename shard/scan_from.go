@@ -1,19 +1,17 @@
 package shard
 
+import "slices"
+
 // The FROM of a SELECT: its tables, and the joins that put them on one
 // shard (a join of one colocation on its key).
 
-// reserved are the words that end a table reference where an alias could
-// stand, and that the scanner's clauses start with.
-func (s *Scanner) reserved(t token) bool {
-	switch t.kw {
-	case kwOn, kwAs, kwSet, kwFor, kwJoin, kwLeft, kwFull, kwFrom, kwWhere, kwInner, kwRight, kwCross,
-		kwGroup, kwOrder, kwLimit, kwUsing, kwUnion, kwFetch, kwOuter, kwHaving, kwWindow, kwOffset,
-		kwExcept, kwValues, kwNatural, kwLateral, kwReturning, kwIntersect, kwTablesample, kwOverriding:
-		return true
-	}
-	return false
-}
+// reservedWords are the words that end a table reference where an alias
+// could stand, and that the scanner's clauses start with.
+var reservedWords = kwMask(kwOn, kwAs, kwSet, kwFor, kwJoin, kwLeft, kwFull, kwFrom, kwWhere, kwInner, kwRight, kwCross,
+	kwGroup, kwOrder, kwLimit, kwUsing, kwUnion, kwFetch, kwOuter, kwHaving, kwWindow, kwOffset,
+	kwExcept, kwValues, kwNatural, kwLateral, kwReturning, kwIntersect, kwTablesample, kwOverriding)
+
+func (s *Scanner) reserved(t token) bool { return reservedWords.has(t.kw) }
 
 // tableRef reads a table reference at i: [ONLY] [schema.]name [*]
 // [[AS] alias]. It returns the index after it, or -1 when what stands
@@ -22,7 +20,6 @@ func (s *Scanner) reserved(t token) bool {
 // target (insert), a '(' after the name opens the column list and an
 // alias needs AS.
 func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
-	lx := &s.lx
 	if i < b && s.toks[i].kw == kwOnly {
 		i++
 	}
@@ -32,17 +29,17 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	var schema []byte
 	name := s.name(s.toks[i])
 	i++
-	if i+1 < b && lx.punct(s.toks[i], ".") {
+	if i+1 < b && s.toks[i].ch == '.' {
 		if s.toks[i+1].kind != tokIdent && s.toks[i+1].kind != tokQIdent {
 			return -1, ref
 		}
 		schema, name = name, s.name(s.toks[i+1])
 		i += 2
 	}
-	if !insert && i < b && lx.punct(s.toks[i], "(") {
+	if !insert && i < b && s.toks[i].ch == '(' {
 		return -1, ref // a function in FROM
 	}
-	if i < b && lx.punct(s.toks[i], "*") {
+	if i < b && s.toks[i].ch == '*' {
 		i++
 	}
 	ref.name, ref.colo = name, -1
@@ -59,7 +56,7 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	if (as || !insert) && i < b && (s.toks[i].kind == tokIdent || s.toks[i].kind == tokQIdent) && !s.reserved(s.toks[i]) {
 		ref.alias = s.name(s.toks[i])
 		i++
-		if !insert && i < b && lx.punct(s.toks[i], "(") {
+		if !insert && i < b && s.toks[i].ch == '(' {
 			return -1, ref // renamed columns: the key may go by another name
 		}
 	}
@@ -87,29 +84,46 @@ func (s *Scanner) find(i int) int {
 func (s *Scanner) union(i, j int) { s.refs[s.find(i)].parent = s.find(j) }
 
 // clauseEnd finds where a clause that starts at i ends: the first of the
-// words in stop at depth 0, or b.
-func (s *Scanner) clauseEnd(i, b int, stop ...keyword) int {
-	for ; i < b; i++ {
-		if s.depth[i] != 0 || s.toks[i].kw == kwNone {
-			continue
-		}
-		for _, w := range stop {
-			if s.toks[i].kw == w {
+// words in stop at depth 0, or b. Those words are few in a statement, and
+// tokenize lists them (s.clauses), so it reads the list rather than the
+// clause: a SELECT's list of columns is often most of its tokens.
+func (s *Scanner) clauseEnd(i, b int, stop keywords) int {
+	if stop&^clauseWords != 0 {
+		// Words tokenize does not list (no caller asks for them).
+		for ; i < b; i++ {
+			if t := &s.toks[i]; t.depth == 0 && stop.has(t.kw) {
 				return i
 			}
+		}
+		return b
+	}
+	c, _ := slices.BinarySearch(s.clauses, int32(i))
+	for ; c < len(s.clauses) && int(s.clauses[c]) < b; c++ {
+		if j := int(s.clauses[c]); stop.has(s.toks[j].kw) {
+			return j
 		}
 	}
 	return b
 }
 
+// The words that end the clauses of a SELECT.
+var (
+	selectListEnd = kwMask(kwFrom, kwInto)
+	fromEnds      = kwMask(kwWhere, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+	whereEnds     = kwMask(kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+)
+
+// clauseWords are all the words clauseEnd is asked for.
+var clauseWords = selectListEnd | fromEnds | whereEnds | setEnds | upToReturning | upToWhere
+
 // selectStmt: SELECT … FROM refs [WHERE …] [GROUP BY …] ….
 func (s *Scanner) selectStmt(a, b int, table []byte, key string) {
-	from := s.clauseEnd(a+1, b, kwFrom, kwInto)
+	from := s.clauseEnd(a+1, b, selectListEnd)
 	if from == b || s.toks[from].kw == kwInto {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
-	fromEnd := s.clauseEnd(from+1, b, kwWhere, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+	fromEnd := s.clauseEnd(from+1, b, fromEnds)
 	if !s.fromList(from+1, fromEnd, table, key) {
 		return
 	}
@@ -117,7 +131,7 @@ func (s *Scanner) selectStmt(a, b int, table []byte, key string) {
 	where := -1
 	if fromEnd < b && s.toks[fromEnd].kw == kwWhere {
 		where = fromEnd + 1
-		whereEnd = s.clauseEnd(where, b, kwGroup, kwHaving, kwWindow, kwOrder, kwLimit, kwOffset, kwFetch, kwFor)
+		whereEnd = s.clauseEnd(where, b, whereEnds)
 	}
 	s.decide(where, whereEnd, table, key)
 }
@@ -125,7 +139,6 @@ func (s *Scanner) selectStmt(a, b int, table []byte, key string) {
 // fromList reads refs joined by ',' or JOIN … ON … / USING (…) into
 // s.refs, linking the tables a join condition equates on their keys.
 func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
-	lx := &s.lx
 	for {
 		next, ref := s.tableRef(i, b, false)
 		if next < 0 {
@@ -165,7 +178,7 @@ func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
 		}
 		t := s.toks[i]
 		switch {
-		case lx.punct(t, ","):
+		case t.ch == ',':
 			i++
 		case t.kw == kwJoin:
 			i++
@@ -201,7 +214,7 @@ func (s *Scanner) joinOn(i, b int) int {
 	end := i
 	for end < b {
 		t := s.toks[end]
-		if s.depth[end] == 0 && (s.lx.punct(t, ",") || t.kind == tokIdent && (t.kw == kwJoin || t.kw == kwInner ||
+		if s.toks[end].depth == 0 && (t.ch == ',' || t.kind == tokIdent && (t.kw == kwJoin || t.kw == kwInner ||
 			t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull || t.kw == kwCross || t.kw == kwNatural)) {
 			break
 		}
@@ -216,16 +229,16 @@ func (s *Scanner) joinOn(i, b int) int {
 // joinUsing reads USING (c, …): a column that is the key of the new
 // table and of tables before it links them.
 func (s *Scanner) joinUsing(i, b int) int {
-	if i >= b || !s.lx.punct(s.toks[i], "(") {
+	if i >= b || s.toks[i].ch != '(' {
 		return -1
 	}
 	right := s.nrefs - 1
 	for i++; i < b; i++ {
 		t := s.toks[i]
-		if s.lx.punct(t, ")") {
+		if t.ch == ')' {
 			return i + 1
 		}
-		if s.lx.punct(t, ",") {
+		if t.ch == ',' {
 			continue
 		}
 		if t.kind != tokIdent && t.kind != tokQIdent {

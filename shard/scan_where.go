@@ -9,12 +9,8 @@ package shard
 // be bound or joined on the key to a bound one.
 func (s *Scanner) decide(w, e int, table []byte, key string) {
 	if w >= 0 {
-		for i := w; i < e; i++ {
-			if s.depth[i] == 0 && s.toks[i].kw == kwOr {
-				s.refuse(ReasonOr, table, key)
-				return
-			}
-		}
+		// An OR at the top level: conjuncts reports it, and what it bound
+		// before it matters no more once the statement is refused.
 		if !s.conjuncts(w, e, true) {
 			s.refuse(ReasonOr, table, key)
 			return
@@ -53,7 +49,7 @@ func (s *Scanner) conjuncts(i, e int, bind bool) bool {
 		between := false
 		for end < e {
 			t := s.toks[end]
-			if s.depth[end] == 0 && t.kind == tokIdent {
+			if s.toks[end].depth == 0 && t.kind == tokIdent {
 				if t.kw == kwOr {
 					return false
 				}
@@ -79,17 +75,16 @@ func (s *Scanner) conjuncts(i, e int, bind bool) bool {
 // colRef reads a column reference at i: c, t.c or s.t.c, and returns the
 // index after it and the set of tables whose key it is (bits of s.refs).
 func (s *Scanner) colRef(i, e int) (next int, set uint32) {
-	var parts [3][]byte
+	var parts [3]int32 // the tokens of c, t.c or s.t.c
 	n := 0
 	for i < e && n < 3 {
-		t := s.toks[i]
-		if t.kind != tokIdent && t.kind != tokQIdent {
+		if k := s.toks[i].kind; k != tokIdent && k != tokQIdent {
 			return -1, 0
 		}
-		parts[n] = s.name(t)
+		parts[n] = int32(i)
 		n++
 		i++
-		if i < e && s.lx.punct(s.toks[i], ".") {
+		if i < e && s.toks[i].ch == '.' {
 			i++
 			continue
 		}
@@ -98,22 +93,29 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 	if n == 0 {
 		return -1, 0
 	}
-	col := string(parts[n-1])
+	// The column first: most are no table's key, and their qualifier
+	// then needs no name.
+	last := &s.toks[parts[n-1]]
+	var qual []byte // t of t.c, or of s.t.c
 	for j := 0; j < s.nrefs; j++ {
 		r := &s.refs[j]
-		if r.key != col {
+		if !s.nameIs(last, r.key) {
 			continue
 		}
-		switch n {
-		case 1:
+		if n == 1 {
 			set |= 1 << j
+			continue
+		}
+		if qual == nil {
+			qual = s.name(s.toks[parts[n-2]])
+		}
+		switch n {
 		case 2:
-			q := parts[0]
-			if r.alias != nil && string(q) == string(r.alias) || r.alias == nil && string(q) == string(r.name) {
+			if r.alias != nil && string(qual) == string(r.alias) || r.alias == nil && string(qual) == string(r.name) {
 				set |= 1 << j
 			}
 		case 3:
-			if r.alias == nil && string(parts[1]) == string(r.name) {
+			if r.alias == nil && string(qual) == string(r.name) {
 				set |= 1 << j
 			}
 		}
@@ -125,9 +127,8 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 // join on the key), colref = value, value = colref, or colref IN (value,
 // …). Anything else tells nothing and is passed over.
 func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
-	lx := &s.lx
 	if next, set := s.colRef(i, e); next > 0 && set != 0 && next < e {
-		if lx.punct(s.toks[next], "=") {
+		if s.toks[next].ch == '=' {
 			if n2, set2 := s.colRef(next+1, e); n2 == e && set2 != 0 {
 				s.link(set | set2)
 				return false
@@ -138,12 +139,12 @@ func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
 			}
 			return false
 		}
-		if bind && s.toks[next].kw == kwIn && next+1 < e && lx.punct(s.toks[next+1], "(") && lx.punct(s.toks[e-1], ")") {
+		if bind && s.toks[next].kw == kwIn && next+1 < e && s.toks[next+1].ch == '(' && s.toks[e-1].ch == ')' {
 			mark := len(s.keys)
 			j := next + 2
 			for j < e-1 {
 				k := j
-				for k < e-1 && !(s.depth[k] == 1 && lx.punct(s.toks[k], ",")) {
+				for k < e-1 && !(s.toks[k].depth == 1 && s.toks[k].ch == ',') {
 					k++
 				}
 				if !s.valueAt(j, k, set, true) {
@@ -165,7 +166,7 @@ func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
 	}
 	// value = colref
 	for j := i; j < e; j++ {
-		if s.depth[j] == 0 && lx.punct(s.toks[j], "=") {
+		if s.toks[j].depth == 0 && s.toks[j].ch == '=' {
 			if n2, set := s.colRef(j+1, e); n2 == e && set != 0 && s.valueAt(i, j, set, true) {
 				s.bind(set)
 				return true
@@ -218,11 +219,10 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		return false
 	}
 	k := Key{Colo: r.colo, Type: r.typ}
-	lx := &s.lx
 	t := s.toks[i]
 	neg := false
-	if (lx.punct(t, "-") || lx.punct(t, "+")) && i+1 < e && s.toks[i+1].kind == tokNumber {
-		neg = lx.punct(t, "-")
+	if (t.ch == '-' || t.ch == '+') && i+1 < e && s.toks[i+1].kind == tokNumber {
+		neg = t.ch == '-'
 		i++
 		t = s.toks[i]
 	}
@@ -233,10 +233,10 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		if neg {
 			s.scratch = append(s.scratch, '-')
 		}
-		s.scratch = append(s.scratch, lx.src[t.start:t.end]...)
+		s.scratch = append(s.scratch, s.lx.src[t.start:t.end]...)
 		k.Value = s.scratch[at:]
 	case tokString:
-		if t.joined || t.form == strUnicode {
+		if t.joined() || t.strForm() == strUnicode {
 			return false
 		}
 		v, ok := s.decodeString(t)
@@ -246,7 +246,7 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		k.Value = v
 	case tokParam:
 		n := 0
-		for _, c := range lx.src[t.start+1 : t.end] {
+		for _, c := range s.lx.src[t.start+1 : t.end] {
 			n = n*10 + int(c-'0')
 			if n > 1<<16 {
 				return false
@@ -268,7 +268,7 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 	if i < e {
 		// ::type, of the key's own type only: another type compares
 		// otherwise (5 = 5.0 as numeric) and its rows could lie elsewhere.
-		if !lx.punct(s.toks[i], "::") || !s.castOK(i+1, e, r.typ) {
+		if s.toks[i].ch != chCast || !s.castOK(i+1, e, r.typ) {
 			return false
 		}
 	}
@@ -280,12 +280,11 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 
 // castOK reports that [i, e) is exactly a type name of the key's family.
 func (s *Scanner) castOK(i, e int, typ KeyType) bool {
-	lx := &s.lx
 	if i >= e {
 		return false
 	}
 	// pg_catalog.int8
-	if i+2 < e && s.toks[i].kw == kwPgCatalog && lx.punct(s.toks[i+1], ".") {
+	if i+2 < e && s.toks[i].kw == kwPgCatalog && s.toks[i+1].ch == '.' {
 		i += 2
 	}
 	t := s.toks[i]
@@ -307,7 +306,7 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 		if i == e {
 			return true
 		}
-		return i+3 == e && lx.punct(s.toks[i], "(") && s.toks[i+1].kind == tokNumber && lx.punct(s.toks[i+2], ")")
+		return i+3 == e && s.toks[i].ch == '(' && s.toks[i+1].kind == tokNumber && s.toks[i+2].ch == ')'
 	case KeyUUID:
 		return i+1 == e && t.kw == kwUuid
 	}
@@ -318,8 +317,8 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 // needs no decoding, else a decoded copy in scratch. Escapes the scanner
 // does not decode (\u, \U) make it no value.
 func (s *Scanner) decodeString(t token) ([]byte, bool) {
-	body := s.lx.src[t.bodyStart:t.bodyEnd]
-	switch t.form {
+	body := t.body(s.lx.src)
+	switch t.strForm() {
 	case strDollar:
 		return body, true
 	case strPlain:

@@ -3,6 +3,13 @@ package shard
 // INSERT, UPDATE and DELETE: the table they write, the key they must
 // not assign, and where the key of each row comes from.
 
+// The words that end the clauses of the writes.
+var (
+	setEnds       = kwMask(kwFrom, kwWhere, kwReturning)
+	upToReturning = kwMask(kwReturning)
+	upToWhere     = kwMask(kwWhere)
+)
+
 // target reads the table an INSERT, UPDATE or DELETE writes: it must be
 // sharded (the statement names one somewhere).
 func (s *Scanner) target(i, b int, table []byte, key string, insert bool) (next int) {
@@ -25,7 +32,7 @@ func (s *Scanner) updateStmt(a, b int, table []byte, key string) {
 		s.refuse(ReasonShape, table, key)
 		return
 	}
-	setEnd := s.clauseEnd(i+1, b, kwFrom, kwWhere, kwReturning)
+	setEnd := s.clauseEnd(i+1, b, setEnds)
 	if s.assigns(i+1, setEnd, s.refs[0].key) {
 		s.refuse(ReasonKeyAssigned, s.refs[0].name, s.refs[0].key)
 		return
@@ -45,7 +52,7 @@ func (s *Scanner) whereOf(i, b int) {
 			s.refuse(ReasonNoKey, r.name, r.key)
 			return
 		}
-		s.decide(i+1, s.clauseEnd(i+1, b, kwReturning), r.name, r.key)
+		s.decide(i+1, s.clauseEnd(i+1, b, upToReturning), r.name, r.key)
 		return
 	}
 	if i < b && s.toks[i].kw != kwReturning {
@@ -60,16 +67,16 @@ func (s *Scanner) whereOf(i, b int) {
 func (s *Scanner) assigns(i, e int, key string) bool {
 	for i < e {
 		end := i
-		for end < e && !(s.depth[end] == 0 && s.lx.punct(s.toks[end], ",")) {
+		for end < e && !(s.toks[end].depth == 0 && s.toks[end].ch == ',') {
 			end++
 		}
-		multi := s.lx.punct(s.toks[i], "(")
+		multi := s.toks[i].ch == '('
 		for j := i; j < end; j++ {
 			t := s.toks[j]
-			if s.depth[j] == 0 && s.lx.punct(t, "=") {
+			if s.toks[j].depth == 0 && t.ch == '=' {
 				break
 			}
-			if (t.kind == tokIdent || t.kind == tokQIdent) && (j == i || multi && s.depth[j] == 1) && string(s.name(t)) == key {
+			if (t.kind == tokIdent || t.kind == tokQIdent) && (j == i || multi && s.toks[j].depth == 1) && s.nameIs(&s.toks[j], key) {
 				return true
 			}
 		}
@@ -98,7 +105,6 @@ func (s *Scanner) deleteStmt(a, b int, table []byte, key string) {
 // insertStmt: INSERT INTO t [AS alias] (cols) VALUES (…)[, (…)]
 // [ON CONFLICT … [DO UPDATE SET …]] [RETURNING …].
 func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
-	lx := &s.lx
 	if a+1 >= b || s.toks[a+1].kw != kwInto {
 		s.refuse(ReasonShape, table, key)
 		return
@@ -108,18 +114,18 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		return
 	}
 	r := s.refs[0]
-	if i >= b || !lx.punct(s.toks[i], "(") {
-		s.refuse(ReasonKeyExpression, r.name, r.key) // no column list, or DEFAULT VALUES
+	if i >= b || s.toks[i].ch != '(' {
+		s.refuse(ReasonNoColumnList, r.name, r.key) // or DEFAULT VALUES
 		return
 	}
 	pos, col := -1, 0
-	for i++; i < b && !lx.punct(s.toks[i], ")"); i++ {
+	for i++; i < b && s.toks[i].ch != ')'; i++ {
 		t := s.toks[i]
 		switch {
-		case lx.punct(t, ","):
+		case t.ch == ',':
 			col++
 		case t.kind == tokIdent || t.kind == tokQIdent:
-			if string(s.name(t)) == r.key && (i+1 >= b || !lx.punct(s.toks[i+1], ".") && !lx.punct(s.toks[i+1], "[")) {
+			if s.nameIs(&s.toks[i], r.key) && (i+1 >= b || s.toks[i+1].ch != '.' && s.toks[i+1].ch != '[') {
 				pos = col
 			}
 		default:
@@ -142,7 +148,7 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 	i++
 	set := uint32(1)
 	for {
-		if i >= b || !lx.punct(s.toks[i], "(") {
+		if i >= b || s.toks[i].ch != '(' {
 			s.refuse(ReasonShape, r.name, r.key)
 			return
 		}
@@ -150,8 +156,8 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 		col, start := 0, i+1
 		j := i + 1
 		found := false
-		for ; j < b && !(s.depth[j] == 0 && lx.punct(s.toks[j], ")")); j++ {
-			if s.depth[j] == 1 && lx.punct(s.toks[j], ",") {
+		for ; j < b && !(s.toks[j].depth == 0 && s.toks[j].ch == ')'); j++ {
+			if s.toks[j].depth == 1 && s.toks[j].ch == ',' {
 				if col == pos {
 					if !s.valueAt(start, j, set, true) {
 						s.refuse(ReasonKeyExpression, r.name, r.key)
@@ -179,17 +185,17 @@ func (s *Scanner) insertStmt(a, b int, table []byte, key string) {
 			return
 		}
 		i = j + 1
-		if i < b && lx.punct(s.toks[i], ",") {
+		if i < b && s.toks[i].ch == ',' {
 			i++
 			continue
 		}
 		break
 	}
 	if i < b && s.toks[i].kw == kwOn {
-		end := s.clauseEnd(i, b, kwReturning)
+		end := s.clauseEnd(i, b, upToReturning)
 		for j := i; j < end; j++ {
-			if s.depth[j] == 0 && s.toks[j].kw == kwSet {
-				if s.assigns(j+1, s.clauseEnd(j+1, end, kwWhere), r.key) {
+			if s.toks[j].depth == 0 && s.toks[j].kw == kwSet {
+				if s.assigns(j+1, s.clauseEnd(j+1, end, upToWhere), r.key) {
 					s.refuse(ReasonKeyAssigned, r.name, r.key)
 					return
 				}

@@ -145,6 +145,59 @@ func DecodeBindHead(b []byte) (portal, stmt []byte, n int, ok bool) {
 	return portal, stmt, n1 + n2, true
 }
 
+// BindParam reads parameter i (0-based) of a Bind body: its bytes, whether
+// it is in binary format, whether it is NULL. ok is false when the Bind has
+// fewer parameters or does not read as one (Postgres then refuses it).
+// It walks the body each time: a router reads one or two parameters.
+func BindParam(body []byte, i int) (value []byte, binaryFormat, null, ok bool) {
+	_, _, n, ok := DecodeBindHead(body)
+	if !ok {
+		return nil, false, false, false
+	}
+	rest := body[n:]
+	if len(rest) < 2 {
+		return nil, false, false, false
+	}
+	nfmt := int(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if len(rest) < 2*nfmt+2 {
+		return nil, false, false, false
+	}
+	fmts := rest[:2*nfmt]
+	rest = rest[2*nfmt:]
+	nparams := int(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if i < 0 || i >= nparams {
+		return nil, false, false, false
+	}
+	switch {
+	case nfmt == 1:
+		binaryFormat = binary.BigEndian.Uint16(fmts) == 1
+	case nfmt > i:
+		binaryFormat = binary.BigEndian.Uint16(fmts[2*i:]) == 1
+	}
+	for j := 0; ; j++ {
+		if len(rest) < 4 {
+			return nil, false, false, false
+		}
+		vlen := int32(binary.BigEndian.Uint32(rest))
+		rest = rest[4:]
+		if vlen < 0 {
+			if j == i {
+				return nil, binaryFormat, true, true
+			}
+			continue
+		}
+		if int(vlen) > len(rest) {
+			return nil, false, false, false
+		}
+		if j == i {
+			return rest[:vlen], binaryFormat, false, true
+		}
+		rest = rest[vlen:]
+	}
+}
+
 // AppendDescribe encodes Describe of the statement or portal (target is
 // TargetStatement or TargetPortal) name.
 func AppendDescribe(dst []byte, target byte, name string) []byte {

@@ -245,3 +245,59 @@ func TestAppendBindTooManyParameters(t *testing.T) {
 	}()
 	AppendBind(nil, "", "", make([]string, 0x10000))
 }
+
+func TestBindParam(t *testing.T) {
+	// Two parameters, text then binary (per-parameter format codes), a
+	// NULL third.
+	body := []byte("p\x00s\x00")
+	body = append(body, 0, 3, 0, 0, 0, 1, 0, 0)
+	body = append(body, 0, 3)
+	body = append(body, 0, 0, 0, 2, '4', '2')
+	body = append(body, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 42)
+	body = append(body, 0xff, 0xff, 0xff, 0xff)
+	body = append(body, 0, 0)
+	for _, c := range []struct {
+		i            int
+		value        string
+		binary, null bool
+		ok           bool
+	}{
+		{0, "42", false, false, true},
+		{1, "\x00\x00\x00\x00\x00\x00\x00\x2a", true, false, true},
+		{2, "", false, true, true},
+		{3, "", false, false, false},
+		{-1, "", false, false, false},
+	} {
+		v, bin, null, ok := BindParam(body, c.i)
+		if string(v) != c.value || bin != c.binary || null != c.null || ok != c.ok {
+			t.Errorf("BindParam(%d) = %q %v %v %v", c.i, v, bin, null, ok)
+		}
+	}
+	// One format code for all; a body cut short.
+	one := AppendBind(nil, "", "s", []string{"7"})[5:]
+	if v, bin, _, ok := BindParam(one, 0); string(v) != "7" || bin || !ok {
+		t.Errorf("AppendBind's parameter: %q %v %v", v, bin, ok)
+	}
+	for n := range len(body) - 6 {
+		if _, _, _, ok := BindParam(body[:n], 1); ok && n < 20 {
+			t.Errorf("BindParam of %d bytes read parameter 1", n)
+		}
+	}
+}
+
+// FuzzBindParam: any body, any index: no panic, and a value returned lies
+// inside the body.
+func FuzzBindParam(f *testing.F) {
+	f.Add(AppendBind(nil, "", "s", []string{"1", "two"})[5:], 1)
+	f.Add([]byte("\x00\x00\x00\x01\x00\x01\x00\x01\xff\xff\xff\xff\x00\x00"), 0)
+	f.Add([]byte("p\x00s\x00\x00\x00\x00\x02\x00\x00\x00\x09x"), 1)
+	f.Fuzz(func(t *testing.T, body []byte, i int) {
+		v, _, null, ok := BindParam(body, i)
+		if !ok && (v != nil || null) {
+			t.Fatal("not ok, but a value")
+		}
+		if len(v) > len(body) {
+			t.Fatal("a value longer than the body")
+		}
+	})
+}

@@ -168,6 +168,14 @@ func AppendErrorResponse(dst []byte, typ byte, severity, code, message, detail, 
 	return finish(dst, start)
 }
 
+// AppendCommandComplete encodes CommandComplete with the given tag.
+func AppendCommandComplete(dst []byte, tag string) []byte {
+	dst, start := appendHeader(dst, MsgCommandComplete)
+	dst = append(dst, tag...)
+	dst = append(dst, 0)
+	return finish(dst, start)
+}
+
 // AppendReadyForQuery encodes ReadyForQuery with the given status.
 func AppendReadyForQuery(dst []byte, status byte) []byte {
 	return append(dst, MsgReadyForQuery, 0, 0, 0, 5, status)

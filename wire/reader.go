@@ -189,6 +189,32 @@ func (r *Reader) BodyLen() int { return r.bodyLen }
 // Type returns the current message's type byte.
 func (r *Reader) Type() byte { return r.typ }
 
+// Grow makes the buffer hold at least n bytes, keeping what it holds, so
+// that a message up to n bytes long (header included) can be peeked at
+// whole: the sharding router reads a statement longer than a client's
+// small buffer before it chooses a server. Slices from Peek or Body are
+// invalid after it. The buffer a DropBuffer later frees comes back at the
+// reader's own size.
+func (r *Reader) Grow(n int) {
+	if n <= len(r.buf) {
+		return
+	}
+	buf := make([]byte, n)
+	r.end = copy(buf, r.buf[r.start:r.end])
+	r.start = 0
+	r.buf = buf
+}
+
+// Ahead returns the bytes received after the current message, which must
+// be in the buffer whole (Pending): the messages a client pipelined behind
+// it, the last perhaps in part. Valid until the next call on r.
+func (r *Reader) Ahead() []byte {
+	if r.consumed || r.streamed > 0 || r.end-r.start < 5+r.bodyLen {
+		return nil
+	}
+	return r.buf[r.start+5+r.bodyLen : r.end : r.end]
+}
+
 // Fits reports whether the current message fits the buffer whole.
 func (r *Reader) Fits() bool { return 5+r.bodyLen <= len(r.buf) }
 

@@ -33,6 +33,10 @@
 // and checks every row and error that comes back; TestPgbenchPrepared50
 // runs pgbench -M prepared -c 50 -j 2 -T 10 through a pool of 10.
 //
+// The sharding router's driver programs (java/Shard.java, python/shard.py,
+// node/shard.js) are not run here: package integration's TestShardDrivers
+// runs them against its two-server shard rig.
+//
 // TestMain starts one throwaway PostgreSQL 15, as in package integration.
 // The non-Go runtimes are installed by scripts/test-deps.sh; a missing one
 // fails its test with that command, it is never skipped. -short skips the

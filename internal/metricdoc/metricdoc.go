@@ -71,6 +71,9 @@ var Help = map[string]string{
 	"pgturnstile_admission_capacity_seconds_total": "Slot-seconds of capacity of the pool's admission gate since it started (a policy reload restarts it).",
 	"pgturnstile_admission_decisions_total":        "Admission decisions, by priority, fair-share category and outcome.",
 	"pgturnstile_admission_wait_seconds":           "How long admission decisions took, by priority.",
+	"pgturnstile_route_decisions_total":            "Statements of sharded clusters' clients the router decided, by cluster, colocation and source of the decision (literal, param, hint, option, target, default, scatter, refused).",
+	"pgturnstile_route_refusals_total":             "Statements the router refused (SQLSTATE 0A000), by cluster, colocation and reason.",
+	"pgturnstile_shard_map_generation":             "The configuration generation whose shard map (shard_file) is in force; it changes at every RELOAD that loads one.",
 	"pgturnstile_admission_option_notices_total":   "NOTICEs sent at login for an admission startup option ignored or changed (unknown key, priority that names no tier, priority clamped to max_priority).",
 
 	// The process.

@@ -190,3 +190,38 @@ func WriteLiveHeap(w io.Writer) {
 		metrics.WriteGaugeUint64(w, "go_gc_heap_live_bytes", v.Uint64())
 	}
 }
+
+// WriteRoutes writes the sharding router's decision counters (SHOW
+// ROUTES' rows): pgturnstile_route_decisions_total by cluster, colo and
+// source, the refusals again by reason, and the configuration generation
+// whose shard map is in force.
+func WriteRoutes(w io.Writer, rows []admin.RouteRow, generation uint64, haveMap bool) {
+	if haveMap {
+		metrics.WriteGaugeUint64(w, "pgturnstile_shard_map_generation", generation)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	type key struct{ cluster, colo, source string }
+	var order []key
+	sums := map[key]uint64{}
+	for _, r := range rows {
+		k := key{r.Cluster, r.Colo, r.Source}
+		if _, ok := sums[k]; !ok {
+			order = append(order, k)
+		}
+		sums[k] += r.Count
+	}
+	metrics.WriteMetadataIfNeeded(w, "pgturnstile_route_decisions_total", "counter")
+	for _, k := range order {
+		fmt.Fprintf(w, "pgturnstile_route_decisions_total{cluster=\"%s\",colo=\"%s\",source=\"%s\"} %d\n",
+			LabelValue(k.cluster), LabelValue(k.colo), LabelValue(k.source), sums[k])
+	}
+	metrics.WriteMetadataIfNeeded(w, "pgturnstile_route_refusals_total", "counter")
+	for _, r := range rows {
+		if r.Reason != "" {
+			fmt.Fprintf(w, "pgturnstile_route_refusals_total{cluster=\"%s\",colo=\"%s\",reason=\"%s\"} %d\n",
+				LabelValue(r.Cluster), LabelValue(r.Colo), LabelValue(r.Reason), r.Count)
+		}
+	}
+}

@@ -128,13 +128,16 @@ func readSecrets(ctx context.Context, c *pgconn.PgConn, roles ...string) (map[st
 }
 
 // pgbenchInit fills the bench database at the given scale, as the bench role.
-func (e *env) pgbenchInit(scale int) error {
+func (e *env) pgbenchInit(scale int) error { return e.pgbenchInitDB(benchDB, scale) }
+
+// pgbenchInitDB fills database db at the given scale, as the bench role.
+func (e *env) pgbenchInitDB(db string, scale int) error {
 	cmd := exec.Command("pgbench", "-i", "-q", "-s", strconv.Itoa(scale), "-h", "127.0.0.1",
-		"-p", strconv.Itoa(e.PGPort), "-U", benchUser, benchDB)
+		"-p", strconv.Itoa(e.PGPort), "-U", benchUser, db)
 	cmd.Env = pgbenchEnv(plainLogin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgbench -i: %v\n%s", err, out)
+		return fmt.Errorf("pgbench -i %s: %v\n%s", db, err, out)
 	}
 	return nil
 }
@@ -159,6 +162,9 @@ type iniOpts struct {
 	Userlist, Users string
 	// Login is how the ready check logs in; zero means plainLogin.
 	Login login
+	// Databases are [databases] entries besides bench, one a line (the
+	// shards of a shard map, sharding.go).
+	Databases string
 }
 
 // poolerINI is the one config both poolers get: transaction pooling, pool of
@@ -179,6 +185,14 @@ func (e *env) poolerINI(port int, o iniOpts) (string, error) {
 		return "", err
 	}
 	head := e.PoolerINIHead(benchDB, port, userlist)
+	if o.Databases != "" {
+		// After the head's one entry, before [pgbouncer].
+		const sect = "\n\n[pgbouncer]\n"
+		if !strings.Contains(head, sect) {
+			return "", fmt.Errorf("pooler ini head has no [pgbouncer] section after [databases]")
+		}
+		head = strings.Replace(head, sect, "\n"+strings.TrimRight(o.Databases, "\n")+sect, 1)
+	}
 	if o.AuthType != "" {
 		// The head's auth_type, replaced rather than repeated: a key given
 		// twice is a warning or an error to a strict ini reader.
@@ -215,7 +229,15 @@ func connString(port int) string { return plainLogin.connString(port) }
 
 func (l login) connString(port int) string {
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=%s",
-		port, l.User, l.Password, benchDB, l.SSLMode)
+		port, l.User, l.Password, l.db(), l.SSLMode)
+}
+
+// db is the database l logs in to: bench unless it names one.
+func (l login) db() string {
+	if l.DB != "" {
+		return l.DB
+	}
+	return benchDB
 }
 
 // queryOnce logs in as l (plainLogin when zero) and runs a query.

@@ -39,6 +39,7 @@ const (
 type login struct {
 	User, Password string
 	SSLMode        string // libpq sslmode
+	DB             string // the database (a shard map's cluster); "" is bench
 }
 
 // plainLogin is the main poolers' (and direct PostgreSQL's) login.
@@ -293,7 +294,7 @@ func (w workload) isConnect() bool { return slices.Contains(w.Args, "-C") }
 // that did not start.
 func setupFailures(w workload, rounds int, failed map[string]string) []runResult {
 	var rs []runResult
-	for _, name := range []string{tBouncer, tTurnstile, tBouncerB, tFloorRaw, tFloorLoop} {
+	for _, name := range []string{tBouncer, tTurnstile, tBouncerB, tFloorRaw, tFloorLoop, tTurnShard} {
 		msg, ok := failed[name]
 		if !ok {
 			continue

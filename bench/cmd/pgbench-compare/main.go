@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -182,6 +183,11 @@ func workloads() []workload {
 		workload{Name: "select-only -C over TLS, ECDSA P-256 certificate, SCRAM secret, 20 clients", Key: "S-connect-tls-ecdsa-20", Clients: 20, Args: connectArgs, Setup: "tls-ecdsa"},
 		workload{Name: "select-only -C over TLS, RSA-2048 certificate, SCRAM secret, 20 clients", Key: "S-connect-tls-rsa-20", Clients: 20, Args: connectArgs, Setup: "tls-rsa"},
 		workload{Name: "select-only, 1 client (added latency)", Key: "S-simple-1", Clients: 1, Args: []string{"-S", "-M", "simple"}},
+		// The sharding router (issue 34), each on a fresh pgturnstile
+		// without shard_file and one with a shard map (sharding.go).
+		workload{Name: "select-only -M simple, 100 clients, one-shard map beside none", Key: "shard1-simple-100", Clients: 100, Args: []string{"-S", "-M", "simple"}, Shards: 1},
+		workload{Name: "select-only -M extended, 100 clients, one-shard map beside none", Key: "shard1-ext-100", Clients: 100, Args: []string{"-M", "extended", "-S"}, Shards: 1},
+		workload{Name: "TPC-B-like keyed by aid (simple-update), 50 clients, two-shard map", Key: "shard2-tpcb-aid-50", Clients: 50, Args: []string{"-M", "simple"}, Shards: 2, Script: tpcbAidScript},
 	)
 	return ws
 }
@@ -287,9 +293,23 @@ func run(o options) error {
 	}
 
 	var ws []workload
+	shards := 0
 	for _, w := range workloads() {
+		if w.Shards > 0 && o.aa {
+			continue // an A/A run has no pgturnstile
+		}
 		if onlyRE == nil || onlyRE.MatchString(w.Key) {
 			ws = append(ws, w)
+			shards = max(shards, w.Shards)
+		}
+	}
+	if ws, err = prepareScripts(ws, e.Dir, o.scale); err != nil {
+		return err
+	}
+	if shards > 1 {
+		logf("pgbench -i -s %d for the %d-shard map's other databases", o.scale, shards)
+		if err := e.initShardDatabases(shards, o.scale); err != nil {
+			return err
 		}
 	}
 	var results []runResult
@@ -297,8 +317,11 @@ func run(o options) error {
 	total := 0
 	for _, w := range ws {
 		n := len(targets)
-		if w.Setup != "" {
+		switch {
+		case w.Setup != "":
 			n = 2 + len(o.floorsOf(w)) // a fresh pair of poolers, and the floors
+		case w.Shards > 0:
+			n = 3 // PgBouncer and a fresh pair of pgturnstiles
 		}
 		total += o.roundsOf(w.Key) * n
 	}
@@ -306,12 +329,15 @@ func run(o options) error {
 	for _, w := range ws {
 		wTargets := targets
 		var setupProcs []*benchenv.Proc
-		if w.Setup != "" {
-			var failed map[string]string
+		var failed map[string]string
+		switch {
+		case w.Setup != "":
 			wTargets, setupProcs, failed = e.setupTargets(ctx, o, w, bouncer, pooler, logDir, logf)
-			results = append(results, setupFailures(w, o.roundsOf(w.Key), failed)...)
-			seq += len(failed) * o.roundsOf(w.Key)
+		case w.Shards > 0:
+			wTargets, setupProcs, failed = e.shardTargets(ctx, o, w, pgb, pooler, logDir, logf)
 		}
+		results = append(results, setupFailures(w, o.roundsOf(w.Key), failed)...)
+		seq += len(failed) * o.roundsOf(w.Key)
 		for round := 1; round <= o.roundsOf(w.Key); round++ {
 			order := wTargets
 			if round%2 == 0 {
@@ -636,7 +662,7 @@ func (o options) durationOf(w workload) time.Duration {
 
 // roundsOf is the number of rounds a workload runs.
 func (o options) roundsOf(key string) int {
-	if targetWorkloads[key] || loginTargetWorkloads[key] {
+	if targetWorkloads[key] || loginTargetWorkloads[key] || slices.Contains(shardWorkloadKeys, key) {
 		return max(o.rounds, o.targetRounds)
 	}
 	return o.rounds

@@ -29,6 +29,13 @@ type workload struct {
 	// Setup is the key of the login setup (logins.go) whose fresh poolers
 	// this workload runs on; "" for the main targets.
 	Setup string
+	// Shards, when not 0, makes this a sharding router workload
+	// (sharding.go): it runs on a fresh pgturnstile without shard_file
+	// and one with an N-shard map, beside the main PgBouncer.
+	Shards int
+	// Script is a custom pgbench script, written to a file and given
+	// with -f (prepareScripts); "" for pgbench's built-in ones.
+	Script string
 }
 
 // target is where pgbench connects: PostgreSQL directly or a pooler.
@@ -36,6 +43,7 @@ type target struct {
 	Name string
 	Port int
 	Proc *benchenv.Proc // nil for direct PostgreSQL: no pooler CPU or RSS to read
+	DB   string         // the database pgbench connects to; "" is bench
 }
 
 // runResult is one pgbench run of one workload against one target.
@@ -112,7 +120,11 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 		"-c", strconv.Itoa(w.Clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(int((d + connectAllowance(w, t.Proc == nil) + extra).Seconds())),
 		"--log", "--log-prefix", prefix}
 	args = append(args, w.Args...)
-	args = append(args, benchDB)
+	db := t.DB
+	if db == "" {
+		db = benchDB
+	}
+	args = append(args, db)
 
 	rctx, cancel := context.WithTimeout(ctx, d+connectAllowance(w, t.Proc == nil)+extra+90*time.Second)
 	defer cancel()

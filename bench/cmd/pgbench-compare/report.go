@@ -192,7 +192,7 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("\n%s\n\n", startMarker)
 
 	// Verdict against the issues' "Done when".
-	p("## Targets (issues 6 and 22, \"Done when\")\n\n")
+	p("## Targets (issues 6, 22 and 34, \"Done when\")\n\n")
 	p("| Criterion | Figure (median of pair-by-pair ratios, min–max) | Met |\n|---|---|---|\n")
 	for _, c := range pooledCriteria(t, o, tTurnstile, tBouncer, []string{"simple", "ext", "prep"}) {
 		p("| %s pgturnstile/PgBouncer %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
@@ -206,6 +206,9 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 			continue
 		}
 		p("| issue 22: %s pgturnstile/PgBouncer %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
+	}
+	for _, c := range shardCriteria(t, o) {
+		p("| issue 34: %s %s | %s | %s |\n", c.what, c.bound, c.fig.cell(2), c.verdict("**no**"))
 	}
 	p("\n")
 
@@ -232,10 +235,13 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 	p("\n")
 
 	b.WriteString(loginSection(t, o, ws))
+	b.WriteString(shardSection(t, o, ws))
 
 	p("## Results per target\n\n")
 	p("TPS and latency as pgbench sees them; *pooler CPU* is the pooler process's utime+stime over the window ÷ transactions in it; *peak RSS* is the pooler's VmHWM during the run.\n\n")
-	b.WriteString(perTargetTable(t, o, ws, []string{tDirect, tBouncer, tTurnstile, tTurnOne}))
+	// The sharding router's workloads have their own (shardSection).
+	unsharded := slices.DeleteFunc(slices.Clone(ws), func(w workload) bool { return w.Shards > 0 })
+	b.WriteString(perTargetTable(t, o, unsharded, []string{tDirect, tBouncer, tTurnstile, tTurnOne}))
 	p("\n")
 
 	if slices.ContainsFunc(ws, func(w workload) bool { return w.Key == "S-simple-1" }) {

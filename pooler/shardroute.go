@@ -1,0 +1,476 @@
+package pooler
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/auth"
+	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// The sharding router's glue (shard_file; the rules are package shard's
+// and docs/sharding.md's). A client that logs in with a cluster's name is
+// a client of the cluster's default database (its home pool: counts, caps,
+// settings, login) with a shardSession. The transaction's pool is chosen
+// in route, at the one point where a link about to need a server has none
+// (link.mu.route, which linkServer takes): the first statement of a
+// transaction decides its shard, and every later statement of it is held
+// to that shard. What the pooler answers itself for a cluster's client: a
+// BEGIN before the transaction's first statement (held, and sent ahead of
+// that statement on the shard it picks), COMMIT or ROLLBACK of a
+// transaction that never reached a server, SET pgturnstile.*, and every
+// refusal (0A000, nothing sent to any server).
+
+// shardSession is what a client of a sharded cluster keeps between
+// transactions. Only serve's goroutine touches it.
+type shardSession struct {
+	cluster string // the cluster's name, as the client gave it
+	// router is the cluster's router under the map it was made from
+	// (routerOf); remade when a RELOAD brings another map.
+	router   *shard.Router
+	routerOf *shard.Cluster
+	// pin is SET pgturnstile.* for the session (and the startup
+	// options); local is SET LOCAL's, for the transaction.
+	pin, local shard.Pin
+	// pins counts changes of pin and local: a statement prepared under
+	// other pins is prepared again at its Bind.
+	pins uint64
+	// held is a BEGIN the pooler answered while no server was linked,
+	// and the SAVEPOINT, RELEASE, ROLLBACK TO and SET LOCAL after it: their
+	// Query messages (heldN of them), sent ahead of the transaction's
+	// first statement.
+	held  []byte
+	heldN int
+	// pools are the shard pools the client has used, pinned (poolfree.go)
+	// until it leaves.
+	pools map[string]*serverPool
+	// secret and clientKey are what the client proved at login, for the
+	// server logins of shard pools without a user of their own, as the
+	// home pool has them (authenticateForPool).
+	secret    *auth.Secret
+	clientKey []byte
+	// stmts: the routing part of the client's prepared statements, by
+	// the client's name ("" for the unnamed one): what a later Bind needs.
+	stmts map[string]stmtRoute
+	// last is the database of the client's last transaction, where a
+	// Parse or Describe that decides nothing goes.
+	last string
+	out  []byte
+	// tally counts the decisions into Service.routes.
+	tally *shard.Tally
+	// mayTarget: the client may name a shard (admin_users, target_users),
+	// as of the map routerOf is from.
+	mayTarget bool
+}
+
+// stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
+// under the map of cluster of; a Bind after a RELOAD brought another map
+// prepares the text again.
+type stmtRoute struct {
+	d    shard.Decision
+	p    *shard.Prepared
+	tx   shard.TxControl // a transaction-control statement (d: default)
+	of   *shard.Cluster
+	pins uint64
+	text string
+}
+
+// shardDecision is what route learned before it took c.mu: whether the
+// router has a say on this message and, if so, its decision.
+type shardDecision struct {
+	active bool
+	d      shard.Decision
+	// undecided: the message touches no rows and says nothing of the
+	// transaction's shard (a Parse whose Bind has not come): it runs
+	// where the client's last transaction ran, outside a held one.
+	undecided bool
+}
+
+// clusterLogin makes a login to a sharded cluster's name one to its
+// default database; ok is false when name is no cluster.
+func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
+	if g.shards == nil {
+		return nil, false
+	}
+	cl := g.shards.Cluster(c.dbName)
+	if cl == nil {
+		return nil, false
+	}
+	db, ok = g.cfg.LookupDatabase(cl.DefaultDatabase)
+	if !ok {
+		return nil, false // the map was checked against cfg: not reached
+	}
+	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{}, stmts: map[string]stmtRoute{},
+		tally: shard.NewTally(&c.svc.routes)}
+	return db, true
+}
+
+// routerNow returns the router of the client's cluster in the map in
+// force, nil when a RELOAD removed the cluster.
+func (ss *shardSession) routerNow(c *client, g *generation) *shard.Router {
+	var cl *shard.Cluster
+	if g.shards != nil {
+		cl = g.shards.Cluster(ss.cluster)
+	}
+	if cl == nil {
+		return nil
+	}
+	if ss.routerOf != cl {
+		ss.router, ss.routerOf = shard.NewRouter(cl), cl
+		ss.mayTarget = c.mayTarget(cl)
+	}
+	return ss.router
+}
+
+// pinNow is the pin in force: SET LOCAL's over the session's.
+func (ss *shardSession) pinNow() shard.Pin {
+	p := ss.pin
+	if ss.local.Key != nil {
+		p.Key, p.Colo = ss.local.Key, ss.local.Colo
+	}
+	if ss.local.Shard != "" {
+		p.Shard = ss.local.Shard
+	}
+	return p
+}
+
+// shardDecide reads a cluster client's Query, Parse or Bind and decides
+// where it runs, before route takes c.mu; messages that need no decision
+// are not active. It answers what the pooler answers itself (SET
+// pgturnstile.*, a held transaction's control statements) and returns
+// stepNext for those.
+func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
+	c := l.c
+	ss := c.shard
+	c.mu.Lock()
+	for l.mu.releasing {
+		// The pump is giving the last transaction's server back: this
+		// message starts the next transaction (a BEGIN sent the moment
+		// the COMMIT's ReadyForQuery arrived must be held).
+		l.mu.releaseDone.Wait()
+	}
+	skipping := l.mu.skipToSync
+	linked := l.mu.srv != nil
+	idle := !linked || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
+	escapeStrings := settingOff(c.params["standard_conforming_strings"])
+	c.mu.Unlock()
+	if skipping {
+		return shardDecision{}, stepOn // dropped up to the Sync anyway
+	}
+	if idle && ss.held == nil && !ss.local.Empty() {
+		ss.local = shard.Pin{} // SET LOCAL's transaction is over
+		ss.pins++
+	}
+	r := ss.routerNow(c, c.svc.gen.Load())
+	if r != nil {
+		// The session's standard_conforming_strings, as the pump last
+		// heard it: with off, '…' takes backslash escapes, for the
+		// router as for Postgres.
+		r.SetEscapeStrings(escapeStrings)
+	}
+	switch typ {
+	case wire.MsgQuery:
+		text, err := l.shardText(n)
+		if err != nil {
+			return shardDecision{}, c.leaveStep(err)
+		}
+		if r == nil {
+			return shardDecision{active: true, d: goneCluster}, stepOn
+		}
+		if step, answered := l.answerShardQuery(text, linked); answered {
+			return shardDecision{}, step
+		}
+		return shardDecision{active: true, d: r.Route(text, ss.pinNow(), ss.mayTarget)}, stepOn
+	case wire.MsgParse:
+		body, err := l.shardText(n)
+		if err != nil {
+			return shardDecision{}, c.leaveStep(err)
+		}
+		if r == nil {
+			return shardDecision{active: true, d: goneCluster}, stepOn
+		}
+		name, text, _, ok := wire.DecodeParse(body)
+		if !ok {
+			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
+		}
+		sr := ss.prepare(r, text)
+		ss.stmts[string(name)] = sr
+		if linked {
+			return shardDecision{active: true, d: sr.d}, stepOn
+		}
+		return l.batchStart(typ, body, &sr)
+	case wire.MsgBind:
+		body, err := l.shardText(n)
+		if err != nil {
+			return shardDecision{}, c.leaveStep(err)
+		}
+		if r == nil {
+			return shardDecision{active: true, d: goneCluster}, stepOn
+		}
+		if linked {
+			return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
+		}
+		return l.batchStart(typ, body, nil)
+	case wire.MsgClose:
+		if body, err := c.r.Peek(n); err == nil && len(body) > 1 && body[0] == 'S' {
+			if i := bytes.IndexByte(body[1:], 0); i >= 0 {
+				delete(ss.stmts, string(body[1:1+i]))
+			}
+		}
+	}
+	return shardDecision{}, stepOn
+}
+
+// settingOff reports a boolean setting's value that Postgres reads as
+// false (parse_bool: off, false, no, 0 and their unambiguous prefixes).
+func settingOff(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch {
+	case v == "0":
+		return true
+	case len(v) >= 2 && strings.HasPrefix("off", v):
+		return true
+	case v != "" && (strings.HasPrefix("false", v) || strings.HasPrefix("no", v)):
+		return true
+	}
+	return false
+}
+
+// goneCluster is the decision for a client whose cluster a RELOAD
+// removed from the shard file.
+var goneCluster = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+
+// leaveStep ends a client whose message could not be read.
+func (c *client) leaveStep(err error) loopStep {
+	c.leave(err)
+	return stepEnd
+}
+
+// shardText returns the current message's body whole, growing the read
+// buffer for one longer than it up to the scanner's limit; a longer one
+// is returned in part, which the router refuses as too long unless a
+// leading hint routes it.
+func (l *link) shardText(n int) ([]byte, error) {
+	c := l.c
+	if !c.r.Fits() && n+5 <= shard.DefaultScanLimit+5 {
+		c.r.Grow(n + 5)
+	}
+	body, err := c.r.Peek(n)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) < n {
+		// Beyond the scan limit: pad the view past it so the scanner
+		// refuses it rather than read a statement cut short.
+		return append(append(l.c.shard.out[:0], body...), make([]byte, shard.DefaultScanLimit)...), nil
+	}
+	if c.r.Type() == wire.MsgQuery && len(body) > 0 && body[len(body)-1] == 0 {
+		body = body[:len(body)-1]
+	}
+	return body, nil
+}
+
+// mayTarget: admin users and the cluster's target_users may name a shard.
+func (c *client) mayTarget(cl *shard.Cluster) bool {
+	return cl.MayTarget(c.user) || slices.Contains(c.svc.config().Settings.AdminUsers, c.user)
+}
+
+// lastDecision sends what decides nothing (a Parse, a Describe) where the
+// client's last transaction ran, or to the default database.
+func (ss *shardSession) lastDecision() shard.Decision {
+	db := ss.last
+	if db == "" && ss.routerOf != nil {
+		db = ss.routerOf.DefaultDatabase
+	}
+	return shard.Decision{Source: shard.SourceDefault, Database: db}
+}
+
+// bindDecision decides a Bind by its statement's routing.
+func (l *link) bindDecision(body []byte) shard.Decision {
+	_, stmt, _, ok := wire.DecodeBindHead(body)
+	if !ok {
+		return shard.Decision{}
+	}
+	sr, ok := l.c.shard.stmtRouteOf(l.c, stmt)
+	if !ok {
+		// Prepared some other way (SQL PREPARE): nothing says where its
+		// rows are.
+		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+	}
+	return sr.decide(body)
+}
+
+// stmtRouteOf is the routing of the client's statement stmt, prepared
+// again under the map and pins in force when it was under others.
+func (ss *shardSession) stmtRouteOf(c *client, stmt []byte) (stmtRoute, bool) {
+	sr, known := ss.stmts[string(stmt)]
+	if !known {
+		// Not seen by the router (the client came over in an online
+		// restart): the text the mapping keeps for it says where its
+		// rows are.
+		text, ok := c.stmtText(string(stmt))
+		if !ok {
+			return stmtRoute{}, false
+		}
+		sr = stmtRoute{text: text}
+	}
+	if sr.of != ss.routerOf || sr.pins != ss.pins {
+		// Prepared under an earlier map (its ranges may have moved) or
+		// other pins.
+		sr = ss.prepare(ss.router, []byte(sr.text))
+		ss.stmts[string(stmt)] = sr
+	}
+	return sr, true
+}
+
+// prepare is a Parse's routing under the map and pins in force.
+func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
+	sr := stmtRoute{of: r.Cluster(), pins: ss.pins, text: string(text)}
+	if sr.tx, _ = shard.ReadTxControl(text); sr.tx != shard.TxNone {
+		sr.d = shard.Decision{Source: shard.SourceDefault}
+		return sr
+	}
+	sr.d, sr.p = r.Prepare(text, ss.pinNow(), ss.mayTarget)
+	if sr.d.Refused() && sr.d.Table != nil {
+		sr.d.Table = bytes.Clone(sr.d.Table) // the scanner's memory is reused
+	}
+	return sr
+}
+
+// decide is the decision for one Bind of the statement.
+func (sr stmtRoute) decide(body []byte) shard.Decision {
+	if sr.p == nil {
+		return sr.d
+	}
+	d, err := sr.p.Bind(bindParams(body))
+	if err != nil {
+		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
+	}
+	return d
+}
+
+// bindParams is a Bind body as shard.Prepared.Bind reads it.
+type bindParams []byte
+
+func (b bindParams) Param(i int) (value []byte, binary, null, ok bool) {
+	return wire.BindParam(b, i)
+}
+
+// shardLink prepares the link of a message that needs a server for the
+// decision d, with no server linked: the pool of d's database becomes the
+// transaction's (link.mu.route). stepNext when the message was refused
+// (answered, nothing sent to a server).
+func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
+	c := l.c
+	ss := c.shard
+	g := c.svc.gen.Load()
+	cl := ss.routerOf
+	db := d.Database
+	switch {
+	case cl != nil && cl.Shadow:
+		// Decided and counted (refusals too), run on the default.
+		db = cl.DefaultDatabase
+	case d.Source == shard.SourceScatter:
+		return l.shardScatter(typ, d)
+	case d.Source == shard.SourceRefused:
+		return l.refuseShard(typ, d)
+	case db == "":
+		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
+	}
+	p, err := ss.pool(c, g, db)
+	if err != nil {
+		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
+	}
+	ss.last = d.Database
+	c.mu.Lock()
+	l.mu.route = p
+	c.mu.Unlock()
+	return stepOn
+}
+
+// pool returns the pool of database db for the client, made and pinned
+// at its first use.
+func (ss *shardSession) pool(c *client, g *generation, db string) (*serverPool, error) {
+	if p, ok := ss.pools[db]; ok {
+		return p, nil
+	}
+	if c.pool.key.db == db {
+		return c.pool, nil
+	}
+	entry, ok := g.cfg.LookupDatabase(db)
+	if !ok {
+		return nil, pgerror.New(pgerror.NoSuchDatabase, db)
+	}
+	p, err := c.svc.poolFor(entry, c.user)
+	if err != nil {
+		return nil, err
+	}
+	if entry.User == "" && ss.secret != nil {
+		p.setCredentials(ss.secret, ss.clientKey)
+	}
+	ss.pools[db] = p
+	return p, nil
+}
+
+// unpinShardPools lets the janitor free the shard pools the client used.
+func (c *client) unpinShardPools() {
+	if c.shard == nil {
+		return
+	}
+	for db, p := range c.shard.pools {
+		c.svc.unpin(p)
+		delete(c.shard.pools, db)
+	}
+}
+
+// databaseNames are the [databases] entries a shard file may route to
+// ("*" is none: a shard is a database of its own).
+func databaseNames(cfg *config.Config) []string {
+	names := make([]string, 0, len(cfg.Databases))
+	for name := range cfg.Databases {
+		if name != "*" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// setStartupPin takes -c pgturnstile.shard_key, .colo or .shard from the
+// startup options into p; false for the other pgturnstile.* keys (the
+// admission policy's).
+func setStartupPin(p *shard.Pin, key, value string) bool {
+	switch key {
+	case "shard_key":
+		p.Key = []byte(value)
+	case "colo":
+		p.Colo = value
+	case "shard":
+		p.Shard = value
+	default:
+		return false
+	}
+	return true
+}
+
+// stmtText is the text of the client's prepared statement name as the
+// mapping knows it (max_prepared_statements).
+func (c *client) stmtText(name string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.mu.stmts[name]
+	if cs == nil {
+		return "", false
+	}
+	return cs.Def.Query, true
+}
+
+// movable reports whether a client can be handed to another process in
+// an online restart: a sharded cluster's client only when it holds
+// nothing the new process could not rebuild (a held BEGIN, pins).
+func (ss *shardSession) movable() bool {
+	return ss == nil || ss.held == nil && ss.pin.Empty() && ss.local.Empty()
+}

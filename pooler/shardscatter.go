@@ -1,0 +1,331 @@
+package pooler
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// Scatter (shard=all, on_missing_key = "scatter"): a simple-protocol read
+// outside a transaction runs on every database at once, and the client
+// gets one answer: the first database's RowDescription (each other's must
+// be the same), every database's rows, SELECT (or COPY) with their sum.
+// The first error wins; the other databases' queries are cancelled. A
+// statement that is not such a read, sent with shard=all, runs on each
+// database in turn, and each failure is reported. Scatters hold a server of
+// each database at once, so at most maxScatters run at a time, pooler-wide;
+// they skip the admission gate, and a client's cancel request does not
+// reach them (their servers are not linked).
+
+// maxScatters caps the scatters running at once.
+const maxScatters = 8
+
+// scatterJob is one database's part of a scatter.
+type scatterJob struct {
+	db   string
+	pool *serverPool
+	s    *server
+	// done: its ReadyForQuery was read (the server can go back).
+	done bool
+}
+
+// shardScatter serves a scatter decision: a simple Query outside a
+// transaction, a read on the colocation's databases (or every database
+// of the cluster for shard=all), or anything on each database in turn
+// for shard=all; else refused.
+func (l *link) shardScatter(typ byte, d shard.Decision) loopStep {
+	c := l.c
+	ss := c.shard
+	explicit := d.Reason == shard.ReasonNone // shard=all, not on_missing_key
+	refusal := shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatterShape, Table: d.Table, Column: d.Column}
+	if typ != wire.MsgQuery || ss.held != nil {
+		refusal.Reason = shard.ReasonScatter
+		return l.refuseShard(typ, refusal)
+	}
+	text, err := l.shardText(c.r.BodyLen())
+	if err != nil {
+		return c.leaveStep(err)
+	}
+	kind := shard.Scatterable(text)
+	dbs := ss.routerOf.Databases()
+	if kind == shard.ScatterNone && (!explicit || shard.ReturnsRows(text)) {
+		// Rows that are not the union of each shard's, or a read that
+		// would answer with one shard's.
+		return l.refuseShard(typ, refusal)
+	}
+	if !explicit {
+		if t, ok := ss.routerOf.Table(d.Table); ok {
+			dbs = t.Colo.Databases()
+		}
+	}
+	return l.scatter(kind, dbs)
+}
+
+// scatter answers a cluster client's Query (not yet consumed) by running
+// it on dbs.
+func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
+	c := l.c
+	ss := c.shard
+	n := c.r.BodyLen()
+	text, err := l.shardText(n)
+	if err != nil {
+		return c.leaveStep(err)
+	}
+	q := wire.AppendQuery(nil, string(text))
+	if err := c.r.Skip(); err != nil {
+		return c.leaveStep(err)
+	}
+	select {
+	case c.svc.scatters <- struct{}{}:
+		defer func() { <-c.svc.scatters }()
+	default:
+		return l.answerQueryError("53300", "pgturnstile: too many statements running on every shard at once", "", "Retry later.")
+	}
+	g := c.svc.gen.Load()
+	jobs := make([]*scatterJob, 0, len(dbs))
+	defer func() {
+		for _, j := range jobs {
+			j.finish()
+		}
+	}()
+	for _, db := range dbs {
+		p, err := ss.pool(c, g, db)
+		if err != nil {
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", "")
+		}
+		s, err := p.acquire(nil, nil)
+		if err != nil {
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", "")
+		}
+		j := &scatterJob{db: db, pool: p, s: s}
+		jobs = append(jobs, j)
+		if err := l.syncParamsUnlessMatch(s); err != nil {
+			j.lost("var change failed")
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" failed: "+err.Error(), "", "")
+		}
+	}
+	if kind == shard.ScatterNone {
+		return l.scatterEach(jobs, q)
+	}
+	for _, j := range jobs {
+		j.s.w.Write(q)
+		if err := j.s.w.Flush(); err != nil {
+			j.lost("scatter write failed")
+		}
+	}
+	return l.scatterRead(jobs, kind)
+}
+
+// scatterRead relays the replies of a scatter's servers, one database
+// after the other, as one answer.
+func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind) loopStep {
+	c := l.c
+	var desc []byte // the first RowDescription or CopyOutResponse
+	var total uint64
+	var failed []byte // the error the client gets
+	timeout := c.settings().QueryTimeout
+	for i, j := range jobs {
+		if j.s == nil {
+			if failed == nil {
+				failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "08006", "pgturnstile: shard "+j.db+" was lost", "", "")
+			}
+			continue
+		}
+		if failed != nil {
+			j.cancel()
+		}
+		if timeout > 0 {
+			j.s.conn.SetReadDeadline(time.Now().Add(timeout))
+		}
+		for !j.done && j.s != nil {
+			typ, _, err := j.s.r.Next()
+			if err != nil {
+				j.lost("scatter read failed")
+				if failed == nil {
+					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "08006", "pgturnstile: shard "+j.db+" failed: "+err.Error(), "", "")
+				}
+				break
+			}
+			msg, err := j.s.r.Message()
+			if err != nil {
+				j.lost("scatter read failed")
+				break
+			}
+			switch {
+			case typ == wire.MsgReadyForQuery:
+				j.done = true
+			case failed != nil:
+				// Discarded: the answer is the first error.
+			case typ == wire.MsgErrorResponse:
+				failed = append([]byte(nil), msg...)
+				for _, other := range jobs[i+1:] {
+					other.cancel()
+				}
+			case typ == wire.MsgRowDescription || typ == wire.MsgCopyOutResponse:
+				if desc == nil {
+					desc = append([]byte(nil), msg...)
+					c.w.Write(msg)
+				} else if !bytes.Equal(desc, msg) {
+					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000",
+						"pgturnstile: the shards answered with different columns", "shard "+j.db+" differs from "+jobs[0].db, "Make the table the same on every shard.")
+					for _, other := range jobs[i+1:] {
+						other.cancel()
+					}
+				}
+			case typ == wire.MsgDataRow || typ == wire.MsgCopyData:
+				c.w.Write(msg)
+			case typ == wire.MsgCommandComplete:
+				tag := string(wire.CommandTag(msg[5:]))
+				if k := strings.LastIndexByte(tag, ' '); k >= 0 {
+					m, _ := strconv.ParseUint(tag[k+1:], 10, 64)
+					total += m
+				}
+			case typ == wire.MsgNoticeResponse || typ == wire.MsgParameterStatus:
+				if typ == wire.MsgNoticeResponse {
+					c.w.Write(msg)
+				}
+			default:
+				// CopyDone once at the end; anything else of a read
+				// (EmptyQueryResponse, a second result) is not relayed.
+			}
+		}
+		if j.s != nil {
+			j.s.conn.SetReadDeadline(time.Time{})
+		}
+	}
+	var out []byte
+	switch {
+	case failed != nil:
+		out = failed
+	case kind == shard.ScatterCopy:
+		out = append(out, wire.MsgCopyDone, 0, 0, 0, 4)
+		out = wire.AppendCommandComplete(out, "COPY "+strconv.FormatUint(total, 10))
+	default:
+		out = wire.AppendCommandComplete(out, "SELECT "+strconv.FormatUint(total, 10))
+	}
+	return l.answerQuery(out)
+}
+
+// scatterEach runs a statement shard=all names on each database in turn
+// (DDL, a write), each in its own transaction: the client gets the first
+// database's CommandComplete when every one succeeded, else an error whose
+// DETAIL says how each database fared.
+func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
+	var detail strings.Builder
+	var tag string
+	failures := 0
+	for _, j := range jobs {
+		j.s.w.Write(q)
+		if err := j.s.w.Flush(); err != nil {
+			j.lost("scatter write failed")
+		}
+		res := "ok"
+		for !j.done && j.s != nil {
+			typ, _, err := j.s.r.Next()
+			if err != nil {
+				j.lost("scatter read failed")
+				res = "lost: " + err.Error()
+				break
+			}
+			msg, err := j.s.r.Message()
+			if err != nil {
+				j.lost("scatter read failed")
+				break
+			}
+			switch typ {
+			case wire.MsgReadyForQuery:
+				j.done = true
+			case wire.MsgErrorResponse:
+				res = "ERROR: " + responseMessage(msg[5:])
+			case wire.MsgCommandComplete:
+				if tag == "" {
+					tag = string(wire.CommandTag(msg[5:]))
+				}
+			}
+		}
+		if res != "ok" {
+			failures++
+		}
+		fmt.Fprintf(&detail, "%s: %s; ", j.db, res)
+	}
+	if failures > 0 {
+		return l.answerQueryError("XX000", fmt.Sprintf("pgturnstile: failed on %d of %d shards", failures, len(jobs)),
+			strings.TrimSuffix(detail.String(), "; "), "What succeeded stays done: fix the failures and run it again where it failed (shard=NAME).")
+	}
+	if tag == "" {
+		return l.answerQuery(nil)
+	}
+	return l.answerQuery(wire.AppendCommandComplete(nil, tag))
+}
+
+// responseMessage is the M field of an ErrorResponse body.
+func responseMessage(body []byte) string {
+	for len(body) > 1 {
+		t := body[0]
+		i := bytes.IndexByte(body[1:], 0)
+		if i < 0 {
+			break
+		}
+		if t == 'M' {
+			return string(body[1 : 1+i])
+		}
+		body = body[2+i:]
+	}
+	return "(no message)"
+}
+
+// cancel asks the job's server to stop its query.
+func (j *scatterJob) cancel() {
+	if j.s == nil || j.done {
+		return
+	}
+	j.s.cancelStarted()
+	_ = j.s.sendCancel(cancelWait(j.pool.svc.settings()))
+	j.pool.cancelDone(j.s)
+}
+
+// lost closes the job's server.
+func (j *scatterJob) lost(reason string) {
+	if j.s != nil {
+		j.pool.discard(j.s, reason)
+		j.s = nil
+	}
+}
+
+// finish gives the job's server back: clean after its ReadyForQuery,
+// else closed.
+func (j *scatterJob) finish() {
+	if j.s == nil {
+		return
+	}
+	if j.done {
+		j.pool.release(j.s)
+	} else {
+		j.pool.discard(j.s, "scatter ended early")
+	}
+	j.s = nil
+}
+
+// answerQuery ends a Query the pooler answered (consumed) with out and
+// ReadyForQuery.
+func (l *link) answerQuery(out []byte) loopStep {
+	c := l.c
+	out = wire.AppendReadyForQuery(out, c.heldStatus())
+	if err := c.w.Write(out); err != nil {
+		return c.leaveStep(err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return c.leaveStep(err)
+	}
+	return stepNext
+}
+
+// answerQueryError ends a consumed Query with an ERROR.
+func (l *link) answerQueryError(code, msg, detail, hint string) loopStep {
+	return l.answerQuery(wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", code, msg, detail, hint))
+}

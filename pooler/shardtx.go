@@ -1,0 +1,330 @@
+package pooler
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/wire"
+)
+
+// Transactions of a sharded cluster's clients (shardroute.go routes them):
+// what the pooler answers itself while no server is linked (a held BEGIN,
+// COMMIT or ROLLBACK of a transaction that never reached a server, SET
+// [LOCAL] pgturnstile.*), the held BEGIN sent ahead of the transaction's
+// first statement and its replies swallowed, a transaction held to the
+// shard of its first statement, and refusals (0A000).
+
+// answerShardQuery answers, with no server linked, the simple queries the
+// pooler answers itself for a cluster's client: SET [LOCAL]
+// pgturnstile.*, and BEGIN, COMMIT, ROLLBACK while the transaction has
+// not reached a server. answered is false for any other.
+func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
+	c := l.c
+	ss := c.shard
+	if !shard.MaybeControl(text) {
+		return stepOn, false // the common case: not looked at again
+	}
+	if sh, found, err := shard.ReadSet(text); found {
+		if err != nil {
+			return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true
+		}
+		var notice []byte
+		inTx := ss.held != nil || linked
+		switch {
+		case sh.Local && !inTx:
+			// As Postgres: a warning, and nothing set.
+			notice = wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25P01", "SET LOCAL can only be used in transaction blocks", "", "")
+		case sh.Local:
+			setPin(&ss.local, sh)
+			ss.pins++
+		default:
+			setPin(&ss.pin, sh)
+			ss.pins++
+		}
+		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, "SET")...)), true
+	}
+	if linked {
+		return stepOn, false
+	}
+	kind, start := shard.ReadTxControl(text)
+	held := ss.held != nil
+	if kind == shard.TxBegin || held && kind != shard.TxNone {
+		// A BEGIN, or what a transaction that has not reached a server
+		// says before its first statement, or its end (shardbatch.go's
+		// applyTx, which the extended protocol's answers share).
+		return l.answerShard(l.applyTx(nil, kind, start, string(text))), true
+	}
+	return stepOn, false
+}
+
+// setPin applies a SET or RESET of pgturnstile.* to a pin.
+func setPin(p *shard.Pin, sh shard.SetHint) {
+	var v []byte
+	if !sh.Reset {
+		v = append([]byte(nil), sh.Value...)
+	}
+	switch sh.Name {
+	case "shard_key":
+		p.Key = v
+	case "colo":
+		p.Colo = string(v)
+	case "shard":
+		p.Shard = string(v)
+	}
+}
+
+// heldStatus is the transaction status a cluster's client without a
+// linked server is in: 'T' while its BEGIN is held.
+func (c *client) heldStatus() byte {
+	if c.shard != nil && c.shard.held != nil {
+		return wire.TxInBlock
+	}
+	return wire.TxIdle
+}
+
+// answerShard consumes the current Query and answers it with out and
+// ReadyForQuery.
+func (l *link) answerShard(out []byte) loopStep {
+	c := l.c
+	if err := c.r.Skip(); err != nil {
+		return c.leaveStep(err)
+	}
+	return l.answerQuery(out)
+}
+
+// refuseShard answers a statement the router refused: ERROR 0A000 with
+// the table and the reason in DETAIL and the ways to name a key in HINT;
+// nothing reaches a server and the client stays usable.
+func (l *link) refuseShard(typ byte, d shard.Decision) loopStep {
+	c := l.c
+	if err := c.r.Skip(); err != nil {
+		return c.leaveStep(err)
+	}
+	msg, detail, hint := refusalText(c.shard, d)
+	out := wire.AppendErrorResponse(c.shard.out[:0], wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
+	if typ == wire.MsgQuery {
+		out = wire.AppendReadyForQuery(out, c.heldStatus())
+		c.shard.out = out
+		if err := c.w.Write(out); err != nil {
+			return c.leaveStep(err)
+		}
+		if err := c.w.Flush(); err != nil {
+			return c.leaveStep(err)
+		}
+		return stepNext
+	}
+	c.shard.out = out
+	if err := c.refuse(typ, out); err != nil {
+		return c.leaveStep(err)
+	}
+	return stepNext
+}
+
+// refusalText is a refusal's message, DETAIL and HINT.
+func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) {
+	msg = "pgturnstile: statement cannot be routed to one shard"
+	if d.Reason == shard.ReasonShape && len(d.Table) == 0 && ss.routerOf == nil {
+		return "pgturnstile: cluster \"" + ss.cluster + "\" is no longer in the shard file", "", "Reconnect."
+	}
+	var b strings.Builder
+	if len(d.Table) > 0 {
+		b.WriteString("table ")
+		b.Write(d.Table)
+		if d.Column != "" {
+			b.WriteString(" (key " + d.Column + ")")
+		}
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Reason.Text())
+	hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
+	return msg, b.String(), hint
+}
+
+// crossShard is what a linked transaction's server gets in place of a
+// simple Query the router sends to another shard, or refuses: an error
+// Postgres raises itself, so the transaction ends failed on both sides
+// and the client's ROLLBACK works as usual.
+func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
+	msg, detail, hint := refusalText(ss, d)
+	if d.Source != shard.SourceRefused {
+		msg = "pgturnstile: statement for shard " + d.Database + " in a transaction on shard " + pinned
+		detail = "A transaction runs on the shard of its first statement."
+		hint = "Run it in a transaction of its own."
+	}
+	q := "DO $pgturnstile$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + sqlString(msg) +
+		", DETAIL = " + sqlString(detail) + ", HINT = " + sqlString(hint) + "; END$pgturnstile$"
+	return wire.AppendQuery(nil, q)
+}
+
+// sqlString quotes s as a standard SQL string literal.
+func sqlString(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// heldLinkedLocked runs on a server just linked while the client's BEGIN
+// is held. For the transaction's first statement the BEGIN is sent ahead
+// of it (replayHeldLocked). What says nothing of the transaction's shard
+// (a Parse alone, a Describe) runs outside it, and the pump shows its
+// ReadyForQuery as 'T', the status the client is in. c.mu held.
+func (l *link) heldLinkedLocked(s *server, sd shardDecision) {
+	if sd.active && !sd.undecided {
+		l.replayHeldLocked(s)
+		return
+	}
+	l.pump.asHeld = true
+}
+
+// replayHeldLocked sends the held BEGIN ahead of the transaction's first
+// statement on the server just linked for it; the pump swallows its
+// replies (pumpSwallow), which the client had from the pooler. c.mu held.
+func (l *link) replayHeldLocked(s *server) {
+	c := l.c
+	ss := c.shard
+	now := c.svc.clock.Now()
+	c.mu.queryStart, l.mu.xactStart = now, now
+	for range ss.heldN {
+		l.mu.ls.FromClient(wire.MsgQuery)
+	}
+	l.pump.swallow += ss.heldN
+	l.pump.heldErr, l.pump.heldBegun = nil, 0
+	s.w.Write(ss.held)
+	ss.held, ss.heldN = nil, 0
+}
+
+// heldToShardLocked holds a statement of a transaction already on server
+// s to s's shard. A simple Query for another shard, or one the router
+// refuses, is replaced by an error Postgres raises (raise): the
+// transaction fails on both sides. A Bind for another shard ends the
+// client (fatal), whose server the drain rolls back: the extended
+// protocol has no reply to put in its place. c.mu held.
+func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise []byte, fatal bool) {
+	ss := l.c.shard
+	if ss.routerOf != nil && ss.routerOf.Shadow {
+		return nil, false
+	}
+	pinned := s.pool.key.db
+	wrong := d.Source == shard.SourceRefused || d.Source == shard.SourceScatter ||
+		d.Source != shard.SourceDefault && d.Database != "" && d.Database != pinned
+	if !wrong {
+		return nil, false
+	}
+	switch typ {
+	case wire.MsgQuery:
+		return crossShard(ss, d, pinned), false
+	case wire.MsgBind:
+		return nil, true
+	}
+	return nil, false
+}
+
+// crossShardFatal is what a client hears when its Bind belongs to another
+// shard than its transaction's.
+func crossShardFatal() *Error {
+	return &Error{Severity: "FATAL", SQLState: "0A000", Message: "pgturnstile: statement for another shard in a transaction"}
+}
+
+// relayRaise writes the error statement that replaces the client's Query
+// (consumed) on s.
+func (l *link) relayRaise(r routed, s *server) error {
+	c := l.c
+	if c.tracking {
+		c.mu.Lock()
+		s.unnamedOwner = 0
+		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		c.mu.Unlock()
+	}
+	if err := c.r.Skip(); err != nil {
+		return err
+	}
+	return s.w.Write(r.raise)
+}
+
+// pumpSwallow drops a server's replies to the held statements up to their
+// ReadyForQuery, which only moves the link's protocol position. A BEGIN
+// that fails (the server in a state nothing should leave it in) loses the
+// server: the client's statement must not run outside its transaction.
+// A later held statement that fails (SET LOCAL of an unknown setting, a
+// ROLLBACK TO of no savepoint) has aborted the transaction: its error is
+// kept and given to the client in place of the next error the server
+// sends, which is the transaction's "current transaction is aborted".
+func (l *link) pumpSwallow(s *server, typ byte) replyAct {
+	c := l.c
+	switch typ {
+	case wire.MsgErrorResponse:
+		msg, err := s.r.Message()
+		if err != nil || l.pump.heldBegun == 0 {
+			l.serverLost(s, errHeldBeginFailed)
+			return replyLinkOver
+		}
+		if l.pump.heldErr == nil {
+			l.pump.heldErr = append([]byte(nil), msg...)
+		}
+		return replyDone
+	case wire.MsgReadyForQuery:
+		msg, err := s.r.Message()
+		var status byte
+		if err == nil {
+			status, err = wire.ReadyForQueryStatus(msg[5:])
+		}
+		if err != nil {
+			l.serverLost(s, err)
+			return replyLinkOver
+		}
+		l.pump.swallow--
+		l.pump.heldBegun++
+		l.pump.replies = 0
+		c.mu.Lock()
+		l.mu.ls.ReadyForQuery(status)
+		c.mu.Unlock()
+		return replyDone
+	}
+	if err := s.r.Skip(); err != nil {
+		l.serverLost(s, err)
+		return replyLinkOver
+	}
+	return replyDone
+}
+
+var errHeldBeginFailed = errors.New("the server refused a BEGIN the pooler had answered")
+
+// heldReady is the ReadyForQuery of a link that ran outside the client's
+// held transaction.
+var heldReady = wire.AppendReadyForQuery(nil, wire.TxInBlock)
+
+// poisonBind names a statement no session has: the server fails it with
+// 26000, which aborts the transaction it is in (an implicit one up to the
+// Sync too) before the drain's Sync could commit it.
+var poisonBind = wire.AppendBind(nil, "", "pgturnstile: statement for another shard", nil)
+
+// poisonTransaction makes the transaction on s fail before a client that
+// reached for another shard is closed: nothing of it may commit.
+func poisonTransaction(s *server) {
+	s.w.Write(poisonBind)
+	s.w.Flush()
+}
+
+// pumpHeldError gives the client the error of a held statement that
+// failed in place of the server's current error (the transaction's
+// aborted state it caused), then acts as act would have.
+func (l *link) pumpHeldError(s *server, out *wire.Writer, act replyAct) replyAct {
+	msg := l.pump.heldErr
+	l.pump.heldErr = nil
+	if out == nil {
+		return act // the client is gone: discarded as the server's would be
+	}
+	if err := s.r.Skip(); err != nil {
+		l.serverLost(s, err)
+		return replyLinkOver
+	}
+	l.pump.sentBytes += int64(len(msg))
+	out.Write(msg)
+	if act == replyForwardHandOff {
+		out.Flush()
+		return replyHandOff
+	}
+	if !s.r.Pending() {
+		out.Flush()
+	}
+	return replyDone
+}

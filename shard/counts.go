@@ -1,0 +1,106 @@
+package shard
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Counting decisions, for SHOW ROUTES and the route metrics: by cluster,
+// colocation, source and (for refusals) reason. The counters outlive map
+// changes: a colocation is counted by its name.
+
+// Counts is every decision counted so far. Safe for concurrent use; each
+// client counts through a Tally of its own, which finds its counters
+// without the lock once it has seen them.
+type Counts struct {
+	mu sync.Mutex
+	m  map[countKey]*atomic.Uint64
+}
+
+type countKey struct {
+	cluster, colo string
+	source        Source
+	reason        Reason
+}
+
+func keyOf(cluster string, d Decision) countKey {
+	k := countKey{cluster: cluster, source: d.Source}
+	if d.Colo != nil {
+		k.colo = d.Colo.Name
+	}
+	if d.Source == SourceRefused {
+		k.reason = d.Reason
+	}
+	return k
+}
+
+func (c *Counts) counter(k countKey) *atomic.Uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[countKey]*atomic.Uint64{}
+	}
+	n := c.m[k]
+	if n == nil {
+		n = new(atomic.Uint64)
+		c.m[k] = n
+	}
+	return n
+}
+
+// Count is one counter of a snapshot.
+type Count struct {
+	Cluster, Colo string
+	Source        Source
+	Reason        Reason
+	N             uint64
+}
+
+// Snapshot returns the counters in a stable order (cluster, colo, source,
+// reason).
+func (c *Counts) Snapshot() []Count {
+	c.mu.Lock()
+	out := make([]Count, 0, len(c.m))
+	for k, n := range c.m {
+		out = append(out, Count{Cluster: k.cluster, Colo: k.colo, Source: k.source, Reason: k.reason, N: n.Load()})
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b Count) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Colo, b.Colo),
+			cmp.Compare(a.Source, b.Source), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
+}
+
+// Tally counts one client's decisions into Counts. Not safe for
+// concurrent use.
+type Tally struct {
+	counts *Counts
+	seen   map[countKey]*atomic.Uint64
+	// last is the counter of the last decision's key: a client's
+	// statements mostly decide alike, and comparing is cheaper than
+	// hashing the key.
+	lastKey countKey
+	last    *atomic.Uint64
+}
+
+// NewTally returns a Tally counting into c.
+func NewTally(c *Counts) *Tally { return &Tally{counts: c, seen: map[countKey]*atomic.Uint64{}} }
+
+// Add counts d, a decision for a statement of cluster.
+func (t *Tally) Add(cluster string, d Decision) {
+	k := keyOf(cluster, d)
+	if t.last != nil && k == t.lastKey {
+		t.last.Add(1)
+		return
+	}
+	n := t.seen[k]
+	if n == nil {
+		n = t.counts.counter(k)
+		t.seen[k] = n
+	}
+	t.lastKey, t.last = k, n
+	n.Add(1)
+}

@@ -1,0 +1,122 @@
+package shard
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// refKeyword is what keywordAt must say: the identifier folded as
+// Postgres folds it (ASCII letters only), looked up by name.
+func refKeyword(w []byte) keyword {
+	folded := bytes.Map(func(r rune) rune {
+		if r >= 'A' && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, w)
+	for k := kwNone + 1; k < kwCount; k++ {
+		if kwNames[k] == string(folded) {
+			return k
+		}
+	}
+	return kwNone
+}
+
+// TestKeywordAt: the perfect hash names every keyword in any case, at
+// any place in the text (the end included, where fewer than 16 bytes can
+// be loaded), and nothing else: words one byte off, longer or shorter,
+// with '_', '$', digits or bytes ≥ 0x80 where a keyword has letters.
+func TestKeywordAt(t *testing.T) {
+	var words []string
+	for k := kwNone + 1; k < kwCount; k++ {
+		name := kwNames[k]
+		words = append(words, name, strings.ToUpper(name), strings.ToUpper(name[:1])+name[1:],
+			name+"s", name[:len(name)-1], name+"_", "_"+name, name+"$", name+"1")
+		for i := range name {
+			for _, c := range []byte{'_', '$', '0', 'x', 0xc1, 0xe1, name[i] ^ 0x20, name[i] + 1} {
+				w := []byte(name)
+				w[i] = c
+				words = append(words, string(w))
+			}
+		}
+	}
+	words = append(words, "a", "x", "pg_catalogue", "tablesamples", "Int8", "INT2", "int16")
+	var idents []string
+	for _, w := range words {
+		if !isIdent(w) {
+			continue // keywordAt is only asked about identifiers
+		}
+		idents = append(idents, w)
+		for _, pad := range []string{"", " ", strings.Repeat(" ", 20)} {
+			src := []byte("(" + w + pad)
+			if got, want := keywordAt(src, 1, 1+len(w)), refKeyword([]byte(w)); got != want {
+				t.Errorf("%q (pad %d): %v, want %v", w, len(pad), got, want)
+			}
+		}
+	}
+	// tokenize names the short ones itself: the same words in a text.
+	s := &Scanner{Tables: tables}
+	for _, sep := range []string{" ", ",", "\n\t"} {
+		checkTokens(t, s, []byte(strings.Join(idents, sep)))
+	}
+}
+
+func isIdent(w string) bool {
+	if w == "" || !isIdentStart(w[0]) {
+		return false
+	}
+	for i := 1; i < len(w); i++ {
+		if !isIdentCont(w[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTokenizeMatchesLex: the scanner's loop, which reads the common
+// tokens itself, makes the tokens lexer.lex makes.
+func TestTokenizeMatchesLex(t *testing.T) {
+	stmts := append([]string{}, scanSeeds...)
+	for _, sh := range routeShapes {
+		stmts = append(stmts, sh.sql)
+	}
+	stmts = append(stmts, "a.b.1.5e3 1..2 x::int $1 $a$ $ $a$ u&'x' U&\"y\" e'\\'' n'x' b'1' X'f' ;;",
+		"SELECT 1+-2, a<>b, c*-d, e--x\n, f/*y*/g, h::text[], i[1:2] , 0x1F, 123abc, .5, 5., 1e, 1e+")
+	s := &Scanner{Tables: tables}
+	for _, sql := range stmts {
+		checkTokens(t, s, []byte(sql))
+	}
+}
+
+// checkTokens holds the tokens tokenize makes of src to lexer.next's, but
+// for their depth, which lexer.next does not count. Where tokenize stops
+// at a bad token, the lexer must meet the same one there.
+func checkTokens(t *testing.T, s *Scanner, src []byte) {
+	t.Helper()
+	_, ok := s.tokenize(src)
+	lx := lexer{src: src, escapeStrings: s.EscapeStrings}
+	for i := 0; ; i++ {
+		want := lx.next()
+		if want.kind == tokEOF {
+			if !ok || i != len(s.toks) {
+				t.Fatalf("%q: tokenize made %d tokens (ok %v), the lexer %d", src, len(s.toks), ok, i)
+			}
+			return
+		}
+		if i >= len(s.toks) {
+			t.Fatalf("%q: tokenize made %d tokens (ok %v), the lexer more", src, len(s.toks), ok)
+		}
+		got := s.toks[i]
+		got.depth = 0
+		if got != want {
+			t.Fatalf("%q: token %d %+v, the lexer's %+v", src, i, got, want)
+		}
+		if want.kind == tokBad {
+			if ok || i != len(s.toks)-1 {
+				t.Fatalf("%q: the lexer's token %d is bad, tokenize went on (ok %v, %d tokens)", src, i, ok, len(s.toks))
+			}
+			return
+		}
+	}
+}
