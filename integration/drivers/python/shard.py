@@ -36,14 +36,15 @@ inserted again and committed: a rolled-back row left anywhere is a second
 row of its key. v=6 also runs an empty transaction block before each committed one (BEGIN
 then COMMIT), which the pooler answers alone.
 
-Not here, because the router fails them for now: cursor.executemany (in its
-pipeline psycopg writes a statement's named Parse apart from the Binds that
-follow it in the same batch; a router that reads the Parse alone runs the
-batch where the client's last transaction ran, and closes the client with
-FATAL 0A000 when the Binds are for another shard), and an empty transaction
-of v=5 (BEGIN then ROLLBACK: once psycopg prepares ROLLBACK there, the pooler
-answers that Parse itself, and a later ROLLBACK of a transaction on a server
-gets "prepared statement did not exist").
+and, on the autocommit connection:
+
+  v=8 executemany  cursor.executemany for 10 keys of a group: psycopg's
+                pipeline writes the statement's named Parse apart from the
+                Binds that follow it in the same batch, which the router
+                waits for
+v=5 also runs an empty transaction (BEGIN then ROLLBACK) before each
+committed one: once psycopg prepares that ROLLBACK, the pooler answers its
+Parse, and the later ROLLBACK of a transaction on a server runs it there.
 
 It prints "inserted <colo> <mode> <v> <n>" and, for each transaction mode,
 "rolledback <colo> <mode> <n>", then reads every key back through the router
@@ -58,7 +59,7 @@ import uuid
 import psycopg
 
 COLOS = ["org", "tenant", "dev"]
-MODES = ["execute", "binary", "client", "pipeline", "tx", "txblock", "commit"]
+MODES = ["execute", "binary", "client", "pipeline", "tx", "txblock", "commit", "executemany"]
 TABLE = {"org": ("files", "org_id"), "tenant": ("tenants", "name"), "dev": ("devices", "id")}
 
 
@@ -146,6 +147,12 @@ def main():
                     check(c, key)
 
         def tx(keys, v, rollback):
+            if not rollback:
+                # An empty transaction first: BEGIN and ROLLBACK that the
+                # pooler answers alone (prepared by psycopg from the
+                # fifth time, as the later ROLLBACK of a real one is).
+                cur.execute("BEGIN")
+                cur.execute("ROLLBACK")
             cur.execute("BEGIN")
             for key in keys:
                 cur.execute(insert_sql(colo, "%s", v), (key,))
@@ -181,6 +188,11 @@ def main():
                 tconn.commit()
 
         rolled["commit"] = tx_mode(colo, per[6], 7, commit)
+        # executemany: psycopg's pipeline writes the statement's Parse
+        # apart from the Binds that follow it in the same batch.
+        for chunks in by_group(per[7], 10):
+            for keys in chunks:
+                cur.executemany(insert_sql(colo, "%s", 8), [(key,) for key in keys])
         for m, mode in enumerate(MODES):
             print("inserted %s %s %d %d" % (colo, mode, m + 1, len(per[m])))
         for mode, n in rolled.items():
