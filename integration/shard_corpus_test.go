@@ -171,13 +171,6 @@ func corpusFingerprint(t *testing.T, conn *pgx.Conn) string {
 // (simple protocol) the pinned server raises the same refusal, and
 // ROLLBACK ends the transaction. Nothing of any of them runs: each
 // database's rows, columns, comments and privileges are as before.
-//
-// Not here: such a statement on the extended protocol inside a
-// transaction already on a shard. The pooler forwards its Parse to the
-// pinned server and, at its Bind, ends the client with FATAL 0A000
-// ("statement for another shard in a transaction", no DETAIL or HINT),
-// as for a Bind keyed to another shard, where the issue asks for an
-// ERROR and a connection that stays usable.
 func TestUnroutableCorpusThroughPooler(t *testing.T) {
 	main := needPG(t)
 	ctx := ctxT(t, 5*time.Minute)
@@ -307,6 +300,25 @@ func TestUnroutableCorpusThroughPooler(t *testing.T) {
 			t.Fatalf("ROLLBACK after %q: %v", sql, err)
 		}
 		probe("in a transaction", sql)
+		// The same on the extended protocol: the pinned server fails
+		// the Bind's stand-in, the client gets the refusal.
+		if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = 3").Scan(&n); err != nil || n != 14 {
+			t.Fatalf("keyed query in the transaction: %d, %v", n, err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO plans VALUES (-1, 'x')"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.PgConn().ExecParams(ctx, sql, nil, nil, nil, nil).Close()
+		if check("extended in a transaction", sql, err) {
+			refused["extended in a transaction"]++
+		}
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatalf("ROLLBACK after %q: %v", sql, err)
+		}
+		probe("extended in a transaction", sql)
 	}
 	t.Logf("%d statements, refused with 0A000, DETAIL and HINT: %v, in %v", len(stmts), refused, time.Since(start).Round(time.Millisecond))
 	for db, conn := range direct {

@@ -27,7 +27,10 @@ import (
 // through the router. Ground truth: Postgres' canonical form of each key
 // as written (a cast), its placement (rig.expected), and the rows read on
 // each database directly: every key once, on its database, each mode's
-// rows as many as the program says it inserted.
+// rows as many as the program says it inserted. A program's transaction
+// modes first insert some of their keys with v=0 and roll that
+// transaction back, then insert the keys again and commit: a rolled-back
+// row that survived anywhere is a second row of its key (or a row of v=0).
 //
 // The runtimes are the driver matrix's (scripts/test-deps.sh installs
 // them); a missing one fails its test with that command, as in package
@@ -260,6 +263,7 @@ func TestShardDrivers(t *testing.T) {
 			// What the program says it did.
 			perV := map[string]map[int]int{} // colo → v → rows
 			read := map[string]int{}
+			rolled := map[string]map[string]int{} // colo → mode → rows rolled back
 			for _, l := range lines {
 				f := strings.Fields(l)
 				switch {
@@ -272,6 +276,15 @@ func TestShardDrivers(t *testing.T) {
 					perV[f[1]][v] = n
 					if n == 0 {
 						t.Errorf("%s: mode %s inserted nothing", f[1], f[2])
+					}
+				case len(f) == 4 && f[0] == "rolledback":
+					n, _ := strconv.Atoi(f[3])
+					if rolled[f[1]] == nil {
+						rolled[f[1]] = map[string]int{}
+					}
+					rolled[f[1]][f[2]] = n
+					if n == 0 {
+						t.Errorf("%s: mode %s rolled back nothing", f[1], f[2])
 					}
 				case len(f) == 3 && f[0] == "read":
 					read[f[1]], _ = strconv.Atoi(f[2])
@@ -306,12 +319,15 @@ func TestShardDrivers(t *testing.T) {
 				if !maps.Equal(gotV, perV[c.colo]) {
 					t.Errorf("%s: rows by mode (v) %v on the databases, the program says %v", c.colo, gotV, perV[c.colo])
 				}
+				if len(rolled[c.colo]) == 0 {
+					t.Errorf("%s: the program rolled back no transaction", c.colo)
+				}
 				if read[c.colo] != n {
 					t.Errorf("%s: the program read back %d rows through the router, want %d", c.colo, read[c.colo], n)
 				}
 			}
-			t.Logf("%s: %d rows (%v by colo and v) in %v; %d misplaced; read back %v",
-				drv.name, len(keys), perV, elapsed.Round(time.Millisecond), misplaced, read)
+			t.Logf("%s: %d rows (%v by colo and v) in %v; %d misplaced; rolled back first %v; read back %v",
+				drv.name, len(keys), perV, elapsed.Round(time.Millisecond), misplaced, rolled, read)
 		})
 	}
 }

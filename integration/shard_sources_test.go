@@ -286,11 +286,10 @@ func TestShardRoutePoolModes(t *testing.T) {
 			}
 			// Session mode: the session stays on the database of its
 			// first statement; a statement for the other is refused and
-			// the session goes on. On the simple protocol only: a client
-			// that prepares before its first Bind (pgx's default mode)
-			// has its session put on the default database by that
-			// Parse/Describe, and its first Bind is then refused as one
-			// for another shard (FATAL), which is a fault, not tested here.
+			// the session goes on. On the simple protocol: a client that
+			// prepares before its first Bind (pgx's default mode) has its
+			// session put on the default database by that Parse/Describe,
+			// and its keyed Binds are then refused (docs/sharding.md).
 			rig.clear(t)
 			conn := rig.connect(t, pgx.QueryExecModeSimpleProtocol)
 			first := keys[0]

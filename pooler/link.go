@@ -69,6 +69,10 @@ type link struct {
 		// set by linkTo (the router) and taken by the next linkServer;
 		// nil: the client's own pool.
 		route *serverPool
+		// refusal is the router's 0A000 for a Bind it replaced by one the
+		// server fails (shardtx.go); the pump gives it to the client in
+		// place of the server's error, and forgets it at ReadyForQuery.
+		refusal []byte
 		// gen is the configuration generation the link runs under, taken
 		// once by linkServer (the gate it was admitted through was built
 		// from gen's policy and pool settings); set before the pump

@@ -136,8 +136,10 @@ func (l *link) pumpLook(s *server, typ byte, out *wire.Writer, inline bool, st *
 		}
 	case wire.MsgErrorResponse:
 		act := l.pumpError(s, inline)
-		if l.pump.heldErr != nil && (act == replyForward || act == replyForwardHandOff) {
-			return l.pumpHeldError(s, out, act) // shardtx.go
+		if c.shard != nil && (act == replyForward || act == replyForwardHandOff) {
+			if msg := l.substituteError(); msg != nil {
+				return l.pumpHeldError(s, out, act, msg) // shardtx.go
+			}
 		}
 		return act
 	case wire.MsgCommandComplete:
@@ -290,6 +292,7 @@ func (l *link) pumpCommandComplete(s *server, out *wire.Writer) replyAct {
 func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 	c := l.c
 	c.mu.Lock()
+	l.mu.refusal = nil // a router refusal is for its own batch only
 	if !c.gone.Load() {
 		// A drain's ReadyForQuery answers the pooler's own ROLLBACK,
 		// Sync or server_reset_query, not a client's request: SHOW STATS

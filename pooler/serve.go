@@ -256,12 +256,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	} else if sd.active && !l.mu.skipToSync {
 		// A statement of a transaction already on a shard: it must
 		// belong to the same one.
-		if raise, fatal := l.heldToShardLocked(typ, s, sd.d); fatal {
-			c.mu.Unlock()
-			poisonTransaction(s)
-			c.closeBadInput(crossShardFatal(), "")
-			return routed{}, stepEnd
-		} else if raise != nil {
+		if raise := l.heldToShardLocked(typ, s, sd.d); raise != nil {
 			r := routed{s: s, raise: raise, mapped: l.recordLocked(typ, n)}
 			r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
 			c.mu.Unlock()

@@ -79,19 +79,43 @@ func (l *link) batchStart(typ byte, body []byte, cur *stmtRoute) (shardDecision,
 // statements without a colo table decide the default database; with no
 // Bind but of transaction control the batch is undecided.
 func (l *link) batchDecision(typ byte, body []byte, cur *stmtRoute) (shard.Decision, bool) {
+	for {
+		d, undecided, more := l.batchDecisionOnce(typ, body, cur)
+		if !undecided || !more {
+			return d, undecided
+		}
+		// Nothing decides yet, and the client has sent neither a Sync
+		// nor a Flush, so it expects no reply: wait for the rest of the
+		// batch (psycopg sends a pipeline's Parse before its Binds), as
+		// Postgres would wait for the Sync.
+		if err := l.c.r.FillAhead(); err != nil {
+			return d, undecided
+		}
+		var err error
+		if body, err = l.c.r.Peek(l.c.r.BodyLen()); err != nil {
+			return d, undecided
+		}
+	}
+}
+
+// batchDecisionOnce decides by what is buffered; more reports that the
+// buffered batch ends with no Sync or Flush.
+func (l *link) batchDecisionOnce(typ byte, body []byte, cur *stmtRoute) (d shard.Decision, undecided, more bool) {
 	ss := l.c.shard
 	var parsed []namedRoute // Parses of this batch, beyond the current one
 	var fallback *shard.Decision
 	var fb shard.Decision
 	it := l.batchIter(typ, body)
+	flushed := false
 	for m, ok := it.next(); ok; m, ok = it.next() {
+		flushed = m.typ == wire.MsgFlush
 		switch m.typ {
 		case wire.MsgParse:
 			if it.n == 1 {
 				// cur, recorded by shardDecide: its own decision stands
 				// when it needs no Bind (a refusal, literal keys).
 				if cur != nil && cur.tx == shard.TxNone && !cur.d.Pending && cur.d.Source != shard.SourceDefault {
-					return cur.d, false
+					return cur.d, false, false
 				}
 				continue
 			}
@@ -105,14 +129,14 @@ func (l *link) batchDecision(typ byte, body []byte, cur *stmtRoute) (shard.Decis
 			}
 			sr, ok := l.batchStmt(parsed, stmt)
 			if !ok {
-				return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, false
+				return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, false, false
 			}
 			if sr.tx != shard.TxNone {
 				continue
 			}
 			d := sr.decide(m.body)
 			if d.Source != shard.SourceDefault {
-				return d, false
+				return d, false, false
 			}
 			if fallback == nil {
 				fb = d
@@ -121,9 +145,9 @@ func (l *link) batchDecision(typ byte, body []byte, cur *stmtRoute) (shard.Decis
 		}
 	}
 	if fallback != nil {
-		return fb, false
+		return fb, false, false
 	}
-	return ss.lastDecision(), true
+	return ss.lastDecision(), true, !it.synced && !flushed
 }
 
 // startsWithTx says whether the batch's first message is a Parse of, or a
@@ -191,8 +215,8 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 				sr.tx, _ = shard.ReadTxControl(text)
 				sr.text = string(text)
 			}
-			if sr.tx == shard.TxNone {
-				ok = false
+			if sr.tx == shard.TxNone || len(name) > 0 && c.stmtHeld(string(name)) {
+				ok = false // (a name in use: Postgres' 42P05 is the answer)
 				break
 			}
 			stmts[string(name)] = sr
@@ -244,8 +268,14 @@ func (l *link) answerTxMessages(typ byte, body []byte, stmts map[string]stmtRout
 	for {
 		switch typ {
 		case wire.MsgParse:
-			name, _, _, _ := wire.DecodeParse(body)
+			name, text, types, _ := wire.DecodeParse(body)
 			ss.stmts[string(name)] = stmts[string(name)]
+			if len(name) > 0 && c.tracking {
+				// The mapping learns the name too, so that the client may
+				// run it on a server later (a prepared COMMIT of a
+				// transaction that did reach one).
+				c.holdTxStmt(string(name), string(text), types)
+			}
 			out = append(out, wire.MsgParseComplete, 0, 0, 0, 4)
 		case wire.MsgBind:
 			portal, stmt, _, _ := wire.DecodeBindHead(body)
@@ -329,4 +359,27 @@ func cutString(b []byte) (s, rest []byte, ok bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// stmtHeld reports a prepared-statement name the client has in the
+// mapping.
+func (c *client) stmtHeld(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, held := c.mu.stmts[name]
+	return held
+}
+
+// holdTxStmt gives the client's name for a transaction-control statement
+// the pooler answered to the mapping, as a Parse a server had run would:
+// the router read it whole, so Postgres will parse it.
+func (c *client) holdTxStmt(name, text string, types []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	def := c.svc.stmts.Acquire(text, types, c.svc.settings().PreparedStatementBudget)
+	if def == nil {
+		return // over prepared_statement_budget: a later Bind finds no name
+	}
+	def.MarkValidated()
+	c.holdNameLocked(name, def)
 }

@@ -197,8 +197,14 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if !ok {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
-		sr := ss.prepare(r, text)
-		ss.stmts[string(name)] = sr
+		sr, same := ss.stmts[string(name)]
+		if !same || sr.text != string(text) || sr.of != ss.routerOf || sr.pins != ss.pins {
+			// A statement the client has not prepared under this name,
+			// map and pins: the unnamed one of a driver that parses
+			// each time is the same text again, routed once.
+			sr = ss.prepare(r, text)
+			ss.stmts[string(name)] = sr
+		}
 		if linked {
 			return shardDecision{active: true, d: sr.d}, stepOn
 		}

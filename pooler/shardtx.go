@@ -146,15 +146,20 @@ func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) 
 // Postgres raises itself, so the transaction ends failed on both sides
 // and the client's ROLLBACK works as usual.
 func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
-	msg, detail, hint := refusalText(ss, d)
-	if d.Source != shard.SourceRefused {
-		msg = "pgturnstile: statement for shard " + d.Database + " in a transaction on shard " + pinned
-		detail = "A transaction runs on the shard of its first statement."
-		hint = "Run it in a transaction of its own."
-	}
+	msg, detail, hint := crossShardText(ss, d, pinned)
 	q := "DO $pgturnstile$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + sqlString(msg) +
 		", DETAIL = " + sqlString(detail) + ", HINT = " + sqlString(hint) + "; END$pgturnstile$"
 	return wire.AppendQuery(nil, q)
+}
+
+// crossShardText is the refusal of a statement of a transaction on shard
+// pinned that the router sends elsewhere (d), or refuses.
+func crossShardText(ss *shardSession, d shard.Decision, pinned string) (msg, detail, hint string) {
+	if d.Source == shard.SourceRefused {
+		return refusalText(ss, d)
+	}
+	return "pgturnstile: statement for shard " + d.Database + " in a transaction on shard " + pinned,
+		"A transaction runs on the shard of its first statement.", "Run it in a transaction of its own."
 }
 
 // sqlString quotes s as a standard SQL string literal.
@@ -195,33 +200,31 @@ func (l *link) replayHeldLocked(s *server) {
 // heldToShardLocked holds a statement of a transaction already on server
 // s to s's shard. A simple Query for another shard, or one the router
 // refuses, is replaced by an error Postgres raises (raise): the
-// transaction fails on both sides. A Bind for another shard ends the
-// client (fatal), whose server the drain rolls back: the extended
-// protocol has no reply to put in its place. c.mu held.
-func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise []byte, fatal bool) {
+// transaction fails on both sides. A Bind is replaced by a Bind of a
+// statement no session has, which the server fails (26000), aborting the
+// transaction (an implicit one up to the Sync too) before anything of it
+// can commit; the pump gives the client the refusal (0A000, with DETAIL
+// and HINT) in place of that error (link.mu.refusal). c.mu held.
+func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise []byte) {
 	ss := l.c.shard
 	if ss.routerOf != nil && ss.routerOf.Shadow {
-		return nil, false
+		return nil
 	}
 	pinned := s.pool.key.db
 	wrong := d.Source == shard.SourceRefused || d.Source == shard.SourceScatter ||
 		d.Source != shard.SourceDefault && d.Database != "" && d.Database != pinned
 	if !wrong {
-		return nil, false
+		return nil
 	}
 	switch typ {
 	case wire.MsgQuery:
-		return crossShard(ss, d, pinned), false
+		return crossShard(ss, d, pinned)
 	case wire.MsgBind:
-		return nil, true
+		msg, detail, hint := crossShardText(ss, d, pinned)
+		l.mu.refusal = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
+		return poisonBind
 	}
-	return nil, false
-}
-
-// crossShardFatal is what a client hears when its Bind belongs to another
-// shard than its transaction's.
-func crossShardFatal() *Error {
-	return &Error{Severity: "FATAL", SQLState: "0A000", Message: "pgturnstile: statement for another shard in a transaction"}
+	return nil
 }
 
 // relayRaise writes the error statement that replaces the client's Query
@@ -230,8 +233,12 @@ func (l *link) relayRaise(r routed, s *server) error {
 	c := l.c
 	if c.tracking {
 		c.mu.Lock()
-		s.unnamedOwner = 0
-		l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		if r.raise[0] == wire.MsgBind {
+			l.pushReplyOpLocked(opBind, nil) // its error answers the Bind
+		} else {
+			s.unnamedOwner = 0
+			l.mu.ops.push(op{kind: opSync, msg: wire.MsgQuery})
+		}
 		c.mu.Unlock()
 	}
 	if err := c.r.Skip(); err != nil {
@@ -294,22 +301,30 @@ var heldReady = wire.AppendReadyForQuery(nil, wire.TxInBlock)
 
 // poisonBind names a statement no session has: the server fails it with
 // 26000, which aborts the transaction it is in (an implicit one up to the
-// Sync too) before the drain's Sync could commit it.
+// Sync too).
 var poisonBind = wire.AppendBind(nil, "", "pgturnstile: statement for another shard", nil)
 
-// poisonTransaction makes the transaction on s fail before a client that
-// reached for another shard is closed: nothing of it may commit.
-func poisonTransaction(s *server) {
-	s.w.Write(poisonBind)
-	s.w.Flush()
+
+// substituteError takes the error the client gets in place of the
+// server's current one, if any: a held statement's that failed (the
+// server's is then "current transaction is aborted"), or the refusal of a
+// Bind the server failed in its place (heldToShardLocked).
+func (l *link) substituteError() []byte {
+	if msg := l.pump.heldErr; msg != nil {
+		l.pump.heldErr = nil
+		return msg
+	}
+	c := l.c
+	c.mu.Lock()
+	msg := l.mu.refusal
+	l.mu.refusal = nil
+	c.mu.Unlock()
+	return msg
 }
 
-// pumpHeldError gives the client the error of a held statement that
-// failed in place of the server's current error (the transaction's
-// aborted state it caused), then acts as act would have.
-func (l *link) pumpHeldError(s *server, out *wire.Writer, act replyAct) replyAct {
-	msg := l.pump.heldErr
-	l.pump.heldErr = nil
+// pumpHeldError gives the client msg in place of the server's current
+// error, then acts as act would have.
+func (l *link) pumpHeldError(s *server, out *wire.Writer, act replyAct, msg []byte) replyAct {
 	if out == nil {
 		return act // the client is gone: discarded as the server's would be
 	}

@@ -215,6 +215,17 @@ func (r *Reader) Ahead() []byte {
 	return r.buf[r.start+5+r.bodyLen : r.end : r.end]
 }
 
+// FillAhead waits for more bytes after those buffered, the current
+// message kept where it is in the buffer (slices from Peek must be taken
+// again). It fails when the buffer is full.
+func (r *Reader) FillAhead() error {
+	n := r.end - r.start
+	if n >= len(r.buf) {
+		return errors.New("wire: FillAhead with a full buffer")
+	}
+	return r.fill(n+1, true)
+}
+
 // Fits reports whether the current message fits the buffer whole.
 func (r *Reader) Fits() bool { return 5+r.bodyLen <= len(r.buf) }
 

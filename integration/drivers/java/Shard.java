@@ -4,27 +4,39 @@
 //
 // KEYS_FILE has one key a line: "colo<TAB>group<TAB>key", colo org (files,
 // bigint), tenant (tenants, text) or dev (devices, uuid); group is the
-// database Postgres places the key on (batches take keys of one group, since
-// a batch is one transaction). Each key is inserted once, the modes taking
-// turns by key, with pgjdbc's default settings (extended protocol,
-// prepareThreshold 5, binary int8 and uuid parameters) unless the mode says:
+// database Postgres places the key on (batches and transactions take keys of
+// one group, since a transaction runs on one database). Each key is inserted
+// once, the modes taking turns by key, with pgjdbc's default settings
+// (extended protocol, prepareThreshold 5, binary int8 and uuid parameters)
+// unless the mode says:
 //
 //   v=1 stmt      Statement.executeUpdate, the key a literal in the text
 //   v=2 prepared  one PreparedStatement per table, executed key by key (unnamed
 //                 at first, a named server-side statement from the fifth use)
 //   v=3 batch     PreparedStatement.addBatch/executeBatch, 50 keys of a group
+//   v=4 tx        setAutoCommit(false), a PreparedStatement executed for 5 keys
+//                 of a group, commit(): pgjdbc sends its BEGIN (on the extended
+//                 protocol, a named statement of its own from the first
+//                 transaction on) in one batch with the first INSERT, up to
+//                 one Sync, then each INSERT, then COMMIT (a named statement
+//                 too, as is ROLLBACK, each prepared on one shard and executed
+//                 on both)
+//   v=5 txbatch   setAutoCommit(false), two executeBatch of 5 keys of a group
+//                 each, commit(): BEGIN and the first batch in one Sync, the
+//                 second batch inside the transaction
 //
-// Not here, because the router does not route them (see the test):
-// transactions (setAutoCommit(false): pgjdbc sends its BEGIN on the extended
-// protocol, ahead of the first statement, and the router sends that to the
-// cluster's default database), and preferQueryMode=simple (pgjdbc inlines
-// each parameter in parentheses, ('42'::int8), a value the router's fast
-// path does not read).
+// In v=4 and v=5 the first transaction of each group inserts its keys with
+// v=0 and is rolled back (rollback()), then the same keys are inserted again
+// and committed: a rolled-back row left anywhere is a second row of its key.
 //
-// It prints "inserted <colo> <mode> <v> <n>" for each colo and mode, then
-// reads every key back through the router (a PreparedStatement counting its
-// rows) and prints "read <colo> <rows>". Any error ends it with a stack trace
-// and status 1.
+// Not here: preferQueryMode=simple (pgjdbc inlines each parameter in
+// parentheses, ('42'::int8), a value the router's fast path does not read).
+//
+// It prints "inserted <colo> <mode> <v> <n>" for each colo and mode and
+// "rolledback <colo> <mode> <n>" for each transaction mode, then reads every
+// key back through the router (a PreparedStatement counting its rows) and
+// prints "read <colo> <rows>". Any error ends it with a stack trace and
+// status 1.
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -46,7 +58,7 @@ public class Shard {
     record Key(String colo, String group, String key) {}
 
     static final String[] COLOS = {"org", "tenant", "dev"};
-    static final String[] MODES = {"stmt", "prepared", "batch"};
+    static final String[] MODES = {"stmt", "prepared", "batch", "tx", "txbatch"};
 
     static String insertSQL(String colo) {
         return switch (colo) {
@@ -140,8 +152,38 @@ public class Shard {
                         }
                     }
                 }
+                // Transactions: each group's first chunk rolled back with
+                // v=0, then every chunk committed.
+                c.setAutoCommit(false);
+                Map<String, Integer> rolled = new LinkedHashMap<>();
+                try (PreparedStatement ps = c.prepareStatement(insertSQL(colo))) {
+                    int n = 0;
+                    for (List<List<Key>> chunks : chunks(per.get(3), 5)) {
+                        n += chunks.get(0).size();
+                        txInserts(c, ps, chunks.get(0), 0, true);
+                        for (List<Key> chunk : chunks) {
+                            txInserts(c, ps, chunk, 4, false);
+                        }
+                    }
+                    rolled.put("tx", n);
+                }
+                try (PreparedStatement ps = c.prepareStatement(insertSQL(colo))) {
+                    int n = 0;
+                    for (List<List<Key>> chunks : chunks(per.get(4), 10)) {
+                        n += chunks.get(0).size();
+                        txBatches(c, ps, chunks.get(0), 0, true);
+                        for (List<Key> chunk : chunks) {
+                            txBatches(c, ps, chunk, 5, false);
+                        }
+                    }
+                    rolled.put("txbatch", n);
+                }
+                c.setAutoCommit(true);
                 for (int m = 0; m < MODES.length; m++) {
                     System.out.println("inserted " + colo + " " + MODES[m] + " " + (m + 1) + " " + per.get(m).size());
+                }
+                for (Map.Entry<String, Integer> e : rolled.entrySet()) {
+                    System.out.println("rolledback " + colo + " " + e.getKey() + " " + e.getValue());
                 }
             }
             for (String colo : COLOS) {
@@ -157,6 +199,67 @@ public class Shard {
                 }
                 System.out.println("read " + colo + " " + rows);
             }
+        }
+    }
+
+    // chunks splits keys by group (in group order) into chunks of at most
+    // size keys.
+    static List<List<List<Key>>> chunks(List<Key> keys, int size) {
+        Map<String, List<Key>> groups = new TreeMap<>();
+        for (Key k : keys) {
+            groups.computeIfAbsent(k.group(), g -> new ArrayList<>()).add(k);
+        }
+        List<List<List<Key>>> out = new ArrayList<>();
+        for (List<Key> g : groups.values()) {
+            List<List<Key>> cs = new ArrayList<>();
+            for (int at = 0; at < g.size(); at += size) {
+                cs.add(g.subList(at, Math.min(at + size, g.size())));
+            }
+            out.add(cs);
+        }
+        return out;
+    }
+
+    // txInserts inserts keys with v, one executeUpdate each, in one
+    // transaction (autocommit off), then commits or rolls back.
+    static void txInserts(Connection c, PreparedStatement ps, List<Key> keys, int v, boolean rollback) throws SQLException {
+        for (Key k : keys) {
+            bindKey(ps, 1, k);
+            ps.setInt(2, v);
+            check(ps.executeUpdate(), k);
+        }
+        if (rollback) {
+            c.rollback();
+        } else {
+            c.commit();
+        }
+    }
+
+    // txBatches inserts keys with v in two executeBatch calls (the first
+    // half, then the rest) in one transaction, then commits or rolls back.
+    static void txBatches(Connection c, PreparedStatement ps, List<Key> keys, int v, boolean rollback) throws SQLException {
+        int half = (keys.size() + 1) / 2;
+        for (List<Key> part : List.of(keys.subList(0, half), keys.subList(half, keys.size()))) {
+            if (part.isEmpty()) {
+                continue;
+            }
+            for (Key k : part) {
+                bindKey(ps, 1, k);
+                ps.setInt(2, v);
+                ps.addBatch();
+            }
+            int[] counts = ps.executeBatch();
+            if (counts.length != part.size()) {
+                throw new IllegalStateException("batch of " + part.size() + ": " + counts.length + " counts");
+            }
+            for (int i = 0; i < counts.length; i++) {
+                check(counts[i], part.get(i));
+            }
+        }
+        if (rollback) {
+            c.rollback();
+        } else {
+            c.commit();
         }
     }
 

@@ -5,25 +5,51 @@ environment (the cluster's name as the database). SHARD_KEYS names a file of
 one key a line, "colo<TAB>group<TAB>key": colo org (files, bigint), tenant
 (tenants, text) or dev (devices, uuid); group is the database Postgres places
 the key on (a pipeline or a transaction takes keys of one group). Each key is
-inserted once, the modes taking turns by key:
+inserted once, the modes taking turns by key. psycopg prepares a statement
+(a named Parse, then Bind/Execute) from its fifth execution, so every mode
+but client runs its INSERTs both unnamed and prepared. On a connection in
+autocommit mode:
 
   v=1 execute   cursor.execute with %s: server-side binding, text parameters
-                (psycopg prepares a statement from its fifth execution)
   v=2 binary    cursor.execute with %b: binary parameters (ints as int2, int4
                 or int8 by their size, uuid as 16 bytes)
   v=3 client    ClientCursor: the values bound client-side into a simple Query
   v=4 pipeline  connection.pipeline(), 25 keys of a group per pipeline
-  v=5 tx        BEGIN (a simple Query), 5 keys of a group, COMMIT
+  v=5 tx        cursor.execute("BEGIN"), 5 keys of a group, "COMMIT": a
+                simple Query for the first four, then psycopg prepares BEGIN
+                and COMMIT too (a named Parse alone, then Bind/Execute/Sync:
+                the extended-protocol BEGIN the router holds)
 
-The connection is in autocommit mode, and BEGIN and COMMIT are executed with
-prepare=False: the router holds a BEGIN only when it comes as a simple Query,
-while psycopg's default mode sends its implicit BEGIN on the extended
-protocol, and psycopg prepares any statement from its fifth execution, BEGIN
-included; such a BEGIN goes to the cluster's default database and the
-transaction's keyed statements are then refused (see the test).
-It prints "inserted <colo> <mode> <v> <n>", then reads every key back
-through the router and prints "read <colo> <rows>". Any error ends it with a
-traceback and status 1.
+and on a second connection in psycopg's default mode (not autocommit), where
+psycopg sends BEGIN itself, unnamed on the extended protocol (Parse, Bind,
+Describe, Execute, Sync), before a transaction's first statement, and
+COMMIT/ROLLBACK the same way:
+
+  v=6 txblock   with conn.transaction(): 5 keys of a group, the first inside
+                a nested conn.transaction() (a SAVEPOINT held with the BEGIN,
+                then RELEASE)
+  v=7 commit    cursor.execute for 5 keys of a group, conn.commit()
+
+In each transaction mode the first 5 keys of each group are first inserted
+with v=0 and rolled back (ROLLBACK, psycopg.Rollback, conn.rollback()), then
+inserted again and committed: a rolled-back row left anywhere is a second
+row of its key. v=6 also runs an empty transaction block before each committed one (BEGIN
+then COMMIT), which the pooler answers alone.
+
+and, on the autocommit connection:
+
+  v=8 executemany  cursor.executemany for 10 keys of a group: psycopg's
+                pipeline writes the statement's named Parse apart from the
+                Binds that follow it in the same batch, which the router
+                waits for
+v=5 also runs an empty transaction (BEGIN then ROLLBACK) before each
+committed one: once psycopg prepares that ROLLBACK, the pooler answers its
+Parse, and the later ROLLBACK of a transaction on a server runs it there.
+
+It prints "inserted <colo> <mode> <v> <n>" and, for each transaction mode,
+"rolledback <colo> <mode> <n>", then reads every key back through the router
+and prints "read <colo> <rows>". Any error ends it with a traceback and
+status 1.
 """
 
 import os
@@ -33,7 +59,7 @@ import uuid
 import psycopg
 
 COLOS = ["org", "tenant", "dev"]
-MODES = ["execute", "binary", "client", "pipeline", "tx"]
+MODES = ["execute", "binary", "client", "pipeline", "tx", "txblock", "commit", "executemany"]
 TABLE = {"org": ("files", "org_id"), "tenant": ("tenants", "name"), "dev": ("devices", "id")}
 
 
@@ -57,6 +83,31 @@ def check(cur, key):
         raise RuntimeError("%r: %d rows" % (key, cur.rowcount))
 
 
+def by_group(gks, size):
+    """Chunks of at most size keys of one group, in group order."""
+    groups = {}
+    for group, key in gks:
+        groups.setdefault(group, []).append(key)
+    out = []
+    for group in sorted(groups):
+        keys = groups[group]
+        out.append([keys[at:at + size] for at in range(0, len(keys), size)])
+    return out
+
+
+def tx_mode(colo, gks, v, run):
+    """Runs a transaction mode: for each group, its first chunk with v=0
+    and rolled back (run(keys, 0, True)), then every chunk committed
+    (run(keys, v, False)). Returns the rows rolled back."""
+    rolled = 0
+    for chunks in by_group(gks, 5):
+        run(chunks[0], 0, True)
+        rolled += len(chunks[0])
+        for keys in chunks:
+            run(keys, v, False)
+    return rolled
+
+
 def main():
     by_colo = {c: [] for c in COLOS}
     with open(os.environ["SHARD_KEYS"], encoding="utf-8", newline="\n") as f:
@@ -67,10 +118,12 @@ def main():
             colo, group, key = line.split("\t", 2)
             by_colo[colo].append((group, key))
     conn = psycopg.connect("", autocommit=True)
+    tconn = psycopg.connect("")
     for colo in COLOS:
         per = [[] for _ in MODES]
         for i, gk in enumerate(by_colo[colo]):
             per[i % len(MODES)].append(gk)
+        rolled = {}
         cur = conn.cursor()
         for _, key in per[0]:
             cur.execute(insert_sql(colo, "%s", 1), (key,))
@@ -82,33 +135,69 @@ def main():
         for _, key in per[2]:
             ccur.execute(insert_sql(colo, "%s", 3), (key,))
             check(ccur, key)
-        groups = {}
-        for group, key in per[3]:
-            groups.setdefault(group, []).append(key)
-        for group in sorted(groups):
-            keys = groups[group]
-            for at in range(0, len(keys), 25):
+        for chunks in by_group(per[3], 25):
+            for keys in chunks:
                 with conn.pipeline():
                     curs = []
-                    for key in keys[at:at + 25]:
+                    for key in keys:
                         c = conn.cursor()
                         c.execute(insert_sql(colo, "%s", 4), (key,))
                         curs.append((c, key))
                 for c, key in curs:
                     check(c, key)
-        groups = {}
-        for group, key in per[4]:
-            groups.setdefault(group, []).append(key)
-        for group in sorted(groups):
-            keys = groups[group]
-            for at in range(0, len(keys), 5):
-                cur.execute("BEGIN", prepare=False)
-                for key in keys[at:at + 5]:
-                    cur.execute(insert_sql(colo, "%s", 5), (key,))
-                    check(cur, key)
-                cur.execute("COMMIT", prepare=False)
+
+        def tx(keys, v, rollback):
+            if not rollback:
+                # An empty transaction first: BEGIN and ROLLBACK that the
+                # pooler answers alone (prepared by psycopg from the
+                # fifth time, as the later ROLLBACK of a real one is).
+                cur.execute("BEGIN")
+                cur.execute("ROLLBACK")
+            cur.execute("BEGIN")
+            for key in keys:
+                cur.execute(insert_sql(colo, "%s", v), (key,))
+                check(cur, key)
+            cur.execute("ROLLBACK" if rollback else "COMMIT")
+
+        rolled["tx"] = tx_mode(colo, per[4], 5, tx)
+        tcur = tconn.cursor()
+
+        def txblock(keys, v, rollback):
+            if not rollback:
+                with tconn.transaction():
+                    pass
+            with tconn.transaction():
+                with tconn.transaction():
+                    tcur.execute(insert_sql(colo, "%s", v), (keys[0],))
+                    check(tcur, keys[0])
+                for key in keys[1:]:
+                    tcur.execute(insert_sql(colo, "%s", v), (key,))
+                    check(tcur, key)
+                if rollback:
+                    raise psycopg.Rollback()
+
+        rolled["txblock"] = tx_mode(colo, per[5], 6, txblock)
+
+        def commit(keys, v, rollback):
+            for key in keys:
+                tcur.execute(insert_sql(colo, "%s", v), (key,))
+                check(tcur, key)
+            if rollback:
+                tconn.rollback()
+            else:
+                tconn.commit()
+
+        rolled["commit"] = tx_mode(colo, per[6], 7, commit)
+        # executemany: psycopg's pipeline writes the statement's Parse
+        # apart from the Binds that follow it in the same batch.
+        for chunks in by_group(per[7], 10):
+            for keys in chunks:
+                cur.executemany(insert_sql(colo, "%s", 8), [(key,) for key in keys])
         for m, mode in enumerate(MODES):
             print("inserted %s %s %d %d" % (colo, mode, m + 1, len(per[m])))
+        for mode, n in rolled.items():
+            print("rolledback %s %s %d" % (colo, mode, n))
+    tconn.close()
     for colo in COLOS:
         table, col = TABLE[colo]
         rows = 0
