@@ -304,7 +304,6 @@ var heldReady = wire.AppendReadyForQuery(nil, wire.TxInBlock)
 // Sync too).
 var poisonBind = wire.AppendBind(nil, "", "pgturnstile: statement for another shard", nil)
 
-
 // substituteError takes the error the client gets in place of the
 // server's current one, if any: a held statement's that failed (the
 // server's is then "current transaction is aborted"), or the refusal of a
