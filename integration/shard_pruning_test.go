@@ -121,7 +121,16 @@ func TestRouterAgreesWithPartitionPruning(t *testing.T) {
 			stmt{"UPDATE files SET size = size + 1 WHERE org_id = " + k + " AND id = 3", []string{"files"}},
 			stmt{"DELETE FROM comments WHERE org_id = " + k, []string{"comments"}},
 			stmt{"INSERT INTO files (org_id, id, name) VALUES (" + k + ", 1, 'a'), (" + k + ", 2, 'b') RETURNING tableoid::regclass", []string{"files"}},
+			// pgjdbc's preferQueryMode=simple: parameters inlined as
+			// parenthesised literals with their type's cast.
+			stmt{"SELECT * FROM files WHERE org_id = ('" + k + "'::int8) AND deleted = ('f'::bool)", []string{"files"}},
+			stmt{"SELECT * FROM files WHERE org_id IN (('" + k + "'::int8), ('" + k + "'::int8))", []string{"files"}},
+			stmt{"UPDATE files SET name = ('x') WHERE org_id = ('" + k + "'::int8)", []string{"files"}},
+			stmt{"INSERT INTO files (org_id, id, name) VALUES (('" + k + "'::int8), ('1'::int8), ('a')) RETURNING tableoid::regclass", []string{"files"}},
 		)
+		if v, err := strconv.ParseInt(k, 10, 32); err == nil {
+			stmts = append(stmts, stmt{"DELETE FROM comments WHERE org_id = ('" + strconv.FormatInt(v, 10) + "'::int4)", []string{"comments"}})
+		}
 	}
 	for _, s := range texts {
 		q := sqlText(s)
@@ -130,6 +139,9 @@ func TestRouterAgreesWithPartitionPruning(t *testing.T) {
 			stmt{"SELECT * FROM docs WHERE " + q + "::text = slug", []string{"docs"}},
 			stmt{"UPDATE docs SET body = 'x' WHERE slug = " + q, []string{"docs"}},
 			stmt{"INSERT INTO docs (slug, body) VALUES (" + q + ", 'b') RETURNING tableoid::regclass", []string{"docs"}},
+			stmt{"SELECT * FROM docs WHERE slug = (" + q + ")", []string{"docs"}},
+			stmt{"SELECT * FROM docs WHERE slug = (" + q + "::varchar)", []string{"docs"}},
+			stmt{"INSERT INTO docs (slug, body) VALUES ((" + q + "), ('b')) RETURNING tableoid::regclass", []string{"docs"}},
 		)
 		if !strings.Contains(s, "$") {
 			stmts = append(stmts, stmt{"SELECT * FROM docs WHERE slug = $q$" + s + "$q$", []string{"docs"}})
@@ -143,6 +155,7 @@ func TestRouterAgreesWithPartitionPruning(t *testing.T) {
 			stmt{"SELECT * FROM sessions WHERE sid = '" + u + "'", []string{"sessions"}},
 			stmt{"SELECT * FROM sessions WHERE sid = '" + strings.ToUpper(u) + "'::uuid", []string{"sessions"}},
 			stmt{"DELETE FROM sessions WHERE sid = '{" + strings.ReplaceAll(u, "-", "") + "}'", []string{"sessions"}},
+			stmt{"SELECT * FROM sessions WHERE sid = ('" + u + "'::uuid)", []string{"sessions"}},
 		)
 	}
 	stmts = append(stmts, stmt{"SELECT * FROM files WHERE org_id = NULL", []string{"files"}})

@@ -15,6 +15,9 @@ var scanSeeds = []string{
 	`/* /* */ org_id = 1 */ SELECT 1 -- org_id = 2`,
 	"SELECT * FROM files WHERE org_id = '1'\n'2'",
 	`DELETE FROM files WHERE x BETWEEN 1 AND 2 AND org_id = -5`,
+	`SELECT * FROM files WHERE org_id = ('-5'::int8) AND name = ('a''b')`,
+	`INSERT INTO docs (slug, body) VALUES (('x'::varchar), ('y')) RETURNING (1)`,
+	`SELECT * FROM sessions WHERE sid IN (('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid), ((1)))`,
 }
 
 // FuzzScan: the scanner never panics, its tokens are the lexer's, and a

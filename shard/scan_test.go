@@ -94,6 +94,26 @@ func TestScanRoutes(t *testing.T) {
 		{`INSERT INTO docs (slug, body) VALUES ('s', 'body with ) and , inside')`, `'s'`},
 		{`SELECT 1; SELECT * FROM files WHERE org_id = 8`, `8`},
 		{`INSERT INTO files (org_id, name) VALUES (f(1), 'x'::text)`, ``}, // key an expression: refused (below)
+		// pgjdbc's preferQueryMode=simple: each parameter a parenthesised
+		// literal with its type's cast.
+		{`SELECT * FROM files WHERE org_id = ('42'::int8)`, `'42'`},
+		{`SELECT * FROM files WHERE org_id = ('-5'::int4) AND deleted = ('f'::bool)`, `'-5'`},
+		{`SELECT * FROM files WHERE ('42'::int8) = org_id`, `'42'`},
+		{`SELECT * FROM files WHERE org_id = ( '7'::pg_catalog.int2 )`, `'7'`},
+		{`SELECT * FROM files WHERE org_id = (-5)`, `-5`},
+		{`SELECT * FROM files WHERE org_id = ($1)`, `$1`},
+		{`SELECT * FROM files WHERE org_id IN (('1'::int8), ('2'::int8), ('-3'::int8))`, `'1','2','-3'`},
+		{`SELECT * FROM docs WHERE slug = ('abc')`, `'abc'`},
+		{`SELECT * FROM docs WHERE slug = ('it''s'::varchar)`, `'it's'`},
+		{`SELECT * FROM sessions WHERE sid = ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid)`, `'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'`},
+		{`INSERT INTO files (org_id, name) VALUES (('42'::int8), ('a')), (('42'::int8), ('b'))`, `'42','42'`},
+		{`UPDATE files SET name = ('x') WHERE org_id = ('9'::int8)`, `'9'`},
+		{`DELETE FROM files WHERE org_id = ('9'::int8)`, `'9'`},
+		{`SELECT * FROM files WHERE org_id = ((42))`, ``},                // two pairs: not the shape
+		{`SELECT * FROM files WHERE org_id = ('42')::int8`, ``},          // a cast outside: not the shape
+		{`SELECT * FROM files WHERE org_id = ('42'::numeric)`, ``},       // another type compares otherwise
+		{`SELECT * FROM files WHERE org_id = (1) + (2)`, ``},             // an expression
+		{`SELECT * FROM files WHERE org_id = ('1'::int8, '2'::int8)`, ``}, // a row
 	}
 	s := &Scanner{Tables: tables}
 	for _, c := range cases {

@@ -202,11 +202,19 @@ func (s *Scanner) bind(set uint32) {
 }
 
 // valueAt reads exactly one value in [i, e): [+|-]integer, a string, $n
-// or NULL, with an optional cast to the key's type, and (with add) adds
-// it as a key of the first table in set.
+// or NULL, with an optional cast to the key's type, alone or in one pair
+// of parentheses (pgjdbc's preferQueryMode=simple writes a parameter as
+// ('42'::int8)), and (with add) adds it as a key of the first table in
+// set.
 func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 	if i >= e {
 		return false
+	}
+	if s.toks[i].ch == '(' {
+		var ok bool
+		if i, e, ok = s.parenthesised(i, e); !ok {
+			return false
+		}
 	}
 	var r *tableRef
 	for j := 0; j < s.nrefs; j++ {
@@ -276,6 +284,23 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		s.keys = append(s.keys, k)
 	}
 	return true
+}
+
+// parenthesised returns the inside of [i, e) when it is one pair of
+// parentheses around something that is not itself parenthesised: the
+// shape of a literal pgjdbc inlines, ('42'::int8) or ('abc'), and nothing
+// more general.
+func (s *Scanner) parenthesised(i, e int) (int, int, bool) {
+	if e-i < 3 || s.toks[e-1].ch != ')' || s.toks[i+1].ch == '(' {
+		return 0, 0, false
+	}
+	d := s.toks[i].depth
+	for j := i + 1; j < e-1; j++ {
+		if s.toks[j].depth <= d {
+			return 0, 0, false // (a) = (b): not one pair
+		}
+	}
+	return i + 1, e - 1, true
 }
 
 // castOK reports that [i, e) is exactly a type name of the key's family.

@@ -91,7 +91,7 @@ SELECT * FROM files WHERE org_id = abs(1)
 SELECT * FROM files WHERE org_id::text = '1'
 SELECT * FROM files WHERE org_id = 1.0
 SELECT * FROM files WHERE org_id = '1'::numeric
-SELECT * FROM files WHERE org_id = (1)
+SELECT * FROM files WHERE org_id = ((1))
 SELECT * FROM files WHERE (org_id = 1)
 SELECT * FROM files WHERE org_id = ANY(ARRAY[1, 2])
 SELECT * FROM files WHERE org_id IN (1, 2) IS NOT FALSE
@@ -112,7 +112,7 @@ SELECT * FROM files WHERE org_id = abs(42)
 SELECT * FROM files WHERE org_id::text = '42'
 SELECT * FROM files WHERE org_id = 42.0
 SELECT * FROM files WHERE org_id = '42'::numeric
-SELECT * FROM files WHERE org_id = (42)
+SELECT * FROM files WHERE org_id = ((42))
 SELECT * FROM files WHERE (org_id = 42)
 SELECT * FROM files WHERE org_id = ANY(ARRAY[42, 2])
 SELECT * FROM files WHERE org_id IN (42, 2) IS NOT FALSE
@@ -133,7 +133,7 @@ SELECT * FROM files WHERE org_id = abs(-7)
 SELECT * FROM files WHERE org_id::text = '-7'
 SELECT * FROM files WHERE org_id = -7.0
 SELECT * FROM files WHERE org_id = '-7'::numeric
-SELECT * FROM files WHERE org_id = (-7)
+SELECT * FROM files WHERE org_id = ((-7))
 SELECT * FROM files WHERE (org_id = -7)
 SELECT * FROM files WHERE org_id = ANY(ARRAY[-7, 2])
 SELECT * FROM files WHERE org_id IN (-7, 2) IS NOT FALSE
@@ -154,7 +154,7 @@ SELECT * FROM files WHERE org_id = abs(1000000007)
 SELECT * FROM files WHERE org_id::text = '1000000007'
 SELECT * FROM files WHERE org_id = 1000000007.0
 SELECT * FROM files WHERE org_id = '1000000007'::numeric
-SELECT * FROM files WHERE org_id = (1000000007)
+SELECT * FROM files WHERE org_id = ((1000000007))
 SELECT * FROM files WHERE (org_id = 1000000007)
 SELECT * FROM files WHERE org_id = ANY(ARRAY[1000000007, 2])
 SELECT * FROM files WHERE org_id IN (1000000007, 2) IS NOT FALSE

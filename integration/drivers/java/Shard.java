@@ -24,13 +24,15 @@
 //   v=5 txbatch   setAutoCommit(false), two executeBatch of 5 keys of a group
 //                 each, commit(): BEGIN and the first batch in one Sync, the
 //                 second batch inside the transaction
+//   v=6 simple    a second connection with preferQueryMode=simple: a
+//                 PreparedStatement executed key by key, which pgjdbc sends as
+//                 one simple Query with each parameter inlined as a
+//                 parenthesised literal, ('42'::int8), ('abc'), ('…'::uuid);
+//                 each key then counted through that connection the same way
 //
 // In v=4 and v=5 the first transaction of each group inserts its keys with
 // v=0 and is rolled back (rollback()), then the same keys are inserted again
 // and committed: a rolled-back row left anywhere is a second row of its key.
-//
-// Not here: preferQueryMode=simple (pgjdbc inlines each parameter in
-// parentheses, ('42'::int8), a value the router's fast path does not read).
 //
 // It prints "inserted <colo> <mode> <v> <n>" for each colo and mode and
 // "rolledback <colo> <mode> <n>" for each transaction mode, then reads every
@@ -58,7 +60,7 @@ public class Shard {
     record Key(String colo, String group, String key) {}
 
     static final String[] COLOS = {"org", "tenant", "dev"};
-    static final String[] MODES = {"stmt", "prepared", "batch", "tx", "txbatch"};
+    static final String[] MODES = {"stmt", "prepared", "batch", "tx", "txbatch", "simple"};
 
     static String insertSQL(String colo) {
         return switch (colo) {
@@ -106,7 +108,8 @@ public class Shard {
             String[] f = line.split("\t", 3);
             byColo.get(f[0]).add(new Key(f[0], f[1], f[2]));
         }
-        try (Connection c = DriverManager.getConnection(url)) {
+        try (Connection c = DriverManager.getConnection(url);
+                Connection simple = DriverManager.getConnection(url + "&preferQueryMode=simple")) {
             for (String colo : COLOS) {
                 List<Key> keys = byColo.get(colo);
                 // Keys by mode, in file order.
@@ -179,6 +182,21 @@ public class Shard {
                     rolled.put("txbatch", n);
                 }
                 c.setAutoCommit(true);
+                try (PreparedStatement ps = simple.prepareStatement(insertSQL(colo));
+                        PreparedStatement count = simple.prepareStatement(countSQL(colo))) {
+                    for (Key k : per.get(5)) {
+                        bindKey(ps, 1, k);
+                        ps.setInt(2, 6);
+                        check(ps.executeUpdate(), k);
+                    }
+                    for (Key k : per.get(5)) {
+                        bindKey(count, 1, k);
+                        try (ResultSet rs = count.executeQuery()) {
+                            rs.next();
+                            check((int) rs.getLong(1), k);
+                        }
+                    }
+                }
                 for (int m = 0; m < MODES.length; m++) {
                     System.out.println("inserted " + colo + " " + MODES[m] + " " + (m + 1) + " " + per.get(m).size());
                 }
