@@ -285,34 +285,71 @@ func TestShardRoutePoolModes(t *testing.T) {
 				return
 			}
 			// Session mode: the session stays on the database of its
-			// first statement; a statement for the other is refused and
-			// the session goes on. On the simple protocol: a client that
-			// prepares before its first Bind (pgx's default mode) has its
-			// session put on the default database by that Parse/Describe,
-			// and its keyed Binds are then refused (docs/sharding.md).
-			rig.clear(t)
-			conn := rig.connect(t, pgx.QueryExecModeSimpleProtocol)
-			first := keys[0]
-			mine := 0
-			for _, k := range keys {
-				_, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'session')", k)
-				if want[k] == want[first] {
-					if err != nil {
-						t.Fatalf("%s (on the session's database %s): %v", k, want[first], err)
+			// first statement that decides a shard; a statement for the
+			// other is refused with 0A000 and the session goes on. What
+			// comes before (a statement on no colo table, pgx's
+			// Parse/Describe of a statement before its first Bind) runs
+			// on the default database without pinning the session, and
+			// the statement prepared there is prepared again on the
+			// shard, ahead of the Bind that picks it.
+			where := func(conn *pgx.Conn) (int, string) {
+				var port int
+				var db string
+				if err := conn.QueryRow(ctx, "SELECT inet_server_port(), current_database()").Scan(&port, &db); err != nil {
+					t.Fatal(err)
+				}
+				return port, db
+			}
+			for i, qm := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeExec} {
+				rig.clear(t)
+				conn := rig.connect(t, qm)
+				// Before the pin: no colo table, so the default database.
+				if p, db := where(conn); db != "shrt_main" {
+					t.Fatalf("%v: before the first keyed statement the session ran on %s:%d, want shrt_main", qm, db, p)
+				}
+				ks := keys[i%2:] // sessions pinned to either shard
+				first := ks[0]
+				mine := 0
+				for _, k := range ks {
+					_, err := conn.Exec(ctx, "INSERT INTO files (org_id, name) VALUES ($1, 'session')", k)
+					if want[k] == want[first] {
+						if err != nil {
+							t.Fatalf("%v: %s (on the session's database %s): %v", qm, k, want[first], err)
+						}
+						mine++
+						continue
 					}
-					mine++
-					continue
+					wantShardRefused(t, err, "")
 				}
+				// A keyed read of the other shard is refused too; the
+				// session goes on, on its shard (Postgres says where).
+				other := ""
+				for _, k := range ks {
+					if want[k] != want[first] {
+						other = k
+					}
+				}
+				var n int
+				err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = $1", other).Scan(&n)
 				wantShardRefused(t, err, "")
-			}
-			got := rig.landed(t, "files", "org_id")
-			if len(got) != mine {
-				t.Fatalf("%d keys landed, want %d", len(got), mine)
-			}
-			for k, dbs := range got {
-				if len(dbs) != 1 || dbs[0] != want[first] || want[k] != want[first] {
-					t.Errorf("key %s on %v", k, dbs)
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = $1", first).Scan(&n); err != nil || n != 1 {
+					t.Fatalf("%v: read of the session's own key: %d rows, %v", qm, n, err)
 				}
+				gotPort, gotDB := where(conn)
+				wantPort, wantDB := where(rig.direct[want[first]])
+				if gotPort != wantPort || gotDB != wantDB {
+					t.Errorf("%v: the pinned session runs on %s:%d, want %s:%d (%s)", qm, gotDB, gotPort, wantDB, wantPort, want[first])
+				}
+				got := rig.landed(t, "files", "org_id")
+				if len(got) != mine {
+					t.Fatalf("%v: %d keys landed, want %d", qm, len(got), mine)
+				}
+				for k, dbs := range got {
+					if len(dbs) != 1 || dbs[0] != want[first] || want[k] != want[first] {
+						t.Errorf("%v: key %s on %v", qm, k, dbs)
+					}
+				}
+				conn.Close(ctx)
 			}
 		})
 	}

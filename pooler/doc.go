@@ -43,7 +43,9 @@
 //	shardroute.go      the sharding router's glue (shard_file; the rules:
 //	                   package shard): a login to a cluster's name, each
 //	                   statement decided and the transaction's pool chosen
-//	                   at route, a Parse's routing kept for its Binds
+//	                   at route, a Parse's routing kept for its Binds; a
+//	                   session-mode session pinned by its first deciding
+//	                   statement, released as in transaction mode before
 //	shardtx.go         a sharded cluster's transactions: a BEGIN held until
 //	                   the first routable statement, what the pooler
 //	                   answers itself, a transaction held to its shard,

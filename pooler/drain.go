@@ -238,6 +238,13 @@ func (l *link) nextDrainLocked(s *server) drainNext {
 	case step == linkstate.DrainReset:
 		l.mu.resetDue = false
 		s.unreportedDirty = true // whatever the reset query is
+		if c.tracking {
+			// The reset (typically DISCARD ALL) may drop the mapping's
+			// statements (a sharded session-mode client maps them):
+			// forget them rather than guess.
+			s.stmts.Clear(c.svc.stmts)
+			s.unnamedOwner = 0
+		}
 		l.mu.ls.FromClient(wire.MsgQuery)
 		l.pushSyncLocked(wire.MsgQuery)
 		s.scratch = wire.AppendQuery(s.scratch[:0], c.svc.settings().ServerResetQuery)

@@ -231,7 +231,7 @@ func (c *client) joinPool(st *config.Settings, pool *serverPool) error {
 	c.pool = pool
 	eff := pool.effective()
 	c.mode = eff.PoolMode
-	c.tracking = c.mode != config.PoolModeSession && st.MaxPreparedStatements > 0
+	c.tracking = c.mapsStatements(st)
 	c.enterPool()
 	if err := pool.fastFail(); err != nil {
 		return err

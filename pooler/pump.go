@@ -307,7 +307,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 		c.mu.Unlock()
 		return l.drain(s)
 	}
-	act := l.mu.ls.AfterReadyForQuery(c.mode)
+	act := l.mu.ls.AfterReadyForQuery(c.releaseMode())
 	for act == linkstate.ReleaseServer && (l.mu.writing || c.w.Buffered() > 0) {
 		if l.mu.writing {
 			// serve is finishing a flush to this server; wait for it,
@@ -329,7 +329,7 @@ func (l *link) afterReady(s *server, status byte, st *config.Settings) bool {
 			c.mu.Unlock()
 			return l.drain(s)
 		}
-		act = l.mu.ls.AfterReadyForQuery(c.mode)
+		act = l.mu.ls.AfterReadyForQuery(c.releaseMode())
 	}
 	if act != linkstate.ReleaseServer {
 		l.endReleasingLocked()

@@ -302,7 +302,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 // Parse is not (it may be stale by then). Called with c.mu held.
 func (l *link) followTrackingLocked() {
 	c := l.c
-	on := c.mode != config.PoolModeSession && c.svc.settings().MaxPreparedStatements > 0
+	on := c.mapsStatements(c.svc.settings())
 	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -65,6 +66,12 @@ type shardSession struct {
 	// mayTarget: the client may name a shard (admin_users, target_users),
 	// as of the map routerOf is from.
 	mayTarget bool
+	// sessionPinned: in session mode, the session has run a statement
+	// that decided a shard, and keeps that server to its end. Before, its
+	// transactions are routed and released as in transaction mode (a
+	// driver's Parse/Describe before its first Bind, statements on no colo
+	// table). Atomic: the pump reads it (releaseMode).
+	sessionPinned atomic.Bool
 }
 
 // stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
@@ -392,6 +399,12 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
 	}
 	ss.last = d.Database
+	if c.mode == config.PoolModeSession && (d.Source != shard.SourceDefault || !c.tracking) {
+		// The session's first statement that decides a shard: the
+		// session stays on it (a held Parse is prepared there again by
+		// the mapping, ahead of the Bind).
+		ss.sessionPinned.Store(true)
+	}
 	c.mu.Lock()
 	l.mu.route = p
 	c.mu.Unlock()
@@ -478,5 +491,25 @@ func (c *client) stmtText(name string) (string, bool) {
 // an online restart: a sharded cluster's client only when it holds
 // nothing the new process could not rebuild (a held BEGIN, pins).
 func (ss *shardSession) movable() bool {
-	return ss == nil || ss.held == nil && ss.pin.Empty() && ss.local.Empty()
+	return ss == nil || ss.held == nil && ss.pin.Empty() && ss.local.Empty() && !ss.sessionPinned.Load()
+}
+
+// mapsStatements reports whether the prepared-statement mapping is on for
+// the client: with max_prepared_statements, in transaction and statement
+// mode, and in session mode for a sharded cluster's client, whose session
+// runs on more than one server until it pins to a shard.
+func (c *client) mapsStatements(st *config.Settings) bool {
+	return (c.mode != config.PoolModeSession || c.shard != nil) && st.MaxPreparedStatements > 0
+}
+
+// releaseMode is the pool mode whose release rule the pump applies: a
+// sharded cluster's session-mode client is released as in transaction
+// mode until its session pins to a shard (shardLink), when the mapping
+// can prepare its statements again on the shard; without the mapping
+// (max_prepared_statements = 0) its first statement pins it. c.mu held.
+func (c *client) releaseMode() config.PoolMode {
+	if c.mode == config.PoolModeSession && c.shard != nil && c.tracking && !c.shard.sessionPinned.Load() {
+		return config.PoolModeTransaction
+	}
+	return c.mode
 }

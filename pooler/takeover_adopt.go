@@ -150,7 +150,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	stl := &cfg.Settings
 	c.pool = pool
 	c.mode = pool.effective().PoolMode
-	c.tracking = c.mode != config.PoolModeSession && stl.MaxPreparedStatements > 0
+	c.tracking = c.mapsStatements(stl)
 	c.enterPool()
 	c.mu.Lock()
 	for _, ms := range st.Stmts {
