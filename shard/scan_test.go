@@ -109,10 +109,10 @@ func TestScanRoutes(t *testing.T) {
 		{`INSERT INTO files (org_id, name) VALUES (('42'::int8), ('a')), (('42'::int8), ('b'))`, `'42','42'`},
 		{`UPDATE files SET name = ('x') WHERE org_id = ('9'::int8)`, `'9'`},
 		{`DELETE FROM files WHERE org_id = ('9'::int8)`, `'9'`},
-		{`SELECT * FROM files WHERE org_id = ((42))`, ``},                // two pairs: not the shape
-		{`SELECT * FROM files WHERE org_id = ('42')::int8`, ``},          // a cast outside: not the shape
-		{`SELECT * FROM files WHERE org_id = ('42'::numeric)`, ``},       // another type compares otherwise
-		{`SELECT * FROM files WHERE org_id = (1) + (2)`, ``},             // an expression
+		{`SELECT * FROM files WHERE org_id = ((42))`, ``},                 // two pairs: not the shape
+		{`SELECT * FROM files WHERE org_id = ('42')::int8`, ``},           // a cast outside: not the shape
+		{`SELECT * FROM files WHERE org_id = ('42'::numeric)`, ``},        // another type compares otherwise
+		{`SELECT * FROM files WHERE org_id = (1) + (2)`, ``},              // an expression
 		{`SELECT * FROM files WHERE org_id = ('1'::int8, '2'::int8)`, ``}, // a row
 	}
 	s := &Scanner{Tables: tables}
