@@ -649,8 +649,8 @@ func TestShardRouteScatter(t *testing.T) {
 		slices.Sort(all)
 		return all
 	}
-	got := func(q string) ([]string, string) {
-		rows, err := conn.Query(ctx, q)
+	gotOn := func(conn *pgx.Conn, q string, args ...any) ([]string, string) {
+		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -669,6 +669,7 @@ func TestShardRouteScatter(t *testing.T) {
 		slices.Sort(out)
 		return out, rows.CommandTag().String()
 	}
+	got := func(q string) ([]string, string) { return gotOn(conn, q) }
 	// on_missing_key = scatter: a SELECT without a key reads every shard.
 	want := truth("WHERE name = 'n1'")
 	rows, tag := got("SELECT org_id::text || '/' || name FROM files WHERE name = 'n1'")
@@ -711,6 +712,67 @@ func TestShardRouteScatter(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = 31").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("after the scatters: %d, %v", n, err)
+	}
+
+	// The extended protocol: the unnamed statement (pgx's exec mode:
+	// Parse, Bind, Describe, Execute, Sync in one batch; its describe-exec
+	// mode: Parse, Describe, Sync, then Bind, Describe, Execute, Sync)
+	// scatters the same way, parameters included; its rows are the simple
+	// protocol's and the union of each database's, read directly.
+	var xconns []*pgx.Conn
+	for _, qm := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeDescribeExec} {
+		xconn := rig.connect(t, qm)
+		xconns = append(xconns, xconn)
+		want = truth("WHERE name = 'n2'")
+		simple, _ := got("SELECT org_id::text || '/' || name FROM files WHERE name = 'n2'")
+		rows, tag = gotOn(xconn, "SELECT org_id::text || '/' || name FROM files WHERE name = $1", "n2")
+		if !slices.Equal(rows, want) || !slices.Equal(rows, simple) || tag != fmt.Sprintf("SELECT %d", len(want)) || len(want) != 12 {
+			t.Fatalf("%v: extended scatter: %d rows (%s), want %d: %v vs %v", qm, len(rows), tag, len(want), rows, want)
+		}
+		want = truth("")
+		rows, tag = gotOn(xconn, "/* pgturnstile: shard=all */ SELECT org_id::text || '/' || name FROM files WHERE v >= $1", 0)
+		if !slices.Equal(rows, want) || len(want) != 60 || tag != "SELECT 60" {
+			t.Fatalf("%v: extended shard=all: %d rows (%s), want 60", qm, len(rows), tag)
+		}
+		// The same refusals.
+		for _, q := range []string{
+			"SELECT count(*) FROM files WHERE name = $1",
+			"SELECT org_id FROM files WHERE name = $1 ORDER BY org_id LIMIT 3",
+			"/* pgturnstile: shard=all */ SELECT DISTINCT name FROM files WHERE name = $1",
+			"UPDATE files SET v = 0 WHERE name = $1",
+		} {
+			_, err := xconn.Exec(ctx, q, "n1")
+			wantShardRefused(t, err, "")
+		}
+		// The first error wins (every database fails it here).
+		_, err = xconn.Exec(ctx, "SELECT org_id FROM files WHERE name = $1 AND 1 / (v - v) = 1", "n1")
+		if !errors.As(err, &pe) || pe.Code != "22012" {
+			t.Fatalf("%v: a failing extended scatter: %v", qm, err)
+		}
+		// Inside a transaction: refused, and the transaction goes on.
+		tx, err := xconn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, "SELECT org_id FROM files WHERE name = $1", "n1")
+		wantShardRefused(t, err, "transaction")
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A named statement (pgx's default mode prepares one) is refused with
+	// a HINT that says what scatters.
+	nconn := rig.connect(t, pgx.QueryExecModeCacheStatement)
+	_, err = nconn.Exec(ctx, "SELECT org_id FROM files WHERE name = $1", "n1")
+	wantShardRefused(t, err, "unnamed statement")
+	if !errors.As(err, &pe) || !strings.Contains(pe.Hint, "QueryExecModeExec") {
+		t.Fatalf("named scatter: %v (hint %q)", err, pe.Hint)
+	}
+	// Both connections go on.
+	for _, c := range append(xconns, nconn) {
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = $1", 31).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("after the extended scatters: %d, %v", n, err)
+		}
 	}
 }
 

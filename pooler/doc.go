@@ -54,7 +54,8 @@
 //	                   deciding Bind; a batch of transaction control only
 //	                   answered by the pooler
 //	shardscatter.go    a read on every shard at once, its rows concatenated
-//	                   (shard=all, on_missing_key = scatter); shard=all's
+//	                   (shard=all, on_missing_key = scatter), as a Query or
+//	                   an unnamed extended batch; shard=all's
 //	                   statements on each database in turn
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what

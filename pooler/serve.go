@@ -197,7 +197,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		if sd, step = l.shardDecide(typ, n); step != stepOn {
 			return routed{}, step
 		}
-		if sd.active && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused()) {
+		if sd.active && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused() || sd.d.Scattered()) {
 			c.shard.tally.Add(c.shard.cluster, sd.d)
 		}
 	}

@@ -348,7 +348,7 @@ func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
 		return sr
 	}
 	sr.d, sr.p = r.Prepare(text, ss.pinNow(), ss.mayTarget)
-	if sr.d.Refused() && sr.d.Table != nil {
+	if (sr.d.Refused() || sr.d.Scattered()) && sr.d.Table != nil {
 		sr.d.Table = bytes.Clone(sr.d.Table) // the scanner's memory is reused
 	}
 	return sr

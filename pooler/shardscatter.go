@@ -11,8 +11,9 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-// Scatter (shard=all, on_missing_key = "scatter"): a simple-protocol read
-// outside a transaction runs on every database at once, and the client
+// Scatter (shard=all, on_missing_key = "scatter"): a read outside a
+// transaction, a simple Query or the unnamed statement's extended batch
+// (Parse, Bind, Execute, Sync), runs on every database at once, and the client
 // gets one answer: the first database's RowDescription (each other's must
 // be the same), every database's rows, SELECT (or COPY) with their sum.
 // The first error wins; the other databases' queries are cancelled. A
@@ -43,9 +44,12 @@ func (l *link) shardScatter(typ byte, d shard.Decision) loopStep {
 	ss := c.shard
 	explicit := d.Reason == shard.ReasonNone // shard=all, not on_missing_key
 	refusal := shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatterShape, Table: d.Table, Column: d.Column}
-	if typ != wire.MsgQuery || ss.held != nil {
+	if typ != wire.MsgQuery && typ != wire.MsgParse && typ != wire.MsgBind || ss.held != nil {
 		refusal.Reason = shard.ReasonScatter
 		return l.refuseShard(typ, refusal)
+	}
+	if typ != wire.MsgQuery {
+		return l.scatterBatch(typ, explicit, refusal)
 	}
 	text, err := l.shardText(c.r.BodyLen())
 	if err != nil {
@@ -70,7 +74,6 @@ func (l *link) shardScatter(typ byte, d shard.Decision) loopStep {
 // it on dbs.
 func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 	c := l.c
-	ss := c.shard
 	n := c.r.BodyLen()
 	text, err := l.shardText(n)
 	if err != nil {
@@ -80,6 +83,15 @@ func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 	if err := c.r.Skip(); err != nil {
 		return c.leaveStep(err)
 	}
+	return l.scatterRun(q, kind, dbs, false)
+}
+
+// scatterRun runs q (a Query, or an extended batch up to its Sync, the
+// client's consumed) on dbs; replayed: q starts with a Parse the client
+// did not send, whose ParseComplete it does not get.
+func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replayed bool) loopStep {
+	c := l.c
+	ss := c.shard
 	select {
 	case c.svc.scatters <- struct{}{}:
 		defer func() { <-c.svc.scatters }()
@@ -104,6 +116,7 @@ func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 		}
 		j := &scatterJob{db: db, pool: p, s: s}
 		jobs = append(jobs, j)
+		s.unnamedOwner = 0 // a scatter's Parse replaces the unnamed statement
 		if err := l.syncParamsUnlessMatch(s); err != nil {
 			j.lost("var change failed")
 			return l.answerQueryError("08006", "pgturnstile: shard "+db+" failed: "+err.Error(), "", "")
@@ -118,14 +131,157 @@ func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 			j.lost("scatter write failed")
 		}
 	}
-	return l.scatterRead(jobs, kind)
+	return l.scatterRead(jobs, kind, replayed)
+}
+
+// scatterBatch serves a scatter decided at a Parse or a Bind: the batch,
+// whole in the buffer, must be the unnamed statement's Parse, Bind,
+// Execute (all rows) and Sync, with Describes, as pgx's exec mode, psql's
+// \bind and pgjdbc's unnamed statements send it. It runs as it is on
+// every database and the client gets one answer, as for a Query. A batch
+// that only parses and describes runs where an undecided one does; the
+// Bind that follows it (pgx's describe-exec mode) has the Parse the
+// mapping remembers sent ahead of it. A named statement is refused: its
+// later Binds would each need a scatter of their own.
+func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loopStep {
+	c := l.c
+	ss := c.shard
+	named := refusal
+	named.Reason = shard.ReasonScatterNamed
+	var msgs []batchMsg
+	for {
+		body, err := c.r.Peek(c.r.BodyLen())
+		if err != nil {
+			return c.leaveStep(err)
+		}
+		it := l.batchIter(typ, body)
+		msgs = msgs[:0]
+		flushed := false
+		for m, ok := it.next(); ok; m, ok = it.next() {
+			msgs = append(msgs, m)
+			flushed = flushed || m.typ == wire.MsgFlush
+		}
+		if it.synced {
+			break
+		}
+		// Not whole yet: the client, which has sent no Sync, waits for
+		// no reply (as batchDecision).
+		if flushed || c.r.FillAhead() != nil {
+			return l.refuseShard(typ, named)
+		}
+	}
+	dbs := ss.routerOf.Databases()
+	if !explicit {
+		if t, ok := ss.routerOf.Table(refusal.Table); ok {
+			dbs = t.Colo.Databases()
+		}
+	}
+	parse, rest := msgs[0].body, msgs[1:]
+	replayed := typ == wire.MsgBind
+	if replayed {
+		parse, rest = nil, msgs
+		if c.tracking {
+			c.mu.Lock()
+			parse = bytes.Clone(c.mu.unnamedParse)
+			c.mu.Unlock()
+		}
+	} else if describesOnly(rest) && len(dbs) > 0 {
+		// Parse and Describe: nothing runs yet (the client learns the
+		// statement's columns, on one of the databases the scatter will
+		// read); its Bind scatters.
+		return l.shardLink(typ, shard.Decision{Source: shard.SourceDefault, Database: dbs[0]})
+	}
+	name, text, _, ok := wire.DecodeParse(parse)
+	if !ok || len(name) > 0 || !unnamedScatterBatch(rest) || replayed && string(text) != ss.stmts[""].text {
+		return l.refuseShard(typ, named)
+	}
+	kind := shard.Scatterable(text)
+	if kind == shard.ScatterNone {
+		return l.refuseShard(typ, refusal)
+	}
+	var q []byte
+	if replayed {
+		q = wire.AppendHeader(q, wire.MsgParse, len(parse))
+		q = append(q, parse...)
+	}
+	for _, m := range msgs {
+		q = wire.AppendHeader(q, m.typ, len(m.body))
+		q = append(q, m.body...)
+	}
+	for i := range msgs { // whole in the buffer: no read waits
+		if i > 0 {
+			if _, _, err := c.r.Next(); err != nil {
+				return c.leaveStep(err)
+			}
+		}
+		if err := c.r.Skip(); err != nil {
+			return c.leaveStep(err)
+		}
+	}
+	if c.tracking && !replayed {
+		// The client's unnamed statement is this one now, on no server
+		// the mapping knows of: a later Bind of it alone is not replayed.
+		c.mu.Lock()
+		c.forgetUnnamedLocked()
+		c.mu.Unlock()
+	}
+	return l.scatterRun(q, kind, dbs, replayed)
+}
+
+// describesOnly: the rest of a batch after its Parse only describes the
+// unnamed statement.
+func describesOnly(msgs []batchMsg) bool {
+	for _, m := range msgs {
+		switch {
+		case m.typ == wire.MsgSync:
+			return true
+		case m.typ != wire.MsgDescribe || len(m.body) != 2 || m.body[0] != 'S' || m.body[1] != 0:
+			return false
+		}
+	}
+	return false
+}
+
+// unnamedScatterBatch: after the Parse, Describes of the unnamed
+// statement or portal, one Bind of the unnamed statement to the unnamed
+// portal, one Execute of it for all its rows, and the Sync.
+func unnamedScatterBatch(msgs []batchMsg) bool {
+	bound, executed := false, false
+	for _, m := range msgs {
+		switch m.typ {
+		case wire.MsgDescribe:
+			if len(m.body) != 2 || m.body[1] != 0 || executed {
+				return false
+			}
+		case wire.MsgBind:
+			portal, stmt, _, ok := wire.DecodeBindHead(m.body)
+			if !ok || bound || len(portal) > 0 || len(stmt) > 0 {
+				return false
+			}
+			bound = true
+		case wire.MsgExecute:
+			// "" then max rows 0: the portal's every row.
+			if !bound || executed || len(m.body) != 5 || m.body[0] != 0 || m.body[1]|m.body[2]|m.body[3]|m.body[4] != 0 {
+				return false
+			}
+			executed = true
+		case wire.MsgSync:
+			return executed
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // scatterRead relays the replies of a scatter's servers, one database
 // after the other, as one answer.
-func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind) loopStep {
+func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) loopStep {
 	c := l.c
-	var desc []byte // the first RowDescription or CopyOutResponse
+	// descs: the first database's RowDescriptions (an extended batch
+	// that describes its statement and its portal has two) or its
+	// CopyOutResponse; each other's must be the same.
+	var descs [][]byte
 	var total uint64
 	var failed []byte // the error the client gets
 	timeout := c.settings().QueryTimeout
@@ -142,6 +298,7 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind) loopStep 
 		if timeout > 0 {
 			j.s.conn.SetReadDeadline(time.Now().Add(timeout))
 		}
+		nd := 0
 		for !j.done && j.s != nil {
 			typ, _, err := j.s.r.Next()
 			if err != nil {
@@ -167,10 +324,11 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind) loopStep 
 					other.cancel()
 				}
 			case typ == wire.MsgRowDescription || typ == wire.MsgCopyOutResponse:
-				if desc == nil {
-					desc = append([]byte(nil), msg...)
+				nd++
+				if i == 0 {
+					descs = append(descs, append([]byte(nil), msg...))
 					c.w.Write(msg)
-				} else if !bytes.Equal(desc, msg) {
+				} else if nd > len(descs) || !bytes.Equal(descs[nd-1], msg) {
 					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000",
 						"pgturnstile: the shards answered with different columns", "shard "+j.db+" differs from "+jobs[0].db, "Make the table the same on every shard.")
 					for _, other := range jobs[i+1:] {
@@ -184,6 +342,11 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind) loopStep 
 				if k := strings.LastIndexByte(tag, ' '); k >= 0 {
 					m, _ := strconv.ParseUint(tag[k+1:], 10, 64)
 					total += m
+				}
+			case typ == wire.MsgParseComplete || typ == wire.MsgBindComplete || typ == wire.MsgParameterDescription || typ == wire.MsgNoData:
+				// An extended batch's: once, the first database's.
+				if i == 0 && !(replayed && typ == wire.MsgParseComplete) {
+					c.w.Write(msg)
 				}
 			case typ == wire.MsgNoticeResponse || typ == wire.MsgParameterStatus:
 				if typ == wire.MsgNoticeResponse {

@@ -50,7 +50,7 @@ const (
 	ReasonUnknownShard                    // shard=NAME that is none of the cluster's databases
 	ReasonUnknownColo                     // colo=NAME that is none of the cluster's
 	ReasonNoColo                          // a key with no colocation to hash it by
-	ReasonScatter                         // every shard: not served yet
+	ReasonScatter                         // every shard: inside a transaction, or not a Query or an unnamed Parse
 )
 
 var routeReasonText = map[Reason]string{
@@ -61,7 +61,7 @@ var routeReasonText = map[Reason]string{
 	ReasonUnknownShard: "the named shard is not one of the cluster's databases",
 	ReasonUnknownColo:  "the named colocation is not one of the cluster's",
 	ReasonNoColo:       "a shard_key without a colocation (name one with colo=…)",
-	ReasonScatter:      "it would run on every shard (shard=all, on_missing_key = scatter), which the router does not serve yet",
+	ReasonScatter:      "it would run on every shard (shard=all, on_missing_key = scatter), which the router does only outside a transaction, for a simple Query or an unnamed statement parsed, bound and executed in one batch",
 }
 
 // Text is the reason in words, for the DETAIL.
@@ -93,6 +93,9 @@ type Decision struct {
 
 // Refused reports a refusal.
 func (d Decision) Refused() bool { return d.Source == SourceRefused }
+
+// Scattered reports a decision to run on every shard.
+func (d Decision) Scattered() bool { return d.Source == SourceScatter }
 
 // Pin is what the session and the transaction say about routing: the
 // values of SET [LOCAL] pgturnstile.shard_key, .colo and .shard and of the
