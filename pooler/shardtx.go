@@ -158,6 +158,9 @@ func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
 // crossShardText is the refusal of a statement of a transaction on shard
 // pinned that the router sends elsewhere (d), or refuses.
 func crossShardText(ss *shardSession, d shard.Decision, pinned string) (msg, detail, hint string) {
+	if d.Source == shard.SourceScatter {
+		d = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatter, Table: d.Table, Column: d.Column}
+	}
 	if d.Source == shard.SourceRefused {
 		return refusalText(ss, d)
 	}

@@ -61,7 +61,7 @@ var routeReasonText = map[Reason]string{
 	ReasonUnknownShard: "the named shard is not one of the cluster's databases",
 	ReasonUnknownColo:  "the named colocation is not one of the cluster's",
 	ReasonNoColo:       "a shard_key without a colocation (name one with colo=…)",
-	ReasonScatter:      "it would run on every shard (shard=all, on_missing_key = scatter), which the router does only outside a transaction, for a simple Query or an unnamed statement parsed, bound and executed in one batch",
+	ReasonScatter:      "it would run on every shard (shard=all, on_missing_key = scatter), which the router does only outside a transaction (and a session pinned to a shard), for a simple Query or an unnamed statement parsed, bound and executed in one batch",
 }
 
 // Text is the reason in words, for the DETAIL.
