@@ -304,7 +304,7 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 				} else {
 					kw = keywordAt(sql, p, q)
 				}
-				if mentioned.has(kw) || names == nil || names.mayHoldPart(sql[p:q]) {
+				if mentioned.has(kw) || names == nil || names[min(q-p, 63)]&(1<<(c&31)) != 0 { // mayHoldPart, without its slice
 					s.cands = append(s.cands, int32(n))
 				}
 				if d == 0 && clauseWords.has(kw) {
@@ -352,6 +352,34 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			t.start, t.end, t.depth = int32(p), int32(q), d
 			t.kind, t.kw, t.ch, t.form = tokNumber, kwNone, 0, 0
 			p = q
+			continue
+		case startQuote:
+			// A plain string ('…' with standard_conforming_strings on),
+			// most strings, read here: lexer.lex is a call, and a call
+			// from this loop spills every register it holds. One with a
+			// doubled quote, or where a comment or another string may
+			// follow (which continues it after a newline), goes to the
+			// lexer.
+			if s.lx.escapeStrings {
+				break
+			}
+			q := p + 1
+			for q < len(sql) && sql[q] != '\'' {
+				q++
+			}
+			if q >= len(sql) {
+				break // unclosed: the lexer makes it bad
+			}
+			e := q + 1
+			for e < len(sql) && (sql[e] == ' ' || sql[e] == '\t') {
+				e++
+			}
+			if e < len(sql) && (sql[e] == '\'' || sql[e] == '-' || sql[e] == '/' || charClass[sql[e]]&clSpace != 0) {
+				break
+			}
+			t.start, t.end, t.depth = int32(p), int32(q+1), d
+			t.kind, t.kw, t.ch, t.form = tokString, kwNone, 0, strPlain
+			p = e
 			continue
 		case startOp:
 			// An operator of one character (=, <, *, …): what follows is
