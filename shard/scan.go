@@ -164,7 +164,19 @@ type Scanner struct {
 	keys    []Key
 	refs    [maxRefs]tableRef
 	nrefs   int
-	res     Result
+	// first is the lookup of the first sharded table mentions found,
+	// which is most often the FROM's or the target's first table: tableRef
+	// takes it rather than looking the name up again.
+	first firstLookup
+	res   Result
+}
+
+// firstLookup is a lookup kept by the index of the name's token (-1: none).
+type firstLookup struct {
+	tok  int
+	colo int
+	key  string
+	typ  KeyType
 }
 
 // tableRef is one sharded table in a FROM (or the target of INSERT,
@@ -500,6 +512,7 @@ func (s *Scanner) statement(a, b int) {
 // the candidates the lexing loop noted, not at every token.
 func (s *Scanner) mentions(a, b int) (first int, table []byte, key string, sub bool) {
 	first = -1
+	s.first.tok = -1
 	c := s.candAt
 	for c < len(s.cands) && int(s.cands[c]) < a {
 		c++
@@ -524,8 +537,9 @@ func (s *Scanner) mentions(a, b int) (first int, table []byte, key string, sub b
 			schema = s.name(s.toks[i-2])
 		}
 		name := s.name(*t)
-		if _, k, _, ok := s.lookup(schema, name); ok {
+		if colo, k, typ, ok := s.lookup(schema, name); ok {
 			first, table, key = i, name, k
+			s.first = firstLookup{tok: i, colo: colo, key: k, typ: typ}
 			if sub {
 				break
 			}

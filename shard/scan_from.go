@@ -28,12 +28,14 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	}
 	var schema []byte
 	name := s.name(s.toks[i])
+	nameAt := i
 	i++
 	if i+1 < b && s.toks[i].ch == '.' {
 		if s.toks[i+1].kind != tokIdent && s.toks[i+1].kind != tokQIdent {
 			return -1, ref
 		}
 		schema, name = name, s.name(s.toks[i+1])
+		nameAt = i + 1
 		i += 2
 	}
 	if !insert && i < b && s.toks[i].ch == '(' {
@@ -43,7 +45,10 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 		i++
 	}
 	ref.name, ref.colo = name, -1
-	if colo, key, typ, ok := s.lookup(schema, name); ok {
+	if f := &s.first; f.tok == nameAt {
+		// The same token, so the same schema and name: mentions's lookup.
+		ref.colo, ref.key, ref.typ = f.colo, f.key, f.typ
+	} else if colo, key, typ, ok := s.lookup(schema, name); ok {
 		ref.colo, ref.key, ref.typ = colo, key, typ
 	}
 	as := i < b && s.toks[i].kw == kwAs
