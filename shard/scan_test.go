@@ -246,3 +246,32 @@ func BenchmarkScan(b *testing.B) {
 		s.Scan(sql)
 	}
 }
+
+// TestScanFirstLookup: tableRef reuses mentions's lookup only for the very
+// token mentions looked up; a table named earlier (as a qualifier, a
+// column, in another statement) or under a schema is looked up again.
+func TestScanFirstLookup(t *testing.T) {
+	cases := []struct {
+		sql     string
+		outcome Outcome
+		keys    string
+	}{
+		{`SELECT orgs.x FROM files WHERE org_id = 1`, Keyed, `1`},
+		{`SELECT docs FROM orgs WHERE id = 2`, Keyed, `2`},
+		{`SELECT docs FROM orgs WHERE slug = 'a'`, Refused, ``},
+		{`SELECT * FROM public.orgs WHERE id = 3`, Keyed, `3`},
+		{`SELECT * FROM files.orgs WHERE id = 3`, Refused, ``},
+		{`SELECT 1 FROM orgs WHERE id = 4; SELECT 1 FROM files WHERE org_id = 4`, Keyed, `4,4`},
+		{`SELECT 1 FROM files WHERE org_id = 5; SELECT 1 FROM orgs WHERE org_id = 5`, Refused, ``},
+		{`UPDATE docs SET slug = 'x' WHERE slug = 'y'`, Refused, ``},
+		{`DELETE FROM orgs WHERE id = 6`, Keyed, `6`},
+		{`INSERT INTO orgs (id) VALUES (7)`, Keyed, `7`},
+	}
+	s := &Scanner{Tables: tables}
+	for _, c := range cases {
+		r := s.Scan([]byte(c.sql))
+		if r.Outcome != c.outcome || c.outcome == Keyed && keysString(r.Keys) != c.keys {
+			t.Errorf("%s: %v %v keys %s, want %v %s", c.sql, r.Outcome, r.Reason, keysString(r.Keys), c.outcome, c.keys)
+		}
+	}
+}
