@@ -275,3 +275,28 @@ func TestScanFirstLookup(t *testing.T) {
 		}
 	}
 }
+
+// TestScanLinksAfterBinding: once a key is bound, the later conjuncts are
+// read for links alone (colref = colref on two keys); one whose leading
+// column reference is not followed by '=' links nothing.
+func TestScanLinksAfterBinding(t *testing.T) {
+	cases := []struct {
+		sql     string
+		outcome Outcome
+	}{
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.x IS NULL AND c.org_id = f.org_id`, Keyed},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND public.comments.org_id = f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id IS NOT DISTINCT FROM f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id >= f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id IN (f.org_id)`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.* = f.*`, Refused},
+		{`SELECT * FROM files, comments WHERE files.org_id = 1 AND comments.org_id = files.org_id`, Keyed},
+		{`SELECT * FROM files, comments WHERE files.org_id = 1 AND "comments"."org_id" = files.org_id`, Keyed},
+	}
+	s := &Scanner{Tables: tables}
+	for _, c := range cases {
+		if r := s.Scan([]byte(c.sql)); r.Outcome != c.outcome {
+			t.Errorf("%s: %v %v, want %v", c.sql, r.Outcome, r.Reason, c.outcome)
+		}
+	}
+}

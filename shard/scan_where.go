@@ -134,6 +134,24 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 // join on the key), colref = value, value = colref, or colref IN (value,
 // …). Anything else tells nothing and is passed over.
 func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
+	if !bind {
+		// Without bind only colref = colref tells anything (it links
+		// tables): a conjunct whose leading column reference (read as
+		// colRef reads it) is not followed by '=' is passed over before
+		// colRef matches its names against every table's.
+		j := i
+		for n := 0; n < 3 && j < e && (s.toks[j].kind == tokIdent || s.toks[j].kind == tokQIdent); n++ {
+			j++
+			if j < e && s.toks[j].ch == '.' {
+				j++
+				continue
+			}
+			break
+		}
+		if j >= e || s.toks[j].ch != '=' {
+			return false
+		}
+	}
 	if next, set := s.colRef(i, e); next > 0 && set != 0 && next < e {
 		if s.toks[next].ch == '=' {
 			if n2, set2 := s.colRef(next+1, e); n2 == e && set2 != 0 {
