@@ -120,3 +120,38 @@ func checkTokens(t *testing.T, s *Scanner, src []byte) {
 		}
 	}
 }
+
+// TestTokenizePlainStrings: the strings tokenize's loop reads itself
+// (plain '…' with nothing after it that could continue it) and the ones
+// it leaves to the lexer (a doubled quote, a string continued after a
+// newline, a comment or a blank other than space and tab after it, an
+// unclosed one, backslash escapes) come out as lexer.lex makes them, in
+// either setting of standard_conforming_strings, and a ';' or a key inside
+// one is text.
+func TestTokenizePlainStrings(t *testing.T) {
+	stmts := []string{
+		`SELECT 'a', 'b' ,'c'`, `SELECT 'it''s'`, `SELECT ''''`, `SELECT ''`, `SELECT 'a' 'b'`,
+		"SELECT 'a'\n'b'", "SELECT 'a' \t\n 'b'", "SELECT 'a'\r'b'", "SELECT 'a'\f'b'",
+		"SELECT 'a' -- c\n'b'", "SELECT 'a'/* c\n*/'b'", "SELECT 'a' --", "SELECT 'a'/",
+		"SELECT 'a'-1", "SELECT 'a'", "SELECT 'a' ", "SELECT 'a", "SELECT '", `SELECT 'a\'`, `SELECT 'a\'' x'`,
+		"SELECT 'x;y' ; SELECT 'org_id = 1'", `SELECT 'a''b' FROM files WHERE org_id = '7'`,
+	}
+	for _, esc := range []bool{false, true} {
+		s := &Scanner{Tables: tables, EscapeStrings: esc}
+		for _, sql := range stmts {
+			checkTokens(t, s, []byte(sql))
+		}
+	}
+	s := &Scanner{Tables: tables}
+	for sql, want := range map[string]Outcome{
+		`SELECT * FROM files WHERE name = 'x; org_id = 1'`:                         Refused,
+		`SELECT * FROM files WHERE org_id = 'a;b'`:                                 Keyed,
+		"SELECT * FROM files WHERE org_id = 'a'\n'b'":                              Refused, // joined: no key the scanner takes
+		`SELECT 'a'; SELECT * FROM files WHERE name = 'x'`:                         Refused,
+		`SELECT * FROM files WHERE org_id = 1 AND name = 'x'; SELECT * FROM files`: Refused,
+	} {
+		if r := s.Scan([]byte(sql)); r.Outcome != want {
+			t.Errorf("%s: %v, want %v", sql, r.Outcome, want)
+		}
+	}
+}

@@ -164,7 +164,19 @@ type Scanner struct {
 	keys    []Key
 	refs    [maxRefs]tableRef
 	nrefs   int
-	res     Result
+	// first is the lookup of the first sharded table mentions found,
+	// which is most often the FROM's or the target's first table: tableRef
+	// takes it rather than looking the name up again.
+	first firstLookup
+	res   Result
+}
+
+// firstLookup is a lookup kept by the index of the name's token (-1: none).
+type firstLookup struct {
+	tok  int
+	colo int
+	key  string
+	typ  KeyType
 }
 
 // tableRef is one sharded table in a FROM (or the target of INSERT,
@@ -252,7 +264,12 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 		}
 	}
 	filter := &s.identFilter
-	toks, cands, semis, clauses := s.toks[:0], s.cands[:0], s.semis[:0], s.clauses[:0]
+	// Only toks lives in registers: the lists below take a few tokens
+	// each, and kept in locals too their nine words crowded the loop's
+	// hot values out of the registers (measured: a quarter of the
+	// loop's time went to spills and reloads).
+	toks := s.toks[:0]
+	s.cands, s.semis, s.clauses, s.candAt = s.cands[:0], s.semis[:0], s.clauses[:0], 0
 	d := int32(0)
 	p := 0
 	for {
@@ -260,7 +277,7 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			p++
 		}
 		if p >= len(sql) {
-			s.toks, s.cands, s.semis, s.clauses, s.candAt = toks, cands, semis, clauses, 0
+			s.toks = toks
 			return token{}, true
 		}
 		// The token is made in place, in the slice, and field by field:
@@ -299,11 +316,11 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 				} else {
 					kw = keywordAt(sql, p, q)
 				}
-				if mentioned.has(kw) || names == nil || names.mayHoldPart(sql[p:q]) {
-					cands = append(cands, int32(n))
+				if mentioned.has(kw) || names == nil || names[min(q-p, 63)]&(1<<(c&31)) != 0 { // mayHoldPart, without its slice
+					s.cands = append(s.cands, int32(n))
 				}
 				if d == 0 && clauseWords.has(kw) {
-					clauses = append(clauses, int32(n))
+					s.clauses = append(s.clauses, int32(n))
 				}
 			}
 			t.start, t.end, t.depth = int32(p), int32(q), d
@@ -321,7 +338,7 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 				t.depth = d
 			case ';':
 				if d == 0 {
-					semis = append(semis, int32(n))
+					s.semis = append(s.semis, int32(n))
 				}
 			}
 			p++
@@ -348,6 +365,34 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			t.kind, t.kw, t.ch, t.form = tokNumber, kwNone, 0, 0
 			p = q
 			continue
+		case startQuote:
+			// A plain string ('…' with standard_conforming_strings on),
+			// most strings, read here: lexer.lex is a call, and a call
+			// from this loop spills every register it holds. One with a
+			// doubled quote, or where a comment or another string may
+			// follow (which continues it after a newline), goes to the
+			// lexer.
+			if s.lx.escapeStrings {
+				break
+			}
+			q := p + 1
+			for q < len(sql) && sql[q] != '\'' {
+				q++
+			}
+			if q >= len(sql) {
+				break // unclosed: the lexer makes it bad
+			}
+			e := q + 1
+			for e < len(sql) && (sql[e] == ' ' || sql[e] == '\t') {
+				e++
+			}
+			if e < len(sql) && (sql[e] == '\'' || sql[e] == '-' || sql[e] == '/' || charClass[sql[e]]&clSpace != 0) {
+				break
+			}
+			t.start, t.end, t.depth = int32(p), int32(q+1), d
+			t.kind, t.kw, t.ch, t.form = tokString, kwNone, 0, strPlain
+			p = e
+			continue
 		case startOp:
 			// An operator of one character (=, <, *, …): what follows is
 			// no operator character, so no run, no comment (-- or /*).
@@ -367,20 +412,20 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 		t.depth = d
 		switch t.kind {
 		case tokEOF:
-			s.toks, s.cands, s.semis, s.clauses, s.candAt = toks[:n], cands, semis, clauses, 0
+			s.toks = toks[:n]
 			return token{}, true
 		case tokBad:
 			s.toks = toks // its memory kept for the next scan
 			return *t, false
 		case tokIdent:
 			if mentioned.has(t.kw) || names == nil || names.mayHoldPart(sql[t.start:t.end]) {
-				cands = append(cands, int32(n))
+				s.cands = append(s.cands, int32(n))
 			}
 			if d == 0 && clauseWords.has(t.kw) {
-				clauses = append(clauses, int32(n))
+				s.clauses = append(s.clauses, int32(n))
 			}
 		case tokQIdent:
-			cands = append(cands, int32(n))
+			s.cands = append(s.cands, int32(n))
 		case tokPunct:
 			switch t.ch {
 			case '(', '[':
@@ -390,7 +435,7 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 				t.depth = d
 			case ';':
 				if d == 0 {
-					semis = append(semis, int32(n))
+					s.semis = append(s.semis, int32(n))
 				}
 			}
 		}
@@ -467,6 +512,7 @@ func (s *Scanner) statement(a, b int) {
 // the candidates the lexing loop noted, not at every token.
 func (s *Scanner) mentions(a, b int) (first int, table []byte, key string, sub bool) {
 	first = -1
+	s.first.tok = -1
 	c := s.candAt
 	for c < len(s.cands) && int(s.cands[c]) < a {
 		c++
@@ -491,8 +537,9 @@ func (s *Scanner) mentions(a, b int) (first int, table []byte, key string, sub b
 			schema = s.name(s.toks[i-2])
 		}
 		name := s.name(*t)
-		if _, k, _, ok := s.lookup(schema, name); ok {
+		if colo, k, typ, ok := s.lookup(schema, name); ok {
 			first, table, key = i, name, k
+			s.first = firstLookup{tok: i, colo: colo, key: k, typ: typ}
 			if sub {
 				break
 			}

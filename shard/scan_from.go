@@ -28,12 +28,14 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 	}
 	var schema []byte
 	name := s.name(s.toks[i])
+	nameAt := i
 	i++
 	if i+1 < b && s.toks[i].ch == '.' {
 		if s.toks[i+1].kind != tokIdent && s.toks[i+1].kind != tokQIdent {
 			return -1, ref
 		}
 		schema, name = name, s.name(s.toks[i+1])
+		nameAt = i + 1
 		i += 2
 	}
 	if !insert && i < b && s.toks[i].ch == '(' {
@@ -43,7 +45,10 @@ func (s *Scanner) tableRef(i, b int, insert bool) (next int, ref tableRef) {
 		i++
 	}
 	ref.name, ref.colo = name, -1
-	if colo, key, typ, ok := s.Tables.Lookup(schema, name); ok {
+	if f := &s.first; f.tok == nameAt {
+		// The same token, so the same schema and name: mentions's lookup.
+		ref.colo, ref.key, ref.typ = f.colo, f.key, f.typ
+	} else if colo, key, typ, ok := s.lookup(schema, name); ok {
 		ref.colo, ref.key, ref.typ = colo, key, typ
 	}
 	as := i < b && s.toks[i].kw == kwAs
@@ -206,6 +211,9 @@ func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
 	}
 }
 
+// joinWords start the next table of a FROM after a join condition.
+var joinWords = kwMask(kwJoin, kwInner, kwLeft, kwRight, kwFull, kwCross, kwNatural)
+
 // joinOn reads ON cond up to the next join word at depth 0; each conjunct
 // colref = colref on two tables' keys links them. An OR at the top level
 // makes the condition tell nothing. It returns the index after the
@@ -213,9 +221,7 @@ func (s *Scanner) fromList(i, b int, table []byte, key string) bool {
 func (s *Scanner) joinOn(i, b int) int {
 	end := i
 	for end < b {
-		t := s.toks[end]
-		if s.toks[end].depth == 0 && (t.ch == ',' || t.kind == tokIdent && (t.kw == kwJoin || t.kw == kwInner ||
-			t.kw == kwLeft || t.kw == kwRight || t.kw == kwFull || t.kw == kwCross || t.kw == kwNatural)) {
+		if t := &s.toks[end]; t.depth == 0 && (t.ch == ',' || joinWords.has(t.kw)) {
 			break
 		}
 		end++

@@ -266,3 +266,57 @@ func BenchmarkScan(b *testing.B) {
 		s.Scan(sql)
 	}
 }
+
+// TestScanFirstLookup: tableRef reuses mentions's lookup only for the very
+// token mentions looked up; a table named earlier (as a qualifier, a
+// column, in another statement) or under a schema is looked up again.
+func TestScanFirstLookup(t *testing.T) {
+	cases := []struct {
+		sql     string
+		outcome Outcome
+		keys    string
+	}{
+		{`SELECT orgs.x FROM files WHERE org_id = 1`, Keyed, `1`},
+		{`SELECT docs FROM orgs WHERE id = 2`, Keyed, `2`},
+		{`SELECT docs FROM orgs WHERE slug = 'a'`, Refused, ``},
+		{`SELECT * FROM public.orgs WHERE id = 3`, Keyed, `3`},
+		{`SELECT * FROM files.orgs WHERE id = 3`, Refused, ``},
+		{`SELECT 1 FROM orgs WHERE id = 4; SELECT 1 FROM files WHERE org_id = 4`, Keyed, `4,4`},
+		{`SELECT 1 FROM files WHERE org_id = 5; SELECT 1 FROM orgs WHERE org_id = 5`, Refused, ``},
+		{`UPDATE docs SET slug = 'x' WHERE slug = 'y'`, Refused, ``},
+		{`DELETE FROM orgs WHERE id = 6`, Keyed, `6`},
+		{`INSERT INTO orgs (id) VALUES (7)`, Keyed, `7`},
+	}
+	s := &Scanner{Tables: tables}
+	for _, c := range cases {
+		r := s.Scan([]byte(c.sql))
+		if r.Outcome != c.outcome || c.outcome == Keyed && keysString(r.Keys) != c.keys {
+			t.Errorf("%s: %v %v keys %s, want %v %s", c.sql, r.Outcome, r.Reason, keysString(r.Keys), c.outcome, c.keys)
+		}
+	}
+}
+
+// TestScanLinksAfterBinding: once a key is bound, the later conjuncts are
+// read for links alone (colref = colref on two keys); one whose leading
+// column reference is not followed by '=' links nothing.
+func TestScanLinksAfterBinding(t *testing.T) {
+	cases := []struct {
+		sql     string
+		outcome Outcome
+	}{
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.x IS NULL AND c.org_id = f.org_id`, Keyed},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND public.comments.org_id = f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id IS NOT DISTINCT FROM f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id >= f.org_id`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.org_id IN (f.org_id)`, Refused},
+		{`SELECT * FROM files f, comments c WHERE f.org_id = 1 AND c.* = f.*`, Refused},
+		{`SELECT * FROM files, comments WHERE files.org_id = 1 AND comments.org_id = files.org_id`, Keyed},
+		{`SELECT * FROM files, comments WHERE files.org_id = 1 AND "comments"."org_id" = files.org_id`, Keyed},
+	}
+	s := &Scanner{Tables: tables}
+	for _, c := range cases {
+		if r := s.Scan([]byte(c.sql)); r.Outcome != c.outcome {
+			t.Errorf("%s: %v %v, want %v", c.sql, r.Outcome, r.Reason, c.outcome)
+		}
+	}
+}

@@ -37,6 +37,9 @@ func (s *Scanner) decide(w, e int, table []byte, key string) {
 	}
 }
 
+// conjunctWords are the words conjuncts stops at.
+var conjunctWords = kwMask(kwAnd, kwOr, kwBetween)
+
 // conjuncts reads the AND-separated conditions of [i, e). With bind, a
 // key = value (or key IN (…)) conjunct binds its table and adds its
 // values, the first such conjunct only (another one can only narrow the
@@ -48,8 +51,10 @@ func (s *Scanner) conjuncts(i, e int, bind bool) bool {
 		end := i
 		between := false
 		for end < e {
-			t := s.toks[end]
-			if s.toks[end].depth == 0 && t.kind == tokIdent {
+			// Most tokens are none of the three words: one mask test
+			// passes them (kw is kwNone but for an unquoted identifier).
+			t := &s.toks[end]
+			if conjunctWords.has(t.kw) && t.depth == 0 {
 				if t.kw == kwOr {
 					return false
 				}
@@ -99,7 +104,9 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 	var qual []byte // t of t.c, or of s.t.c
 	for j := 0; j < s.nrefs; j++ {
 		r := &s.refs[j]
-		if !s.nameIs(last, r.key) {
+		// Most columns are told from the key by their length, without
+		// nameIs's call.
+		if last.kind == tokIdent && int(last.end-last.start) != len(r.key) || !s.nameIs(last, r.key) {
 			continue
 		}
 		if n == 1 {
@@ -127,6 +134,24 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 // join on the key), colref = value, value = colref, or colref IN (value,
 // …). Anything else tells nothing and is passed over.
 func (s *Scanner) keyConjunct(i, e int, bind bool) bool {
+	if !bind {
+		// Without bind only colref = colref tells anything (it links
+		// tables): a conjunct whose leading column reference (read as
+		// colRef reads it) is not followed by '=' is passed over before
+		// colRef matches its names against every table's.
+		j := i
+		for n := 0; n < 3 && j < e && (s.toks[j].kind == tokIdent || s.toks[j].kind == tokQIdent); n++ {
+			j++
+			if j < e && s.toks[j].ch == '.' {
+				j++
+				continue
+			}
+			break
+		}
+		if j >= e || s.toks[j].ch != '=' {
+			return false
+		}
+	}
 	if next, set := s.colRef(i, e); next > 0 && set != 0 && next < e {
 		if s.toks[next].ch == '=' {
 			if n2, set2 := s.colRef(next+1, e); n2 == e && set2 != 0 {
