@@ -138,6 +138,21 @@ func (ss *shardSession) pinNow() shard.Pin {
 	return p
 }
 
+// shardDecides reports the messages shardDecide reads: a Query, Parse or
+// Bind (which may decide a shard, or be answered by the pooler) and a
+// Close (which forgets a statement's routing). The rest of a batch
+// (Describe, Execute, Sync, Flush) goes where its transaction's first
+// message took it, or to the pooler's own answers, with no decision: they
+// skip shardDecide and its hold of c.mu, three of the five messages of
+// each transaction of an extended-protocol driver.
+func shardDecides(typ byte) bool {
+	switch typ {
+	case wire.MsgQuery, wire.MsgParse, wire.MsgBind, wire.MsgClose:
+		return true
+	}
+	return false
+}
+
 // shardDecide reads a cluster client's Query, Parse or Bind and decides
 // where it runs, before route takes c.mu; messages that need no decision
 // are not active. It answers what the pooler answers itself (SET
