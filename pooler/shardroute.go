@@ -65,6 +65,9 @@ type shardSession struct {
 	// mayTarget: the client may name a shard (admin_users, target_users),
 	// as of the map routerOf is from.
 	mayTarget bool
+	// bind is the current Bind's body as stmtRoute.decide hands it to
+	// the router.
+	bind bindParams
 }
 
 // stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
@@ -322,7 +325,7 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 		// rows are.
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
 	}
-	return sr.decide(body)
+	return sr.decide(l.c.shard, body)
 }
 
 // stmtRouteOf is the routing of the client's statement stmt, prepared
@@ -362,12 +365,16 @@ func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
 	return sr
 }
 
-// decide is the decision for one Bind of the statement.
-func (sr stmtRoute) decide(body []byte) shard.Decision {
+// decide is the decision for one Bind of the statement. The body is
+// handed to Bind through the session's bindParams: a []byte converted to
+// the BindParams interface would be copied to the heap at every Bind.
+func (sr stmtRoute) decide(ss *shardSession, body []byte) shard.Decision {
 	if sr.p == nil {
 		return sr.d
 	}
-	d, err := sr.p.Bind(bindParams(body))
+	ss.bind.body = body
+	d, err := sr.p.Bind(&ss.bind)
+	ss.bind.body = nil // the read buffer's: not kept past the message
 	if err != nil {
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
 	}
@@ -375,10 +382,10 @@ func (sr stmtRoute) decide(body []byte) shard.Decision {
 }
 
 // bindParams is a Bind body as shard.Prepared.Bind reads it.
-type bindParams []byte
+type bindParams struct{ body []byte }
 
-func (b bindParams) Param(i int) (value []byte, binary, null, ok bool) {
-	return wire.BindParam(b, i)
+func (b *bindParams) Param(i int) (value []byte, binary, null, ok bool) {
+	return wire.BindParam(b.body, i)
 }
 
 // shardLink prepares the link of a message that needs a server for the
