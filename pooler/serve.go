@@ -190,7 +190,7 @@ func (c *client) awaitMessage(st *config.Settings, n int) error {
 func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	c := l.c
 	var sd shardDecision
-	if c.shard != nil {
+	if c.shard != nil && shardDecides(typ) {
 		// A sharded cluster's client: where the message runs is decided
 		// (or answered) before anything else (shardroute.go).
 		var step loopStep

@@ -134,7 +134,7 @@ func (l *link) batchDecisionOnce(typ byte, body []byte, cur *stmtRoute) (d shard
 			if sr.tx != shard.TxNone {
 				continue
 			}
-			d := sr.decide(m.body)
+			d := sr.decide(ss, m.body)
 			if d.Source != shard.SourceDefault {
 				return d, false, false
 			}

@@ -72,6 +72,9 @@ type shardSession struct {
 	// driver's Parse/Describe before its first Bind, statements on no colo
 	// table). Atomic: the pump reads it (releaseMode).
 	sessionPinned atomic.Bool
+	// bind is the current Bind's body as stmtRoute.decide hands it to
+	// the router.
+	bind bindParams
 }
 
 // stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
@@ -143,6 +146,21 @@ func (ss *shardSession) pinNow() shard.Pin {
 		p.Shard = ss.local.Shard
 	}
 	return p
+}
+
+// shardDecides reports the messages shardDecide reads: a Query, Parse or
+// Bind (which may decide a shard, or be answered by the pooler) and a
+// Close (which forgets a statement's routing). The rest of a batch
+// (Describe, Execute, Sync, Flush) goes where its transaction's first
+// message took it, or to the pooler's own answers, with no decision: they
+// skip shardDecide and its hold of c.mu, three of the five messages of
+// each transaction of an extended-protocol driver.
+func shardDecides(typ byte) bool {
+	switch typ {
+	case wire.MsgQuery, wire.MsgParse, wire.MsgBind, wire.MsgClose:
+		return true
+	}
+	return false
 }
 
 // shardDecide reads a cluster client's Query, Parse or Bind and decides
@@ -314,7 +332,7 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 		// rows are.
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
 	}
-	return sr.decide(body)
+	return sr.decide(l.c.shard, body)
 }
 
 // stmtRouteOf is the routing of the client's statement stmt, prepared
@@ -354,12 +372,16 @@ func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
 	return sr
 }
 
-// decide is the decision for one Bind of the statement.
-func (sr stmtRoute) decide(body []byte) shard.Decision {
+// decide is the decision for one Bind of the statement. The body is
+// handed to Bind through the session's bindParams: a []byte converted to
+// the BindParams interface would be copied to the heap at every Bind.
+func (sr stmtRoute) decide(ss *shardSession, body []byte) shard.Decision {
 	if sr.p == nil {
 		return sr.d
 	}
-	d, err := sr.p.Bind(bindParams(body))
+	ss.bind.body = body
+	d, err := sr.p.Bind(&ss.bind)
+	ss.bind.body = nil // the read buffer's: not kept past the message
 	if err != nil {
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
 	}
@@ -367,10 +389,10 @@ func (sr stmtRoute) decide(body []byte) shard.Decision {
 }
 
 // bindParams is a Bind body as shard.Prepared.Bind reads it.
-type bindParams []byte
+type bindParams struct{ body []byte }
 
-func (b bindParams) Param(i int) (value []byte, binary, null, ok bool) {
-	return wire.BindParam(b, i)
+func (b *bindParams) Param(i int) (value []byte, binary, null, ok bool) {
+	return wire.BindParam(b.body, i)
 }
 
 // shardLink prepares the link of a message that needs a server for the
