@@ -72,3 +72,35 @@ func Put(doc, intro, key, body string) string {
 	reg = inner + "\n\n" + block + "\n" + End
 	return doc[:s] + reg + doc[e:]
 }
+
+// Block is one machine's table in the region.
+type Block struct{ Key, Body string }
+
+// Blocks returns the machines' blocks of doc's region, in order.
+func Blocks(doc string) []Block {
+	s, e, ok := region(doc)
+	if !ok {
+		return nil
+	}
+	reg := doc[s:e]
+	const open = "<!-- bench-scale machine: "
+	var out []Block
+	for {
+		i := strings.Index(reg, open)
+		if i < 0 {
+			return out
+		}
+		rest := reg[i+len(open):]
+		key, _, ok := strings.Cut(rest, " -->\n")
+		if !ok {
+			return out
+		}
+		bodyStart := i + len(open) + len(key) + len(" -->\n")
+		j := strings.Index(reg[bodyStart:], blockEnd(key))
+		if j < 0 {
+			return out
+		}
+		out = append(out, Block{Key: key, Body: reg[bodyStart : bodyStart+j]})
+		reg = reg[bodyStart+j+len(blockEnd(key)):]
+	}
+}

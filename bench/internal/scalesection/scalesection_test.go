@@ -34,4 +34,11 @@ func TestPutAndCarry(t *testing.T) {
 	if Carry("no region", fresh) != fresh {
 		t.Error("carry without a region changed the report")
 	}
+	bs := Blocks(d3)
+	if len(bs) != 2 || bs[0].Key != "A, 2 cores" || bs[0].Body != "table A2\n" || bs[1].Key != "B, 16 cores" {
+		t.Errorf("blocks = %q", bs)
+	}
+	if Blocks("nothing") != nil {
+		t.Error("blocks of a doc without a region")
+	}
 }
