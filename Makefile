@@ -112,7 +112,7 @@ bench-hostile: build
 # so_reuseport at N = 1, 2, 4, … up to this machine's CPUs, each pinned to
 # N cores; select-only at 1/40/120/500 clients (10,000 from 8 CPUs up, or
 # with BENCHFLAGS='-clients 1,40,120,500,10000'), SCRAM login per
-# transaction, TLS; 40 server connections. About 13 minutes on 2 cores.
+# transaction, TLS; 40 server connections. About 10 minutes on 2 cores.
 # Writes this machine's table into BENCHMARKS.md's bench-scale section,
 # keeping other machines' tables; `make bench-scale QUICK=1` (about 2
 # minutes) writes bench/BENCHMARKS-SCALE.quick.md instead.

@@ -6,6 +6,7 @@
 # ./BENCHMARKS.md unless -out says otherwise.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+PATH="$PATH:/usr/sbin:/sbin"
 
 need=$(cat "$here/GLIBC_NEEDED")
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}') || true
@@ -21,9 +22,9 @@ fi
 # PostgreSQL and PgBouncer refuse to run as root: benchscale runs them as
 # the OS user postgres, which a bare machine may lack.
 if [ "$(id -u)" = 0 ] && ! grep -q '^postgres:' /etc/passwd; then
-	if command -v useradd >/dev/null 2>&1; then
-		useradd --system --no-create-home --home-dir /nonexistent --shell /bin/false postgres
-	else
+	if ! { command -v useradd >/dev/null 2>&1 &&
+		useradd --system --no-create-home --home-dir /nonexistent --shell /bin/false postgres; }; then
+		# No (working) useradd: the two lines it would write.
 		uid=70
 		while grep -q "^[^:]*:[^:]*:$uid:" /etc/passwd || grep -q "^[^:]*:[^:]*:$uid:" /etc/group; do uid=$((uid + 1)); done
 		echo "postgres:x:$uid:" >> /etc/group
