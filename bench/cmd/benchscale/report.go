@@ -3,17 +3,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 	"github.com/pgturnstile/pgturnstile/bench/internal/scalesection"
 )
 
@@ -33,15 +32,7 @@ type info struct {
 }
 
 func collectInfo(o options, cpus []int, nofile uint64) info {
-	first := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		s := strings.TrimSpace(string(out))
-		if err != nil && s == "" {
-			return "?"
-		}
-		line, _, _ := strings.Cut(s, "\n")
-		return line
-	}
+	first := benchenv.FirstLine
 	in := info{
 		Machine:   o.machine,
 		CPUs:      cpus,
@@ -56,7 +47,7 @@ func collectInfo(o options, cpus []int, nofile uint64) info {
 		in.Kernel = "Linux " + strings.TrimSpace(string(b))
 	}
 	if in.Machine == "" {
-		in.Machine = fmt.Sprintf("%s, %d cores", cpuModel(), len(cpus))
+		in.Machine = fmt.Sprintf("%s, %d cores", strings.Join(strings.Fields(benchenv.CPUInfo("model name")), " "), len(cpus))
 	}
 	if len(cpus) <= 2 {
 		in.Notes = append(in.Notes, fmt.Sprintf("%d cores: the poolers, PostgreSQL and pgbench share them, so at %d cores every pooler competes with PostgreSQL and pgbench for the same CPUs and TPS is capped by the machine, not the pooler; read CPU µs/txn. The machine may also be shared with other jobs: timings are noisy.", len(cpus), len(cpus)))
@@ -65,22 +56,6 @@ func collectInfo(o options, cpus []int, nofile uint64) info {
 		in.Notes = append(in.Notes, "QUICK run (smoke test): one short round; figures are rough.")
 	}
 	return in
-}
-
-// cpuModel is /proc/cpuinfo's first "model name".
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.Join(strings.Fields(v), " ")
-		}
-	}
-	return "unknown CPU"
 }
 
 // median of xs without NaNs; NaN when none.

@@ -141,17 +141,9 @@ func (e *env) runOnce(ctx context.Context, w workload, t target, n int, rest []i
 	}
 	o := pgbrun.Run(ctx, spec)
 	r.ConnMs = o.ConnectMs
-	switch {
-	case o.TimedOut:
-		r.Err = fmt.Sprintf("pgbench still running 90 s after -T %s: killed (hang?)", limit)
-	case o.RunErr != nil:
-		r.Err = fmt.Sprintf("pgbench: %v: %s", o.RunErr, pgbrun.FirstErrorLine(o.Stderr))
-	case o.Failed > 0:
-		r.Err = fmt.Sprintf("%d failed transactions: %s", o.Failed, pgbrun.FirstErrorLine(o.Stderr))
-	case o.LogErr != nil:
-		r.Err = "reading pgbench log: " + o.LogErr.Error()
-	case len(o.Txns) == 0:
-		r.Err, r.tooShort = fmt.Sprintf("no transaction in pgbench's log (-T %s; logins took %d ms)", limit, o.ConnectMs), true
+	r.Err, r.tooShort = o.Failure(limit)
+	if r.tooShort {
+		r.Err += fmt.Sprintf(" (-T %s)", limit)
 	}
 	if r.Err != "" {
 		return r

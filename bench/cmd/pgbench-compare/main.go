@@ -590,15 +590,7 @@ type info struct {
 }
 
 func collectInfo(o options, pooler, bouncer string) info {
-	first := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		s := strings.TrimSpace(string(out))
-		if err != nil && s == "" {
-			return "?"
-		}
-		line, _, _ := strings.Cut(s, "\n")
-		return line
-	}
+	first := benchenv.FirstLine
 	in := info{
 		Date:     time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Nproc:    first("nproc"),
@@ -610,13 +602,8 @@ func collectInfo(o options, pooler, bouncer string) info {
 	}
 	desc := first("git", "describe", "--always", "--dirty", "--tags")
 	in.Turnstile = fmt.Sprintf("%s (git %s)", first(pooler, "-V"), desc)
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				in.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
+	if c := benchenv.CPUInfo("model name"); c != "unknown CPU" {
+		in.CPU = c
 	}
 	if kb, err := benchenv.FileKB("/proc/meminfo", "MemTotal"); err == nil {
 		in.Mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))

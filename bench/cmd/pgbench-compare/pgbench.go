@@ -115,23 +115,10 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 		r.PeakRSSKB, _ = benchenv.StatusKB(t.Proc.Pid(), "VmHWM")
 	}
 	r.Processed, r.Failed, r.ConnectMs = o.Processed, o.Failed, o.ConnectMs
-	err, stdout, stderr := o.RunErr, o.Stdout, o.Stderr
-	txns, lerr, samples := o.Txns, o.LogErr, o.Samples
-	switch {
-	case o.TimedOut:
-		r.Err = fmt.Sprintf("pgbench still running 90s after -T %s: killed (hang?)", limit)
-	case err != nil:
-		r.Err = fmt.Sprintf("pgbench: %v: %s", err, pgbrun.FirstErrorLine(stderr))
-	case r.Failed > 0:
-		r.Err = fmt.Sprintf("%d failed transactions: %s", r.Failed, pgbrun.FirstErrorLine(stderr))
-	case lerr != nil:
-		r.Err = "reading pgbench log: " + lerr.Error()
-	case len(txns) == 0:
-		r.Err = fmt.Sprintf("no transactions in pgbench log (logins took %d ms)", r.ConnectMs)
-		r.tooShort = true
-	}
+	txns, samples := o.Txns, o.Samples
+	r.Err, r.tooShort = o.Failure(limit)
 	if r.Err != "" {
-		saveFailure(logDir, seq, args, stdout, stderr)
+		saveFailure(logDir, seq, args, o.Stdout, o.Stderr)
 		return r
 	}
 	warm := min(time.Second, d/4)

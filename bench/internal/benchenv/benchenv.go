@@ -404,3 +404,32 @@ func FileKB(path, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s in %s", field, path)
 }
+
+// FirstLine is the first line of what name args prints (stdout and
+// stderr), or "?" when it fails printing nothing: a version for a report.
+func FirstLine(name string, args ...string) string {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	s := strings.TrimSpace(string(out))
+	if err != nil && s == "" {
+		return "?"
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// CPUInfo is the first value of key in /proc/cpuinfo ("model name"), or
+// "unknown CPU".
+func CPUInfo(key string) string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}

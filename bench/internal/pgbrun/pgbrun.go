@@ -142,6 +142,26 @@ func Run(ctx context.Context, s Spec) Output {
 	return o
 }
 
+// Failure says why the run gave no figures ("" when it did: pgbench
+// exited cleanly with transactions in its log, none failed); tooShort is
+// true when pgbench ran but no transaction completed, which a longer -T
+// may cure. limit is the -T it ran with.
+func (o Output) Failure(limit time.Duration) (why string, tooShort bool) {
+	switch {
+	case o.TimedOut:
+		return fmt.Sprintf("pgbench still running 90s after -T %s: killed (hang?)", limit), false
+	case o.RunErr != nil:
+		return fmt.Sprintf("pgbench: %v: %s", o.RunErr, FirstErrorLine(o.Stderr)), false
+	case o.Failed > 0:
+		return fmt.Sprintf("%d failed transactions: %s", o.Failed, FirstErrorLine(o.Stderr)), false
+	case o.LogErr != nil:
+		return "reading pgbench log: " + o.LogErr.Error(), false
+	case len(o.Txns) == 0:
+		return fmt.Sprintf("no transactions in pgbench log (logins took %d ms)", o.ConnectMs), true
+	}
+	return "", false
+}
+
 // Window is what Measure found over a run's steady window.
 type Window struct {
 	WindowS float64

@@ -3,9 +3,12 @@
 package pgbrun
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStatTicks(t *testing.T) {
@@ -70,3 +73,22 @@ func TestParseLog(t *testing.T) {
 // TestMeasure: transactions every 1 ms for 5 s and a pooler that burns one
 // tick per 10 ms sampled every 50 ms: the window leaves out the first
 // second and the last 0.2 s, and CPU per transaction is exact.
+
+func TestFailure(t *testing.T) {
+	ok := Output{Txns: []Txn{{End: 1, Lat: 1}}}
+	if why, short := ok.Failure(time.Second); why != "" || short {
+		t.Errorf("clean run: %q %v", why, short)
+	}
+	empty := Output{ConnectMs: 1234}
+	if why, short := empty.Failure(time.Second); !short || !strings.Contains(why, "1234 ms") {
+		t.Errorf("no transactions: %q %v", why, short)
+	}
+	failed := Output{Failed: 3, Stderr: "noise\npgbench: error: client 1 aborted\n", Txns: ok.Txns}
+	if why, short := failed.Failure(time.Second); short || why != "3 failed transactions: pgbench: error: client 1 aborted" {
+		t.Errorf("failed transactions: %q %v", why, short)
+	}
+	hung := Output{TimedOut: true, RunErr: errors.New("killed")}
+	if why, _ := hung.Failure(7 * time.Second); !strings.Contains(why, "-T 7s: killed") {
+		t.Errorf("hang: %q", why)
+	}
+}
