@@ -11,7 +11,11 @@ PATH="$PATH:/usr/sbin:/sbin"
 need=$(cat "$here/GLIBC_NEEDED")
 have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}') || true
 if [ -z "$have" ]; then
-	echo "run.sh: this system's C library is not glibc (or getconf is missing); the bundle needs glibc >= $need" >&2
+	# No getconf: the dynamic loader says its version too.
+	have=$(/lib64/ld-linux-x86-64.so.2 --version 2>/dev/null | head -1 | grep -o '[0-9][0-9]*\.[0-9][0-9]*\.\{0,1\}$' | sed 's/\.$//') || true
+fi
+if [ -z "$have" ]; then
+	echo "run.sh: no glibc found (getconf GNU_LIBC_VERSION, /lib64/ld-linux-x86-64.so.2); the bundle needs glibc >= $need" >&2
 	exit 1
 fi
 if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
