@@ -10,7 +10,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 MODIFIED  ?= $(shell test -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" && echo true)
 LDFLAGS   := -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
 
-.PHONY: all go-check build release run test test-deps build-pam test-pam unit integration vet staticcheck fuzz clean bench bench-hostile
+.PHONY: all go-check build release run test test-deps build-pam test-pam unit integration vet staticcheck fuzz clean bench bench-hostile bench-scale bench-scale-bundle bench-scale-merge
 
 all: build
 
@@ -106,6 +106,35 @@ bench: build
 bench-hostile: build
 	$(GO) build -o bin/hostilemem ./bench/cmd/hostilemem
 	bin/hostilemem -out bench/HOSTILE-MEMORY.md $(BENCHFLAGS)
+
+# Scale with cores (issue 35; bench/README.md, "Scale with cores"):
+# pgturnstile with GOMAXPROCS=N, one PgBouncer and N PgBouncers on
+# so_reuseport at N = 1, 2, 4, … up to this machine's CPUs, each pinned to
+# N cores; select-only at 1/40/120/500 clients (10,000 from 8 CPUs up, or
+# with BENCHFLAGS='-clients 1,40,120,500,10000'), SCRAM login per
+# transaction, TLS; 40 server connections. About 10 minutes on 2 cores.
+# Writes this machine's table into BENCHMARKS.md's bench-scale section,
+# keeping other machines' tables; `make bench-scale QUICK=1` (about 2
+# minutes) writes bench/BENCHMARKS-SCALE.quick.md instead.
+# `make bench-scale-bundle` builds bin/bench-scale-bundle.tar.gz: the same
+# run with its own PostgreSQL 15, pgbench, PgBouncer and pgturnstile, for a
+# Linux x86-64 machine with nothing installed and no network
+# (tar xzf …; bench-scale-bundle/run.sh). `make bench-scale-merge
+# FROM=file` copies the tables of such a run into BENCHMARKS.md.
+BENCH_SCALE_OUT := $(if $(filter 1 yes true,$(QUICK)),-quick -out bench/BENCHMARKS-SCALE.quick.md,-out BENCHMARKS.md)
+bench-scale: build
+	@command -v pgbouncer >/dev/null || test -x /usr/sbin/pgbouncer || DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer
+	$(GO) build -o bin/benchscale ./bench/cmd/benchscale
+	bin/benchscale $(BENCH_SCALE_OUT) $(BENCHFLAGS)
+
+bench-scale-bundle: go-check
+	@command -v pgbouncer >/dev/null || test -x /usr/sbin/pgbouncer || DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer
+	GO=$(GO) scripts/bench-scale-bundle.sh
+
+bench-scale-merge: go-check
+	@test -n "$(FROM)" || { echo "make bench-scale-merge FROM=path/to/BENCHMARKS.md (a bundle run's)"; exit 1; }
+	$(GO) build -o bin/benchscale ./bench/cmd/benchscale
+	bin/benchscale -merge $(FROM) -out BENCHMARKS.md
 
 clean:
 	rm -rf bin

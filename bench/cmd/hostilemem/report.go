@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
 )
 
 // info is what the report says about the run and the machine.
@@ -34,7 +35,7 @@ func gatherInfo(o options) info {
 		Command: commandLine(),
 		Date:    time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Nproc:   firstLine(exec.Command("nproc").Output()),
-		CPU:     cpuinfo("model name"),
+		CPU:     benchenv.CPUInfo("model name"),
 		Mem:     meminfoTotal(),
 		Kernel:  firstLine(os.ReadFile("/proc/sys/kernel/osrelease")),
 		Go:      runtime.Version(),
@@ -64,22 +65,6 @@ func firstLine(b []byte, err error) string {
 	}
 	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return s
-}
-
-func cpuinfo(key string) string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown CPU"
 }
 
 func meminfoTotal() string {

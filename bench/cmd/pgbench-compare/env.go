@@ -4,14 +4,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
@@ -259,61 +257,4 @@ func (e *env) close(keep bool) {
 	if keep {
 		e.log("kept %s", e.Dir)
 	}
-}
-
-// ---------------------------------------------------------------------------
-// /proc readings
-
-// clkTck is USER_HZ, the unit of utime/stime in /proc/PID/stat; 100 on every
-// Linux architecture Go runs on.
-const clkTck = 100
-
-// cpuTicks is utime+stime of pid (all its threads), in clock ticks.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	return parseStatTicks(string(b))
-}
-
-// parseStatTicks reads fields 14 (utime) and 15 (stime) of a /proc/PID/stat
-// line. The comm field (2) may hold spaces and parentheses, so fields are
-// counted from its closing parenthesis.
-func parseStatTicks(s string) (int64, error) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); utime is field 14 → f[11], stime f[12].
-	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, errors.New("bad utime/stime in /proc stat")
-	}
-	return u + st, nil
-}
-
-// resetPeakRSS makes VmHWM start again from the current RSS (Linux ≥ 4.0),
-// so that each run reports its own peak.
-func resetPeakRSS(pid int) error {
-	return os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0)
-}
-
-// raiseNoFile lifts RLIMIT_NOFILE to its hard limit; the poolers, pgbench
-// and PostgreSQL inherit it (500 clients, 5,000 idle connections).
-func raiseNoFile() (uint64, error) {
-	var r syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
-		return 0, err
-	}
-	r.Cur = r.Max
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
-		return 0, err
-	}
-	return r.Cur, nil
 }

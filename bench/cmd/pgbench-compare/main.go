@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
+	"github.com/pgturnstile/pgturnstile/bench/internal/pgbrun"
+	"github.com/pgturnstile/pgturnstile/bench/internal/scalesection"
 )
 
 // Target names, as they appear in the report.
@@ -219,7 +221,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	nofile, err := raiseNoFile()
+	nofile, err := pgbrun.RaiseNoFile()
 	if err != nil {
 		return fmt.Errorf("raising the open-files limit: %v", err)
 	}
@@ -243,7 +245,7 @@ func run(o options) error {
 	defer e.close(o.keep)
 
 	info := collectInfo(o, pooler, bouncer)
-	info.LoadStart = loadAvg()
+	info.LoadStart = pgbrun.LoadAvg()
 	info.Nofile = nofile
 
 	sb := "256MB"
@@ -395,7 +397,7 @@ func run(o options) error {
 	}
 
 	if o.aa {
-		info.Elapsed, info.LoadEnd = time.Since(start), loadAvg()
+		info.Elapsed, info.LoadEnd = time.Since(start), pgbrun.LoadAvg()
 		return writeReport(o.out, noiseReport(o, info, ws, results), info.Elapsed, logf)
 	}
 
@@ -458,12 +460,17 @@ func run(o options) error {
 		}
 	}
 
-	info.Elapsed, info.LoadEnd = time.Since(start), loadAvg()
+	info.Elapsed, info.LoadEnd = time.Since(start), pgbrun.LoadAvg()
 	return writeReport(o.out, report(o, info, ws, results, idle, over), info.Elapsed, logf)
 }
 
-// writeReport writes a report to path and prints its tables.
+// writeReport writes a report to path and prints its tables. The section
+// `make bench-scale` keeps in the file (bench/cmd/benchscale) is carried
+// over from the file it replaces.
 func writeReport(path, text string, elapsed time.Duration, logf func(string, ...any)) error {
+	if old, err := os.ReadFile(path); err == nil {
+		text = scalesection.Carry(string(old), text)
+	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return err
 	}
@@ -583,15 +590,7 @@ type info struct {
 }
 
 func collectInfo(o options, pooler, bouncer string) info {
-	first := func(name string, args ...string) string {
-		out, err := exec.Command(name, args...).CombinedOutput()
-		s := strings.TrimSpace(string(out))
-		if err != nil && s == "" {
-			return "?"
-		}
-		line, _, _ := strings.Cut(s, "\n")
-		return line
-	}
+	first := benchenv.FirstLine
 	in := info{
 		Date:     time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Nproc:    first("nproc"),
@@ -603,13 +602,8 @@ func collectInfo(o options, pooler, bouncer string) info {
 	}
 	desc := first("git", "describe", "--always", "--dirty", "--tags")
 	in.Turnstile = fmt.Sprintf("%s (git %s)", first(pooler, "-V"), desc)
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				in.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
+	if c := benchenv.CPUInfo("model name"); c != "unknown CPU" {
+		in.CPU = c
 	}
 	if kb, err := benchenv.FileKB("/proc/meminfo", "MemTotal"); err == nil {
 		in.Mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))

@@ -4,47 +4,13 @@ package main
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
+	"github.com/pgturnstile/pgturnstile/bench/internal/pgbrun"
 )
-
-func TestParseStatTicks(t *testing.T) {
-	// comm with a space and a parenthesis, as /proc allows.
-	line := "1234 (pg (bench) x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 8 0 12345 1000000 500 18446744073709551615\n"
-	n, err := parseStatTicks(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != 325 {
-		t.Fatalf("ticks = %d, want 250+75", n)
-	}
-	if _, err := parseStatTicks("garbage"); err == nil {
-		t.Fatal("no error for a line without comm")
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	xs := make([]int64, 100)
-	for i := range xs {
-		xs[i] = int64(i + 1)
-	}
-	for _, c := range []struct {
-		p    float64
-		want int64
-	}{{50, 50}, {99, 99}, {100, 100}, {1, 1}, {0, 1}} {
-		if got := percentile(xs, c.p); got != c.want {
-			t.Errorf("p%v = %d, want %d", c.p, got, c.want)
-		}
-	}
-	if got := percentile([]int64{7}, 99); got != 7 {
-		t.Errorf("p99 of one = %d", got)
-	}
-}
 
 func TestAggregate(t *testing.T) {
 	a := aggregate([]float64{3, 1, math.NaN(), 2})
@@ -63,44 +29,15 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
-func TestParseLog(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "pgbench_log.1")
-	// pgbench 15 format; a failed transaction has "failed" for its time.
-	log := "0 0 512 0 1700000000 100\n1 0 1024 0 1700000000 200\n0 1 failed 0 1700000001 5\n"
-	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	txns, err := readLogs(filepath.Join(dir, "pgbench_log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(txns) != 2 || txns[0] != (txn{End: 1700000000000100, Lat: 512}) || txns[1].Lat != 1024 {
-		t.Fatalf("txns = %+v", txns)
-	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("log not removed after reading: %v", err)
-	}
-	if err := os.WriteFile(path, []byte("0 0 12\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := readLogs(filepath.Join(dir, "pgbench_log")); err == nil {
-		t.Error("no error for a short line")
-	}
-}
-
-// TestMeasure: transactions every 1 ms for 5 s and a pooler that burns one
-// tick per 10 ms sampled every 50 ms: the window leaves out the first
-// second and the last 0.2 s, and CPU per transaction is exact.
 func TestMeasure(t *testing.T) {
 	const t0 = int64(1_700_000_000_000_000)
-	var txns []txn
+	var txns []pgbrun.Txn
 	for i := int64(1); i <= 5000; i++ {
-		txns = append(txns, txn{End: t0 + i*1000, Lat: i % 100})
+		txns = append(txns, pgbrun.Txn{End: t0 + i*1000, Lat: i % 100})
 	}
-	var samples []sample
+	var samples []pgbrun.Sample
 	for at := t0 - 500_000; at <= t0+5_500_000; at += 50_000 {
-		samples = append(samples, sample{At: at, Ticks: (at - t0 + 500_000) / 10_000})
+		samples = append(samples, pgbrun.Sample{At: at, Ticks: (at - t0 + 500_000) / 10_000})
 	}
 	var r runResult
 	if err := measure(&r, txns, samples, true, time.Second, 200*time.Millisecond); err != nil {

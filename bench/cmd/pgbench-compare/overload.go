@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
+	"github.com/pgturnstile/pgturnstile/bench/internal/pgbrun"
 )
 
 // The overload scenario (issue 16; admission/doc.go): a flood of low-priority clients at about three times what
@@ -169,8 +170,8 @@ func summarizeOverload(r *overloadResult, txns []otxn, warm, end time.Duration) 
 	r.HighP50us, r.HighP99us = math.NaN(), math.NaN()
 	if len(lats) > 0 {
 		slices.Sort(lats)
-		r.HighP50us = float64(percentile(lats, 50))
-		r.HighP99us = float64(percentile(lats, 99))
+		r.HighP50us = float64(pgbrun.Percentile(lats, 50))
+		r.HighP99us = float64(pgbrun.Percentile(lats, 99))
 	}
 	return nil
 }
@@ -252,7 +253,7 @@ func (c *overloadClient) loop(ctx context.Context, port int, t0 time.Time, d tim
 // them for d and measures the window from warm to d.
 // metrics is pgturnstile's metrics_addr, "" for PgBouncer.
 func runOverload(ctx context.Context, t target, metrics string, d, warm time.Duration, round int) overloadResult {
-	r := overloadResult{Target: t.Name, Round: round, Load: loadAvg(), HighP50us: math.NaN(), HighP99us: math.NaN(), Busy: math.NaN()}
+	r := overloadResult{Target: t.Name, Round: round, Load: pgbrun.LoadAvg(), HighP50us: math.NaN(), HighP99us: math.NaN(), Busy: math.NaN()}
 	if t.Proc != nil && !t.Proc.Alive() {
 		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.Err())
 		return r

@@ -3,21 +3,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/bench/internal/benchenv"
+	"github.com/pgturnstile/pgturnstile/bench/internal/pgbrun"
 )
 
 // workload is one pgbench invocation, run against every target.
@@ -73,24 +70,6 @@ type runResult struct {
 	tooShort  bool    // failed for lack of a measuring window: worth a retry
 }
 
-// sample is the pooler's CPU time at one instant.
-type sample struct {
-	At    int64 // Unix µs
-	Ticks int64 // utime+stime, clock ticks
-}
-
-// txn is one line of pgbench's per-transaction log.
-type txn struct {
-	End int64 // completion time, Unix µs
-	Lat int64 // latency, µs
-}
-
-var (
-	processedRE = regexp.MustCompile(`number of transactions actually processed: (\d+)`)
-	failedRE    = regexp.MustCompile(`number of failed transactions: (\d+)`)
-	connTimeRE  = regexp.MustCompile(`initial connection time = ([0-9.]+) ms`)
-)
-
 // runPgbench runs w against t for d and measures it.
 // On a loaded machine pgbench's -T clock can run out while the clients are
 // still logging in; a run that left too little to measure is run once more
@@ -108,7 +87,7 @@ func runPgbench(ctx context.Context, logDir string, seq int, w workload, t targe
 }
 
 func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t target, d, extra time.Duration, round int) runResult {
-	r := runResult{Workload: w.Key, Target: t.Name, Round: round, CPUus: math.NaN(), Load: loadAvg()}
+	r := runResult{Workload: w.Key, Target: t.Name, Round: round, CPUus: math.NaN(), Load: pgbrun.LoadAvg()}
 	if t.Proc != nil && !t.Proc.Alive() {
 		r.Err = fmt.Sprintf("%s is not running (exited: %v)", t.Name, t.Proc.Err())
 		return r
@@ -116,9 +95,9 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	prefix := filepath.Join(logDir, fmt.Sprintf("run%04d", seq))
 	jobs := min(2, w.Clients)
 	lg := w.loginOf()
+	limit := d + connectAllowance(w, t.Proc == nil) + extra
 	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(t.Port), "-U", lg.User, "-n",
-		"-c", strconv.Itoa(w.Clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(int((d + connectAllowance(w, t.Proc == nil) + extra).Seconds())),
-		"--log", "--log-prefix", prefix}
+		"-c", strconv.Itoa(w.Clients), "-j", strconv.Itoa(jobs), "-T", strconv.Itoa(int(limit.Seconds()))}
 	args = append(args, w.Args...)
 	db := t.DB
 	if db == "" {
@@ -126,70 +105,20 @@ func runPgbenchOnce(ctx context.Context, logDir string, seq int, w workload, t t
 	}
 	args = append(args, db)
 
-	rctx, cancel := context.WithTimeout(ctx, d+connectAllowance(w, t.Proc == nil)+extra+90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(rctx, "pgbench", args...)
-	cmd.Env = pgbenchEnv(lg)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-
-	var samples []sample
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
+	var pids []int
 	if t.Proc != nil {
-		resetPeakRSS(t.Proc.Pid())
-		go func() {
-			defer close(sampled)
-			tk := time.NewTicker(25 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				if n, err := cpuTicks(t.Proc.Pid()); err == nil {
-					samples = append(samples, sample{At: time.Now().UnixMicro(), Ticks: n})
-				}
-				select {
-				case <-stopSampling:
-					return
-				case <-tk.C:
-				}
-			}
-		}()
-	} else {
-		close(sampled)
+		pids = []int{t.Proc.Pid()}
+		pgbrun.ResetPeakRSS(t.Proc.Pid())
 	}
-	err := cmd.Run()
-	close(stopSampling)
-	<-sampled
+	o := pgbrun.Run(ctx, pgbrun.Spec{Args: args, Env: pgbenchEnv(lg), Prefix: prefix, PIDs: pids, Timeout: limit + 90*time.Second})
 	if t.Proc != nil {
 		r.PeakRSSKB, _ = benchenv.StatusKB(t.Proc.Pid(), "VmHWM")
 	}
-
-	out := stdout.String()
-	if m := processedRE.FindStringSubmatch(out); m != nil {
-		r.Processed, _ = strconv.Atoi(m[1])
-	}
-	if m := failedRE.FindStringSubmatch(out); m != nil {
-		r.Failed, _ = strconv.Atoi(m[1])
-	}
-	if m := connTimeRE.FindStringSubmatch(out); m != nil {
-		ms, _ := strconv.ParseFloat(m[1], 64)
-		r.ConnectMs = int64(ms)
-	}
-	txns, lerr := readLogs(prefix)
-	switch {
-	case rctx.Err() != nil && ctx.Err() == nil:
-		r.Err = fmt.Sprintf("pgbench still running 90s after -T %s: killed (hang?)", d+connectAllowance(w, t.Proc == nil)+extra)
-	case err != nil:
-		r.Err = fmt.Sprintf("pgbench: %v: %s", err, firstErrorLine(stderr.String()))
-	case r.Failed > 0:
-		r.Err = fmt.Sprintf("%d failed transactions: %s", r.Failed, firstErrorLine(stderr.String()))
-	case lerr != nil:
-		r.Err = "reading pgbench log: " + lerr.Error()
-	case len(txns) == 0:
-		r.Err = fmt.Sprintf("no transactions in pgbench log (logins took %d ms)", r.ConnectMs)
-		r.tooShort = true
-	}
+	r.Processed, r.Failed, r.ConnectMs = o.Processed, o.Failed, o.ConnectMs
+	txns, samples := o.Txns, o.Samples
+	r.Err, r.tooShort = o.Failure(limit)
 	if r.Err != "" {
-		saveFailure(logDir, seq, args, stdout.String(), stderr.String())
+		saveFailure(logDir, seq, args, o.Stdout, o.Stderr)
 		return r
 	}
 	warm := min(time.Second, d/4)
@@ -224,156 +153,22 @@ func connectAllowance(w workload, direct bool) time.Duration {
 	return 0
 }
 
-// measure fills the window figures of r. The window starts warm after the
-// first completed transaction (pgbench starts its clients together, after
-// all have connected) and ends tail before the last (both shortened for a
-// run whose transactions spanned less than 4×warm); with a pooler it is
-// snapped to the CPU samples inside it, so that transactions and CPU time
-// are counted over exactly the same interval.
-func measure(r *runResult, txns []txn, samples []sample, pooler bool, warm, tail time.Duration) error {
-	first, last := txns[0].End, txns[0].End
-	for _, x := range txns {
-		first = min(first, x.End)
-		last = max(last, x.End)
+// measure fills the window figures of r (pgbrun.Measure); r.CPUus is left
+// as it is without a pooler.
+func measure(r *runResult, txns []pgbrun.Txn, samples []pgbrun.Sample, pooler bool, warm, tail time.Duration) error {
+	w, err := pgbrun.Measure(txns, samples, pooler, warm, tail)
+	if err != nil {
+		return err
 	}
-	// On a loaded machine pgbench's clock may have eaten most of -T while
-	// the clients logged in: shrink warm and tail so that at least half of
-	// what ran is measured, rather than failing the run.
-	span := time.Duration(last-first) * time.Microsecond
-	warm = min(warm, span/4)
-	tail = min(tail, span/10)
-	t1, t2 := first+warm.Microseconds(), last-tail.Microseconds()
-	var c1, c2 int64
+	r.WindowS, r.Txns, r.TPS, r.P50us, r.P99us = w.WindowS, w.Txns, w.TPS, w.P50us, w.P99us
 	if pooler {
-		i := slices.IndexFunc(samples, func(s sample) bool { return s.At >= t1 })
-		j := -1
-		for k := len(samples) - 1; k >= 0; k-- {
-			if samples[k].At <= t2 {
-				j = k
-				break
-			}
-		}
-		if i < 0 || j < 0 || j <= i {
-			return fmt.Errorf("run too short for a measuring window (%d CPU samples)", len(samples))
-		}
-		t1, t2, c1, c2 = samples[i].At, samples[j].At, samples[i].Ticks, samples[j].Ticks
-	}
-	if t2-t1 < 100_000 {
-		return fmt.Errorf("measuring window of %d ms is too short (transactions spanned %d ms)", (t2-t1)/1000, span.Milliseconds())
-	}
-	lats := make([]int64, 0, len(txns))
-	for _, x := range txns {
-		if x.End > t1 && x.End <= t2 {
-			lats = append(lats, x.Lat)
-		}
-	}
-	if len(lats) == 0 {
-		return fmt.Errorf("no transaction completed in the measuring window")
-	}
-	slices.Sort(lats)
-	r.WindowS = float64(t2-t1) / 1e6
-	r.Txns = len(lats)
-	r.TPS = float64(len(lats)) / r.WindowS
-	r.P50us = float64(percentile(lats, 50))
-	r.P99us = float64(percentile(lats, 99))
-	if pooler {
-		r.CPUus = float64(c2-c1) * (1e6 / clkTck) / float64(len(lats))
+		r.CPUus = w.CPUus
 	}
 	return nil
-}
-
-// percentile is the nearest-rank percentile of sorted xs.
-func percentile(xs []int64, p float64) int64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(xs))))
-	return xs[min(max(rank, 1), len(xs))-1]
-}
-
-// readLogs reads and removes pgbench's per-transaction logs, one per thread:
-// PREFIX.PID and PREFIX.PID.N.
-func readLogs(prefix string) ([]txn, error) {
-	files, err := filepath.Glob(prefix + ".*")
-	if err != nil {
-		return nil, err
-	}
-	var all []txn
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			return nil, err
-		}
-		txns, err := parseLog(fh)
-		fh.Close()
-		os.Remove(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", filepath.Base(f), err)
-		}
-		all = append(all, txns...)
-	}
-	return all, nil
-}
-
-// parseLog parses pgbench's --log format:
-//
-//	client_id transaction_no time script_no time_epoch time_us [schedule_lag] [retries]
-//
-// time is the latency in µs, or "failed"/"serialization"/"deadlock" for a
-// failed transaction (left out here; pgbench's summary counts those).
-func parseLog(f *os.File) ([]txn, error) {
-	var out []txn
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 6 {
-			return nil, fmt.Errorf("short log line %q", sc.Text())
-		}
-		lat, err := strconv.ParseInt(fs[2], 10, 64)
-		if err != nil {
-			continue
-		}
-		sec, err1 := strconv.ParseInt(fs[4], 10, 64)
-		us, err2 := strconv.ParseInt(fs[5], 10, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("bad log line %q", sc.Text())
-		}
-		out = append(out, txn{End: sec*1e6 + us, Lat: lat})
-	}
-	return out, sc.Err()
-}
-
-func firstErrorLine(s string) string {
-	for line := range strings.SplitSeq(s, "\n") {
-		if strings.Contains(line, "error") || strings.Contains(line, "ERROR") || strings.Contains(line, "FATAL") {
-			return strings.TrimSpace(line)
-		}
-	}
-	if s = strings.TrimSpace(s); len(s) > 300 {
-		s = s[:300]
-	}
-	return s
 }
 
 // saveFailure keeps the output of a failed run next to the logs, for -keep.
 func saveFailure(logDir string, seq int, args []string, stdout, stderr string) {
 	os.WriteFile(filepath.Join(logDir, fmt.Sprintf("failed-run%04d-%s.txt", seq, time.Now().Format("150405.000"))),
 		[]byte("pgbench "+strings.Join(args, " ")+"\n--- stdout\n"+stdout+"\n--- stderr\n"+stderr), 0o644)
-}
-
-// loadAvg is the 1-minute load average: how busy the shared machine was.
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return math.NaN()
-	}
-	x, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return math.NaN()
-	}
-	return x
 }

@@ -22,12 +22,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sys/unix"
 )
 
 // Env is one run's temp dir, its PostgreSQL and its pooler processes, all
@@ -250,6 +252,9 @@ type Pooler struct {
 	// and INI is not used: a measuring stick (bench/cmd/loginfloor)
 	// rather than a pooler.
 	Args func(port int) []string
+	// CPUs, when not nil, is the CPU set the pooler runs on (every thread
+	// it will have: it inherits the set at fork).
+	CPUs *unix.CPUSet
 }
 
 // StartPooler starts pl on a free port and waits (20 s at most) until its
@@ -293,7 +298,7 @@ func (e *Env) StartPooler(pl Pooler) (*Proc, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
+	if err := StartPinned(cmd, pl.CPUs); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %v", pl.Name, err)
 	}
@@ -319,6 +324,31 @@ func (e *Env) StartPooler(pl Pooler) (*Proc, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// StartPinned starts cmd on the CPUs of set (cmd.Start when set is nil).
+// The child inherits the CPU mask of the thread that forks it, which is
+// this goroutine's, locked to its thread and pinned for the time of the
+// fork, so every thread the child will ever start is pinned too; the
+// thread's own mask is put back afterwards.
+func StartPinned(cmd *exec.Cmd, set *unix.CPUSet) error {
+	if set == nil {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("sched_getaffinity: %v", err)
+	}
+	if err := unix.SchedSetaffinity(0, set); err != nil {
+		return fmt.Errorf("sched_setaffinity: %v", err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil && err == nil {
+		err = fmt.Errorf("restoring our CPU mask: %v", rerr)
+	}
+	return err
 }
 
 // StopPooler stops p with SIGTERM (immediate shutdown for both poolers;
@@ -373,4 +403,33 @@ func FileKB(path, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in %s", field, path)
+}
+
+// FirstLine is the first line of what name args prints (stdout and
+// stderr), or "?" when it fails printing nothing: a version for a report.
+func FirstLine(name string, args ...string) string {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	s := strings.TrimSpace(string(out))
+	if err != nil && s == "" {
+		return "?"
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// CPUInfo is the first value of key in /proc/cpuinfo ("model name"), or
+// "unknown CPU".
+func CPUInfo(key string) string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
 }
