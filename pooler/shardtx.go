@@ -137,7 +137,10 @@ func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) 
 		b.WriteString(": ")
 	}
 	b.WriteString(d.Reason.Text())
-	hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
+	hint = d.Reason.Hint()
+	if hint == "" {
+		hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
+	}
 	return msg, b.String(), hint
 }
 
