@@ -49,6 +49,9 @@ func (c *client) login() error {
 	// The pool stays pinned until the client counted itself in it (or
 	// failed): the janitor never frees it under a login (poolfree.go).
 	defer c.svc.unpin(pool)
+	if err := c.viewsStartupCheck(startupParams); err != nil {
+		return err
+	}
 	if c.repl != replNone {
 		return c.replicationLogin(st, pool, startupParams)
 	}

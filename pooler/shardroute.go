@@ -119,6 +119,25 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 	return db, true
 }
 
+// viewsStartupCheck refuses a login to a cluster served through views
+// (shard file views = true) that sets search_path: it would be set on
+// every shard's server and find the tables behind the views.
+func (c *client) viewsStartupCheck(params map[string]string) error {
+	if c.shard == nil {
+		return nil
+	}
+	g := c.svc.gen.Load()
+	if cl := g.shards.Cluster(c.shard.cluster); cl == nil || !cl.Views {
+		return nil
+	}
+	for k := range params {
+		if strings.EqualFold(k, "search_path") {
+			return pgerror.New(pgerror.ViewsSearchPath, c.shard.cluster)
+		}
+	}
+	return nil
+}
+
 // routerNow returns the router of the client's cluster in the map in
 // force, nil when a RELOAD removed the cluster.
 func (ss *shardSession) routerNow(c *client, g *generation) *shard.Router {

@@ -137,10 +137,10 @@ func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) 
 		b.WriteString(": ")
 	}
 	b.WriteString(d.Reason.Text())
-	if d.Reason == shard.ReasonScatterNamed {
-		return msg, b.String(), "Run it unnamed (pgx's QueryExecModeExec, pgjdbc's prepareThreshold=0) or on the simple protocol, or give the key."
+	hint = d.Reason.Hint()
+	if hint == "" {
+		hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
 	}
-	hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
 	return msg, b.String(), hint
 }
 

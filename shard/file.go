@@ -124,6 +124,10 @@ type Cluster struct {
 	// TargetUsers may name a shard explicitly (shard=NAME|all hints), as
 	// admin_users may.
 	TargetUsers []string
+	// Views: the cluster's shards reach the colo tables through per-shard
+	// views on one host (`pgturnstile shard views`, the logical phase),
+	// so the router refuses what would reach past them.
+	Views bool
 
 	colos  []*Colo
 	tables map[string]Table
@@ -270,6 +274,17 @@ func Load(path string, databases []string) (*Map, error) {
 	return Parse(data, path, databases)
 }
 
+// LoadStandalone reads a shard file apart from any pgbouncer.ini (for
+// `pgturnstile shard views`, which prints the [databases] entries): every
+// check but the one that its databases exist.
+func LoadStandalone(path string) (*Map, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load shard file: %w", err)
+	}
+	return parse(data, path, nil, true)
+}
+
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -297,6 +312,11 @@ func readFile(path string) ([]byte, error) {
 // the names of the [databases] entries it may route to. Every error is a
 // *FileError. An empty file gives a map without clusters.
 func Parse(data []byte, name string, databases []string) (*Map, error) {
+	return parse(data, name, databases, false)
+}
+
+// parse is Parse; anyDatabase accepts every database name.
+func parse(data []byte, name string, databases []string, anyDatabase bool) (*Map, error) {
 	var doc map[string]any
 	md, err := toml.Decode(string(data), &doc)
 	if err != nil {
@@ -306,7 +326,7 @@ func Parse(data []byte, name string, databases []string) (*Map, error) {
 		}
 		return nil, &FileError{File: name, Msg: err.Error()}
 	}
-	l := &loader{file: name, lines: tomlpos.Scan(data), databases: map[string]bool{}}
+	l := &loader{file: name, lines: tomlpos.Scan(data), databases: map[string]bool{}, anyDatabase: anyDatabase}
 	for _, db := range databases {
 		l.databases[db] = true
 	}
@@ -353,7 +373,7 @@ func knownKey(k toml.Key) bool {
 		return true
 	case 2:
 		switch k[1] {
-		case "name", "default_database", "logical_shards", "on_missing_key", "shadow", "target_users", "colo":
+		case "name", "default_database", "logical_shards", "on_missing_key", "shadow", "target_users", "views", "colo":
 			return true
 		}
 	case 3:
@@ -381,6 +401,9 @@ type loader struct {
 	file      string
 	lines     *tomlpos.Lines
 	databases map[string]bool
+	// anyDatabase: the file is read apart from pgbouncer.ini
+	// (LoadStandalone), so any database name is taken.
+	anyDatabase bool
 }
 
 // errAt reports a problem with the value at p; the message starts with
@@ -484,7 +507,7 @@ func (l *loader) database(p tomlpos.Path, t map[string]any, key string) (string,
 	if err != nil {
 		return "", err
 	}
-	if !l.databases[db] {
+	if !l.databases[db] && !l.anyDatabase {
 		return "", l.errAt(p.Key(key), "no database %q in [databases]", db)
 	}
 	return db, nil
@@ -535,6 +558,13 @@ func (l *loader) cluster(p tomlpos.Path, t map[string]any) (*Cluster, error) {
 			return nil, l.errAt(p.Key("shadow"), "must be a boolean, not %s", tomlType(v))
 		}
 		c.Shadow = b
+	}
+	if v, ok := t["views"]; ok {
+		b, ok := v.(bool)
+		if !ok {
+			return nil, l.errAt(p.Key("views"), "must be a boolean, not %s", tomlType(v))
+		}
+		c.Views = b
 	}
 	if v, ok := t["target_users"]; ok {
 		up := p.Key("target_users")
@@ -590,6 +620,9 @@ func (l *loader) cluster(p tomlpos.Path, t map[string]any) (*Cluster, error) {
 			tp := cp.Key("tables").Key(name)
 			if msg := checkTableName(name); msg != "" {
 				return nil, l.errAt(tp, "%s", msg)
+			}
+			if c.Views && strings.Contains(name, ".") {
+				return nil, l.errAt(tp, "table %q: with views = true a colo table is named without its schema (search_path finds its views)", name)
 			}
 			col, err := l.nameValue(tp, tt[name])
 			if err != nil {

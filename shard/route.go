@@ -171,6 +171,11 @@ func (r *Router) Route(sql []byte, pin Pin, mayTarget bool) Decision {
 		return d
 	}
 	res := r.scan.Scan(sql)
+	if c.Views && res.Reason != ReasonTooLong {
+		if reason, table := r.scan.viewsBypass(); reason != ReasonNone {
+			return refused(reason, table, "")
+		}
+	}
 	if !leading {
 		// The trailing comment, which the scan found without lexing the
 		// text twice (a text too long to scan is lexed for it alone).

@@ -45,6 +45,7 @@ const usage = `pgturnstile is a PostgreSQL connection pooler, a drop-in replacem
 Usage:
   pgturnstile [OPTION]... CONFIG_FILE
   pgturnstile --dev-backend=HOST:PORT
+  pgturnstile shard views [OPTION]... SHARD_FILE   (docs/sharding.md)
 
 Options:
   -d, --daemon           run in background (as a daemon); needs pidfile,
@@ -73,6 +74,9 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "shard" {
+		return runShard(args[1:], os.Stdout, stderr)
+	}
 	fs := flag.NewFlagSet("pgturnstile", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var daemon, quiet, version, help, reboot bool

@@ -72,6 +72,7 @@ const (
 	PeerAuthFailed
 	StatementDiscarded
 	StalePlan
+	ViewsSearchPath
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -150,6 +151,10 @@ var codes = map[Code]codeInfo{
 	// statement's shape epoch, internal/stmtcache): drivers prepare again
 	// on it.
 	StalePlan: {"ERROR", "0A000", "cached plan must not change result type"},
+	// A login to a cluster served through per-shard views (views = true
+	// in the shard file) that sets search_path: the pooler would set it
+	// on each shard's server, past the views.
+	ViewsSearchPath: {"FATAL", "0A000", "pgturnstile: cluster %s runs through per-shard views; search_path cannot be set at login"},
 	// auth_query found no row for a user under trust.
 	NoSuchUser: {"FATAL", "08P01", "no such user"},
 
