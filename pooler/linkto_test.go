@@ -2,6 +2,7 @@ package pooler
 
 import (
 	"testing"
+	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 )
@@ -70,10 +71,12 @@ func TestTransactionOnAnotherPool(t *testing.T) {
 		t.Errorf("b's bytes: received %d -> %d, sent %d -> %d; want both up", b0.Received, b1.Received, b0.Sent, b1.Sent)
 	}
 
-	// Not routed: A again. serve routes it only once the routed
-	// transaction's server is back in B.
+	// Not routed: A again. serve routes it once the routed transaction's
+	// server is unlinked; the pump hands it back to B right after, which
+	// may come after SELECT 2's answer when the pump is descheduled in
+	// between: wait for it (a hang fails the test's deadline).
 	query("SELECT 2")
-	checkPoolRow(t, tp.svc, "b", admin.Pool{SvIdle: 1})
+	waitPoolRow(t, tp.svc, "b", admin.Pool{SvIdle: 1})
 	a2, b2 := statsForTest(t, tp.svc, "a"), statsForTest(t, tp.svc, "b")
 	if b2 != b1 {
 		t.Errorf("SHOW STATS of b changed by a transaction on a:\n%+v\nthen\n%+v", b1, b2)
@@ -126,6 +129,20 @@ func statsForTest(t *testing.T, svc *Service, db string) admin.Counters {
 }
 
 // checkPoolRow compares db's SHOW POOLS client and server counts with want's.
+// waitPoolRow waits until SHOW POOLS' row for db reads want (at most
+// 10 s), then checks it.
+func waitPoolRow(t *testing.T, svc *Service, db string, want admin.Pool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, p := range svc.Console().Pools() {
+			if p.Database == db && (admin.Pool{ClActive: p.ClActive, ClWaiting: p.ClWaiting, SvActive: p.SvActive, SvIdle: p.SvIdle, SvUsed: p.SvUsed, SvLogin: p.SvLogin}) == want {
+				return
+			}
+		}
+	}
+	checkPoolRow(t, svc, db, want)
+}
+
 func checkPoolRow(t *testing.T, svc *Service, db string, want admin.Pool) {
 	t.Helper()
 	for _, p := range svc.Console().Pools() {

@@ -91,7 +91,14 @@ func TestSendBoundedBySize(t *testing.T) {
 	if k := <-got; k != key {
 		t.Fatalf("sent % x, want % x", k, key)
 	}
-	if rows := pr.Rows(); len(rows) != 1 || rows[0] != (admin.PeerPool{PeerID: 2, ClActiveCancelReq: 1, SvActiveCancel: 1}) {
+	// The peer has read the request; Send counts it active once its
+	// write returns, which may be a moment later.
+	want := admin.PeerPool{PeerID: 2, ClActiveCancelReq: 1, SvActiveCancel: 1}
+	rows := pr.Rows()
+	for deadline := time.Now().Add(10 * time.Second); (len(rows) != 1 || rows[0] != want) && time.Now().Before(deadline); rows = pr.Rows() {
+		time.Sleep(time.Millisecond)
+	}
+	if len(rows) != 1 || rows[0] != want {
 		t.Errorf("in flight: %+v", rows)
 	}
 	if err := pr.Send(2, peer, 1, key, time.Now().Add(50*time.Millisecond), dial); err != ErrWaitTimeout {
