@@ -697,3 +697,21 @@ func parseInt(t testing.TB, s string) int64 {
 	}
 	return n
 }
+
+// scratchDatabase creates database name on su's server (owned by owner
+// when not ""), dropped with its connections when the test ends.
+func scratchDatabase(t testing.TB, ctx context.Context, su *pgx.Conn, name, owner string) {
+	t.Helper()
+	q := "CREATE DATABASE " + name
+	if owner != "" {
+		q += " OWNER " + owner
+	}
+	if _, err := su.Exec(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+}

@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -29,14 +28,7 @@ func TestUnroutableCorpusIsValidSQL(t *testing.T) {
 	const db = "shardcorpus"
 	su := directSuperuser(t, "postgres")
 	ctx := ctxT(t, 3*time.Minute)
-	if _, err := su.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-	})
+	scratchDatabase(t, ctx, su, db, "")
 	conn := directSuperuser(t, db)
 	schema, err := os.ReadFile("../shard/testdata/schema.sql")
 	if err != nil {
@@ -182,14 +174,7 @@ func TestUnroutableCorpusThroughPooler(t *testing.T) {
 	dbs := []string{"corp_main", "corp_s0", "corp_s1"}
 	direct := map[string]*pgx.Conn{}
 	for _, db := range dbs {
-		if _, err := su.Exec(ctx, "CREATE DATABASE "+db+" OWNER "+appUser); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-		})
+		scratchDatabase(t, ctx, su, db, appUser)
 		conn := connectPgx(t, main.directConnString(db, appUser, appPassword))
 		if err := conn.PgConn().Exec(ctx, string(schema)).Close(); err != nil {
 			t.Fatalf("%s: %v", db, err)

@@ -30,14 +30,7 @@ func TestShardPlacementMatchesPostgres(t *testing.T) {
 	const db = "sharddb"
 	su := directSuperuser(t, "postgres")
 	ctx := ctxT(t, 5*time.Minute)
-	if _, err := su.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-	})
+	scratchDatabase(t, ctx, su, db, "")
 	conn := directSuperuser(t, db)
 	// The database's collation is C (initdb --no-locale): deterministic,
 	// as text placement requires.

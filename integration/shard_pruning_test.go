@@ -32,14 +32,7 @@ func TestRouterAgreesWithPartitionPruning(t *testing.T) {
 	const modulus = 8
 	su := directSuperuser(t, "postgres")
 	ctx := ctxT(t, 5*time.Minute)
-	if _, err := su.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-	})
+	scratchDatabase(t, ctx, su, db, "")
 	conn := directSuperuser(t, db)
 	var ddl strings.Builder
 	for _, tb := range []struct{ name, cols, key string }{

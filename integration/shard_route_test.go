@@ -73,14 +73,7 @@ func startShardRig(t *testing.T, settings map[string]string) *shardRig {
 	ctx := ctxT(t, 2*time.Minute)
 	su := directSuperuser(t, "postgres")
 	for _, db := range []string{"shrt_main", "shrt_s0"} {
-		if _, err := su.Exec(ctx, "CREATE DATABASE "+db+" OWNER "+appUser); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-		})
+		scratchDatabase(t, ctx, su, db, appUser)
 	}
 	rig := &shardRig{direct: map[string]*pgx.Conn{}, owner: map[string][]string{
 		"org":    {"shrt_s0", "shrt_s0", "shrt_s1", "shrt_s1"},

@@ -32,14 +32,7 @@ func TestShardViewsHashMatchesPostgres(t *testing.T) {
 	const db = "vwhash"
 	su := directSuperuser(t, "postgres")
 	ctx := ctxT(t, 5*time.Minute)
-	if _, err := su.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-	})
+	scratchDatabase(t, ctx, su, db, "")
 	conn := directSuperuser(t, db)
 	r := rand.New(rand.NewPCG(36, 2))
 	for _, tc := range []struct {
@@ -147,16 +140,13 @@ func TestShardViewsLogicalPhase(t *testing.T) {
 	main := needPG(t)
 	ctx := ctxT(t, 3*time.Minute)
 	su := directSuperuser(t, "postgres")
-	if _, err := su.Exec(ctx, "CREATE DATABASE vw_app OWNER "+appUser); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // after the database's own, which owns what the roles hold
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, _ = su.Exec(ctx, "DROP DATABASE IF EXISTS vw_app WITH (FORCE)")
 		_, _ = su.Exec(ctx, "DROP ROLE IF EXISTS vw_s0")
 		_, _ = su.Exec(ctx, "DROP ROLE IF EXISTS vw_s1")
 	})
+	scratchDatabase(t, ctx, su, "vw_app", appUser)
 	app := connectPgx(t, main.directConnString("vw_app", appUser, appPassword))
 	for _, ddl := range []string{
 		"CREATE TABLE files (id serial, org_id bigint, name text)",
