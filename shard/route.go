@@ -72,6 +72,20 @@ func (r Reason) Text() string {
 	return routeReasonText[r]
 }
 
+// Hint is the HINT of a refusal for reason r, or "" for the router's
+// usual one (name the key).
+func (r Reason) Hint() string {
+	switch r {
+	case ReasonViewsSearchPath:
+		return "Leave search_path as the shard's role sets it; name other schemas' tables with their schema."
+	case ReasonViewsQualified:
+		return "Name the table without its schema: each shard's role finds its view of the table first."
+	case ReasonScatterNamed:
+		return "Run it unnamed (pgx's QueryExecModeExec, pgjdbc's prepareThreshold=0) or on the simple protocol, or give the key."
+	}
+	return ""
+}
+
 // Decision is where a statement runs.
 type Decision struct {
 	Source Source

@@ -32,20 +32,6 @@ func init() {
 	routeReasonText[ReasonViewsQualified] = "the cluster runs through per-shard views (views = true); a schema-qualified name reaches the table behind them, with every shard's rows"
 }
 
-// Hint is the HINT of a refusal for reason r, or "" for the router's
-// usual one (name the key).
-func (r Reason) Hint() string {
-	switch r {
-	case ReasonViewsSearchPath:
-		return "Leave search_path as the shard's role sets it; name other schemas' tables with their schema."
-	case ReasonViewsQualified:
-		return "Name the table without its schema: each shard's role finds its view of the table first."
-	case ReasonScatterNamed:
-		return "Run it unnamed (pgx's QueryExecModeExec, pgjdbc's prepareThreshold=0) or on the simple protocol, or give the key."
-	}
-	return ""
-}
-
 // viewsBypass looks through the statement just scanned for what would
 // reach past a views cluster's views: SET/RESET search_path,
 // set_config('search_path', …), and a colo table qualified by a schema.
@@ -232,36 +218,27 @@ func (co *Colo) tableNames(c *Cluster) []string {
 // it holds none, "TRUE" when it holds them all.
 func (co *Colo) rangesSQL(c *Cluster, db string) string {
 	var parts []string
-	var first, last uint32
-	open := false
-	flush := func() {
-		if !open {
-			return
-		}
-		if first == last {
-			parts = append(parts, fmt.Sprintf("$KEY = %d", first))
-		} else {
-			parts = append(parts, fmt.Sprintf("$KEY BETWEEN %d AND %d", first, last))
-		}
-		open = false
-	}
-	for l := uint32(0); l < c.LogicalShards; l++ {
+	owned := uint32(0)
+	for l := uint32(0); l < c.LogicalShards; {
 		if co.Database(l) != db {
-			flush()
+			l++
 			continue
 		}
-		if !open {
-			first, open = l, true
+		first := l
+		for l < c.LogicalShards && co.Database(l) == db {
+			l++
 		}
-		last = l
+		owned += l - first
+		if first == l-1 {
+			parts = append(parts, fmt.Sprintf("$KEY = %d", first))
+		} else {
+			parts = append(parts, fmt.Sprintf("$KEY BETWEEN %d AND %d", first, l-1))
+		}
 	}
-	flush()
 	switch {
-	case len(parts) == 0:
+	case owned == 0:
 		return ""
-	case len(parts) == 1 && strings.HasSuffix(parts[0], fmt.Sprintf("BETWEEN 0 AND %d", c.LogicalShards-1)):
-		return "TRUE"
-	case len(parts) == 1 && c.LogicalShards == 1:
+	case owned == c.LogicalShards:
 		return "TRUE"
 	case len(parts) == 1:
 		return parts[0]
