@@ -114,8 +114,8 @@ func (l *link) batchDecisionOnce(typ byte, body []byte, cur *stmtRoute) (d shard
 			if it.n == 1 {
 				// cur, recorded by shardDecide: its own decision stands
 				// when it needs no Bind (a refusal, literal keys).
-				if cur != nil && cur.tx == shard.TxNone && !cur.d.Pending && cur.d.Source != shard.SourceDefault {
-					return cur.d, false, false
+				if cur != nil && cur.tx() == shard.TxNone && !cur.st.Decision.Pending && cur.st.Decision.Source != shard.SourceDefault {
+					return cur.st.Decision, false, false
 				}
 				continue
 			}
@@ -131,10 +131,15 @@ func (l *link) batchDecisionOnce(typ byte, body []byte, cur *stmtRoute) (d shard
 			if !ok {
 				return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}, false, false
 			}
-			if sr.tx != shard.TxNone {
+			if sr.tx() != shard.TxNone {
 				continue
 			}
 			d := sr.decide(ss, m.body)
+			if it.n > 1 && ss.memo.at == nil {
+				// The Bind is ahead in the buffer: when it is read, this
+				// decision is its decision (shardDecide).
+				ss.memo = bindMemo{at: &m.body[0], n: len(m.body), d: d}
+			}
 			if d.Source != shard.SourceDefault {
 				return d, false, false
 			}
@@ -156,14 +161,14 @@ func (l *link) batchDecisionOnce(typ byte, body []byte, cur *stmtRoute) (d shard
 func (l *link) startsWithTx(typ byte, body []byte, cur *stmtRoute) bool {
 	switch typ {
 	case wire.MsgParse:
-		return cur != nil && cur.tx != shard.TxNone
+		return cur != nil && cur.tx() != shard.TxNone
 	case wire.MsgBind:
 		_, stmt, _, ok := wire.DecodeBindHead(body)
 		if !ok {
 			return false
 		}
-		sr, known := l.c.shard.stmts[string(stmt)]
-		return known && sr.tx != shard.TxNone
+		sr, known := l.c.shard.stmts.get(stmt)
+		return known && sr.tx() != shard.TxNone
 	}
 	return false
 }
@@ -212,10 +217,11 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 			if isFirst && cur != nil {
 				sr = *cur
 			} else {
-				sr.tx, _ = shard.ReadTxControl(text)
-				sr.text = string(text)
+				st := &shard.Statement{Text: string(text)}
+				st.Tx, _ = shard.ReadTxControl(text)
+				sr.st = st
 			}
-			if sr.tx == shard.TxNone || len(name) > 0 && c.stmtHeld(string(name)) {
+			if sr.tx() == shard.TxNone || len(name) > 0 && c.stmtHeld(string(name)) {
 				ok = false // (a name in use: Postgres' 42P05 is the answer)
 				break
 			}
@@ -224,13 +230,13 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 			portal, stmt, _, okb := wire.DecodeBindHead(m.body)
 			sr, known := stmts[string(stmt)]
 			if !known && okb {
-				sr, known = ss.stmts[string(stmt)]
+				sr, known = ss.stmts.get(stmt)
 			}
-			if !okb || !known || sr.tx == shard.TxNone {
+			if !okb || !known || sr.tx() == shard.TxNone {
 				ok = false
 				break
 			}
-			portals[string(portal)] = sr.tx
+			portals[string(portal)] = sr.tx()
 		case wire.MsgExecute:
 			portal, _, oke := cutString(m.body)
 			kind, known := portals[string(portal)]
@@ -269,7 +275,7 @@ func (l *link) answerTxMessages(typ byte, body []byte, stmts map[string]stmtRout
 		switch typ {
 		case wire.MsgParse:
 			name, text, types, _ := wire.DecodeParse(body)
-			ss.stmts[string(name)] = stmts[string(name)]
+			ss.stmts.set(name, stmts[string(name)])
 			if len(name) > 0 && c.tracking {
 				// The mapping learns the name too, so that the client may
 				// run it on a server later (a prepared COMMIT of a
@@ -281,7 +287,7 @@ func (l *link) answerTxMessages(typ byte, body []byte, stmts map[string]stmtRout
 			portal, stmt, _, _ := wire.DecodeBindHead(body)
 			sr, ok := stmts[string(stmt)]
 			if !ok {
-				sr = ss.stmts[string(stmt)]
+				sr, _ = ss.stmts.get(stmt)
 			}
 			portals[string(portal)] = sr
 			out = append(out, wire.MsgBindComplete, 0, 0, 0, 4)
@@ -293,12 +299,12 @@ func (l *link) answerTxMessages(typ byte, body []byte, stmts map[string]stmtRout
 		case wire.MsgExecute:
 			portal, _, _ := cutString(body)
 			sr := portals[string(portal)]
-			_, start := shard.ReadTxControl([]byte(sr.text))
-			out = l.applyTx(out, sr.tx, start, sr.text)
+			_, start := shard.ReadTxControl([]byte(sr.text()))
+			out = l.applyTx(out, sr.tx(), start, sr.text())
 		case wire.MsgClose:
 			if len(body) > 0 && body[0] == 'S' {
 				if name, _, ok := cutString(body[1:]); ok {
-					delete(ss.stmts, string(name))
+					ss.stmts.del(name)
 				}
 			}
 			out = append(out, wire.MsgCloseComplete, 0, 0, 0, 4)

@@ -56,7 +56,7 @@ type shardSession struct {
 	clientKey []byte
 	// stmts: the routing part of the client's prepared statements, by
 	// the client's name ("" for the unnamed one): what a later Bind needs.
-	stmts map[string]stmtRoute
+	stmts stmtRoutes
 	// last is the database of the client's last transaction, where a
 	// Parse or Describe that decides nothing goes.
 	last string
@@ -75,18 +75,105 @@ type shardSession struct {
 	// bind is the current Bind's body as stmtRoute.decide hands it to
 	// the router.
 	bind bindParams
+	// routerGen is the generation routerNow last looked the cluster up
+	// in, and routerGenR what it found (nil: the cluster is gone).
+	routerGen  *generation
+	routerGenR *shard.Router
+	// esc is the session's standard_conforming_strings read as the
+	// router needs it (off: '…' takes backslash escapes), from the
+	// parameter map escOf (client parameter maps are never changed in
+	// place: a change makes a new one).
+	esc   bool
+	escOf map[string]string
+	// lastPool is the pool of database lastPoolDB, the last one pool
+	// returned: most transactions of a client go where its last went.
+	lastPool   *serverPool
+	lastPoolDB string
+	// memo is the decision the batch walk (batchDecisionOnce) made for a
+	// Bind still ahead in the read buffer, for that Bind when it is read:
+	// one decision per Bind. Cleared at every message shardDecide reads.
+	memo bindMemo
 }
 
-// stmtRoute is a Parse's routing: final (d), or decided by its Binds (p),
-// under the map of cluster of; a Bind after a RELOAD brought another map
-// prepares the text again.
+// bindMemo is a Bind's decision, made before the Bind was the current
+// message: at, the first byte of its body in the read buffer, and n, its
+// length, tell it when it is (the messages between it and the walk are
+// already buffered, so it is not moved).
+type bindMemo struct {
+	at *byte
+	n  int
+	d  shard.Decision
+}
+
+// of returns the memo's decision for the Bind body, if it is the Bind.
+func (m *bindMemo) of(body []byte) (shard.Decision, bool) {
+	if m.at == nil || len(body) != m.n || &body[0] != m.at {
+		return shard.Decision{}, false
+	}
+	return m.d, true
+}
+
+// stmtRoute is a Parse's routing (st: final, or decided by its Binds)
+// under the map of cluster of and the session's pins then; a Bind after a
+// RELOAD brought another map, or under other pins, prepares the text
+// again. st is shared with the cluster's other clients when made with no
+// pin (shard.Statements), and never changed.
 type stmtRoute struct {
-	d    shard.Decision
-	p    *shard.Prepared
-	tx   shard.TxControl // a transaction-control statement (d: default)
+	st   *shard.Statement
 	of   *shard.Cluster
 	pins uint64
-	text string
+}
+
+// text is the statement's text ("" for none).
+func (sr stmtRoute) text() string {
+	if sr.st == nil {
+		return ""
+	}
+	return sr.st.Text
+}
+
+// tx is the statement's transaction control (TxNone for none).
+func (sr stmtRoute) tx() shard.TxControl {
+	if sr.st == nil {
+		return shard.TxNone
+	}
+	return sr.st.Tx
+}
+
+// stmtRoutes is a client's stmtRoute by statement name. The unnamed
+// statement, which most drivers parse again at every transaction, is kept
+// inline: its routing is read from the session's own memory, not from a
+// map's.
+type stmtRoutes struct {
+	unnamed stmtRoute // st nil: none
+	named   map[string]stmtRoute
+}
+
+func (s *stmtRoutes) get(name []byte) (stmtRoute, bool) {
+	if len(name) == 0 {
+		return s.unnamed, s.unnamed.st != nil
+	}
+	sr, ok := s.named[string(name)]
+	return sr, ok
+}
+
+func (s *stmtRoutes) set(name []byte, sr stmtRoute) {
+	if len(name) == 0 {
+		s.unnamed = sr
+		return
+	}
+	if s.named == nil {
+		s.named = map[string]stmtRoute{}
+	}
+	s.named[string(name)] = sr
+}
+
+func (s *stmtRoutes) del(name []byte) {
+	if len(name) == 0 {
+		s.unnamed = stmtRoute{}
+		return
+	}
+	delete(s.named, string(name))
 }
 
 // shardDecision is what route learned before it took c.mu: whether the
@@ -114,7 +201,7 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 	if !ok {
 		return nil, false // the map was checked against cfg: not reached
 	}
-	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{}, stmts: map[string]stmtRoute{},
+	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{},
 		tally: shard.NewTally(&c.svc.routes)}
 	return db, true
 }
@@ -141,6 +228,14 @@ func (c *client) viewsStartupCheck(params map[string]string) error {
 // routerNow returns the router of the client's cluster in the map in
 // force, nil when a RELOAD removed the cluster.
 func (ss *shardSession) routerNow(c *client, g *generation) *shard.Router {
+	if g == ss.routerGen {
+		return ss.routerGenR
+	}
+	ss.routerGen, ss.routerGenR = g, ss.routerIn(c, g)
+	return ss.routerGenR
+}
+
+func (ss *shardSession) routerIn(c *client, g *generation) *shard.Router {
 	var cl *shard.Cluster
 	if g.shards != nil {
 		cl = g.shards.Cluster(ss.cluster)
@@ -200,8 +295,14 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	skipping := l.mu.skipToSync
 	linked := l.mu.srv != nil
 	idle := !linked || l.mu.ls.Idle() && l.mu.ls.TxStatus() == wire.TxIdle
-	escapeStrings := settingOff(c.params["standard_conforming_strings"])
+	if !sameMap(ss.escOf, c.params) {
+		// The session's standard_conforming_strings, as the pump last
+		// heard it.
+		ss.esc, ss.escOf = settingOff(c.params["standard_conforming_strings"]), c.params
+	}
 	c.mu.Unlock()
+	memo := ss.memo
+	ss.memo = bindMemo{}
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
 	}
@@ -210,12 +311,6 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		ss.pins++
 	}
 	r := ss.routerNow(c, c.svc.gen.Load())
-	if r != nil {
-		// The session's standard_conforming_strings, as the pump last
-		// heard it: with off, '…' takes backslash escapes, for the
-		// router as for Postgres.
-		r.SetEscapeStrings(escapeStrings)
-	}
 	switch typ {
 	case wire.MsgQuery:
 		text, err := l.shardText(n)
@@ -228,6 +323,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if step, answered := l.answerShardQuery(text, linked); answered {
 			return shardDecision{}, step
 		}
+		r.SetEscapeStrings(ss.esc) // with off, '…' takes backslash escapes, for the router as for Postgres
 		return shardDecision{active: true, d: r.Route(text, ss.pinNow(), ss.mayTarget)}, stepOn
 	case wire.MsgParse:
 		body, err := l.shardText(n)
@@ -241,16 +337,16 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if !ok {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
-		sr, same := ss.stmts[string(name)]
-		if !same || sr.text != string(text) || sr.of != ss.routerOf || sr.pins != ss.pins {
+		sr, same := ss.stmts.get(name)
+		if !same || sr.st.Text != string(text) || sr.of != ss.routerOf || sr.pins != ss.pins {
 			// A statement the client has not prepared under this name,
 			// map and pins: the unnamed one of a driver that parses
 			// each time is the same text again, routed once.
 			sr = ss.prepare(r, text)
-			ss.stmts[string(name)] = sr
+			ss.stmts.set(name, sr)
 		}
 		if linked {
-			return shardDecision{active: true, d: sr.d}, stepOn
+			return shardDecision{active: true, d: sr.st.Decision}, stepOn
 		}
 		return l.batchStart(typ, body, &sr)
 	case wire.MsgBind:
@@ -262,13 +358,16 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 			return shardDecision{active: true, d: goneCluster}, stepOn
 		}
 		if linked {
+			if d, ok := memo.of(body); ok {
+				return shardDecision{active: true, d: d}, stepOn
+			}
 			return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
 		}
 		return l.batchStart(typ, body, nil)
 	case wire.MsgClose:
 		if body, err := c.r.Peek(n); err == nil && len(body) > 1 && body[0] == 'S' {
 			if i := bytes.IndexByte(body[1:], 0); i >= 0 {
-				delete(ss.stmts, string(body[1:1+i]))
+				ss.stmts.del(body[1 : 1+i])
 			}
 		}
 	}
@@ -357,7 +456,7 @@ func (l *link) bindDecision(body []byte) shard.Decision {
 // stmtRouteOf is the routing of the client's statement stmt, prepared
 // again under the map and pins in force when it was under others.
 func (ss *shardSession) stmtRouteOf(c *client, stmt []byte) (stmtRoute, bool) {
-	sr, known := ss.stmts[string(stmt)]
+	sr, known := ss.stmts.get(stmt)
 	if !known {
 		// Not seen by the router (the client came over in an online
 		// restart): the text the mapping keeps for it says where its
@@ -366,27 +465,26 @@ func (ss *shardSession) stmtRouteOf(c *client, stmt []byte) (stmtRoute, bool) {
 		if !ok {
 			return stmtRoute{}, false
 		}
-		sr = stmtRoute{text: text}
+		sr = stmtRoute{st: &shard.Statement{Text: text}}
 	}
 	if sr.of != ss.routerOf || sr.pins != ss.pins {
 		// Prepared under an earlier map (its ranges may have moved) or
 		// other pins.
-		sr = ss.prepare(ss.router, []byte(sr.text))
-		ss.stmts[string(stmt)] = sr
+		sr = ss.prepare(ss.router, []byte(sr.st.Text))
+		ss.stmts.set(stmt, sr)
 	}
 	return sr, true
 }
 
-// prepare is a Parse's routing under the map and pins in force.
+// prepare is a Parse's routing under the map and pins in force: the
+// cluster's shared one when the session has no pin.
 func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
-	sr := stmtRoute{of: r.Cluster(), pins: ss.pins, text: string(text)}
-	if sr.tx, _ = shard.ReadTxControl(text); sr.tx != shard.TxNone {
-		sr.d = shard.Decision{Source: shard.SourceDefault}
-		return sr
-	}
-	sr.d, sr.p = r.Prepare(text, ss.pinNow(), ss.mayTarget)
-	if (sr.d.Refused() || sr.d.Scattered()) && sr.d.Table != nil {
-		sr.d.Table = bytes.Clone(sr.d.Table) // the scanner's memory is reused
+	sr := stmtRoute{of: r.Cluster(), pins: ss.pins}
+	r.SetEscapeStrings(ss.esc)
+	if pin := ss.pinNow(); pin.Empty() {
+		sr.st = r.Statement(text, ss.mayTarget)
+	} else {
+		sr.st = r.PrepareStatement(text, pin, ss.mayTarget)
 	}
 	return sr
 }
@@ -395,11 +493,11 @@ func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
 // handed to Bind through the session's bindParams: a []byte converted to
 // the BindParams interface would be copied to the heap at every Bind.
 func (sr stmtRoute) decide(ss *shardSession, body []byte) shard.Decision {
-	if sr.p == nil {
-		return sr.d
+	if sr.st.Prepared == nil {
+		return sr.st.Decision
 	}
 	ss.bind.body = body
-	d, err := sr.p.Bind(&ss.bind)
+	d, err := sr.st.Prepared.Bind(&ss.bind)
 	ss.bind.body = nil // the read buffer's: not kept past the message
 	if err != nil {
 		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
@@ -455,6 +553,17 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 // pool returns the pool of database db for the client, made and pinned
 // at its first use.
 func (ss *shardSession) pool(c *client, g *generation, db string) (*serverPool, error) {
+	if ss.lastPool != nil && db == ss.lastPoolDB {
+		return ss.lastPool, nil
+	}
+	p, err := ss.poolOf(c, g, db)
+	if err == nil {
+		ss.lastPool, ss.lastPoolDB = p, db
+	}
+	return p, err
+}
+
+func (ss *shardSession) poolOf(c *client, g *generation, db string) (*serverPool, error) {
 	if p, ok := ss.pools[db]; ok {
 		return p, nil
 	}
@@ -485,6 +594,7 @@ func (c *client) unpinShardPools() {
 		c.svc.unpin(p)
 		delete(c.shard.pools, db)
 	}
+	c.shard.lastPool, c.shard.lastPoolDB = nil, ""
 }
 
 // databaseNames are the [databases] entries a shard file may route to

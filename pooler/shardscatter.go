@@ -192,7 +192,7 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 		return l.shardLink(typ, shard.Decision{Source: shard.SourceDefault, Database: dbs[0]})
 	}
 	name, text, _, ok := wire.DecodeParse(parse)
-	if !ok || len(name) > 0 || !unnamedScatterBatch(rest) || replayed && string(text) != ss.stmts[""].text {
+	if !ok || len(name) > 0 || !unnamedScatterBatch(rest) || replayed && string(text) != ss.stmts.unnamed.text() {
 		return l.refuseShard(typ, named)
 	}
 	kind := shard.Scatterable(text)

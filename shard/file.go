@@ -134,6 +134,9 @@ type Cluster struct {
 	// names filters the names asked about: the scanner asks about every
 	// identifier of a statement, and most are no table's.
 	names nameFilter
+	// statements are the prepared texts' routing under this map, shared
+	// by its clients (statements.go).
+	statements Statements
 }
 
 // nameFilter holds the length and initial of each table's name (the
