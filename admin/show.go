@@ -133,6 +133,8 @@ const helpText = "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VER
 	"\tRELOAD\n" +
 	"\tPAUSE [<db>]\n" +
 	"\tRESUME [<db>]\n" +
+	"\tPAUSE SHARD <cluster>.<colo> [<range>]\n" +
+	"\tRESUME SHARD <cluster>.<colo> [<range>]\n" +
 	"\tDISABLE <db>\n" +
 	"\tENABLE <db>\n" +
 	"\tRECONNECT [<db>]\n" +
