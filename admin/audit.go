@@ -33,6 +33,8 @@ func auditCommand(cmd Command) string {
 		return verb + " command issued"
 	case cmd.Arg == "":
 		return verb + " command issued"
+	case cmd.Value != "" && (cmd.Verb == VerbPauseShard || cmd.Verb == VerbResumeShard):
+		return verb + " '" + cmd.Arg + "' " + cmd.Value + " command issued"
 	}
 	return verb + " '" + cmd.Arg + "' command issued"
 }

@@ -36,6 +36,13 @@ type Console interface {
 	// client should see a specific SQLSTATE and text.
 	Pause(db string) error
 	Resume(db string) error
+	// PauseShard is PAUSE SHARD cluster.colo [RANGE]: new transactions
+	// whose keys fall in the range of logical shards (all of the
+	// colocation's when rng is "") wait; it returns once no transaction
+	// in the range runs. ResumeShard ends the pause of that range (every
+	// paused range of the colocation when rng is "").
+	PauseShard(target, rng string) error
+	ResumeShard(target, rng string) error
 	Disable(db string) error
 	Enable(db string) error
 	Reconnect(db string) error
@@ -226,6 +233,10 @@ type ShardRow struct {
 	Range                  string // "FIRST-LAST"
 	Database               string
 	Generation             uint64
+	// Paused: PAUSE SHARD holds the range (rows are split where a paused
+	// range starts or ends); Waiting counts the transactions it holds.
+	Paused  bool
+	Waiting int
 }
 
 // RouteRow is one row of SHOW ROUTES (a pgturnstile extension): how many

@@ -31,7 +31,9 @@
 // ParseCommand follows PgBouncer's three regexes (a command word with an
 // optional argument; SET key = 'string'; SET key = word), case-insensitive,
 // then the fork's two (SET USER name = 'settings', SET POOL user.db =
-// 'settings'), in that order. A word is letters, digits, '_', and, as in
+// 'settings'), in that order; pgturnstile's PAUSE SHARD and RESUME SHARD
+// cluster.colo [range] (VerbPauseShard, VerbResumeShard; tags "PAUSE
+// SHARD", "RESUME SHARD") are matched first. A word is letters, digits, '_', and, as in
 // the fork, '.' and '-', or a double-quoted name ("" for a quote). Tokens
 // longer than PgBouncer's buffers (command 15 bytes, argument 63, value
 // 255, fork name 127) answer "bad arguments"; anything unmatched "invalid

@@ -73,6 +73,13 @@ func (f *fakeConsole) SetPool(user, db, settings string) error {
 	return f.record("SetPool(%q, %q, %q)", user, db, settings)
 }
 
+func (f *fakeConsole) PauseShard(target, rng string) error {
+	return f.record("PauseShard(%q, %q)", target, rng)
+}
+func (f *fakeConsole) ResumeShard(target, rng string) error {
+	return f.record("ResumeShard(%q, %q)", target, rng)
+}
+
 func (f *fakeConsole) Suspend() error { return f.record("Suspend()") }
 func (f *fakeConsole) FDs(bool) []FD {
 	return []FD{{FD: -1, ID: 7, Task: "client", User: "u", Database: "d", Addr: "127.0.0.1", Port: 5000, Cancel: 42,

@@ -24,6 +24,8 @@ var (
 	rxSetWord = regexp.MustCompile(`(?i)^` + ws0 + `set` + ws1 + word + assign + word + end)
 	rxSetUser = regexp.MustCompile(`(?i)^` + ws0 + `set` + ws1 + `user` + ws1 + name + assign + str + end)
 	rxSetPool = regexp.MustCompile(`(?i)^` + ws0 + `set` + ws1 + `pool` + ws1 + name + assign + str + end)
+	// pgturnstile's PAUSE SHARD cluster.colo [RANGE] and RESUME SHARD.
+	rxShard = regexp.MustCompile(`(?i)^` + ws0 + `(pause|resume)` + ws1 + `shard` + ws1 + name + `(?:` + ws1 + word + `)?` + end)
 )
 
 // Buffer limits of PgBouncer's parser (cmd[16], arg[64], val[256]) and the
@@ -41,6 +43,10 @@ const (
 	VerbSet     = "set"
 	VerbSetUser = "set user"
 	VerbSetPool = "set pool"
+	// VerbPauseShard and VerbResumeShard: Arg is "cluster.colo", Value
+	// the range ("" for all of the colocation's).
+	VerbPauseShard  = "pause shard"
+	VerbResumeShard = "resume shard"
 )
 
 // Command is one parsed console statement.
@@ -63,6 +69,12 @@ type Command struct {
 func ParseCommand(q string) (Command, error) {
 	if i := strings.IndexByte(q, 0); i >= 0 {
 		q = q[:i] // a C string ends at the first NUL
+	}
+	if m := rxShard.FindStringSubmatch(q); m != nil {
+		if len(m[2]) >= maxArg || len(m[3]) >= maxArg {
+			return Command{}, errBadArguments
+		}
+		return Command{Verb: strings.ToLower(m[1]) + " shard", Arg: unquote(m[2], '"'), Value: unquote(m[3], '"')}, nil
 	}
 	if m := rxNormal.FindStringSubmatch(q); m != nil {
 		if len(m[1]) >= maxCmd || len(m[2]) >= maxArg {

@@ -195,6 +195,8 @@ func (s *session) exec(q string) {
 		s.set(cmd)
 	case VerbSetUser, VerbSetPool:
 		s.setOverride(cmd)
+	case VerbPauseShard, VerbResumeShard:
+		s.shardCommand(cmd)
 	default:
 		s.command(q, cmd)
 	}
@@ -428,4 +430,26 @@ func clientID(arg string) (uint64, bool) {
 	}
 	id, err := strconv.ParseUint(arg[:n], 10, 64)
 	return id, err == nil
+}
+
+// shardCommand runs PAUSE SHARD and RESUME SHARD (pgturnstile's), for
+// admins only, as PAUSE and RESUME.
+func (s *session) shardCommand(cmd Command) {
+	if s.role != RoleAdmin {
+		s.error(newError(msgAdminNeeded))
+		return
+	}
+	s.audit(auditCommand(cmd))
+	var err error
+	tag := strings.ToUpper(cmd.Verb)
+	if cmd.Verb == VerbPauseShard {
+		err = s.con.PauseShard(cmd.Arg, cmd.Value)
+	} else {
+		err = s.con.ResumeShard(cmd.Arg, cmd.Value)
+	}
+	if err != nil {
+		s.fail(err, newError("%s failed", tag))
+		return
+	}
+	s.complete(tag)
 }

@@ -75,7 +75,7 @@ var (
 	// SHOW ADMISSION is pgturnstile's own: one row per gate, tier and
 	// fair-share node. Columns added later go at the end, so tools that
 	// read the first ones by position keep working.
-	shardsCols    = cols("sssssq", "cluster", "colo", "key_type", "range", "database", "generation")
+	shardsCols    = cols("sssssqsi", "cluster", "colo", "key_type", "range", "database", "generation", "state", "waiting")
 	routesCols    = cols("ssssq", "cluster", "colo", "source", "reason", "count")
 	admissionCols = cols("ssssiiiNNNNsqqNiNNN", "database", "user", "kind", "name",
 		"capacity", "in_use", "waiting", "weight", "ceiling", "alloc", "debt", "mode",
@@ -133,6 +133,8 @@ const helpText = "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VER
 	"\tRELOAD\n" +
 	"\tPAUSE [<db>]\n" +
 	"\tRESUME [<db>]\n" +
+	"\tPAUSE SHARD <cluster>.<colo> [<range>]\n" +
+	"\tRESUME SHARD <cluster>.<colo> [<range>]\n" +
 	"\tDISABLE <db>\n" +
 	"\tENABLE <db>\n" +
 	"\tRECONNECT [<db>]\n" +
@@ -419,7 +421,12 @@ func stateRows(con Console) [][]value {
 func shardsRows(con Console) [][]value {
 	var out [][]value
 	for _, r := range con.Shards() {
-		out = append(out, []value{text(r.Cluster), text(r.Colo), text(r.KeyType), text(r.Range), text(r.Database), num(r.Generation)})
+		state := "running"
+		if r.Paused {
+			state = "paused"
+		}
+		out = append(out, []value{text(r.Cluster), text(r.Colo), text(r.KeyType), text(r.Range), text(r.Database), num(r.Generation),
+			text(state), num(r.Waiting)})
 	}
 	return out
 }

@@ -330,12 +330,17 @@ func (v consoleView) Shards() []admin.ShardRow {
 	if g.shards == nil {
 		return nil
 	}
+	paused := v.s.shardPauses.snapshot()
 	var rows []admin.ShardRow
 	for _, cl := range g.shards.Clusters() {
 		for _, co := range cl.Colos() {
+			pr := paused[coloRef{cl.Name, co.Name}]
 			for _, r := range co.Ranges() {
-				rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
-					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq})
+				for _, part := range splitByPauses(logicalRange{r.First, r.Last}, pr) {
+					rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
+						Range: fmt.Sprintf("%d-%d", part.r.first, part.r.last), Database: r.Database, Generation: g.seq,
+						Paused: part.paused, Waiting: part.waiting})
+				}
 			}
 		}
 	}

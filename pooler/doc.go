@@ -57,6 +57,10 @@
 //	                   (shard=all, on_missing_key = scatter), as a Query or
 //	                   an unnamed extended batch; shard=all's
 //	                   statements on each database in turn
+//	shardpause.go      PAUSE SHARD / RESUME SHARD: the paused ranges of
+//	                   logical shards (one atomic pointer on the routing
+//	                   path), their waiters in arrival order, the span of
+//	                   each transaction that PAUSE SHARD waits for
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release

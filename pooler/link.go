@@ -69,6 +69,11 @@ type link struct {
 		// set by linkTo (the router) and taken by the next linkServer;
 		// nil: the client's own pool.
 		route *serverPool
+		// shardTx is the logical shards a cluster client's transaction
+		// touches, from the router's choice of route until its server
+		// goes back (or its wait ends without one): what PAUSE SHARD
+		// waits for (shardpause.go).
+		shardTx txSpan
 		// refusal is the router's 0A000 for a Bind it replaced by one the
 		// server fails (shardtx.go); the pump gives it to the client in
 		// place of the server's error, and forgets it at ReadyForQuery.
@@ -333,6 +338,7 @@ func (l *link) endWait() {
 	c := l.c
 	c.mu.Lock()
 	c.setStateLocked(clientIdle)
+	l.forgetShardTxLocked()
 	c.mu.Unlock()
 }
 
@@ -411,6 +417,7 @@ func (l *link) unlinkServerLocked() {
 	if c.mu.state == clientActive {
 		c.setStateLocked(clientIdle)
 	}
+	l.forgetShardTxLocked()
 }
 
 // acquire is linkServer's checkout from p, the transaction's pool

@@ -20,10 +20,11 @@ var errWaitCanceled = errors.New("canceled while waiting for a server")
 type loopStep uint8
 
 const (
-	stepOn     loopStep = iota // go on with this message
-	stepNext                   // the message was dealt with: read the next
-	stepEnd                    // the client is gone (closed or left)
-	stepParked                 // the client parked: another goroutine owns c now
+	stepOn      loopStep = iota // go on with this message
+	stepNext                    // the message was dealt with: read the next
+	stepEnd                     // the client is gone (closed or left)
+	stepParked                  // the client parked: another goroutine owns c now
+	stepReroute                 // a paused range let the message go: route it again (shardpause.go)
 )
 
 // loopVars is what loop carries from one message to the next.
@@ -194,10 +195,12 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		// A sharded cluster's client: where the message runs is decided
 		// (or answered) before anything else (shardroute.go).
 		var step loopStep
+		rerouted := c.shard.rerouted
+		c.shard.rerouted = false
 		if sd, step = l.shardDecide(typ, n); step != stepOn {
 			return routed{}, step
 		}
-		if sd.active && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused() || sd.d.Scattered()) {
+		if sd.active && !rerouted && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused() || sd.d.Scattered()) {
 			c.shard.tally.Add(c.shard.cluster, sd.d)
 		}
 	}
@@ -242,6 +245,12 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		c.mu.Unlock()
 		if sd.active {
 			if step := l.shardLink(typ, sd.d); step != stepOn {
+				if step == stepReroute {
+					// It waited for a paused range: decided again under
+					// the map in force now (counted once).
+					c.shard.rerouted = true
+					return l.route(lv, typ, n)
+				}
 				return routed{}, step
 			}
 		}
@@ -255,8 +264,12 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 		}
 	} else if sd.active && !l.mu.skipToSync {
 		// A statement of a transaction already on a shard: it must
-		// belong to the same one.
-		if raise := l.heldToShardLocked(typ, s, sd.d); raise != nil {
+		// belong to the same one, and enter no range paused since.
+		raise := l.heldToShardLocked(typ, s, sd.d)
+		if raise == nil {
+			raise = l.pausedInTxLocked(typ, sd.d)
+		}
+		if raise != nil {
 			r := routed{s: s, raise: raise, mapped: l.recordLocked(typ, n)}
 			r.txLeft, r.txTimed = c.txRemainingLocked(lv.st)
 			c.mu.Unlock()

@@ -79,6 +79,9 @@ type Service struct {
 	held *wire.Budget
 	// routes counts the sharding router's decisions (shardroute.go).
 	routes shard.Counts
+	// shardPauses is PAUSE SHARD's paused ranges and their waiters
+	// (shardpause.go).
+	shardPauses shardPauses
 	// scatters holds a token per scatter running (shardscatter.go).
 	scatters chan struct{}
 

@@ -93,6 +93,9 @@ type shardSession struct {
 	// Bind still ahead in the read buffer, for that Bind when it is read:
 	// one decision per Bind. Cleared at every message shardDecide reads.
 	memo bindMemo
+	// rerouted: route decides the current message again after a wait for
+	// a paused range; it was counted the first time.
+	rerouted bool
 }
 
 // bindMemo is a Bind's decision, made before the Bind was the current
@@ -527,7 +530,7 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 		// Decided and counted (refusals too), run on the default.
 		db = cl.DefaultDatabase
 	case d.Source == shard.SourceScatter:
-		return l.shardScatter(typ, d)
+		return l.shardScatterUnpaused(typ, d)
 	case d.Source == shard.SourceRefused:
 		return l.refuseShard(typ, d)
 	case db == "":
@@ -537,6 +540,17 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 	if err != nil {
 		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
 	}
+	span := txSpan{}
+	if cl == nil || !cl.Shadow {
+		span = spanOf(d)
+	}
+	c.mu.Lock()
+	l.mu.route = p
+	l.mu.shardTx = span // before the pause check: see shardpause.go
+	c.mu.Unlock()
+	if step, held := l.holdIfPaused(typ, span); held {
+		return step
+	}
 	ss.last = d.Database
 	if c.mode == config.PoolModeSession && (d.Source != shard.SourceDefault || !c.tracking) {
 		// The session's first statement that decides a shard: the
@@ -544,10 +558,26 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 		// the mapping, ahead of the Bind).
 		ss.sessionPinned.Store(true)
 	}
-	c.mu.Lock()
-	l.mu.route = p
-	c.mu.Unlock()
 	return stepOn
+}
+
+// shardScatterUnpaused runs a scatter unless a range of the cluster is
+// paused: then it waits as a keyed transaction does (every range is its
+// span), and PAUSE SHARD waits for a scatter running.
+func (l *link) shardScatterUnpaused(typ byte, d shard.Decision) loopStep {
+	c := l.c
+	span := txSpan{set: true, all: true}
+	c.mu.Lock()
+	l.mu.shardTx = span
+	c.mu.Unlock()
+	if step, held := l.holdIfPaused(typ, span); held {
+		return step
+	}
+	step := l.shardScatter(typ, d)
+	c.mu.Lock()
+	l.forgetShardTxLocked()
+	c.mu.Unlock()
+	return step
 }
 
 // pool returns the pool of database db for the client, made and pinned

@@ -150,6 +150,12 @@ func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) 
 // and the client's ROLLBACK works as usual.
 func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
 	msg, detail, hint := crossShardText(ss, d, pinned)
+	return raiseQuery(msg, detail, hint)
+}
+
+// raiseQuery is a Query that makes Postgres raise 0A000 with msg, detail
+// and hint.
+func raiseQuery(msg, detail, hint string) []byte {
 	q := "DO $pgturnstile$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + sqlString(msg) +
 		", DETAIL = " + sqlString(detail) + ", HINT = " + sqlString(hint) + "; END$pgturnstile$"
 	return wire.AppendQuery(nil, q)

@@ -739,6 +739,10 @@ func (l *loader) colo(p tomlpos.Path, t map[string]any, m uint32) (*Colo, error)
 	return co, nil
 }
 
+// ParseRange reads a range of logical shards as the shard file writes
+// it: "N" or "FIRST-LAST" (FIRST <= LAST), decimal.
+func ParseRange(s string) (first, last uint32, err error) { return parseRange(s) }
+
 // parseRange reads "N" or "A-B" (A <= B), decimal.
 func parseRange(s string) (first, last uint32, err error) {
 	a, b, isRange := strings.Cut(s, "-")

@@ -93,9 +93,17 @@ type Decision struct {
 	// refused, scattered, or waiting for its Bind (Pending).
 	Database string
 	// Colo and Logical: the colocation and logical shard of a keyed
-	// decision.
-	Colo    *Colo
-	Logical uint32
+	// decision. A decision by several keys (all on Database) spans
+	// Logical, the lowest of their logical shards, to LogicalMax, the
+	// highest (equal for one key); ManyColos says its keys are of more
+	// than one colocation (Colo is one of them). PAUSE SHARD holds a
+	// transaction whose span meets a paused range. A key that does not
+	// decode for its type is in no logical shard: Logical and
+	// LogicalMax are 0.
+	Colo       *Colo
+	Logical    uint32
+	LogicalMax uint32
+	ManyColos  bool
 	// Reason, Table and Column say why it was refused (Source ==
 	// SourceRefused); Table is valid until the Router's next call.
 	Reason Reason
@@ -216,7 +224,7 @@ func (r *Router) Route(sql []byte, pin Pin, mayTarget bool) Decision {
 			return refused(ReasonNoColo, nil, "")
 		}
 		d := placeText(co, key, src)
-		if res.Outcome == Keyed && !r.agree(d, res.Keys) {
+		if res.Outcome == Keyed && !r.agree(&d, res.Keys) {
 			return refused(ReasonHintMismatch, nil, "")
 		}
 		return d
@@ -271,19 +279,33 @@ func (r *Router) keyed(keys []Key) Decision {
 		if kd.Database != d.Database {
 			return refused(ReasonKeysSplit, nil, "")
 		}
+		d.widen(kd)
 	}
 	return d
 }
 
-// agree reports that the statement's literal keys are all on d's database.
-func (r *Router) agree(d Decision, keys []Key) bool {
+// widen makes d's logical span cover k's, a decision on the same
+// database.
+func (d *Decision) widen(k Decision) {
+	if k.Colo != d.Colo {
+		d.ManyColos = true
+	}
+	d.Logical = min(d.Logical, k.Logical)
+	d.LogicalMax = max(d.LogicalMax, k.LogicalMax)
+}
+
+// agree reports that the statement's literal keys are all on d's
+// database, and widens d's logical span to theirs.
+func (r *Router) agree(d *Decision, keys []Key) bool {
 	for _, k := range keys {
 		if k.Param > 0 {
 			continue // checked at Bind against the pinned shard
 		}
-		if placeKey(r.cluster.colos[k.Colo], k).Database != d.Database {
+		kd := placeKey(r.cluster.colos[k.Colo], k)
+		if kd.Database != d.Database {
 			return false
 		}
+		d.widen(kd)
 	}
 	return true
 }
@@ -332,7 +354,7 @@ func refused(reason Reason, table []byte, column string) Decision {
 func placeKey(co *Colo, k Key) Decision {
 	if k.Null {
 		l, db := co.Place(NullHash)
-		return Decision{Source: SourceLiteral, Database: db, Colo: co, Logical: l}
+		return Decision{Source: SourceLiteral, Database: db, Colo: co, Logical: l, LogicalMax: l}
 	}
 	d := placeText(co, k.Value, SourceLiteral)
 	if k.Number && co.KeyType != KeyBigint && co.KeyType != KeyInt && co.KeyType != KeySmallint {
@@ -348,7 +370,7 @@ func placeText(co *Colo, v []byte, src Source) Decision {
 		return Decision{Source: src, Database: co.databases[0], Colo: co}
 	}
 	l, db := co.Place(h)
-	return Decision{Source: src, Database: db, Colo: co, Logical: l}
+	return Decision{Source: src, Database: db, Colo: co, Logical: l, LogicalMax: l}
 }
 
 // Prepared is what routing keeps of a Parse whose keys are parameters:
@@ -358,8 +380,9 @@ func placeText(co *Colo, v []byte, src Source) Decision {
 type Prepared struct {
 	params []preparedParam
 	// literal is the database the statement's literal keys chose ("" for
-	// none).
+	// none), and lit their span of logical shards.
 	literal string
+	lit     Decision
 }
 
 type preparedParam struct {
@@ -389,6 +412,11 @@ func (r *Router) Prepare(sql []byte, pin Pin, mayTarget bool) (Decision, *Prepar
 		if p.literal != "" && p.literal != kd.Database {
 			return refused(ReasonKeysSplit, nil, ""), nil
 		}
+		if p.literal == "" {
+			p.lit = kd
+		} else {
+			p.lit.widen(kd)
+		}
 		p.literal = kd.Database
 	}
 	return d, p
@@ -406,6 +434,10 @@ type BindParams interface {
 // (and the literal ones) must land on one database.
 func (p *Prepared) Bind(params BindParams) (Decision, error) {
 	d := Decision{Source: SourceParam, Database: p.literal}
+	have := p.literal != ""
+	if have {
+		d.Colo, d.Logical, d.LogicalMax, d.ManyColos = p.lit.Colo, p.lit.Logical, p.lit.LogicalMax, p.lit.ManyColos
+	}
 	for _, pp := range p.params {
 		v, binary, null, ok := params.Param(pp.n - 1)
 		if !ok {
@@ -415,7 +447,7 @@ func (p *Prepared) Bind(params BindParams) (Decision, error) {
 		switch {
 		case null:
 			l, db := pp.colo.Place(NullHash)
-			kd = Decision{Database: db, Colo: pp.colo, Logical: l}
+			kd = Decision{Database: db, Colo: pp.colo, Logical: l, LogicalMax: l}
 		case binary:
 			h, err := pp.colo.KeyType.HashBinary(v)
 			if err != nil {
@@ -423,14 +455,19 @@ func (p *Prepared) Bind(params BindParams) (Decision, error) {
 				break
 			}
 			l, db := pp.colo.Place(h)
-			kd = Decision{Database: db, Colo: pp.colo, Logical: l}
+			kd = Decision{Database: db, Colo: pp.colo, Logical: l, LogicalMax: l}
 		default:
 			kd = placeText(pp.colo, v, SourceParam)
 		}
 		if d.Database != "" && kd.Database != d.Database {
 			return refused(ReasonKeysSplit, nil, ""), nil
 		}
-		d.Database, d.Colo, d.Logical = kd.Database, kd.Colo, kd.Logical
+		if !have {
+			d.Database, d.Colo, d.Logical, d.LogicalMax = kd.Database, kd.Colo, kd.Logical, kd.LogicalMax
+			have = true
+			continue
+		}
+		d.widen(kd)
 	}
 	return d, nil
 }

@@ -312,3 +312,64 @@ func BenchmarkRouteShapes(b *testing.B) {
 		})
 	}
 }
+
+// TestDecisionSpan: a decision by several keys spans the lowest to the
+// highest of their logical shards, whichever way the keys come (literals,
+// a hint beside them, a literal beside a $n), so PAUSE SHARD can hold a
+// statement any of whose keys is in a paused range.
+func TestDecisionSpan(t *testing.T) {
+	c := exampleCluster(t, nil)
+	r := NewRouter(c)
+	org := c.Colo("org")
+	logical := func(v int64) uint32 { l, _ := org.Place(HashInt64(v)); return l }
+	// Two keys on one database in different logical shards.
+	a := int64(1)
+	b := a + 1
+	for orgDB(c, b) != orgDB(c, a) || logical(b) == logical(a) {
+		b++
+	}
+	lo, hi := min(logical(a), logical(b)), max(logical(a), logical(b))
+	as, bs := strconv.FormatInt(a, 10), strconv.FormatInt(b, 10)
+	check := func(what string, d Decision) {
+		t.Helper()
+		if d.Database != orgDB(c, a) || d.Colo != org || d.Logical != lo || d.LogicalMax != hi || d.ManyColos {
+			t.Errorf("%s: got %+v, want %s %d-%d", what, d, orgDB(c, a), lo, hi)
+		}
+	}
+	check("IN list", r.Route([]byte(`SELECT * FROM files WHERE org_id IN (`+as+`, `+bs+`)`), Pin{}, false))
+	check("hint and literal", r.Route([]byte(`/* pgturnstile: shard_key=`+as+` */ SELECT * FROM files WHERE org_id = `+bs), Pin{}, false))
+	_, p := r.Prepare([]byte(`INSERT INTO files (org_id, name) VALUES (`+as+`, 'a'), ($1, 'b')`), Pin{}, false)
+	d, err := p.Bind(params{{[]byte(bs), false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("literal and param", d)
+	_, p = r.Prepare([]byte(`INSERT INTO files (org_id, name) VALUES ($1, 'a'), ($2, 'b')`), Pin{}, false)
+	d, _ = p.Bind(params{{[]byte(bs), false}, {[]byte(as), false}})
+	check("two params", d)
+	one := r.Route([]byte(`SELECT * FROM files WHERE org_id = `+as), Pin{}, false)
+	if one.Logical != logical(a) || one.LogicalMax != logical(a) {
+		t.Errorf("one key: %+v", one)
+	}
+	// Keys of two colocations on one database.
+	doc := c.Colo("doc")
+	found := false
+	for i := 0; i < 10 && !found; i++ {
+		u := strings.Replace("00000000-0000-0000-0000-000000000000", "0", strconv.Itoa(i%10), 32)
+		h, err := KeyUUID.HashText([]byte(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, db := doc.Place(h); db != orgDB(c, a) {
+			continue
+		}
+		d := r.Route([]byte(`SELECT * FROM files WHERE org_id = `+as+`; SELECT * FROM documents WHERE id = '`+u+`'`), Pin{}, false)
+		if d.Refused() || !d.ManyColos {
+			t.Errorf("two colocations: %+v", d)
+		}
+		found = true
+	}
+	if !found {
+		t.Fatal("no uuid of ten on the org key's database")
+	}
+}
