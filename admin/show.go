@@ -391,6 +391,9 @@ func configRows(con Console) [][]value {
 	out := make([][]value, 0, len(config.Keys))
 	for _, k := range config.Keys {
 		v, _ := cfg.Value(k.Name)
+		if k.Name == "shard_etcd_password" && v != "" {
+			v = "********" // the console is no place to read a password back
+		}
 		changeable := "no"
 		if k.Reloadable {
 			changeable = "yes"
