@@ -335,7 +335,8 @@ func (v consoleView) Shards() []admin.ShardRow {
 		for _, co := range cl.Colos() {
 			for _, r := range co.Ranges() {
 				rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
-					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq})
+					Range: fmt.Sprintf("%d-%d", r.First, r.Last), Database: r.Database, Generation: g.seq,
+					Source: g.shards.File, Revision: g.shardRev})
 			}
 		}
 	}
