@@ -46,6 +46,9 @@ type Status struct {
 	Connected bool
 	// Revision is the map's mod revision in force (0: none yet).
 	Revision int64
+	// Latest is the newest mod revision of the map's key seen, in force
+	// or refused (0: none).
+	Latest int64
 	// Rejected counts the maps refused (Apply's errors, a deleted key).
 	Rejected uint64
 }
@@ -75,6 +78,7 @@ type Source struct {
 	// lost: the loss of etcd has been logged (once per outage).
 	lost        bool
 	revision    int64
+	latest      int64
 	rejected    uint64
 	rejectedRev int64
 	rejectedMsg string
@@ -143,7 +147,7 @@ func (s *Source) Close() error {
 func (s *Source) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Status{Connected: s.connected, Revision: s.revision, Rejected: s.rejected}
+	return Status{Connected: s.connected, Revision: s.revision, Latest: s.latest, Rejected: s.rejected}
 }
 
 // Instances returns the records under InstancesPrefix as of the last
@@ -369,6 +373,7 @@ func (s *Source) event(ctx context.Context, ev *clientv3.Event) {
 func (s *Source) consider(doc []byte, rev int64) (changed bool) {
 	s.mu.Lock()
 	seen := rev == s.revision || rev == s.rejectedRev
+	s.latest = max(s.latest, rev)
 	s.mu.Unlock()
 	if seen {
 		return false
@@ -390,6 +395,7 @@ func (s *Source) refuse(rev int64, err error) {
 	s.mu.Lock()
 	s.rejected++
 	s.rejectedRev, s.rejectedMsg = rev, err.Error()
+	s.latest = max(s.latest, rev)
 	kept := s.revision
 	s.mu.Unlock()
 	s.log.Error(fmt.Sprintf("shard map: revision %d of %s refused, revision %d kept: %v", rev, s.mapKey, kept, err))
