@@ -57,6 +57,10 @@
 //	                   (shard=all, on_missing_key = scatter), as a Query or
 //	                   an unnamed extended batch; shard=all's
 //	                   statements on each database in turn
+//	shardsource.go     a map from a source other than shard_file
+//	                   (shard_source = etcd, package shard/etcdsource):
+//	                   ApplyShardMap, its recheck at RELOAD, SHOW
+//	                   SHARD_INSTANCES and the source's metrics
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release
