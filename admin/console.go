@@ -31,6 +31,10 @@ type Console interface {
 	// Both empty without a shard file.
 	Shards() []ShardRow
 	Routes() []RouteRow
+	// ShardInstances lists the pgturnstile instances that share the map
+	// through etcd (shard_source = etcd) and the revision each serves;
+	// empty otherwise.
+	ShardInstances() []ShardInstanceRow
 
 	// Commands. db == "" means every database. Errors are *Error when the
 	// client should see a specific SQLSTATE and text.
@@ -237,6 +241,31 @@ type ShardRow struct {
 	// range starts or ends); Waiting counts the transactions it holds.
 	Paused  bool
 	Waiting int
+	// Source is where the map came from: the shard file's path, or
+	// "etcd:<prefix>/map"; Revision is the etcd mod revision of the map
+	// (0, printed NULL, for a file).
+	Source   string
+	Revision int64
+}
+
+// ShardInstanceRow is one row of SHOW SHARD_INSTANCES (a pgturnstile
+// extension): an instance's record under <shard_etcd_prefix>/instances/.
+type ShardInstanceRow struct {
+	Instance string
+	// Revision is the map's revision the instance serves; Latest the
+	// newest this instance has seen (the two agree on every row once the
+	// fleet converged).
+	Revision, Latest int64
+	Host             string
+	PID              int
+	Listen           string
+	Updated          time.Time
+	// RejectedRevision and Rejected: the last map the instance refused,
+	// and why.
+	RejectedRevision int64
+	Rejected         string
+	// Self: this row is the instance answering.
+	Self bool
 }
 
 // RouteRow is one row of SHOW ROUTES (a pgturnstile extension): how many

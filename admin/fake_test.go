@@ -28,6 +28,7 @@ type fakeConsole struct {
 	lists     Lists
 	admission []AdmissionRow
 	shards    []ShardRow
+	instances []ShardInstanceRow
 	routes    []RouteRow
 	queries   int // ConsoleQuery calls
 }
@@ -37,26 +38,27 @@ func (f *fakeConsole) record(format string, args ...any) error {
 	return f.err
 }
 
-func (f *fakeConsole) Config() *config.Config    { return f.cfg }
-func (f *fakeConsole) Version() string           { return "PgBouncer 1.25.1 (pgturnstile test)" }
-func (f *fakeConsole) Pools() []Pool             { return f.pools }
-func (f *fakeConsole) Clients() []Conn           { return f.clients }
-func (f *fakeConsole) Servers() []Conn           { return f.servers }
-func (f *fakeConsole) Databases() []Database     { return f.databases }
-func (f *fakeConsole) Users() []User             { return f.users }
-func (f *fakeConsole) Stats() []Stats            { return f.stats }
-func (f *fakeConsole) State() State              { return f.state }
-func (f *fakeConsole) Lists() Lists              { return f.lists }
-func (f *fakeConsole) ConsoleQuery()             { f.queries++ }
-func (f *fakeConsole) Admission() []AdmissionRow { return f.admission }
-func (f *fakeConsole) Shards() []ShardRow        { return f.shards }
-func (f *fakeConsole) Routes() []RouteRow        { return f.routes }
-func (f *fakeConsole) Pause(db string) error     { return f.record("Pause(%q)", db) }
-func (f *fakeConsole) Resume(db string) error    { return f.record("Resume(%q)", db) }
-func (f *fakeConsole) Disable(db string) error   { return f.record("Disable(%q)", db) }
-func (f *fakeConsole) Enable(db string) error    { return f.record("Enable(%q)", db) }
-func (f *fakeConsole) Reconnect(db string) error { return f.record("Reconnect(%q)", db) }
-func (f *fakeConsole) Kill(db string) error      { return f.record("Kill(%q)", db) }
+func (f *fakeConsole) Config() *config.Config             { return f.cfg }
+func (f *fakeConsole) Version() string                    { return "PgBouncer 1.25.1 (pgturnstile test)" }
+func (f *fakeConsole) Pools() []Pool                      { return f.pools }
+func (f *fakeConsole) Clients() []Conn                    { return f.clients }
+func (f *fakeConsole) Servers() []Conn                    { return f.servers }
+func (f *fakeConsole) Databases() []Database              { return f.databases }
+func (f *fakeConsole) Users() []User                      { return f.users }
+func (f *fakeConsole) Stats() []Stats                     { return f.stats }
+func (f *fakeConsole) State() State                       { return f.state }
+func (f *fakeConsole) Lists() Lists                       { return f.lists }
+func (f *fakeConsole) ConsoleQuery()                      { f.queries++ }
+func (f *fakeConsole) Admission() []AdmissionRow          { return f.admission }
+func (f *fakeConsole) Shards() []ShardRow                 { return f.shards }
+func (f *fakeConsole) Routes() []RouteRow                 { return f.routes }
+func (f *fakeConsole) ShardInstances() []ShardInstanceRow { return f.instances }
+func (f *fakeConsole) Pause(db string) error              { return f.record("Pause(%q)", db) }
+func (f *fakeConsole) Resume(db string) error             { return f.record("Resume(%q)", db) }
+func (f *fakeConsole) Disable(db string) error            { return f.record("Disable(%q)", db) }
+func (f *fakeConsole) Enable(db string) error             { return f.record("Enable(%q)", db) }
+func (f *fakeConsole) Reconnect(db string) error          { return f.record("Reconnect(%q)", db) }
+func (f *fakeConsole) Kill(db string) error               { return f.record("Kill(%q)", db) }
 func (f *fakeConsole) KillClient(id uint64) error {
 	return f.record("KillClient(%d)", id)
 }

@@ -75,7 +75,10 @@ var (
 	// SHOW ADMISSION is pgturnstile's own: one row per gate, tier and
 	// fair-share node. Columns added later go at the end, so tools that
 	// read the first ones by position keep working.
-	shardsCols    = cols("sssssqsi", "cluster", "colo", "key_type", "range", "database", "generation", "state", "waiting")
+	shardsCols = cols("sssssqsisq", "cluster", "colo", "key_type", "range", "database", "generation", "state", "waiting", "source", "revision")
+	// SHOW SHARD_INSTANCES: the fleet sharing the map through etcd.
+	shardInstancesCols = cols("sqqsssisqss", "instance", "revision", "latest_revision", "converged", "host", "listen", "pid",
+		"updated", "rejected_revision", "rejected", "self")
 	routesCols    = cols("ssssq", "cluster", "colo", "source", "reason", "count")
 	admissionCols = cols("ssssiiiNNNNsqqNiNNN", "database", "user", "kind", "name",
 		"capacity", "in_use", "waiting", "weight", "ceiling", "alloc", "debt", "mode",
@@ -109,13 +112,14 @@ var shows = map[string]showCmd{
 	// PgBouncer's SHOW MEM lists its slab caches; Go has none to show.
 	"mem": {cols: memCols, rows: noRows},
 	// DNS_HOSTS and DNS_ZONES: their rows are dns.go's.
-	"dns_hosts": {cols: dnsHostsCols, rows: noRows},
-	"dns_zones": {cols: dnsZonesCols, rows: noRows},
-	"version":   {cols: versionCols, rows: func(c Console) [][]value { return [][]value{{text(c.Version())}} }},
-	"state":     {cols: stateCols, rows: stateRows},
-	"admission": {cols: admissionCols, rows: admissionRows},
-	"shards":    {cols: shardsCols, rows: shardsRows},
-	"routes":    {cols: routesCols, rows: routesRows},
+	"dns_hosts":       {cols: dnsHostsCols, rows: noRows},
+	"dns_zones":       {cols: dnsZonesCols, rows: noRows},
+	"version":         {cols: versionCols, rows: func(c Console) [][]value { return [][]value{{text(c.Version())}} }},
+	"state":           {cols: stateCols, rows: stateRows},
+	"admission":       {cols: admissionCols, rows: admissionRows},
+	"shards":          {cols: shardsCols, rows: shardsRows},
+	"shard_instances": {cols: shardInstancesCols, rows: shardInstancesRows},
+	"routes":          {cols: routesCols, rows: routesRows},
 }
 
 // helpText is the detail of SHOW HELP's NOTICE: PgBouncer's list plus the
@@ -126,7 +130,7 @@ const helpText = "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VER
 	"\tSHOW DNS_HOSTS|DNS_ZONES\n" +
 	"\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS\n" +
 	"\tSHOW ADMISSION\n" +
-	"\tSHOW SHARDS|ROUTES\n" +
+	"\tSHOW SHARDS|SHARD_INSTANCES|ROUTES\n" +
 	"\tSET key = arg\n" +
 	"\tSET USER <user> = 'args'\n" +
 	"\tSET POOL <user>.<db> = 'args'\n" +
@@ -393,6 +397,9 @@ func configRows(con Console) [][]value {
 	out := make([][]value, 0, len(config.Keys))
 	for _, k := range config.Keys {
 		v, _ := cfg.Value(k.Name)
+		if k.Name == "shard_etcd_password" && v != "" {
+			v = "********" // the console is no place to read a password back
+		}
 		changeable := "no"
 		if k.Reloadable {
 			changeable = "yes"
@@ -425,8 +432,25 @@ func shardsRows(con Console) [][]value {
 		if r.Paused {
 			state = "paused"
 		}
+		rev := null
+		if r.Revision != 0 {
+			rev = num(r.Revision)
+		}
 		out = append(out, []value{text(r.Cluster), text(r.Colo), text(r.KeyType), text(r.Range), text(r.Database), num(r.Generation),
-			text(state), num(r.Waiting)})
+			text(state), num(r.Waiting), text(r.Source), rev})
+	}
+	return out
+}
+
+func shardInstancesRows(con Console) [][]value {
+	var out [][]value
+	for _, r := range con.ShardInstances() {
+		rejRev, rej := null, null
+		if r.RejectedRevision != 0 {
+			rejRev, rej = num(r.RejectedRevision), text(r.Rejected)
+		}
+		out = append(out, []value{text(r.Instance), num(r.Revision), num(r.Latest), yesNo(r.Revision == r.Latest),
+			text(r.Host), text(r.Listen), num(r.PID), text(r.Updated.UTC().Format(time.RFC3339Nano)), rejRev, rej, yesNo(r.Self)})
 	}
 	return out
 }

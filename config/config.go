@@ -121,7 +121,16 @@ type Settings struct {
 	LogFormat     string // pgturnstile extension: "text" or "json"
 	AdmissionFile string // pgturnstile extension, accepted and stored
 	ShardFile     string // pgturnstile extension: the sharding router's map (package shard)
-	MetricsAddr   string // pgturnstile extension: the /metrics listener
+	// ShardSource (extension) is where the map comes from: "file"
+	// (ShardFile) or "etcd" (package shard/etcdsource, with the
+	// ShardEtcd settings).
+	ShardSource                                          string
+	ShardEtcdEndpoints                                   []string
+	ShardEtcdPrefix                                      string
+	ShardEtcdCAFile, ShardEtcdCertFile, ShardEtcdKeyFile string
+	ShardEtcdUser, ShardEtcdPassword                     string
+	ShardEtcdInstance                                    string
+	MetricsAddr                                          string // pgturnstile extension: the /metrics listener
 	// LimitEvictGrace (extension): how long a busy server over a lowered
 	// limit may stay with its client before it is evicted; 0 = never, it
 	// closes when the client releases it.

@@ -126,6 +126,29 @@ var bootOnly = map[string]bool{
 	"resolv_conf": true, "so_reuseport": true, "track_extra_parameters": true,
 	"unix_socket_dir": true, "unix_socket_group": true, "unix_socket_mode": true, "user": true,
 	"metrics_addr": true,
+	// The shard map's source is chosen, and its watch started, at start.
+	"shard_source": true, "shard_etcd_endpoints": true, "shard_etcd_prefix": true,
+	"shard_etcd_cafile": true, "shard_etcd_certfile": true, "shard_etcd_keyfile": true,
+	"shard_etcd_user": true, "shard_etcd_password": true, "shard_etcd_instance": true,
+}
+
+// checkEtcdPrefix refuses a prefix that would make the map's key
+// ambiguous: it starts with "/" and does not end with one (the keys are
+// prefix + "/map" and prefix + "/instances/...").
+func checkEtcdPrefix(v string) error {
+	if !strings.HasPrefix(v, "/") || len(v) > 1 && strings.HasSuffix(v, "/") {
+		return errors.New(`a key prefix starts with "/" and does not end with "/"`)
+	}
+	return nil
+}
+
+// checkEtcdInstance refuses an instance name that is not one key
+// component.
+func checkEtcdInstance(v string) error {
+	if strings.ContainsAny(v, "/ \t\n") {
+		return errors.New("an instance name holds no \"/\" and no blanks")
+	}
+	return nil
 }
 
 // DefaultAuthQuery is PgBouncer's auth_query default since 1.24.1.
@@ -386,6 +409,24 @@ func init() {
 			field: func(s *Settings) any { return &s.AdmissionFile }},
 		{Name: "shard_file", Kind: KindString, Doc: "TOML file with the sharding router's map: clusters (database names clients connect to), colocations of tables by key, logical shard ranges to [databases] entries", Note: "pgturnstile extension; docs/sharding.md",
 			field: func(s *Settings) any { return &s.ShardFile }},
+		{Name: "shard_source", Kind: KindEnum, Default: "file", Values: []string{"file", "etcd"}, Doc: "where the sharding router's map comes from: file (shard_file, read at start and RELOAD) or etcd (the key <shard_etcd_prefix>/map, watched: every change is checked and applied at once)", Note: "pgturnstile extension; docs/sharding.md, \"The map in etcd\"",
+			field: func(s *Settings) any { return &s.ShardSource }},
+		{Name: "shard_etcd_endpoints", Kind: KindList, Doc: "etcd endpoints for shard_source = etcd, comma-separated (http://host:2379, https://host:2379 or host:port)", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.ShardEtcdEndpoints }},
+		{Name: "shard_etcd_prefix", Kind: KindString, Default: "/pgturnstile", Doc: "key prefix in etcd: the map is <prefix>/map, each instance publishes the revision it serves under <prefix>/instances/<shard_etcd_instance>", Note: "pgturnstile extension", check: checkEtcdPrefix,
+			field: func(s *Settings) any { return &s.ShardEtcdPrefix }},
+		{Name: "shard_etcd_cafile", Kind: KindString, Doc: "CA certificates that verify etcd's server certificate (TLS to etcd)", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.ShardEtcdCAFile }},
+		{Name: "shard_etcd_certfile", Kind: KindString, Doc: "client certificate presented to etcd (with shard_etcd_keyfile)", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.ShardEtcdCertFile }},
+		{Name: "shard_etcd_keyfile", Kind: KindString, Doc: "private key of shard_etcd_certfile", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.ShardEtcdKeyFile }},
+		{Name: "shard_etcd_user", Kind: KindString, Doc: "etcd user (etcd authentication), with shard_etcd_password", Note: "pgturnstile extension",
+			field: func(s *Settings) any { return &s.ShardEtcdUser }},
+		{Name: "shard_etcd_password", Kind: KindString, Doc: "password of shard_etcd_user", Note: "pgturnstile extension; SHOW CONFIG prints it as ********",
+			field: func(s *Settings) any { return &s.ShardEtcdPassword }},
+		{Name: "shard_etcd_instance", Kind: KindString, Doc: "this instance's name under <shard_etcd_prefix>/instances/; empty = hostname:listen_port", Note: "pgturnstile extension", check: checkEtcdInstance,
+			field: func(s *Settings) any { return &s.ShardEtcdInstance }},
 		{Name: "server_connect_rate", Kind: KindInt, Default: "20", Doc: "new server connections per second per pool (token bucket of server_connect_burst); 0 = unlimited",
 			Note:  "pgturnstile extension: spreads refills after churn (pg_terminate_backend, restarts) so Postgres is not hit by a login storm; a pool that needs more waits, counted in pgturnstile_server_connect_wait_seconds_total",
 			field: func(s *Settings) any { return &s.ServerConnectRate }},

@@ -38,6 +38,11 @@ type generation struct {
 	// shards is the sharding router's map from shard_file, checked
 	// against cfg's [databases]; nil without one (route.go).
 	shards *shard.Map
+	// shardSrc is where the map comes from, chosen at start:
+	// "file" (shard_file) or "etcd" (ApplyShardMap); shardRev is the
+	// etcd mod revision of the map in force (0 for a file).
+	shardSrc string
+	shardRev int64
 	// seq numbers generations from 1 in the order they are derived; a
 	// pool's gate (admission.go) is kept for the newest one it was asked
 	// for.
@@ -73,6 +78,8 @@ type derivedState struct {
 // Cloudflare's fork, an override is dropped when the file has a line for
 // the same user or pool, and kept otherwise.
 func (s *Service) Apply(cfg *config.Config, fromFile bool) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	next, warnings, err := s.derive(cfg, fromFile)
 	// The TLS files' warnings are logged whether or not the rest loads.
 	for _, w := range warnings {
@@ -139,12 +146,19 @@ func (s *Service) derive(cfg *config.Config, fromFile bool) (next *derivedState,
 		}
 	}
 	next.gen.adm = adm
-	// The shard file is read again with every configuration: its
-	// databases must be this one's, and it is small.
-	if st.ShardFile != "" {
-		if next.gen.shards, err = shard.Load(st.ShardFile, databaseNames(cfg)); err != nil {
-			return nil, warnings, err
-		}
+	// The shard file is read again with every configuration (and a map
+	// from etcd checked again): its databases must be this one's, and it
+	// is small. shard_source is read at start only.
+	src := st.ShardSource
+	if cur != nil {
+		src = cur.shardSrc
+	} else if src == "etcd" && st.ShardFile != "" {
+		return nil, warnings, errors.New("shard_file and shard_source = etcd exclude each other (the map comes from one or the other)")
+	} else if src == "etcd" && len(st.ShardEtcdEndpoints) == 0 {
+		return nil, warnings, errors.New("shard_source = etcd needs shard_etcd_endpoints")
+	}
+	if err := s.deriveShards(next.gen, src, st.ShardFile); err != nil {
+		return nil, warnings, err
 	}
 	if st.AuthType == "hba" {
 		if st.AuthHBAFile == "" {

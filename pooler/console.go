@@ -339,7 +339,7 @@ func (v consoleView) Shards() []admin.ShardRow {
 				for _, part := range splitByPauses(logicalRange{r.First, r.Last}, pr) {
 					rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
 						Range: fmt.Sprintf("%d-%d", part.r.first, part.r.last), Database: r.Database, Generation: g.seq,
-						Paused: part.paused, Waiting: part.waiting})
+						Paused: part.paused, Waiting: part.waiting, Source: g.shards.File, Revision: g.shardRev})
 				}
 			}
 		}

@@ -61,6 +61,10 @@
 //	                   logical shards (one atomic pointer on the routing
 //	                   path), their waiters in arrival order, the span of
 //	                   each transaction that PAUSE SHARD waits for
+//	shardsource.go     a map from a source other than shard_file
+//	                   (shard_source = etcd, package shard/etcdsource):
+//	                   ApplyShardMap, its recheck at RELOAD, SHOW
+//	                   SHARD_INSTANCES and the source's metrics
 //	pump.go            relaying a linked server's replies (pumpRun);
 //	                   ReadyForQuery and the release (afterReady; what
 //	                   a link has sent and been answered, the release

@@ -196,6 +196,12 @@ func (c *client) authenticateForPool(st *config.Settings) (*serverPool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.shard == nil && shardMapPending(g, c.dbName) {
+		if st.LogConnections {
+			c.logger().Info(fmt.Sprintf("login failed: db=%s user=%s (no shard map from etcd yet)", c.dbName, c.user))
+		}
+		return nil, pgerror.New(pgerror.ShardMapPending, c.dbName)
+	}
 	if !dbKnown {
 		if st.LogConnections {
 			c.logger().Info(fmt.Sprintf("login failed: db=%s user=%s", c.dbName, c.user))

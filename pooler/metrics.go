@@ -106,6 +106,7 @@ func (s *Service) writeMetrics(w io.Writer) {
 	metricrows.WriteAdmission(w, s.Console().Admission())
 	g := s.gen.Load()
 	metricrows.WriteRoutes(w, s.Console().Routes(), g.seq, g.shards != nil)
+	s.writeShardSourceMetrics(w, g)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
 	// What clients make the pooler hold: messages being received whole

@@ -38,6 +38,14 @@ type Service struct {
 	gen atomic.Pointer[generation]
 	// genSeq numbers the generations derive makes (generation.seq).
 	genSeq atomic.Uint64
+	// applyMu serializes Apply and ApplyShardMap, which both publish a
+	// generation made from the one in force; extShard is the document
+	// of the map in force from a source (shardsource.go), under applyMu.
+	applyMu  sync.Mutex
+	extShard *extShardMap
+	// shardSource is the shard map source other than shard_file, when
+	// there is one (SetShardSource).
+	shardSource atomic.Pointer[shardSourceRef]
 	// tracked maps a lower-cased parameter name to its canonical spelling,
 	// for the parameters that follow a client from server to server.
 	tracked map[string]string

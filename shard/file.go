@@ -318,6 +318,13 @@ func Parse(data []byte, name string, databases []string) (*Map, error) {
 	return parse(data, name, databases, false)
 }
 
+// ParseStandalone is Parse apart from any pgbouncer.ini (for a map about
+// to be published to etcd without one): every check but the one that its
+// databases exist.
+func ParseStandalone(data []byte, name string) (*Map, error) {
+	return parse(data, name, nil, true)
+}
+
 // parse is Parse; anyDatabase accepts every database name.
 func parse(data []byte, name string, databases []string, anyDatabase bool) (*Map, error) {
 	var doc map[string]any

@@ -46,6 +46,8 @@ Usage:
   pgturnstile [OPTION]... CONFIG_FILE
   pgturnstile --dev-backend=HOST:PORT
   pgturnstile shard views [OPTION]... SHARD_FILE   (docs/sharding.md)
+  pgturnstile shard publish [OPTION]... SHARD_FILE (the map in etcd)
+  pgturnstile shard status [OPTION]...
 
 Options:
   -d, --daemon           run in background (as a daemon); needs pidfile,
@@ -260,6 +262,16 @@ func run(args []string, stderr io.Writer) int {
 	// The user switch and the pidfile, once every listener is open.
 	if !start.afterListen() {
 		return 1
+	}
+	// shard_source = etcd: the map is watched from now on; what was
+	// published is in force before Serve if etcd answers (etcd.go).
+	shardSource, err := startShardSource(cfg, svc, log)
+	if err != nil {
+		log.Error("startup failed: " + err.Error())
+		return 1
+	}
+	if shardSource != nil {
+		defer shardSource.Close()
 	}
 	log.Info("process up: pgturnstile " + Version + ", pid " + strconv.Itoa(os.Getpid()))
 

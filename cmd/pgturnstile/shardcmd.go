@@ -10,6 +10,7 @@ import (
 )
 
 const shardUsage = `Usage: pgturnstile shard views [OPTION]... SHARD_FILE
+       pgturnstile shard publish|status [OPTION]... (the map in etcd; --help)
 
 Prints, for each cluster of SHARD_FILE (or the one --cluster names), the SQL
 that serves every shard from one PostgreSQL host through views (the logical
@@ -30,6 +31,9 @@ Options:
 // runShard is `pgturnstile shard …`: tools for the shard file that run
 // apart from the pooler.
 func runShard(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "publish" || args[0] == "status") {
+		return runShardEtcd(args[0], args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "views" {
 		fmt.Fprint(stderr, shardUsage)
 		return 1

@@ -74,6 +74,12 @@ var Help = map[string]string{
 	"pgturnstile_route_decisions_total":            "Statements of sharded clusters' clients the router decided, by cluster, colocation and source of the decision (literal, param, hint, option, target, default, scatter, refused).",
 	"pgturnstile_route_refusals_total":             "Statements the router refused (SQLSTATE 0A000), by cluster, colocation and reason.",
 	"pgturnstile_shard_map_generation":             "The configuration generation whose shard map (shard_file) is in force; it changes at every RELOAD that loads one.",
+	"pgturnstile_shard_source_connected":           "1 while the shard map's source (shard_source = etcd) answers, 0 while it is lost (the map in force stays).",
+	"pgturnstile_shard_map_revision":               "The etcd mod revision of the shard map in force (shard_source = etcd); 0 before the first.",
+	"pgturnstile_shard_map_latest_revision":        "The newest revision of the shard map this instance has seen in etcd, in force or refused.",
+	"pgturnstile_shard_map_rejected_total":         "Shard maps from etcd refused (a check failed, or the key was deleted); the map in force stayed.",
+	"pgturnstile_shard_instances":                  "pgturnstile instances with a record under the etcd prefix (SHOW SHARD_INSTANCES), as this instance last saw them.",
+	"pgturnstile_shard_instances_converged":        "Of pgturnstile_shard_instances, those that serve the newest map revision this instance has seen.",
 	"pgturnstile_admission_option_notices_total":   "NOTICEs sent at login for an admission startup option ignored or changed (unknown key, priority that names no tier, priority clamped to max_priority).",
 
 	// The process.

@@ -73,6 +73,7 @@ const (
 	StatementDiscarded
 	StalePlan
 	ViewsSearchPath
+	ShardMapPending
 
 	codeLimit // one past the last code; TestErrorTexts checks each has an entry
 )
@@ -155,6 +156,10 @@ var codes = map[Code]codeInfo{
 	// in the shard file) that sets search_path: the pooler would set it
 	// on each shard's server, past the views.
 	ViewsSearchPath: {"FATAL", "0A000", "pgturnstile: cluster %s runs through per-shard views; search_path cannot be set at login"},
+	// shard_source = etcd and no map has arrived yet: the database may be
+	// a cluster's. PgBouncer's text with the reason; 57P03
+	// (cannot_connect_now) tells the client to try again.
+	ShardMapPending: {"FATAL", "57P03", "no such database: %s (no shard map from etcd yet)"},
 	// auth_query found no row for a user under trust.
 	NoSuchUser: {"FATAL", "08P01", "no such user"},
 

@@ -66,6 +66,7 @@ func TestErrorTexts(t *testing.T) {
 		{StatementDiscarded, []any{"s1"}, "ERROR", "26000", `prepared statement "s1" does not exist`},
 		{StalePlan, nil, "ERROR", "0A000", "cached plan must not change result type"},
 		{ViewsSearchPath, []any{"app"}, "FATAL", "0A000", "pgturnstile: cluster app runs through per-shard views; search_path cannot be set at login"},
+		{ShardMapPending, []any{"app"}, "FATAL", "57P03", "no such database: app (no shard map from etcd yet)"},
 		{QueryTimeoutWaiting, nil, "FATAL", "08P01", "query_timeout"},
 		{TransactionTimeout, nil, "FATAL", "08P01", "transaction timeout"},
 		{ConfigChanged, nil, "FATAL", "08P01", "database configuration changed"},
