@@ -216,7 +216,7 @@ func (s *Service) swap(next *derivedState) {
 	old := s.gen.Swap(gen)
 	// Pauses of ranges the new map still has stay; the others go, and
 	// their waiters meet the new map's routing.
-	s.shardPauses.reconcile(gen.shards)
+	s.shardPauses.Reconcile(gen.shards)
 	// loggedIn compares each new server's TLS settings with the
 	// generation's, so a login that started under the old ones is
 	// closed.

@@ -9,6 +9,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/shard/pause"
 )
 
 // The pooler's side of the admin console: the view admin.Console is, and
@@ -330,16 +331,16 @@ func (v consoleView) Shards() []admin.ShardRow {
 	if g.shards == nil {
 		return nil
 	}
-	paused := v.s.shardPauses.snapshot()
+	paused := v.s.shardPauses.Snapshot()
 	var rows []admin.ShardRow
 	for _, cl := range g.shards.Clusters() {
 		for _, co := range cl.Colos() {
-			pr := paused[coloRef{cl.Name, co.Name}]
+			pr := paused[pause.Ref{Cluster: cl.Name, Colo: co.Name}]
 			for _, r := range co.Ranges() {
-				for _, part := range splitByPauses(logicalRange{r.First, r.Last}, pr) {
+				for _, part := range pause.Split(pause.Range{First: r.First, Last: r.Last}, pr) {
 					rows = append(rows, admin.ShardRow{Cluster: cl.Name, Colo: co.Name, KeyType: co.KeyType.String(),
-						Range: fmt.Sprintf("%d-%d", part.r.first, part.r.last), Database: r.Database, Generation: g.seq,
-						Paused: part.paused, Waiting: part.waiting, Source: g.shards.File, Revision: g.shardRev})
+						Range: fmt.Sprintf("%d-%d", part.Range.First, part.Range.Last), Database: r.Database, Generation: g.seq,
+						Paused: part.Paused, Waiting: part.Waiting, Source: g.shards.File, Revision: g.shardRev})
 				}
 			}
 		}

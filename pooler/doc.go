@@ -57,10 +57,10 @@
 //	                   (shard=all, on_missing_key = scatter), as a Query or
 //	                   an unnamed extended batch; shard=all's
 //	                   statements on each database in turn
-//	shardpause.go      PAUSE SHARD / RESUME SHARD: the paused ranges of
-//	                   logical shards (one atomic pointer on the routing
-//	                   path), their waiters in arrival order, the span of
-//	                   each transaction that PAUSE SHARD waits for
+//	shardpause.go      PAUSE SHARD / RESUME SHARD on the routing path:
+//	                   a transaction waits while the registry (package
+//	                   shard/pause) holds its span; the console commands
+//	                   and the scan PAUSE SHARD waits on
 //	shardsource.go     a map from a source other than shard_file
 //	                   (shard_source = etcd, package shard/etcdsource):
 //	                   ApplyShardMap, its recheck at RELOAD, SHOW

@@ -9,6 +9,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/admission"
 	"github.com/pgturnstile/pgturnstile/internal/linkstate"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/shard/pause"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -73,7 +74,7 @@ type link struct {
 		// touches, from the router's choice of route until its server
 		// goes back (or its wait ends without one): what PAUSE SHARD
 		// waits for (shardpause.go).
-		shardTx txSpan
+		shardTx pause.Span
 		// refusal is the router's 0A000 for a Bind it replaced by one the
 		// server fails (shardtx.go); the pump gives it to the client in
 		// place of the server's error, and forgets it at ReadyForQuery.

@@ -21,6 +21,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
 	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/shard/pause"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -89,7 +90,7 @@ type Service struct {
 	routes shard.Counts
 	// shardPauses is PAUSE SHARD's paused ranges and their waiters
 	// (shardpause.go).
-	shardPauses shardPauses
+	shardPauses pause.Registry
 	// scatters holds a token per scatter running (shardscatter.go).
 	scatters chan struct{}
 

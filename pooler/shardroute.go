@@ -10,6 +10,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/shard/pause"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -540,9 +541,9 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 	if err != nil {
 		return l.refuseShard(typ, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape})
 	}
-	span := txSpan{}
+	span := pause.Span{}
 	if cl == nil || !cl.Shadow {
-		span = spanOf(d)
+		span = pause.SpanOf(d)
 	}
 	c.mu.Lock()
 	l.mu.route = p
@@ -566,7 +567,7 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 // span), and PAUSE SHARD waits for a scatter running.
 func (l *link) shardScatterUnpaused(typ byte, d shard.Decision) loopStep {
 	c := l.c
-	span := txSpan{set: true, all: true}
+	span := pause.SpanAll()
 	c.mu.Lock()
 	l.mu.shardTx = span
 	c.mu.Unlock()
