@@ -216,20 +216,66 @@ func (s *Service) shardTarget(target, rng string) (pause.Ref, pause.Range, error
 // transaction touching it runs any more (or a RESUME SHARD ended the
 // pause), as PAUSE returns when the database's servers are released.
 func (v consoleView) PauseShard(target, rng string) error {
-	s := v.s
-	ref, r, err := s.shardTarget(target, rng)
+	ref, r, err := v.s.shardTarget(target, rng)
 	if err != nil {
 		return err
 	}
+	// The console has no deadline for PAUSE SHARD, as for PAUSE.
+	if err := v.s.pauseShard(ref, r, "PAUSE SHARD"); err != nil {
+		return err
+	}
+	// The console has no deadline for PAUSE SHARD, as for PAUSE.
+	return v.s.shardDrained(context.Background(), ref, r)
+}
+
+// PauseShardRange pauses logical shards rng of cluster.colo for a fleet
+// move (`pgturnstile shard move` through etcd), at once, as PAUSE SHARD
+// does; ShardRangeDrained then waits until no transaction in it runs.
+func (s *Service) PauseShardRange(cluster, colo, rng string) error {
+	ref, r, err := s.shardTarget(cluster+"."+colo, rng)
+	if err != nil {
+		return err
+	}
+	return s.pauseShard(ref, r, "fleet pause")
+}
+
+// ShardRangeDrained waits until no transaction in a range PauseShardRange
+// paused runs (or the pause has ended), or for ctx.
+func (s *Service) ShardRangeDrained(ctx context.Context, cluster, colo, rng string) error {
+	first, last, err := shard.ParseRange(rng)
+	if err != nil {
+		return err
+	}
+	return s.shardDrained(ctx, pause.Ref{Cluster: cluster, Colo: colo}, pause.Range{First: first, Last: last})
+}
+
+func (s *Service) pauseShard(ref pause.Ref, r pause.Range, what string) error {
 	if err := s.shardPauses.Pause(ref, r); err != nil {
 		return &admin.Error{SQLState: admin.CodeProtocolViolation, Message: err.Error()}
 	}
-	s.log.Info("PAUSE SHARD " + ref.Cluster + "." + ref.Colo + " " + r.String() + ": new transactions in the range wait")
-	// The console has no deadline for PAUSE SHARD, as for PAUSE.
-	_ = s.changes.Wait(context.Background(), func() bool {
+	s.log.Info(what + " " + ref.Cluster + "." + ref.Colo + " " + r.String() + ": new transactions in the range wait")
+	return nil
+}
+
+func (s *Service) shardDrained(ctx context.Context, ref pause.Ref, r pause.Range) error {
+	return s.changes.Wait(ctx, func() bool {
 		return !s.shardPauses.IsPaused(ref, r) || s.shardRunning(ref, r) == 0
 	})
-	return nil
+}
+
+// ResumeShardRange ends a PauseShardRange: the range's waiters go on.
+// A range not paused (RESUME SHARD ended it, a RELOAD dropped it) is no
+// error.
+func (s *Service) ResumeShardRange(cluster, colo, rng string) {
+	first, last, err := shard.ParseRange(rng)
+	if err != nil {
+		return
+	}
+	ref, r := pause.Ref{Cluster: cluster, Colo: colo}, pause.Range{First: first, Last: last}
+	if s.shardPauses.Resume(ref, r, false) == nil {
+		s.log.Info("fleet resume " + cluster + "." + colo + " " + rng)
+		s.changes.Notify()
+	}
 }
 
 // shardRunning counts the clients whose transaction touches range r of

@@ -3,11 +3,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -54,13 +57,80 @@ func startShardSource(cfg *config.Config, svc *pooler.Service, log *slog.Logger)
 		}
 		instance = host + ":" + port
 	}
+	fp := &fleetPauses{svc: svc, ready: make(chan struct{}), held: map[string]heldPause{}}
 	src, err := etcdsource.Start(etcdsource.Config{ClientConfig: etcdClientConfig(st), Prefix: st.ShardEtcdPrefix,
-		Instance: instance, Listen: listen, Apply: svc.ApplyShardMap, Log: log})
+		Instance: instance, Listen: listen, Apply: svc.ApplyShardMap, Pauses: fp.set, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	fp.src = src
+	close(fp.ready)
 	svc.SetShardSource(etcdState{src})
 	return src, nil
+}
+
+// fleetPauses puts the fleet's pauses (`pgturnstile shard move`) in
+// force on this instance: each new pause key pauses its range, as PAUSE
+// SHARD does, and is confirmed to etcd once no transaction in the range
+// runs here; a key that goes resumes its range.
+type fleetPauses struct {
+	svc   *pooler.Service
+	src   *etcdsource.Source // set before ready is closed
+	ready chan struct{}
+
+	mu   sync.Mutex
+	held map[string]heldPause
+}
+
+type heldPause struct {
+	p      etcdsource.Pause
+	cancel context.CancelFunc
+}
+
+// set is etcdsource.Config.Pauses: the whole set, from the source's
+// goroutine; it must not block.
+func (fp *fleetPauses) set(pauses map[string]etcdsource.Pause) {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	for key, h := range fp.held {
+		if p, ok := pauses[key]; ok && p.Revision == h.p.Revision {
+			continue
+		}
+		h.cancel()
+		delete(fp.held, key)
+		if h.p.Err == "" {
+			fp.svc.ResumeShardRange(h.p.Cluster, h.p.Colo, h.p.Range)
+		}
+	}
+	for key, p := range pauses {
+		if _, ok := fp.held[key]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		fp.held[key] = heldPause{p: p, cancel: cancel}
+		if p.Err != "" {
+			go fp.ack(key, p.Revision, errors.New(p.Err))
+			continue
+		}
+		// Paused now, before set returns (so before the source writes
+		// this instance's record or Start returns); drained after.
+		if err := fp.svc.PauseShardRange(p.Cluster, p.Colo, p.Range); err != nil {
+			fp.held[key] = heldPause{p: etcdsource.Pause{Err: err.Error(), Revision: p.Revision}, cancel: cancel}
+			go fp.ack(key, p.Revision, err)
+			continue
+		}
+		go func() {
+			err := fp.svc.ShardRangeDrained(ctx, p.Cluster, p.Colo, p.Range)
+			if ctx.Err() == nil {
+				fp.ack(key, p.Revision, err)
+			}
+		}()
+	}
+}
+
+func (fp *fleetPauses) ack(key string, rev int64, err error) {
+	<-fp.ready
+	fp.src.Ack(key, rev, err)
 }
 
 // etcdState is the source's state as the pooler reads it.

@@ -28,3 +28,5 @@ func runShardEtcd(verb string, _ []string, _, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "pgturnstile shard %s: %v\n", verb, errNoEtcd)
 	return 1
 }
+
+func newEtcdFleet(*etcdFlags, io.Writer) (moveFleet, error) { return nil, errNoEtcd }

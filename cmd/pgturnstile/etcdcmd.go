@@ -52,15 +52,8 @@ func runShardEtcd(verb string, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var endpoints, prefix, ini, cacert, cert, key, user string
+	ef := addEtcdFlags(fs)
 	var wait, timeout time.Duration
-	fs.StringVar(&endpoints, "etcd", "", "")
-	fs.StringVar(&prefix, "prefix", "", "")
-	fs.StringVar(&ini, "ini", "", "")
-	fs.StringVar(&cacert, "cacert", "", "")
-	fs.StringVar(&cert, "cert", "", "")
-	fs.StringVar(&key, "key", "", "")
-	fs.StringVar(&user, "user", "", "")
 	fs.DurationVar(&wait, "wait", 0, "")
 	fs.DurationVar(&timeout, "timeout", 5*time.Second, "")
 	wantArgs := map[string]int{"publish": 1, "status": 0}[verb]
@@ -71,49 +64,12 @@ func runShardEtcd(verb string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, shardEtcdUsage)
 		return 1
 	}
-	cc := etcdsource.ClientConfig{CAFile: cacert, CertFile: cert, KeyFile: key, User: user,
-		Password: os.Getenv("PGTURNSTILE_ETCD_PASSWORD"), DialTimeout: timeout}
-	var databases []string
-	if ini != "" {
-		cfg, err := config.Load(ini)
-		if err != nil {
-			return fail(err)
-		}
-		for db := range cfg.Databases {
-			if db != "*" {
-				databases = append(databases, db)
-			}
-		}
-		st := &cfg.Settings
-		def := etcdClientConfig(st)
-		cc.Endpoints = def.Endpoints
-		if prefix == "" {
-			prefix = st.ShardEtcdPrefix
-		}
-		for _, f := range []struct{ flag, ini *string }{{&cc.CAFile, &def.CAFile}, {&cc.CertFile, &def.CertFile},
-			{&cc.KeyFile, &def.KeyFile}, {&cc.User, &def.User}, {&cc.Password, &def.Password}} {
-			if *f.flag == "" {
-				*f.flag = *f.ini
-			}
-		}
+	ef.timeout = timeout
+	cc, prefix, databases, err := ef.resolve()
+	if err != nil {
+		return fail(err)
 	}
-	if endpoints != "" {
-		cc.Endpoints = nil
-		for _, e := range strings.Split(endpoints, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				cc.Endpoints = append(cc.Endpoints, e)
-			}
-		}
-	}
-	if len(cc.Endpoints) == 0 {
-		return fail(errors.New("no etcd endpoints (--etcd, or shard_etcd_endpoints in --ini)"))
-	}
-	if prefix == "" {
-		prefix = "/pgturnstile"
-	}
-	if !strings.HasPrefix(prefix, "/") || len(prefix) > 1 && strings.HasSuffix(prefix, "/") {
-		return fail(errors.New(`a key prefix starts with "/" and does not end with "/"`))
-	}
+	ini := ef.ini
 
 	var doc []byte
 	if verb == "publish" {
@@ -206,4 +162,54 @@ func printFleet(w io.Writer, prefix string, st etcdsource.FleetStatus) {
 		verdict = "not converged"
 	}
 	fmt.Fprintf(w, "%d instances, %d serving the map's revision: %s\n", len(st.Instances), serving, verdict)
+}
+
+// resolve is the flags' client configuration and key prefix, with the
+// --ini file's shard_etcd_* settings as defaults, and that file's
+// [databases] entries (nil without --ini).
+func (ef *etcdFlags) resolve() (cc etcdsource.ClientConfig, prefix string, databases []string, err error) {
+	cc = etcdsource.ClientConfig{CAFile: ef.cacert, CertFile: ef.cert, KeyFile: ef.key, User: ef.user,
+		Password: os.Getenv("PGTURNSTILE_ETCD_PASSWORD"), DialTimeout: ef.timeout}
+	prefix = ef.prefix
+	if ef.ini != "" {
+		cfg, err := config.Load(ef.ini)
+		if err != nil {
+			return cc, "", nil, err
+		}
+		for db := range cfg.Databases {
+			if db != "*" {
+				databases = append(databases, db)
+			}
+		}
+		st := &cfg.Settings
+		def := etcdClientConfig(st)
+		cc.Endpoints = def.Endpoints
+		if prefix == "" {
+			prefix = st.ShardEtcdPrefix
+		}
+		for _, f := range []struct{ flag, ini *string }{{&cc.CAFile, &def.CAFile}, {&cc.CertFile, &def.CertFile},
+			{&cc.KeyFile, &def.KeyFile}, {&cc.User, &def.User}, {&cc.Password, &def.Password}} {
+			if *f.flag == "" {
+				*f.flag = *f.ini
+			}
+		}
+	}
+	if ef.endpoints != "" {
+		cc.Endpoints = nil
+		for _, e := range strings.Split(ef.endpoints, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				cc.Endpoints = append(cc.Endpoints, e)
+			}
+		}
+	}
+	if len(cc.Endpoints) == 0 {
+		return cc, "", nil, errors.New("no etcd endpoints (--etcd, or shard_etcd_endpoints in --ini)")
+	}
+	if prefix == "" {
+		prefix = "/pgturnstile"
+	}
+	if !strings.HasPrefix(prefix, "/") || len(prefix) > 1 && strings.HasSuffix(prefix, "/") {
+		return cc, "", nil, errors.New(`a key prefix starts with "/" and does not end with "/"`)
+	}
+	return cc, prefix, databases, nil
 }

@@ -11,6 +11,7 @@ import (
 
 const shardUsage = `Usage: pgturnstile shard views [OPTION]... SHARD_FILE
        pgturnstile shard publish|status [OPTION]... (the map in etcd; --help)
+       pgturnstile shard move [OPTION]... (move a range while traffic runs; --help)
 
 Prints, for each cluster of SHARD_FILE (or the one --cluster names), the SQL
 that serves every shard from one PostgreSQL host through views (the logical
@@ -33,6 +34,9 @@ Options:
 func runShard(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "publish" || args[0] == "status") {
 		return runShardEtcd(args[0], args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "move" {
+		return runShardMove(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "views" {
 		fmt.Fprint(stderr, shardUsage)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -131,6 +132,41 @@ type Record struct {
 	// Rejected why; both empty when it refused none.
 	RejectedRevision int64  `json:"rejected_revision,omitempty"`
 	Rejected         string `json:"rejected,omitempty"`
+	// Paused holds the fleet's pauses (PausesPrefix) this instance has
+	// put in force and drained (no transaction in the range runs), by
+	// key, at the pause's mod revision; PauseErrors those it could not
+	// put in force, and why.
+	Paused      map[string]int64  `json:"paused,omitempty"`
+	PauseErrors map[string]string `json:"pause_errors,omitempty"`
+}
+
+// PausesPrefix is where `pgturnstile shard move` pauses ranges for the
+// whole fleet: one key per colocation, "<cluster>.<colo>", so that one
+// move at a time holds a colocation.
+func PausesPrefix(prefix string) string { return prefix + "/pauses/" }
+
+// Pause is the value of a key under PausesPrefix: the range paused, the
+// move holding it, and (from etcd) the key's mod revision.
+type Pause struct {
+	Cluster string    `json:"cluster"`
+	Colo    string    `json:"colo"`
+	Range   string    `json:"range"`
+	Move    string    `json:"move"`
+	By      string    `json:"by"`
+	Started time.Time `json:"started"`
+	// Revision is the key's mod revision (not stored in the value);
+	// Err is set when the value cannot be read.
+	Revision int64 `json:"-"`
+	Err      string `json:"-"`
+}
+
+func readPause(kv *mvccpb.KeyValue) Pause {
+	var p Pause
+	if err := json.Unmarshal(kv.Value, &p); err != nil {
+		p.Err = "unreadable pause: " + err.Error()
+	}
+	p.Revision = kv.ModRevision
+	return p
 }
 
 // Instance is one instance's record and its name.
@@ -154,6 +190,8 @@ func Publish(ctx context.Context, cli *clientv3.Client, prefix string, doc []byt
 type FleetStatus struct {
 	MapRevision int64
 	Instances   []Instance
+	// Pauses are the fleet's pauses, by key.
+	Pauses map[string]Pause
 }
 
 // Converged says whether every instance serves MapRevision (and there is
@@ -189,6 +227,11 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, prefix string) (Fleet
 				in.Rejected = "unreadable record: " + err.Error()
 			}
 			st.Instances = append(st.Instances, in)
+		case strings.HasPrefix(k, PausesPrefix(prefix)):
+			if st.Pauses == nil {
+				st.Pauses = map[string]Pause{}
+			}
+			st.Pauses[strings.TrimPrefix(k, PausesPrefix(prefix))] = readPause(kv)
 		}
 	}
 	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].ID < st.Instances[j].ID })

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -28,6 +29,13 @@ type Config struct {
 	// revision) and puts it in force; an error refuses it. It is called
 	// from the source's goroutine, one map at a time.
 	Apply func(doc []byte, name string, revision int64) error
+	// Pauses receives the fleet's paused ranges (PausesPrefix: one key
+	// per colocation, written by `pgturnstile shard move`) whenever they
+	// change, whole: at each session's first read and at each change.
+	// It must not block; the instance confirms each pause, once no
+	// transaction in its range runs, with Ack. Nil: the instance takes
+	// no part in moves.
+	Pauses func(map[string]Pause)
 	// Log receives the source's lines; nil: slog.Default().
 	Log *slog.Logger
 
@@ -58,6 +66,7 @@ type Source struct {
 	cfg                              Config
 	log                              *slog.Logger
 	mapKey, instPrefix, instKey, src string
+	pausePrefix                      string
 	host                             string
 	cancel                           context.CancelFunc
 	done                             chan struct{}
@@ -83,6 +92,13 @@ type Source struct {
 	rejectedRev int64
 	rejectedMsg string
 	instances   map[string]Record
+	// pauses are the fleet's pauses as last read, by key; acked and
+	// ackErr what this instance confirmed of them (Ack).
+	pauses map[string]Pause
+	acked  map[string]int64
+	ackErr map[string]string
+	// ackc wakes the session to publish the record after an Ack.
+	ackc chan struct{}
 }
 
 // Start starts watching: it waits for the first read of the map (at most
@@ -118,7 +134,9 @@ func Start(cfg Config) (*Source, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Source{cfg: cfg, log: log, mapKey: MapKey(cfg.Prefix), instPrefix: InstancesPrefix(cfg.Prefix),
 		instKey: InstancesPrefix(cfg.Prefix) + cfg.Instance, src: SourceName(cfg.Prefix), host: host,
-		cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), instances: map[string]Record{}}
+		pausePrefix: PausesPrefix(cfg.Prefix),
+		cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), instances: map[string]Record{},
+		pauses: map[string]Pause{}, acked: map[string]int64{}, ackErr: map[string]string{}, ackc: make(chan struct{}, 1)}
 	go s.run(ctx)
 	select {
 	case <-s.first:
@@ -253,6 +271,7 @@ func (s *Source) session(ctx context.Context) (connected bool, err error) {
 		s.log.Info("shard map: etcd is back")
 	}
 	var mapKV bool
+	pauses := map[string]Pause{}
 	for _, kv := range resp.Kvs {
 		switch k := string(kv.Key); {
 		case k == s.mapKey:
@@ -260,8 +279,14 @@ func (s *Source) session(ctx context.Context) (connected bool, err error) {
 			s.consider(kv.Value, kv.ModRevision)
 		case strings.HasPrefix(k, s.instPrefix):
 			s.sawInstance(k, kv.Value)
+		case strings.HasPrefix(k, s.pausePrefix):
+			pauses[strings.TrimPrefix(k, s.pausePrefix)] = readPause(kv)
 		}
 	}
+	// The pauses read with the map are handed over before the record
+	// is written and before Start returns: an instance never serves a
+	// map without the pauses that came with it.
+	s.setPauses(pauses)
 	if !mapKV {
 		s.mu.Lock()
 		rev := s.revision
@@ -302,6 +327,10 @@ func (s *Source) session(ctx context.Context) (connected bool, err error) {
 		case _, ok := <-ka:
 			if !ok {
 				return true, ended(errors.New("the instance's lease could not be kept alive"))
+			}
+		case <-s.ackc:
+			if err := s.publish(sctx); err != nil {
+				s.log.Warn("shard map: cannot publish this instance's pauses: " + err.Error())
 			}
 		case wr, ok := <-wch:
 			if !ok {
@@ -356,6 +385,20 @@ func (s *Source) event(ctx context.Context, ev *clientv3.Event) {
 			// The session's probe or keep-alive will end it; the
 			// next one publishes again.
 			s.log.Warn("shard map: cannot publish this instance's revision: " + err.Error())
+		}
+	case strings.HasPrefix(k, s.pausePrefix):
+		s.mu.Lock()
+		pauses := maps.Clone(s.pauses)
+		s.mu.Unlock()
+		if ev.Type == clientv3.EventTypeDelete {
+			delete(pauses, strings.TrimPrefix(k, s.pausePrefix))
+		} else {
+			pauses[strings.TrimPrefix(k, s.pausePrefix)] = readPause(ev.Kv)
+		}
+		if s.setPauses(pauses) {
+			if err := s.publish(ctx); err != nil {
+				s.log.Warn("shard map: cannot publish this instance's pauses: " + err.Error())
+			}
 		}
 	case strings.HasPrefix(k, s.instPrefix):
 		if ev.Type == clientv3.EventTypeDelete {
@@ -416,6 +459,12 @@ func (s *Source) publish(ctx context.Context) error {
 	s.mu.Lock()
 	r := Record{Revision: s.revision, Host: s.host, PID: os.Getpid(), Listen: s.cfg.Listen, Time: time.Now().UTC().Truncate(time.Millisecond),
 		RejectedRevision: s.rejectedRev, Rejected: s.rejectedMsg}
+	if len(s.acked) > 0 {
+		r.Paused = maps.Clone(s.acked)
+	}
+	if len(s.ackErr) > 0 {
+		r.PauseErrors = maps.Clone(s.ackErr)
+	}
 	s.mu.Unlock()
 	value, err := json.Marshal(r)
 	if err != nil {
@@ -425,4 +474,54 @@ func (s *Source) publish(ctx context.Context) error {
 	defer cancel()
 	_, err = s.cli.Put(pctx, s.instKey, string(value), clientv3.WithLease(s.lease))
 	return err
+}
+
+// setPauses makes pauses the fleet's pauses: what changed goes to
+// Config.Pauses, and the confirmations of pauses gone (or replaced by a
+// new revision) are forgotten. changed: the record changed.
+func (s *Source) setPauses(pauses map[string]Pause) (changed bool) {
+	s.mu.Lock()
+	same := maps.EqualFunc(s.pauses, pauses, func(a, b Pause) bool { return a.Revision == b.Revision })
+	s.pauses = pauses
+	for k, rev := range s.acked {
+		if p, ok := pauses[k]; !ok || p.Revision != rev {
+			delete(s.acked, k)
+			changed = true
+		}
+	}
+	for k := range s.ackErr {
+		if _, ok := pauses[k]; !ok {
+			delete(s.ackErr, k)
+			changed = true
+		}
+	}
+	s.mu.Unlock()
+	if !same && s.cfg.Pauses != nil {
+		s.cfg.Pauses(maps.Clone(pauses))
+	}
+	return changed
+}
+
+// Ack confirms the pause key at revision rev: no transaction in its
+// range runs on this instance (err nil), or the instance could not pause
+// it (err says why). It is published in the instance's record, which is
+// what `pgturnstile shard move` waits for. An Ack of a pause that has
+// gone or changed since is dropped.
+func (s *Source) Ack(key string, rev int64, err error) {
+	s.mu.Lock()
+	if p, ok := s.pauses[key]; !ok || p.Revision != rev {
+		s.mu.Unlock()
+		return
+	}
+	if err != nil {
+		s.ackErr[key] = err.Error()
+	} else {
+		s.acked[key] = rev
+		delete(s.ackErr, key)
+	}
+	s.mu.Unlock()
+	select {
+	case s.ackc <- struct{}{}:
+	default:
+	}
 }

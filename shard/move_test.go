@@ -1,0 +1,97 @@
+package shard
+
+import (
+	"strings"
+	"testing"
+)
+
+const moveDoc = `# the operator's comment
+[[cluster]]
+name = "app"
+default_database = "app_main"
+logical_shards = 16
+target_users = ["ops"]
+
+[[cluster.colo]]
+name = "org"
+key_type = "bigint"
+tables = { files = "org_id", "billing.invoices" = "org_id" }
+shards = [
+  { range = "0-7", database = "app_s0" },
+  { range = "8-15", database = "app_s1" },
+]
+
+[[cluster.colo]]
+name = "tenant"
+key_type = "text"
+tables = { tenants = "name" }
+shards = [ { range = "0-15", database = "app_main" } ]
+`
+
+func TestPlanMove(t *testing.T) {
+	cases := []struct {
+		mv    Move
+		after string
+		err   string
+	}{
+		{Move{"app", "org", 4, 7, "app_s2"}, "0-3 app_s0, 4-7 app_s2, 8-15 app_s1", ""},
+		{Move{"app", "org", 2, 3, "app_s2"}, "0-1 app_s0, 2-3 app_s2, 4-7 app_s0, 8-15 app_s1", ""},
+		{Move{"app", "org", 8, 15, "app_s0"}, "0-15 app_s0", ""}, // joined with its neighbour
+		{Move{"app", "org", 5, 5, "app_s1"}, "0-4 app_s0, 5 app_s1, 6-7 app_s0, 8-15 app_s1", ""},
+		{Move{"app", "tenant", 0, 15, "app_t"}, "0-15 app_t", ""},
+		{Move{"app", "org", 6, 9, "app_s2"}, "", "lies in app_s0 and app_s1"},
+		{Move{"app", "org", 0, 7, "app_s0"}, "", "is in app_s0 already"},
+		{Move{"app", "org", 8, 16, "app_s2"}, "", "logical shards 0-15"},
+		{Move{"app", "org", 7, 6, "app_s2"}, "", "logical shards 0-15"},
+		{Move{"app", "nope", 0, 1, "app_s2"}, "", `no colo "nope"`},
+		{Move{"web", "org", 0, 1, "app_s2"}, "", `no cluster "web"`},
+		{Move{"app", "org", 0, 1, ""}, "", `database ""`},
+	}
+	for _, tc := range cases {
+		plan, err := PlanMove([]byte(moveDoc), "shards.toml", tc.mv)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: err %v, want %q", tc.mv, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.mv, err)
+			continue
+		}
+		if got := RangesString(plan.After); got != tc.after {
+			t.Errorf("%v: after %s, want %s", tc.mv, got, tc.after)
+		}
+		// The document holds the new ranges and everything else.
+		m, err := ParseStandalone(plan.Doc, "moved")
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", tc.mv, err, plan.Doc)
+		}
+		cl := m.Cluster("app")
+		if cl.DefaultDatabase != "app_main" || cl.LogicalShards != 16 || !cl.MayTarget("ops") || len(cl.Colos()) != 2 {
+			t.Errorf("%v: cluster changed: %+v", tc.mv, cl)
+		}
+		if tb, ok := cl.Table([]byte("billing.invoices")); !ok || tb.Column != "org_id" || tb.Colo.Name != "org" {
+			t.Errorf("%v: table lost: %+v %v", tc.mv, tb, ok)
+		}
+		if got := RangesString(cl.Colo(tc.mv.Colo).Ranges()); got != tc.after {
+			t.Errorf("%v: parsed after %s, want %s", tc.mv, got, tc.after)
+		}
+		for l := tc.mv.First; l <= tc.mv.Last; l++ {
+			if db := cl.Colo(tc.mv.Colo).Database(l); db != tc.mv.To {
+				t.Errorf("%v: logical %d in %s", tc.mv, l, db)
+			}
+		}
+		// Moving back gives the first ranges again.
+		back, err := PlanMove(plan.Doc, "moved", Move{tc.mv.Cluster, tc.mv.Colo, tc.mv.First, tc.mv.Last, plan.From})
+		if err != nil {
+			t.Fatalf("%v back: %v", tc.mv, err)
+		}
+		if got, want := RangesString(back.After), RangesString(plan.Before); got != want && tc.mv.First != 8 {
+			t.Errorf("%v back: %s, want %s", tc.mv, got, want)
+		}
+	}
+	if _, err := PlanMove([]byte("[[cluster]]\nname = 1\n"), "bad.toml", Move{"app", "org", 0, 1, "x"}); err == nil {
+		t.Error("a bad document planned")
+	}
+}
