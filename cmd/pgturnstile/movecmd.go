@@ -20,11 +20,15 @@ const shardMoveUsage = `Usage: pgturnstile shard move --cluster=C --colo=K --ran
 Moves logical shards A-B of colocation K of cluster C to the [databases]
 entry DB, while traffic runs (docs/sharding.md, "Moving a range"):
 
+  0. wait until the target has replayed the source's writes so far
+     (nothing is paused yet);
   1. pause the range on every instance, and wait until each has no
      transaction in it running (new ones wait, in order);
-  2. wait until the target has replayed the source's writes: the
-     source's pg_current_wal_lsn() against the replay position of the
-     subscription's walsender (--source, --subscription);
+  2. wait until the target has replayed the source's writes and made
+     them durable: the source's pg_current_wal_lsn() against the flush
+     position of the subscription's walsender (--source, --subscription;
+     create the subscription WITH (synchronous_commit = on), or this
+     waits up to the target's wal_writer_delay more);
   3. publish the map with the range on DB, and wait until every instance
      serves it;
   4. resume: the waiting transactions run, on DB.
@@ -213,6 +217,20 @@ func runShardMove(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
+	// Caught up before the pause: the pause then waits only for the
+	// replication lag of the moment, not for a backlog (an initial copy
+	// still running, a subscriber that was down).
+	if !noWait {
+		t := time.Now()
+		ctx, cancel := step(timeout)
+		lsn, err := waitReplayed(ctx, src, subscription)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("waiting for replication before the pause (nothing paused): %w", err))
+		}
+		fmt.Fprintf(stdout, "before the pause: subscription %s flushed the source's WAL up to %s after %s\n", subscription, lsn, since(t))
+		start = time.Now()
+	}
 	ctx, cancel = step(timeout)
 	instances, err := fleet.pause(ctx, mv)
 	cancel()
@@ -237,7 +255,7 @@ func runShardMove(args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				return undo(false, fmt.Errorf("waiting for replication: %w", err))
 			}
-			fmt.Fprintf(stdout, "subscription %s replayed the source up to %s after %s\n", subscription, lsn, since(t))
+			fmt.Fprintf(stdout, "subscription %s flushed the source's WAL up to %s after %s\n", subscription, lsn, since(t))
 		}
 		ctx, cancel := step(timeout)
 		now, err := fleet.confirmed(ctx)
@@ -333,8 +351,13 @@ func connectSimple(ctx context.Context, dsn string) (*pgx.Conn, error) {
 }
 
 // waitReplayed takes the source's current WAL position and waits until
-// the walsender of subscription reports it replayed there (applied and
-// committed on the target). It returns the position.
+// the walsender of subscription reports the target flushed it: applied,
+// committed and durable there. (Applied alone is not enough: a target
+// that crashed before its WAL writer flushed would come back without the
+// tail and replay it again over the writes it took since the move.) A
+// subscription with synchronous_commit = on flushes as it applies; with
+// the default (off) this waits up to wal_writer_delay more. It returns
+// the position.
 func waitReplayed(ctx context.Context, src *pgx.Conn, subscription string) (string, error) {
 	var lsn string
 	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
@@ -343,7 +366,7 @@ func waitReplayed(ctx context.Context, src *pgx.Conn, subscription string) (stri
 	for {
 		var n int
 		var behind bool
-		err := src.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(replay_lsn IS NULL OR replay_lsn < $2::text::pg_lsn), true)
+		err := src.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(flush_lsn IS NULL OR flush_lsn < $2::text::pg_lsn), true)
 			FROM pg_stat_replication WHERE application_name = $1`, subscription, lsn).Scan(&n, &behind)
 		if err != nil {
 			return lsn, err
