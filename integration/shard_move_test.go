@@ -214,16 +214,16 @@ type moveTxn struct {
 
 // moveLoad is the clients' work and what they saw.
 type moveLoad struct {
-	stop   atomic.Bool
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	txns   []moveTxn
-	errs   []string
-	lost   map[int]bool // clients whose instance was killed on purpose
+	stop atomic.Bool
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	txns []moveTxn
+	errs []string
+	lost map[int]bool // clients whose instance was killed on purpose
 	// uncertain counts, by key, the transactions in flight when their
 	// instance was killed: each may or may not have committed.
 	uncertain map[int64]int
-	killed atomic.Int32 // index+1 of the instance killed on purpose
+	killed    atomic.Int32 // index+1 of the instance killed on purpose
 }
 
 // start starts n clients spread over the instances.

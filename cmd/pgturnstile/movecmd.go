@@ -318,7 +318,7 @@ func newNames(old, now []string) []string {
 // takes them.
 type etcdFlags struct {
 	endpoints, prefix, ini, cacert, cert, key, user string
-	timeout                                          time.Duration
+	timeout                                         time.Duration
 }
 
 func addEtcdFlags(fs *flag.FlagSet) *etcdFlags {

@@ -156,7 +156,7 @@ type Pause struct {
 	Started time.Time `json:"started"`
 	// Revision is the key's mod revision (not stored in the value);
 	// Err is set when the value cannot be read.
-	Revision int64 `json:"-"`
+	Revision int64  `json:"-"`
 	Err      string `json:"-"`
 }
 

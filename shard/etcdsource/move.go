@@ -15,7 +15,9 @@ import (
 // overlapping range.
 
 // PauseKey is the key pausing a range of cluster.colo.
-func PauseKey(prefix, cluster, colo string) string { return PausesPrefix(prefix) + cluster + "." + colo }
+func PauseKey(prefix, cluster, colo string) string {
+	return PausesPrefix(prefix) + cluster + "." + colo
+}
 
 // HeldError is AcquirePause's refusal: another move holds the colocation.
 type HeldError struct{ Holder Pause }

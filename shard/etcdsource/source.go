@@ -135,7 +135,7 @@ func Start(cfg Config) (*Source, error) {
 	s := &Source{cfg: cfg, log: log, mapKey: MapKey(cfg.Prefix), instPrefix: InstancesPrefix(cfg.Prefix),
 		instKey: InstancesPrefix(cfg.Prefix) + cfg.Instance, src: SourceName(cfg.Prefix), host: host,
 		pausePrefix: PausesPrefix(cfg.Prefix),
-		cancel: cancel, done: make(chan struct{}), first: make(chan struct{}), instances: map[string]Record{},
+		cancel:      cancel, done: make(chan struct{}), first: make(chan struct{}), instances: map[string]Record{},
 		pauses: map[string]Pause{}, acked: map[string]int64{}, ackErr: map[string]string{}, ackc: make(chan struct{}, 1)}
 	go s.run(ctx)
 	select {
