@@ -220,15 +220,26 @@ func runShardMove(args []string, stdout, stderr io.Writer) int {
 	// Caught up before the pause: the pause then waits only for the
 	// replication lag of the moment, not for a backlog (an initial copy
 	// still running, a subscriber that was down).
+	// Rounds repeat while each is much shorter than the last (a
+	// backlog draining), until the lag is that of the moment.
 	if !noWait {
-		t := time.Now()
 		ctx, cancel := step(timeout)
-		lsn, err := waitReplayed(ctx, src, subscription)
-		cancel()
-		if err != nil {
-			return fail(fmt.Errorf("waiting for replication before the pause (nothing paused): %w", err))
+		var last time.Duration
+		for round := 0; round < 10; round++ {
+			t := time.Now()
+			lsn, err := waitReplayed(ctx, src, subscription)
+			if err != nil {
+				cancel()
+				return fail(fmt.Errorf("waiting for replication before the pause (nothing paused): %w", err))
+			}
+			took := time.Since(t)
+			fmt.Fprintf(stdout, "before the pause: subscription %s flushed the source's WAL up to %s after %s\n", subscription, lsn, since(t))
+			if took < 50*time.Millisecond || (round > 0 && took > last*3/4) {
+				break
+			}
+			last = took
 		}
-		fmt.Fprintf(stdout, "before the pause: subscription %s flushed the source's WAL up to %s after %s\n", subscription, lsn, since(t))
+		cancel()
 		start = time.Now()
 	}
 	ctx, cancel = step(timeout)
