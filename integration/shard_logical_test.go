@@ -286,12 +286,20 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	// 3. Logical shards 4-7 to the new host: it subscribes to the old
 	// host's table.
 	newSU := connectPgx(t, newHost.superuserConnString(appDB))
-	for _, s := range []string{"CREATE PUBLICATION lppub FOR TABLE files"} {
-		if _, err := oldSU.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
+	// The publication of the range's rows alone, as the move's dry run
+	// prints it: its row filter is the router's hash, so the new host
+	// gets the rows of shards 4-7 and no other (checked at the end
+	// against Postgres' partitions).
+	out, err = exec.Command(poolerBinary(t), "shard", "move", "--dry-run", "--cluster", "lp", "--colo", "org", "--range", "4-7", "--to", "lp_new",
+		"--shard-file", path, "--console", "host=127.0.0.1", "--no-replication-wait").CombinedOutput()
+	i := strings.Index(string(out), "CREATE PUBLICATION")
+	if err != nil || i < 0 {
+		t.Fatalf("shard move --dry-run: %v\n%s", err, out)
 	}
-	if _, err := newSU.Exec(ctx, fmt.Sprintf("CREATE SUBSCRIPTION lpsub CONNECTION 'host=127.0.0.1 port=%d user=postgres dbname=%s' PUBLICATION lppub WITH (synchronous_commit = on)",
+	if _, err := oldSU.Exec(ctx, string(out[i:])); err != nil {
+		t.Fatalf("%s: %v", out[i:], err)
+	}
+	if _, err := newSU.Exec(ctx, fmt.Sprintf("CREATE SUBSCRIPTION lpsub CONNECTION 'host=127.0.0.1 port=%d user=postgres dbname=%s' PUBLICATION move_org_4_7 WITH (synchronous_commit = on)",
 		old.port, appDB)); err != nil {
 		t.Fatal(err)
 	}
@@ -399,6 +407,9 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	}
 	if n := countOn(newRows, true); n != highAcked {
 		t.Errorf("the new host holds %d rows of shards 4-7; %d were acked", n, highAcked)
+	}
+	if n := countOn(newRows, false); n != 0 {
+		t.Errorf("the new host holds %d rows of shards 0-3: the publication's row filter let them through", n)
 	}
 	var upperKeys []int64
 	for k := range shardOf {

@@ -35,6 +35,9 @@ type MovePlan struct {
 	// tree with the colocation's shards rewritten (comments and the
 	// order of keys are not kept; the content is).
 	Doc []byte
+	// Publication is the SQL of a publication of the range's rows only,
+	// for the source (PublicationSQL), named move_<colo>_<first>_<last>.
+	Publication string
 }
 
 // PlanMove applies mv to the map document doc (named name in messages)
@@ -60,7 +63,8 @@ func PlanMove(doc []byte, name string, mv Move) (MovePlan, error) {
 	if err := checkName(mv.To); err != "" {
 		return MovePlan{}, fmt.Errorf("database %q: %s", mv.To, err)
 	}
-	plan := MovePlan{From: co.Database(mv.First), Before: slices.Clone(co.Ranges())}
+	plan := MovePlan{From: co.Database(mv.First), Before: slices.Clone(co.Ranges()),
+		Publication: PublicationSQL(cl, co, mv.First, mv.Last, fmt.Sprintf("move_%s_%d_%d", mv.Colo, mv.First, mv.Last))}
 	for l := mv.First; l <= mv.Last; l++ {
 		if db := co.Database(l); db != plan.From {
 			return MovePlan{}, fmt.Errorf("range %d-%d of %s.%s lies in %s and %s: move each part on its own",
@@ -162,4 +166,19 @@ func tableList(v any) []map[string]any {
 		return out
 	}
 	return nil
+}
+
+// PublicationSQL is the publication that replicates logical shards
+// first-last of colo co of cluster c to a new host: every table of the
+// colocation with a row filter by the hash the router and the views use
+// (PostgreSQL 15 or later; a row filter on a table that publishes
+// UPDATE and DELETE needs the key column in the replica identity, as a
+// primary key holding it is).
+func PublicationSQL(c *Cluster, co *Colo, first, last uint32, name string) string {
+	var tables []string
+	for _, t := range co.tableNames(c) {
+		tables = append(tables, fmt.Sprintf("public.%s WHERE (%s BETWEEN %d AND %d)", QuoteIdent(t),
+			LogicalShardSQL(co.KeyType, c.tables[t].Column, c.LogicalShards), first, last))
+	}
+	return fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s;\n", QuoteIdent(name), strings.Join(tables, ",\n  "))
 }

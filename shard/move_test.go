@@ -95,3 +95,28 @@ func TestPlanMove(t *testing.T) {
 		t.Error("a bad document planned")
 	}
 }
+
+func TestPublicationSQL(t *testing.T) {
+	doc := []byte(`
+[[cluster]]
+name = "app"
+default_database = "main"
+logical_shards = 16
+
+[[cluster.colo]]
+name = "org"
+key_type = "bigint"
+tables = { files = "org_id", "Users" = "org" }
+shards = [ { range = "0-15", database = "s0" } ]
+`)
+	plan, err := PlanMove(doc, "m.toml", Move{Cluster: "app", Colo: "org", First: 4, Last: 7, To: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `CREATE PUBLICATION "move_org_4_7" FOR TABLE public."Users" WHERE (` + LogicalShardSQL(KeyBigint, "org", 16) + ` BETWEEN 4 AND 7),
+  public."files" WHERE (` + LogicalShardSQL(KeyBigint, "org_id", 16) + ` BETWEEN 4 AND 7);
+`
+	if plan.Publication != want {
+		t.Fatalf("publication:\n%s\nwant:\n%s", plan.Publication, want)
+	}
+}

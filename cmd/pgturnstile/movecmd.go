@@ -175,6 +175,7 @@ func runShardMove(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "wait until subscription %s has replayed the source's WAL, ", subscription)
 		}
 		fmt.Fprintf(stdout, "publish the map below and resume.\n%s", plan.Doc)
+		fmt.Fprintf(stdout, "\n-- The range's rows alone, for logical replication (run on %s's host; the target subscribes\n-- WITH (synchronous_commit = on)):\n%s", plan.From, plan.Publication)
 		return 0
 	}
 
