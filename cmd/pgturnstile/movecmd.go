@@ -25,7 +25,7 @@ entry DB, while traffic runs (docs/sharding.md, "Moving a range"):
   1. pause the range on every instance, and wait until each has no
      transaction in it running (new ones wait, in order);
   2. wait until the target has replayed the source's writes and made
-     them durable: the source's pg_current_wal_lsn() against the flush
+     them durable: the source's pg_current_wal_insert_lsn() against the flush
      position of the subscription's walsender (--source, --subscription;
      create the subscription WITH (synchronous_commit = on), or this
      waits up to the target's wal_writer_delay more);
@@ -183,6 +183,12 @@ func runShardMove(args []string, stdout, stderr io.Writer) int {
 	if !noWait {
 		ctx, cancel := step(timeout)
 		src, err = connectSimple(ctx, source)
+		if err == nil {
+			// The marker's commit must flush the WAL before it (a
+			// source running synchronous_commit = off would leave it to
+			// the WAL writer, up to wal_writer_delay later).
+			_, err = src.Exec(ctx, "SET synchronous_commit = on")
+		}
 		cancel()
 		if err != nil {
 			return fail(fmt.Errorf("--source: %v", err))
@@ -371,14 +377,34 @@ func connectSimple(ctx context.Context, dsn string) (*pgx.Conn, error) {
 // the default (off) this waits up to wal_writer_delay more. It returns
 // the position.
 func waitReplayed(ctx context.Context, src *pgx.Conn, subscription string) (string, error) {
+	// The position to wait for is a marker of our own: a transactional
+	// logical message, whose synchronous commit (the session sets
+	// synchronous_commit = on) flushes every record before it (commits
+	// with synchronous_commit = off, or other WAL not yet flushed, would
+	// otherwise wait for the WAL writer: the walsender sends only
+	// flushed WAL), and
+	// which the walsender passes at once. (pg_current_wal_lsn() can lie
+	// up to a page past the last record, where a walsender with nothing
+	// more to send never arrives.) The message is not replicated:
+	// pgoutput sends messages only to subscribers that ask for them.
 	var lsn string
-	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-		return "", err
+	marker := true
+	if err := src.QueryRow(ctx, "SELECT pg_logical_emit_message(true, 'pgturnstile', 'shard move')::text").Scan(&lsn); err != nil {
+		// A role without the right to emit messages: the end of the
+		// last record, and empty commits (an xid, which any role may
+		// take) to carry the walsender past it once the WAL writer has
+		// flushed them.
+		marker = false
+		if err := src.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+			return "", err
+		}
 	}
+	start := time.Now()
+	var nudged time.Time
 	for {
 		var n int
 		var behind bool
-		err := src.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(flush_lsn IS NULL OR flush_lsn < $2::text::pg_lsn), true)
+		err := src.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(flush_lsn IS NULL OR flush_lsn <= $2::text::pg_lsn), true)
 			FROM pg_stat_replication WHERE application_name = $1`, subscription, lsn).Scan(&n, &behind)
 		if err != nil {
 			return lsn, err
@@ -389,9 +415,15 @@ func waitReplayed(ctx context.Context, src *pgx.Conn, subscription string) (stri
 		if !behind {
 			return lsn, nil
 		}
+		if !marker && time.Since(start) > 20*time.Millisecond && time.Since(nudged) > 50*time.Millisecond {
+			nudged = time.Now()
+			if _, err := src.Exec(ctx, "SELECT txid_current()"); err != nil {
+				return lsn, err
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return lsn, fmt.Errorf("subscription %q has not replayed %s: %w", subscription, lsn, ctx.Err())
+			return lsn, fmt.Errorf("subscription %q has not flushed %s: %w", subscription, lsn, ctx.Err())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
