@@ -47,10 +47,14 @@ func Reason(err error) string {
 		return "wrong password type"
 	case errors.As(err, &dns):
 		return "server DNS lookup failed"
+	case errors.As(err, &op) && op.Op == "dial":
+		// PgBouncer's words: a TCP connect that did not complete, by
+		// refusal or by server_connect_timeout (traffic dropped), is
+		// "connect failed"; "connect timeout" is a login that began and
+		// did not finish in time.
+		return "connect failed"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "connect timeout"
-	case errors.As(err, &op) && op.Op == "dial":
-		return "connect failed"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, net.ErrClosed), errors.As(err, &op):

@@ -31,7 +31,9 @@ func TestReason(t *testing.T) {
 		{"server's ErrorResponse", serverErr, `password authentication failed for user "app"`},
 		{"connection refused", refused, "connect failed"},
 		{"DNS", dnsErr, "server DNS lookup failed"},
-		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, "connect timeout"},
+		// PgBouncer: a connect that server_connect_timeout cut short is
+		// "connect failed" (its suite: test_server_connect_timeout_drop_traffic).
+		{"dial timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, "connect failed"},
 		{"login timeout", fmt.Errorf("read: %w", os.ErrDeadlineExceeded), "connect timeout"},
 		{"EOF during login", io.ErrUnexpectedEOF, "server conn crashed?"},
 		{"reset during login", os.NewSyscallError("read", syscall.ECONNRESET), "server conn crashed?"},
