@@ -230,7 +230,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	}
 
 	// 1. The logical phase.
-	until(40000, "logical phase")
+	until(100000, "logical phase")
 	// Each row is visible only through its own shard's views.
 	for _, s := range []struct {
 		schema string
@@ -348,7 +348,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 			t.Errorf("p%d after the move: %v", i+1, sh.rows)
 		}
 	}
-	until(max(load.acked.Load()+15000, 100000), "after the move")
+	until(load.acked.Load()+15000, "after the move")
 	stopLoad()
 	if len(load.errs) > 0 {
 		t.Fatalf("%d client errors, first: %s", len(load.errs), load.errs[0])

@@ -433,7 +433,7 @@ func TestShardMoveUnderLoad(t *testing.T) {
 	// The replication lag under this load, as the source's walsender
 	// measures it (pg_stat_replication.flush_lag): the floor of the
 	// pause, which waits for the target to flush what the range wrote.
-	time.Sleep(10 * time.Second)
+	time.Sleep(20 * time.Second)
 	var lags []string
 	src := r.superuser(r.oldHost)
 	for range 10 {
@@ -454,7 +454,7 @@ func TestShardMoveUnderLoad(t *testing.T) {
 		t.Fatalf("shard move: %v\n%s", err, moveOut)
 	}
 	moveEnd := time.Now()
-	time.Sleep(20 * time.Second)
+	time.Sleep(30 * time.Second) // 60 s of load in all
 	load.finish()
 
 	text := moveOut.String()
