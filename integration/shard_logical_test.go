@@ -66,21 +66,7 @@ type lpLoad struct {
 func TestShardLogicalPhaseAndMove(t *testing.T) {
 	needPG(t)
 	ctx := ctxT(t, 5*time.Minute)
-	old, err := initCluster()
-	if old != nil {
-		t.Cleanup(old.stop)
-	}
-	if err != nil {
-		t.Fatalf("old host: %v", err)
-	}
-	old.extraArgs = []string{"-c", "wal_level=logical", "-c", "max_wal_senders=10", "-c", "max_replication_slots=10"}
-	if err := old.prependHBA([]string{"host all postgres 127.0.0.1/32 trust"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.startOnFreePort(); err != nil {
-		t.Fatalf("old host: %v", err)
-	}
-	old.createApp(t, "old host")
+	old := startPublishingCluster(t)
 	newHost := startSecondCluster(t)
 	for _, h := range []*cluster{old, newHost} {
 		if _, err := connectPgx(t, h.directConnString(appDB, appUser, appPassword)).Exec(ctx,
@@ -147,22 +133,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pgturnstile shard views: %v\n%s", err, out)
 	}
-	if _, err := oldSU.Exec(ctx, string(out)); err != nil {
-		t.Fatalf("running the printed SQL: %v\n%s", err, out)
-	}
-	var dbLines []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "-- lp_s"); ok {
-			role := "lp_s" + rest[:1]
-			if _, err := oldSU.Exec(ctx, "ALTER ROLE "+role+" PASSWORD 'pw_"+role+"'"); err != nil {
-				t.Fatal(err)
-			}
-			dbLines = append(dbLines, strings.TrimPrefix(line, "-- ")+" password=pw_"+role)
-		}
-	}
-	if len(dbLines) != 2 {
-		t.Fatalf("[databases] lines: %q\n%s", dbLines, out)
-	}
+	dbLines := applyViews(t, ctx, oldSU, out, "lp_s")
 	extra := fmt.Sprintf("[databases]\nlp_main = host=127.0.0.1 port=%d dbname=%s\nlp_new = host=127.0.0.1 port=%d dbname=%s\n%s\n",
 		old.port, appDB, newHost.port, appDB, strings.Join(dbLines, "\n"))
 	var poolers []*Pooler

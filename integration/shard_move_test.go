@@ -75,11 +75,12 @@ shards = [ { range = "0-3", database = %q }, { range = "4-7", database = %q } ]
 `, lower, upper)
 }
 
-func newMoveRig(t *testing.T, instances int) *moveRig {
-	needPG(t)
-	r := &moveRig{t: t, ctx: ctxT(t, 5*time.Minute)}
-	ctx := r.ctx
-	// The old host publishes: wal_level = logical.
+// startPublishingCluster starts a cluster of its own that can publish by
+// logical replication (wal_level = logical, walsenders and slots to
+// spare; postgres trusted over TCP, for the subscriber's connection),
+// with the app role owning appdb: the old host of a move.
+func startPublishingCluster(t *testing.T) *cluster {
+	t.Helper()
 	old, err := initCluster()
 	if old != nil {
 		t.Cleanup(old.stop)
@@ -95,6 +96,14 @@ func newMoveRig(t *testing.T, instances int) *moveRig {
 		t.Fatalf("old host: %v", err)
 	}
 	old.createApp(t, "old host")
+	return old
+}
+
+func newMoveRig(t *testing.T, instances int) *moveRig {
+	needPG(t)
+	r := &moveRig{t: t, ctx: ctxT(t, 5*time.Minute)}
+	ctx := r.ctx
+	old := startPublishingCluster(t)
 	r.oldHost, r.newHost = old, startSecondCluster(t)
 
 	schema := []string{

@@ -172,25 +172,8 @@ func TestShardViewsLogicalPhase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pgturnstile shard views: %v\n%s", err, out)
 	}
-	// The whole output is SQL; run it as a superuser, as a DBA would
-	// with psql.
 	vwsu := directSuperuser(t, "vw_app")
-	if _, err := vwsu.Exec(ctx, string(out)); err != nil {
-		t.Fatalf("running the printed SQL: %v\n%s", err, out)
-	}
-	var dbLines []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "-- vw_s"); ok {
-			role := "vw_s" + rest[:1]
-			if _, err := vwsu.Exec(ctx, "ALTER ROLE "+role+" PASSWORD 'pw_"+role+"'"); err != nil {
-				t.Fatal(err)
-			}
-			dbLines = append(dbLines, strings.TrimPrefix(line, "-- ")+" password=pw_"+role)
-		}
-	}
-	if len(dbLines) != 2 {
-		t.Fatalf("[databases] lines: %q\n%s", dbLines, out)
-	}
+	dbLines := applyViews(t, ctx, vwsu, out, "vw_s")
 	extra := fmt.Sprintf("[databases]\nvw_main = host=127.0.0.1 port=%d dbname=vw_app\n%s\n", main.port, strings.Join(dbLines, "\n"))
 	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"shard_file": path}), extra), opsUserlist)
 	cfg := pgxConfig(t, p.ConnString("vw", appUser, appPassword))
@@ -370,4 +353,30 @@ func TestShardViewsLogicalPhase(t *testing.T) {
 	if _, err := simple.Exec(ctx, "SELECT name FROM public.files WHERE org_id = "+s1Key); err != nil {
 		t.Fatalf("schema-qualified after the rollback: %v", err)
 	}
+}
+
+// applyViews runs the output of `pgturnstile shard views` as the
+// superuser su, as a DBA would with psql (the whole output is SQL), gives
+// each shard role (named prefix + a digit) the password pw_<role>, and
+// returns the printed [databases] lines (two shards) with those
+// passwords.
+func applyViews(t *testing.T, ctx context.Context, su *pgx.Conn, out []byte, prefix string) []string {
+	t.Helper()
+	if _, err := su.Exec(ctx, string(out)); err != nil {
+		t.Fatalf("running the printed SQL: %v\n%s", err, out)
+	}
+	var dbLines []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- "+prefix); ok {
+			role := prefix + rest[:1]
+			if _, err := su.Exec(ctx, "ALTER ROLE "+role+" PASSWORD 'pw_"+role+"'"); err != nil {
+				t.Fatal(err)
+			}
+			dbLines = append(dbLines, strings.TrimPrefix(line, "-- ")+" password=pw_"+role)
+		}
+	}
+	if len(dbLines) != 2 {
+		t.Fatalf("[databases] lines: %q\n%s", dbLines, out)
+	}
+	return dbLines
 }
