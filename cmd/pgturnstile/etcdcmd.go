@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -157,6 +158,24 @@ func printFleet(w io.Writer, prefix string, st etcdsource.FleetStatus) {
 			in.Time.UTC().Format(time.RFC3339), rejected)
 	}
 	tw.Flush()
+	// The fleet's pauses (`pgturnstile shard move`), and which instances
+	// confirmed each.
+	keys := make([]string, 0, len(st.Pauses))
+	for k := range st.Pauses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := st.Pauses[k]
+		held := 0
+		for _, in := range st.Instances {
+			if in.Paused[k] == p.Revision {
+				held++
+			}
+		}
+		fmt.Fprintf(w, "pause %s: range %s, move %s by %s since %s; drained on %d of %d instances\n", k, p.Range, p.Move, p.By,
+			p.Started.UTC().Format(time.RFC3339), held, len(st.Instances))
+	}
 	verdict := "converged"
 	if !st.Converged() {
 		verdict = "not converged"

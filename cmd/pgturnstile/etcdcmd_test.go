@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,29 @@ func TestShardPublishStatus(t *testing.T) {
 	}
 	if !strings.Contains(out, "host:6432") || !strings.Contains(out, "current") || !strings.Contains(out, "1 instances, 1 serving the map's revision: converged") {
 		t.Fatalf("status: %q", out)
+	}
+	// A move's pause shows in status, with how many instances drained
+	// it (this instance takes no part in moves: none).
+	cli, err := etcdsource.NewClient(etcdsource.ClientConfig{Endpoints: []string{etcd.Endpoint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdsource.AcquirePause(ctx, cli, "/cli", etcdsource.Pause{Cluster: "app", Colo: "org", Range: "1", Move: "m1", By: "ops",
+		Started: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ = run("status", "--ini", ini); !strings.Contains(out, "pause app.org: range 1, move m1 by ops since 2026-12-06T03:00:00Z; drained on 0 of 1 instances") {
+		t.Fatalf("status with a pause: %q", out)
+	}
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
 	}
 	// publish --wait returns once the instance serves the new revision.
 	code, out, errs = run("publish", "--etcd", etcd.Endpoint(), "--prefix", "/cli", "--wait", "5s", good)
