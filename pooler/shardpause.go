@@ -220,7 +220,6 @@ func (v consoleView) PauseShard(target, rng string) error {
 	if err != nil {
 		return err
 	}
-	// The console has no deadline for PAUSE SHARD, as for PAUSE.
 	if err := v.s.pauseShard(ref, r, "PAUSE SHARD"); err != nil {
 		return err
 	}
