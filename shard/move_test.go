@@ -120,3 +120,55 @@ shards = [ { range = "0-15", database = "s0" } ]
 		t.Fatalf("publication:\n%s\nwant:\n%s", plan.Publication, want)
 	}
 }
+
+// FuzzPlanMove: whatever the document and the move, PlanMove does not
+// panic, and a plan it returns is a map that parses, whose colocation
+// holds the moved range on the target and every other logical shard
+// where it was.
+func FuzzPlanMove(f *testing.F) {
+	doc := `
+[[cluster]]
+name = "app"
+default_database = "main"
+logical_shards = 16
+
+[[cluster.colo]]
+name = "org"
+key_type = "bigint"
+tables = { files = "org_id" }
+shards = [ { range = "0-7", database = "s0" }, { range = "8-15", database = "s1" } ]
+`
+	f.Add(doc, "app", "org", uint32(4), uint32(7), "s2")
+	f.Add(doc, "app", "org", uint32(0), uint32(15), "s2")
+	f.Add(doc, "app", "org", uint32(8), uint32(8), "s0")
+	f.Add(strings.Replace(doc, "tables = { files = \"org_id\" }", "[[cluster.colo.tables]]\n", 1), "app", "org", uint32(1), uint32(2), "s1")
+	f.Add("cluster = 1", "app", "org", uint32(0), uint32(0), "x")
+	f.Fuzz(func(t *testing.T, doc, cluster, colo string, first, last uint32, to string) {
+		before, err := ParseStandalone([]byte(doc), "f.toml")
+		mv := Move{Cluster: cluster, Colo: colo, First: first, Last: last, To: to}
+		plan, perr := PlanMove([]byte(doc), "f.toml", mv)
+		if perr != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("PlanMove planned a move on a map that does not parse: %v", err)
+		}
+		after, err := ParseStandalone(plan.Doc, "moved.toml")
+		if err != nil {
+			t.Fatalf("the planned map does not parse: %v\n%s", err, plan.Doc)
+		}
+		old, cur := before.Cluster(cluster).Colo(colo), after.Cluster(cluster).Colo(colo)
+		if old == nil || cur == nil {
+			t.Fatalf("the colocation is gone:\n%s", plan.Doc)
+		}
+		for l := uint32(0); l < before.Cluster(cluster).LogicalShards; l++ {
+			want := old.Database(l)
+			if l >= first && l <= last {
+				want = to
+			}
+			if got := cur.Database(l); got != want {
+				t.Fatalf("logical shard %d: %s, want %s\n%s", l, got, want, plan.Doc)
+			}
+		}
+	})
+}
