@@ -159,10 +159,11 @@ func (p *serverPool) acquire(cancel <-chan struct{}, w *poolWaiter) (*server, er
 		if err != nil {
 			return nil, err
 		}
-		if p.checkServer(s) {
-			return s, nil
+		if reason := p.checkServer(s); reason != "" {
+			p.discard(s, reason)
+			continue
 		}
-		p.discard(s, "server check failed")
+		return s, nil
 	}
 }
 
@@ -326,8 +327,11 @@ func (p *serverPool) discard(s *server, reason string) {
 }
 
 // checkServer runs server_check_query on a server that sat idle longer than
-// server_check_delay (with 0, on every reuse); false means it is dead.
-func (p *serverPool) checkServer(s *server) bool {
+// server_check_delay (with 0, on every reuse); a reason means it is dead,
+// in PgBouncer's words: "server conn crashed?" for one Postgres closed
+// while it sat idle (as PgBouncer's event loop says when it sees that),
+// "server check failed" for one whose check query failed.
+func (p *serverPool) checkServer(s *server) (reason string) {
 	st := p.svc.settings()
 	idle := p.svc.clock.Since(s.lastUsed)
 	// A server that sat idle may have been closed by Postgres (restart,
@@ -335,13 +339,13 @@ func (p *serverPool) checkServer(s *server) bool {
 	// sees that at once; we look before handing it out. Servers reused
 	// within deadPeekAfter skip the look, so a busy pool pays nothing.
 	if idle > deadPeekAfter && s.closedByPeer() {
-		return false
+		return "server conn crashed?"
 	}
 	q := st.ServerCheckQuery
 	switch q {
 	case "":
 		// An empty server_check_query turns the check off.
-		return true
+		return ""
 	case config.EmptyQueryCheck:
 		q = ""
 	}
@@ -349,13 +353,15 @@ func (p *serverPool) checkServer(s *server) bool {
 	// fresh from its login (never released) was just proven alive by it.
 	if st.ServerCheckDelay == 0 {
 		if !s.reused {
-			return true
+			return ""
 		}
 	} else if idle < st.ServerCheckDelay {
-		return true
+		return ""
 	}
-	res, err := s.exec(q, st.ServerConnectTimeout)
-	return err == nil && res.err == nil && res.status == wire.TxIdle
+	if res, err := s.exec(q, st.ServerConnectTimeout); err != nil || res.err != nil || res.status != wire.TxIdle {
+		return "server check failed"
+	}
+	return ""
 }
 
 // deadPeekAfter is how long a server must have been idle before checkout
