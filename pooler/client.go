@@ -126,6 +126,10 @@ type client struct {
 	// the client is closed, as the drain may outlive it. Written only by
 	// setStateLocked.
 	gone atomic.Bool
+	// closeLogged: the pump closed the client with a pooler error
+	// (closeClient) and logged why; serve's read then ends on the closed
+	// socket and must not log a second, wrong reason.
+	closeLogged atomic.Bool
 	// parkWanted: the janitor (or the login grace) asked serve to park:
 	// a request, not a state.
 	parkWanted atomic.Bool

@@ -132,7 +132,9 @@ func (c *client) fail(err error) {
 // clean state by its pump (Sync, ROLLBACK, reset query) instead of being
 // closed; the pump is woken by an expired read deadline.
 func (c *client) leave(err error) {
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
+	if c.closeLogged.Load() {
+		// The pump closed it and said why (closeClient).
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
 		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
 	} else if c.svc.logDisconnections() {
 		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")

@@ -118,9 +118,20 @@ func (l *link) awaitServeOffServerRelock(s *server) {
 // write is bounded, as fail's is; without c.mu a client that reads nothing
 // holds up nobody else meanwhile (SHOW CLIENTS, cancel requests, the
 // janitor's park scan).
+//
+// The close is logged first, as PgBouncer logs before it tells the
+// client: whoever sees the error finds the line already in the log.
 func (c *client) closeClient(code pgerror.Code) {
+	pe := pgerror.New(code)
+	if c.svc.settings().LogPoolerErrors {
+		c.logger().Warn("pooler error: " + pe.Message)
+	}
+	if c.svc.logDisconnections() {
+		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+	}
+	c.closeLogged.Store(true)
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	c.w.Write(pgerror.Append(nil, pgerror.New(code)))
+	c.w.Write(pgerror.Append(nil, pe))
 	c.w.Flush()
 	c.conn.Close()
 }
