@@ -394,7 +394,7 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	for _, kv := range settings {
 		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
-			if setStartupPin(&c.startPin, rest, v) {
+			if c.startPin.Set(rest, []byte(v)) {
 				continue // the router's (shardroute.go)
 			}
 			// Admission tags (-c pgturnstile.priority=low): the pooler's

@@ -192,7 +192,7 @@ func (c *client) serveReplication() {
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
-		_, writeFailed, _ := relayMessages(s.r, c.w, &s.pool.stats.sent)
+		_, writeFailed, _ := wire.Relay(s.r, c.w, &s.pool.stats.sent)
 		if writeFailed {
 			if first.CompareAndSwap(0, clientFirst) {
 				s.conn.Close()
@@ -205,7 +205,7 @@ func (c *client) serveReplication() {
 			c.conn.SetReadDeadline(time.Now())
 		}
 	}()
-	lastClient, writeFailed, errClient := relayMessages(c.r, s.w, &s.pool.stats.received)
+	lastClient, writeFailed, errClient := wire.Relay(c.r, s.w, &s.pool.stats.received)
 	side := clientFirst
 	if writeFailed {
 		side = serverFirst
@@ -247,36 +247,6 @@ func (c *client) serveReplication() {
 		c.w.Flush()
 	}
 	c.endReplication(s, reason)
-}
-
-// relayMessages copies whole messages from r to w, flushing whenever r
-// holds no whole message more, until a read or write fails, and adds their
-// sizes to bytes (SHOW STATS); it returns the type of the last message
-// relayed and whether the write failed.
-func relayMessages(r *wire.Reader, w *wire.Writer, bytes *atomic.Int64) (last byte, writeFailed bool, err error) {
-	for {
-		typ, n, err := r.Next()
-		if err != nil {
-			return last, false, err
-		}
-		if err := r.Forward(w); err != nil {
-			// Forward streams a large message: its error is the
-			// reader's or the writer's.
-			return last, w.Err() != nil, err
-		}
-		last = typ
-		bytes.Add(int64(5 + n))
-		// Flush unless a whole next message is already here: part of
-		// one is not enough, as its rest may come only after the other
-		// side has read what is held here (a walsender waits for
-		// pg_basebackup, which waits for this). Small socket buffers
-		// split messages often.
-		if !r.Pending() {
-			if err := w.Flush(); err != nil {
-				return last, true, err
-			}
-		}
-	}
 }
 
 // endReplication unlinks the client's server and closes it.

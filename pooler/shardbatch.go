@@ -238,7 +238,7 @@ func (l *link) answerTxBatch(typ byte, body []byte, cur *stmtRoute) (loopStep, b
 			}
 			portals[string(portal)] = sr.tx()
 		case wire.MsgExecute:
-			portal, _, oke := cutString(m.body)
+			portal, oke := wire.DecodeExecute(m.body)
 			kind, known := portals[string(portal)]
 			switch {
 			case !oke || !known:
@@ -297,15 +297,13 @@ func (l *link) answerTxMessages(typ byte, body []byte, stmts map[string]stmtRout
 			}
 			out = append(out, wire.MsgNoData, 0, 0, 0, 4)
 		case wire.MsgExecute:
-			portal, _, _ := cutString(body)
+			portal, _ := wire.DecodeExecute(body)
 			sr := portals[string(portal)]
 			_, start := shard.ReadTxControl([]byte(sr.text()))
 			out = l.applyTx(out, sr.tx(), start, sr.text())
 		case wire.MsgClose:
-			if len(body) > 0 && body[0] == 'S' {
-				if name, _, ok := cutString(body[1:]); ok {
-					ss.stmts.del(name)
-				}
+			if target, name, ok := wire.DecodeTarget(body); ok && target == 'S' {
+				ss.stmts.del(name)
 			}
 			out = append(out, wire.MsgCloseComplete, 0, 0, 0, 4)
 		case wire.MsgFlush:
@@ -355,16 +353,6 @@ func (l *link) applyTx(out []byte, kind shard.TxControl, start bool, text string
 		ss.pins++
 	}
 	return wire.AppendCommandComplete(out, kind.Tag(start))
-}
-
-// cutString splits a NUL-terminated string off b.
-func cutString(b []byte) (s, rest []byte, ok bool) {
-	for i, c := range b {
-		if c == 0 {
-			return b[:i], b[i+1:], true
-		}
-	}
-	return nil, nil, false
 }
 
 // stmtHeld reports a prepared-statement name the client has in the

@@ -216,50 +216,36 @@ func (s *Service) shardTarget(target, rng string) (pause.Ref, pause.Range, error
 // transaction touching it runs any more (or a RESUME SHARD ended the
 // pause), as PAUSE returns when the database's servers are released.
 func (v consoleView) PauseShard(target, rng string) error {
-	ref, r, err := v.s.shardTarget(target, rng)
+	drained, err := v.s.pauseShard(target, rng, "PAUSE SHARD")
 	if err != nil {
 		return err
 	}
-	if err := v.s.pauseShard(ref, r, "PAUSE SHARD"); err != nil {
-		return err
-	}
 	// The console has no deadline for PAUSE SHARD, as for PAUSE.
-	return v.s.shardDrained(context.Background(), ref, r)
+	return drained(context.Background())
 }
 
 // PauseShardRange pauses logical shards rng of cluster.colo for a fleet
 // move (`pgturnstile shard move` through etcd), at once, as PAUSE SHARD
-// does; ShardRangeDrained then waits until no transaction in it runs.
-func (s *Service) PauseShardRange(cluster, colo, rng string) error {
-	ref, r, err := s.shardTarget(cluster+"."+colo, rng)
-	if err != nil {
-		return err
-	}
-	return s.pauseShard(ref, r, "fleet pause")
+// does; drained then waits until no transaction in it runs (or the pause
+// has ended), or for its ctx.
+func (s *Service) PauseShardRange(cluster, colo, rng string) (drained func(context.Context) error, err error) {
+	return s.pauseShard(cluster+"."+colo, rng, "fleet pause")
 }
 
-// ShardRangeDrained waits until no transaction in a range PauseShardRange
-// paused runs (or the pause has ended), or for ctx.
-func (s *Service) ShardRangeDrained(ctx context.Context, cluster, colo, rng string) error {
-	first, last, err := shard.ParseRange(rng)
+func (s *Service) pauseShard(target, rng, what string) (drained func(context.Context) error, err error) {
+	ref, r, err := s.shardTarget(target, rng)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.shardDrained(ctx, pause.Ref{Cluster: cluster, Colo: colo}, pause.Range{First: first, Last: last})
-}
-
-func (s *Service) pauseShard(ref pause.Ref, r pause.Range, what string) error {
 	if err := s.shardPauses.Pause(ref, r); err != nil {
-		return &admin.Error{SQLState: admin.CodeProtocolViolation, Message: err.Error()}
+		return nil, &admin.Error{SQLState: admin.CodeProtocolViolation, Message: err.Error()}
 	}
 	s.log.Info(what + " " + ref.Cluster + "." + ref.Colo + " " + r.String() + ": new transactions in the range wait")
-	return nil
-}
-
-func (s *Service) shardDrained(ctx context.Context, ref pause.Ref, r pause.Range) error {
-	return s.changes.Wait(ctx, func() bool {
-		return !s.shardPauses.IsPaused(ref, r) || s.shardRunning(ref, r) == 0
-	})
+	return func(ctx context.Context) error {
+		return s.changes.Wait(ctx, func() bool {
+			return !s.shardPauses.IsPaused(ref, r) || s.shardRunning(ref, r) == 0
+		})
+	}, nil
 }
 
 // ResumeShardRange ends a PauseShardRange: the range's waiters go on.

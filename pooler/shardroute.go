@@ -302,7 +302,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	if !sameMap(ss.escOf, c.params) {
 		// The session's standard_conforming_strings, as the pump last
 		// heard it.
-		ss.esc, ss.escOf = settingOff(c.params["standard_conforming_strings"]), c.params
+		ss.esc, ss.escOf = shard.EscapeStrings(c.params["standard_conforming_strings"]), c.params
 	}
 	c.mu.Unlock()
 	memo := ss.memo
@@ -376,21 +376,6 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		}
 	}
 	return shardDecision{}, stepOn
-}
-
-// settingOff reports a boolean setting's value that Postgres reads as
-// false (parse_bool: off, false, no, 0 and their unambiguous prefixes).
-func settingOff(v string) bool {
-	v = strings.ToLower(strings.TrimSpace(v))
-	switch {
-	case v == "0":
-		return true
-	case len(v) >= 2 && strings.HasPrefix("off", v):
-		return true
-	case v != "" && (strings.HasPrefix("false", v) || strings.HasPrefix("no", v)):
-		return true
-	}
-	return false
 }
 
 // goneCluster is the decision for a client whose cluster a RELOAD
@@ -638,23 +623,6 @@ func databaseNames(cfg *config.Config) []string {
 		}
 	}
 	return names
-}
-
-// setStartupPin takes -c pgturnstile.shard_key, .colo or .shard from the
-// startup options into p; false for the other pgturnstile.* keys (the
-// admission policy's).
-func setStartupPin(p *shard.Pin, key, value string) bool {
-	switch key {
-	case "shard_key":
-		p.Key = []byte(value)
-	case "colo":
-		p.Colo = value
-	case "shard":
-		p.Shard = value
-	default:
-		return false
-	}
-	return true
 }
 
 // stmtText is the text of the client's prepared statement name as the

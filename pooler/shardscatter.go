@@ -404,7 +404,10 @@ func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
 			case wire.MsgReadyForQuery:
 				j.done = true
 			case wire.MsgErrorResponse:
-				res = "ERROR: " + responseMessage(msg[5:])
+				res = "ERROR: (no message)"
+				if f, _ := wire.ParseErrorResponse(msg[5:]); f.Message != "" {
+					res = "ERROR: " + f.Message
+				}
 			case wire.MsgCommandComplete:
 				if tag == "" {
 					tag = string(wire.CommandTag(msg[5:]))
@@ -424,22 +427,6 @@ func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
 		return l.answerQuery(nil)
 	}
 	return l.answerQuery(wire.AppendCommandComplete(nil, tag))
-}
-
-// responseMessage is the M field of an ErrorResponse body.
-func responseMessage(body []byte) string {
-	for len(body) > 1 {
-		t := body[0]
-		i := bytes.IndexByte(body[1:], 0)
-		if i < 0 {
-			break
-		}
-		if t == 'M' {
-			return string(body[1 : 1+i])
-		}
-		body = body[2+i:]
-	}
-	return "(no message)"
 }
 
 // cancel asks the job's server to stop its query.

@@ -1,10 +1,8 @@
 package pooler
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -64,15 +62,5 @@ func TestDescribesOnly(t *testing.T) {
 		if got := describesOnly(c.msgs); got != c.ok {
 			t.Errorf("%s: %v, want %v", c.name, got, c.ok)
 		}
-	}
-}
-
-// TestCrossShardScatter: a scatter in a transaction (or a pinned session)
-// is refused with the scatter's reason, not as a statement for another
-// shard named "".
-func TestCrossShardScatter(t *testing.T) {
-	msg, detail, hint := crossShardText(&shardSession{}, shard.Decision{Source: shard.SourceScatter, Table: []byte("files"), Column: "org_id"}, "s0")
-	if !strings.Contains(detail, "every shard") || !strings.Contains(detail, "files") || strings.Contains(msg, "shard  in") || hint == "" {
-		t.Fatalf("got %q / %q / %q", msg, detail, hint)
 	}
 }

@@ -2,7 +2,6 @@ package pooler
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -36,10 +35,10 @@ func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
 			// As Postgres: a warning, and nothing set.
 			notice = wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25P01", "SET LOCAL can only be used in transaction blocks", "", "")
 		case sh.Local:
-			setPin(&ss.local, sh)
+			ss.local.Set(sh.Name, pinValue(sh))
 			ss.pins++
 		default:
-			setPin(&ss.pin, sh)
+			ss.pin.Set(sh.Name, pinValue(sh))
 			ss.pins++
 		}
 		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, "SET")...)), true
@@ -58,20 +57,13 @@ func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
 	return stepOn, false
 }
 
-// setPin applies a SET or RESET of pgturnstile.* to a pin.
-func setPin(p *shard.Pin, sh shard.SetHint) {
-	var v []byte
-	if !sh.Reset {
-		v = append([]byte(nil), sh.Value...)
+// pinValue is a SET's value for a pin (a copy: the statement's buffer
+// is reused), nil for RESET.
+func pinValue(sh shard.SetHint) []byte {
+	if sh.Reset {
+		return nil
 	}
-	switch sh.Name {
-	case "shard_key":
-		p.Key = v
-	case "colo":
-		p.Colo = string(v)
-	case "shard":
-		p.Shard = string(v)
-	}
+	return append([]byte(nil), sh.Value...)
 }
 
 // heldStatus is the transaction status a cluster's client without a
@@ -121,27 +113,13 @@ func (l *link) refuseShard(typ byte, d shard.Decision) loopStep {
 	return stepNext
 }
 
-// refusalText is a refusal's message, DETAIL and HINT.
+// refusalText is a refusal's message, DETAIL and HINT (the router's
+// words), or, for a cluster a RELOAD removed, the word to reconnect.
 func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) {
-	msg = "pgturnstile: statement cannot be routed to one shard"
 	if d.Reason == shard.ReasonShape && len(d.Table) == 0 && ss.routerOf == nil {
 		return "pgturnstile: cluster \"" + ss.cluster + "\" is no longer in the shard file", "", "Reconnect."
 	}
-	var b strings.Builder
-	if len(d.Table) > 0 {
-		b.WriteString("table ")
-		b.Write(d.Table)
-		if d.Column != "" {
-			b.WriteString(" (key " + d.Column + ")")
-		}
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Reason.Text())
-	hint = d.Reason.Hint()
-	if hint == "" {
-		hint = "Give the key in the statement (" + "WHERE key = value), or name it: /* pgturnstile: shard_key=VALUE */ before the statement, or SET LOCAL pgturnstile.shard_key = 'VALUE' in a transaction."
-	}
-	return msg, b.String(), hint
+	return shard.RefusalText(d)
 }
 
 // crossShard is what a linked transaction's server gets in place of a
@@ -149,34 +127,22 @@ func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) 
 // Postgres raises itself, so the transaction ends failed on both sides
 // and the client's ROLLBACK works as usual.
 func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
-	msg, detail, hint := crossShardText(ss, d, pinned)
-	return raiseQuery(msg, detail, hint)
+	return raiseQuery(crossShardText(ss, d, pinned))
 }
 
 // raiseQuery is a Query that makes Postgres raise 0A000 with msg, detail
 // and hint.
 func raiseQuery(msg, detail, hint string) []byte {
-	q := "DO $pgturnstile$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + sqlString(msg) +
-		", DETAIL = " + sqlString(detail) + ", HINT = " + sqlString(hint) + "; END$pgturnstile$"
-	return wire.AppendQuery(nil, q)
+	return wire.AppendQuery(nil, shard.RaiseSQL(msg, detail, hint))
 }
 
-// crossShardText is the refusal of a statement of a transaction on shard
-// pinned that the router sends elsewhere (d), or refuses.
+// crossShardText is shard.CrossShardText, with refusalText's word for a
+// cluster gone.
 func crossShardText(ss *shardSession, d shard.Decision, pinned string) (msg, detail, hint string) {
-	if d.Source == shard.SourceScatter {
-		d = shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatter, Table: d.Table, Column: d.Column}
-	}
 	if d.Source == shard.SourceRefused {
 		return refusalText(ss, d)
 	}
-	return "pgturnstile: statement for shard " + d.Database + " in a transaction on shard " + pinned,
-		"A transaction runs on the shard of its first statement.", "Run it in a transaction of its own."
-}
-
-// sqlString quotes s as a standard SQL string literal.
-func sqlString(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	return shard.CrossShardText(d, pinned)
 }
 
 // heldLinkedLocked runs on a server just linked while the client's BEGIN

@@ -232,6 +232,13 @@ func DecodeTarget(body []byte) (target byte, name []byte, ok bool) {
 	return body[0], name, true
 }
 
+// DecodeExecute returns the portal an Execute body names, a slice of
+// body; ok is false when the name is not NUL-terminated.
+func DecodeExecute(body []byte) (portal []byte, ok bool) {
+	portal, _, ok = cut(body)
+	return portal, ok
+}
+
 // AppendExecute encodes Execute of portal, returning at most maxRows rows
 // (0: all).
 func AppendExecute(dst []byte, portal string, maxRows uint32) []byte {

@@ -114,13 +114,14 @@ func (fp *fleetPauses) set(pauses map[string]etcdsource.Pause) {
 		}
 		// Paused now, before set returns (so before the source writes
 		// this instance's record or Start returns); drained after.
-		if err := fp.svc.PauseShardRange(p.Cluster, p.Colo, p.Range); err != nil {
+		drained, err := fp.svc.PauseShardRange(p.Cluster, p.Colo, p.Range)
+		if err != nil {
 			fp.held[key] = heldPause{p: etcdsource.Pause{Err: err.Error(), Revision: p.Revision}, cancel: cancel}
 			go fp.ack(key, p.Revision, err)
 			continue
 		}
 		go func() {
-			err := fp.svc.ShardRangeDrained(ctx, p.Cluster, p.Colo, p.Range)
+			err := drained(ctx)
 			if ctx.Err() == nil {
 				fp.ack(key, p.Revision, err)
 			}
