@@ -27,7 +27,9 @@ import (
 // and a RELOAD; a move that fails (its target is no [databases] entry of
 // the instances) and resumes on the old mapping; then logical shards 4-7
 // moved to a second host by `pgturnstile shard move` through the two
-// instances' consoles, with logical replication from the old host.
+// instances' consoles, with logical replication from the old host; then
+// the way back — the range moved back to the old host (replicated the
+// other way) and the cluster rolled back to unsharded.
 //
 // Ground truth is Postgres': each key's logical shard is its partition
 // in a table PARTITION BY HASH with MODULUS 8; where rows are is read on
@@ -67,7 +69,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	needPG(t)
 	ctx := ctxT(t, 5*time.Minute)
 	old := startPublishingCluster(t)
-	newHost := startSecondCluster(t)
+	newHost := startPublishingCluster(t) // it publishes too, for the way back
 	for _, h := range []*cluster{old, newHost} {
 		if _, err := connectPgx(t, h.directConnString(appDB, appUser, appPassword)).Exec(ctx,
 			"CREATE TABLE files (org_id bigint NOT NULL, client int NOT NULL, seq int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (client, seq))"); err != nil {
@@ -154,29 +156,35 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	}
 
 	// The load: 30 clients insert one row each, keyed by a random key,
-	// through both instances, extended protocol.
-	var load lpLoad
-	for c := range 30 {
-		conn := connectPgx(t, poolers[c%2].ConnString("lp", appUser, appPassword))
-		load.wg.Add(1)
-		go func() {
-			defer load.wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(c), 7))
-			for seq := 0; !load.stop.Load(); seq++ {
-				k := int64(1 + rnd.IntN(lpKeys))
-				if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, client, seq) VALUES ($1, $2, $3)", k, c, seq); err != nil {
+	// through both instances, extended protocol; a second load for the
+	// way back numbers its clients from 100.
+	load := &lpLoad{}
+	startLoad := func(base int) {
+		load = &lpLoad{}
+		load := load
+		for c := base; c < base+30; c++ {
+			conn := connectPgx(t, poolers[c%2].ConnString("lp", appUser, appPassword))
+			load.wg.Add(1)
+			go func() {
+				defer load.wg.Done()
+				rnd := rand.New(rand.NewPCG(uint64(c), 7))
+				for seq := 0; !load.stop.Load(); seq++ {
+					k := int64(1 + rnd.IntN(lpKeys))
+					if _, err := conn.Exec(ctx, "INSERT INTO files (org_id, client, seq) VALUES ($1, $2, $3)", k, c, seq); err != nil {
+						load.mu.Lock()
+						load.errs = append(load.errs, fmt.Sprintf("client %d, key %d: %v", c, k, err))
+						load.mu.Unlock()
+						return
+					}
+					load.acked.Add(1)
 					load.mu.Lock()
-					load.errs = append(load.errs, fmt.Sprintf("client %d, key %d: %v", c, k, err))
+					load.writes = append(load.writes, lpWrite{client: c, seq: seq, key: k})
 					load.mu.Unlock()
-					return
 				}
-				load.acked.Add(1)
-				load.mu.Lock()
-				load.writes = append(load.writes, lpWrite{client: c, seq: seq, key: k})
-				load.mu.Unlock()
-			}
-		}()
+			}()
+		}
 	}
+	startLoad(0)
 	stopLoad := func() { load.stop.Store(true); load.wg.Wait() }
 	defer stopLoad()
 	// until lets the load run until n writes are acked in all, failing
@@ -280,9 +288,9 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	move := func(to string) (string, error) {
+	move := func(to string, source *cluster, sub string) (string, error) {
 		args := []string{"shard", "move", "--cluster", "lp", "--colo", "org", "--range", "4-7", "--to", to,
-			"--shard-file", path, "--source", old.superuserConnString(appDB), "--subscription", "lpsub"}
+			"--shard-file", path, "--source", source.superuserConnString(appDB), "--subscription", sub}
 		for _, p := range poolers {
 			args = append(args, "--console", fmt.Sprintf("host=127.0.0.1 port=%d dbname=pgbouncer user=%s password=%s sslmode=disable", p.Port, adminUser, adminPass))
 		}
@@ -293,7 +301,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 	// A move whose target the instances do not know: RELOAD keeps the
 	// old map, the move puts the file back and resumes. No client sees
 	// an error, the range stays where it was.
-	if text, err := move("lp_nosuch"); err == nil || !strings.Contains(text, "RELOAD failed") || !strings.Contains(text, "old map back in force") || !strings.Contains(text, "resumed on the old mapping") {
+	if text, err := move("lp_nosuch", old, "lpsub"); err == nil || !strings.Contains(text, "RELOAD failed") || !strings.Contains(text, "old map back in force") || !strings.Contains(text, "resumed on the old mapping") {
 		t.Fatalf("a move to an unknown database: %v", err)
 	}
 	for i, c := range consoles {
@@ -302,7 +310,7 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 		}
 	}
 	until(load.acked.Load()+5000, "after the failed move")
-	text, err := move("lp_new")
+	text, err := move("lp_new", old, "lpsub")
 	if err != nil {
 		t.Fatalf("shard move: %v", err)
 	}
@@ -393,4 +401,81 @@ func TestShardLogicalPhaseAndMove(t *testing.T) {
 		t.Errorf("%d writes of shards 4-7 committed on the old host after the publication", late)
 	}
 	t.Logf("%d writes acked, 0 client errors: %d of shards 0-3 on the old host, %d of shards 4-7 on the new host", len(load.writes), lowAcked, highAcked)
+	first := load.writes
+
+	// 4. The way back, under load again: shards 4-7 return to the old
+	// host (its lp_s1 views), then the cluster to unsharded. The
+	// forward subscription goes first (on PostgreSQL 15 a subscription
+	// each way would send every change back); the range's rows on the
+	// old host, which no traffic reaches, are emptied, and the old host
+	// subscribes to the new one's range, copying it whole.
+	if _, err := newSU.Exec(ctx, "DROP SUBSCRIPTION lpsub"); err != nil {
+		t.Fatal(err)
+	}
+	// The forward publication too: its row filter is on org_id, which
+	// the table's replica identity (its key, client and seq) lacks, so
+	// Postgres refuses a DELETE while it publishes the table.
+	if _, err := oldSU.Exec(ctx, "DROP PUBLICATION move_org_4_7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldSU.Exec(ctx, "DELETE FROM public.files WHERE org_id = ANY($1)", upperKeys); err != nil {
+		t.Fatal(err)
+	}
+	startLoad(100)
+	out, err = exec.Command(poolerBinary(t), "shard", "move", "--dry-run", "--cluster", "lp", "--colo", "org", "--range", "4-7", "--to", "lp_s1",
+		"--shard-file", path, "--console", "host=127.0.0.1", "--no-replication-wait").CombinedOutput()
+	if i = strings.Index(string(out), "CREATE PUBLICATION"); err != nil || i < 0 {
+		t.Fatalf("shard move --dry-run back: %v\n%s", err, out)
+	}
+	if _, err := newSU.Exec(ctx, string(out[i:])); err != nil {
+		t.Fatalf("%s: %v", out[i:], err)
+	}
+	if _, err := oldSU.Exec(ctx, fmt.Sprintf("CREATE SUBSCRIPTION backsub CONNECTION 'host=127.0.0.1 port=%d user=postgres dbname=%s' PUBLICATION move_org_4_7 WITH (synchronous_commit = on)",
+		newHost.port, appDB)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); queryInt(t, oldSU, "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'") != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the way back: the subscription did not copy the table within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	until(5000, "the way back, before the move")
+	text, err = move("lp_s1", newHost, "backsub")
+	if err != nil {
+		t.Fatalf("shard move back: %v", err)
+	}
+	m = movePublishedRE.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("the move back's output lacks the publication:\n%s", text)
+	}
+	if published, err = time.Parse(time.RFC3339Nano, m[1]); err != nil {
+		t.Fatal(err)
+	}
+	until(load.acked.Load()+10000, "after the move back")
+	reload(fmt.Sprintf(lpFile, false, "lp_main", "lp_main"))
+	until(load.acked.Load()+10000, "unsharded again")
+	stopLoad()
+	if len(load.errs) > 0 {
+		t.Fatalf("the way back: %d client errors, first: %s", len(load.errs), load.errs[0])
+	}
+	// Every acked write of both loads is on the old host, once; nothing
+	// of shards 4-7 committed on the new host after the move back.
+	oldRows = onHost(oldSU)
+	missing = 0
+	all := append(first, load.writes...)
+	for _, w := range all {
+		if k, ok := oldRows[id{w.client, w.seq}]; !ok || k != w.key {
+			if missing++; missing <= 5 {
+				t.Errorf("write %+v (shard %d) is not on the old host after the way back (%d, %v)", w, shardOf[w.key], k, ok)
+			}
+		}
+	}
+	if len(oldRows) != len(all) {
+		t.Errorf("the old host holds %d rows; %d writes were acked", len(oldRows), len(all))
+	}
+	if late := queryInt(t, newSU, "SELECT count(*) FROM public.files WHERE org_id = ANY($1) AND at >= $2", upperKeys, published); late != 0 {
+		t.Errorf("%d writes of shards 4-7 committed on the new host after the move back", late)
+	}
+	t.Logf("the way back: %d more writes acked, 0 client errors; all %d on the old host", len(load.writes), len(all))
 }
