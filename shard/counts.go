@@ -13,10 +13,33 @@ import (
 
 // Counts is every decision counted so far. Safe for concurrent use; each
 // client counts through a Tally of its own, which finds its counters
-// without the lock once it has seen them.
+// without the lock once it has seen them. Each counter is striped over
+// cache lines, a client's Tally writing one stripe: with one word per
+// key, every routed statement on every core would write the same cache
+// line, which then travels between the cores (on this 2-core machine the
+// increment was 0.3–0.7 % of the pooler's CPU either way; it is the
+// many-core machines the stripes are for).
 type Counts struct {
 	mu sync.Mutex
-	m  map[countKey]*atomic.Uint64
+	m  map[countKey]*stripedCounter
+	// nextStripe hands each new Tally its stripe, in turn.
+	nextStripe atomic.Uint32
+}
+
+// counterStripes is how many cache lines a counter spans.
+const counterStripes = 32
+
+// stripedCounter is one counter, the sum of its stripes.
+type stripedCounter [counterStripes]struct {
+	n atomic.Uint64
+	_ [56]byte // the rest of a 64-byte cache line
+}
+
+func (sc *stripedCounter) load() (n uint64) {
+	for i := range sc {
+		n += sc[i].n.Load()
+	}
+	return n
 }
 
 type countKey struct {
@@ -36,18 +59,19 @@ func keyOf(cluster string, d Decision) countKey {
 	return k
 }
 
-func (c *Counts) counter(k countKey) *atomic.Uint64 {
+// counter returns stripe of k's counter.
+func (c *Counts) counter(k countKey, stripe int) *atomic.Uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[countKey]*atomic.Uint64{}
+		c.m = map[countKey]*stripedCounter{}
 	}
-	n := c.m[k]
-	if n == nil {
-		n = new(atomic.Uint64)
-		c.m[k] = n
+	sc := c.m[k]
+	if sc == nil {
+		sc = new(stripedCounter)
+		c.m[k] = sc
 	}
-	return n
+	return &sc[stripe].n
 }
 
 // Count is one counter of a snapshot.
@@ -64,7 +88,7 @@ func (c *Counts) Snapshot() []Count {
 	c.mu.Lock()
 	out := make([]Count, 0, len(c.m))
 	for k, n := range c.m {
-		out = append(out, Count{Cluster: k.cluster, Colo: k.colo, Source: k.source, Reason: k.reason, N: n.Load()})
+		out = append(out, Count{Cluster: k.cluster, Colo: k.colo, Source: k.source, Reason: k.reason, N: n.load()})
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Count) int {
@@ -78,6 +102,7 @@ func (c *Counts) Snapshot() []Count {
 // concurrent use.
 type Tally struct {
 	counts *Counts
+	stripe int
 	seen   map[countKey]*atomic.Uint64
 	// last is the counter of the last decision's key: a client's
 	// statements mostly decide alike, and comparing is cheaper than
@@ -87,7 +112,10 @@ type Tally struct {
 }
 
 // NewTally returns a Tally counting into c.
-func NewTally(c *Counts) *Tally { return &Tally{counts: c, seen: map[countKey]*atomic.Uint64{}} }
+func NewTally(c *Counts) *Tally {
+	stripe := int(c.nextStripe.Add(1) % counterStripes)
+	return &Tally{counts: c, stripe: stripe, seen: map[countKey]*atomic.Uint64{}}
+}
 
 // Add counts d, a decision for a statement of cluster.
 func (t *Tally) Add(cluster string, d Decision) {
@@ -98,7 +126,7 @@ func (t *Tally) Add(cluster string, d Decision) {
 	}
 	n := t.seen[k]
 	if n == nil {
-		n = t.counts.counter(k)
+		n = t.counts.counter(k, t.stripe)
 		t.seen[k] = n
 	}
 	t.lastKey, t.last = k, n

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 	"github.com/pgturnstile/pgturnstile/internal/tomlpos"
@@ -137,6 +138,9 @@ type Cluster struct {
 	// statements are the prepared texts' routing under this map, shared
 	// by its clients (statements.go).
 	statements Statements
+	// scanners are lent to the routers of this map's clients, one per
+	// statement (Router.scanner).
+	scanners sync.Pool
 }
 
 // nameFilter holds the length and initial of each table's name (the

@@ -2,8 +2,10 @@ package shard
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -209,7 +211,7 @@ func TestRouteAllocatesNothing(t *testing.T) {
 		[]byte(`SELECT * FROM files`),
 	} {
 		r.Route(sql, Pin{}, false)
-		if n := testing.AllocsPerRun(100, func() { r.Route(sql, Pin{}, false) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { r.Route(sql, Pin{}, false) }); n != 0 && !raceEnabled {
 			t.Errorf("%s: %v allocations", sql, n)
 		}
 	}
@@ -371,5 +373,53 @@ func TestDecisionSpan(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no uuid of ten on the org key's database")
+	}
+}
+
+// TestRouterScannersLent: routers share their cluster's scanners, one
+// lent per statement, so a decision must not keep the scanner's memory:
+// a refusal's table folded into scratch reads the same after others have
+// used the scanner, and many routers of one cluster routing at once
+// (under -race) each get their own statement's decision.
+func TestRouterScannersLent(t *testing.T) {
+	c := exampleCluster(t, nil)
+	r := NewRouter(c)
+	d := r.Route([]byte(`SELECT * FROM FILES WHERE name = 'x'`), Pin{}, false)
+	if d.Source != SourceRefused || string(d.Table) != "files" {
+		t.Fatalf("refusal: %+v", d)
+	}
+	for range 10 {
+		r.Route([]byte(`SELECT * FROM "FILEZZZZ" WHERE "ORG_ID" = 1`), Pin{}, false)
+	}
+	if string(d.Table) != "files" {
+		t.Fatalf("the refusal's table changed to %q when the scanner was used again", d.Table)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := NewRouter(c)
+			r.SetEscapeStrings(g%2 == 1)
+			for i := range 2000 {
+				v := int64(g*100000 + i)
+				sql := []byte(`SELECT * FROM files WHERE org_id = ` + strconv.FormatInt(v, 10))
+				if d := r.Route(sql, Pin{}, false); d.Database != orgDB(c, v) {
+					errs <- fmt.Sprintf("%s: %+v, want %s", sql, d, orgDB(c, v))
+					return
+				}
+				if d := r.Route([]byte(`SELECT * FROM FILES`), Pin{}, false); string(d.Table) != "files" {
+					errs <- fmt.Sprintf("refusal: %+v", d)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -41,7 +41,7 @@ type Statement struct {
 // common setting (off: standard_conforming_strings on) is shared.
 func (r *Router) Statement(sql []byte, mayTarget bool) *Statement {
 	c := r.cluster
-	if r.scan.EscapeStrings {
+	if r.escapeStrings {
 		return r.newStatement(sql, Pin{}, mayTarget)
 	}
 	ss := &c.statements
