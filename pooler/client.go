@@ -52,12 +52,13 @@ type client struct {
 	pool   *serverPool
 	mode   config.PoolMode
 	// repl is set for a replication connection (replication.go), with
-	// its options startup parameter as given (replOptionsSet when there
-	// was one): its server logs in with them. Set at login.
-	repl           replication
-	replOptions    string
-	replOptionsSet bool
-	key            [8]byte
+	// its options startup parameter as given (nil when there was none):
+	// its server logs in with them. Set at login. (A pointer, as are the
+	// rarely set fields below: the struct is every client's, parked
+	// thousands included, and its size class is what each one costs.)
+	repl        replication
+	replOptions *string
+	key         [8]byte
 	// params are the client's values of tracked parameters, keyed by the
 	// canonical name. serve reads them when it links a server; the pump
 	// updates them from ParameterStatus while linked.
@@ -66,8 +67,9 @@ type client struct {
 	// its router, pins, held BEGIN, shard pools. Serve's goroutine only.
 	shard *shardSession
 	// startPin is the router's pgturnstile.shard_key, .colo and .shard
-	// from the startup options, for shard's session pin.
-	startPin shard.Pin
+	// from the startup options, for shard's session pin; nil when the
+	// options set none.
+	startPin *shard.Pin
 	// caps is what the client counts in the client caps (clientcaps.go),
 	// guarded by the service's caps.mu.
 	caps capCount

@@ -19,6 +19,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/internal/startupopts"
 	"github.com/pgturnstile/pgturnstile/internal/tlsconn"
+	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -350,7 +351,7 @@ func (c *client) readParams(su *wire.Startup) (map[string]string, []string, erro
 			// A replication client's server is its own: its options
 			// go to it unchanged, any setting in them (CREATE
 			// SUBSCRIPTION sets extra_float_digits there).
-			c.replOptions, c.replOptionsSet = p.Value, true
+			c.replOptions = &p.Value
 		case p.Name == "user":
 			c.user = p.Value
 		case p.Name == "database":
@@ -394,7 +395,12 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	for _, kv := range settings {
 		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
-			if c.startPin.Set(rest, []byte(v)) {
+			var pin shard.Pin
+			if c.startPin != nil {
+				pin = *c.startPin
+			}
+			if pin.Set(rest, []byte(v)) {
+				c.startPin = &pin
 				continue // the router's (shardroute.go)
 			}
 			// Admission tags (-c pgturnstile.priority=low): the pooler's

@@ -87,8 +87,8 @@ func (c *client) replicationStartup(startup map[string]string) []wire.Param {
 	for _, k := range names {
 		out = append(out, wire.Param{Name: k, Value: startup[k]})
 	}
-	if c.replOptionsSet {
-		out = append(out, wire.Param{Name: "options", Value: c.replOptions})
+	if c.replOptions != nil {
+		out = append(out, wire.Param{Name: "options", Value: *c.replOptions})
 	}
 	return out
 }

@@ -205,7 +205,11 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 	if !ok {
 		return nil, false // the map was checked against cfg: not reached
 	}
-	c.shard = &shardSession{cluster: cl.Name, pin: c.startPin, pools: map[string]*serverPool{},
+	var pin shard.Pin
+	if c.startPin != nil {
+		pin = *c.startPin
+	}
+	c.shard = &shardSession{cluster: cl.Name, pin: pin, pools: map[string]*serverPool{},
 		tally: shard.NewTally(&c.svc.routes)}
 	return db, true
 }
