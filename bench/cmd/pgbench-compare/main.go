@@ -71,6 +71,10 @@ type options struct {
 	noInstall    bool
 	aa           bool
 	loginFloor   string
+	// routerProfile: profile the shard-map instance (routershare.go);
+	// shares holds what was read, for the report.
+	routerProfile bool
+	shares        *routerShares
 }
 
 func main() {
@@ -96,6 +100,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs, failed runs' output)")
 	flag.BoolVar(&o.noInstall, "no-install", false, "do not apt-get install PgBouncer when it is missing")
 	flag.StringVar(&o.loginFloor, "loginfloor", "bin/loginfloor", "bench/cmd/loginfloor binary, run beside the poolers on S-connect-50 as the floors of a Go login (\"\": not run)")
+	flag.BoolVar(&o.routerProfile, "router-profile", false, "profile the sharding workloads' map instance during its runs and report the router's share of its CPU samples (issue 34's cost, read where the machine's noise hides a 3 % ratio; use -duration 20s or more)")
 	flag.Parse()
 	if o.aa {
 		set := map[string]bool{}
@@ -281,6 +286,9 @@ func run(o options) error {
 	if err := os.Mkdir(logDir, 0o755); err != nil {
 		return err
 	}
+	if o.routerProfile {
+		o.shares = newRouterShares(logDir)
+	}
 	// Warm-up: fill every pool to 20 server connections, so that no
 	// measured run pays for opening them.
 	for _, t := range targets {
@@ -362,7 +370,12 @@ func run(o options) error {
 					logf("%3d/%d %-14s r%d %-24s skipped (failed in round 1)", seq, total, w.Key, round, t.Name)
 					continue
 				}
+				wait := func() {}
+				if t.Pprof != "" && o.shares != nil {
+					wait = o.shares.during(ctx, t.Pprof, w.Key, seq, o.durationOf(w), logf)
+				}
 				r := runPgbench(ctx, logDir, seq, w, t, o.durationOf(w), round)
+				wait()
 				if round == 1 {
 					// Only a server error (not a slow machine) is taken as
 					// a failure that will repeat.
@@ -380,6 +393,9 @@ func run(o options) error {
 				}
 				time.Sleep(100 * time.Millisecond) // let logouts settle
 			}
+		}
+		if w.Shards > 0 && o.shares != nil {
+			o.shares.settle(w.Key, pooler, logf)
 		}
 		for _, p := range setupProcs {
 			if !p.Alive() {

@@ -41,6 +41,9 @@ type target struct {
 	Port int
 	Proc *benchenv.Proc // nil for direct PostgreSQL: no pooler CPU or RSS to read
 	DB   string         // the database pgbench connects to; "" is bench
+	// Pprof is where the target serves net/http/pprof when its runs are
+	// profiled (-router-profile); "" when they are not.
+	Pprof string
 }
 
 // runResult is one pgbench run of one workload against one target.

@@ -205,15 +205,24 @@ func (e *env) shardTargets(ctx context.Context, o options, w workload, pgb *benc
 	} {
 		err := k.err
 		var p *benchenv.Proc
+		var envv []string
+		pprofAddr := ""
+		if err == nil && k.name == tTurnShard && o.shares != nil {
+			var port int
+			if port, err = benchenv.FreePort(); err == nil {
+				pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+				envv = []string{"PGTURNSTILE_PPROF=" + pprofAddr}
+			}
+		}
 		if err == nil {
-			p, err = e.startPooler(fmt.Sprintf("%s-%s", k.file, w.Key), "pgturnstile", pooler, nil, k.io)
+			p, err = e.startPooler(fmt.Sprintf("%s-%s", k.file, w.Key), "pgturnstile", pooler, envv, k.io)
 		}
 		if err != nil {
 			failed[k.name] = "did not start: " + err.Error()
 			logf("%s: %s did not start: %s", w.Key, k.name, shorten(err.Error(), 300))
 			continue
 		}
-		t := target{Name: k.name, Port: p.Port, Proc: p, DB: k.db}
+		t := target{Name: k.name, Port: p.Port, Proc: p, DB: k.db, Pprof: pprofAddr}
 		procs = append(procs, p)
 		targets = append(targets, t)
 		warm := workload{Key: "warm-up", Clients: 40, Args: []string{"-S"}}
@@ -274,6 +283,14 @@ func shardSection(t table, o options, ws []workload) string {
 			pr(tTurnstile, tBouncer, fCPU), pr(tTurnstile, tBouncer, fTPS))
 	}
 	p("\n")
+	if o.shares != nil {
+		p("**The router's share of the map instance's CPU** (`-router-profile`): a CPU profile of *%s* during each of its runs, all rounds merged; the share of samples whose stack passes through package `shard` or the pooler's glue that calls it (`%s`). A map costing a share s of the CPU costs 1/(1−s) of the same instance without it. Profiling costs the profiled instance CPU of its own, so in this run its CPU ratios above lean against the map.\n\n", tTurnShard, routerFocus)
+		p("| Workload | router's share of samples |\n|---|---|\n")
+		for _, w := range sw {
+			p("| %s | %s |\n", w.Name, o.shares.result[w.Key])
+		}
+		p("\n")
+	}
 	b.WriteString(perTargetTable(t, o, sw, []string{tBouncer, tTurnstile, tTurnShard}))
 	p("\n")
 	return b.String()
