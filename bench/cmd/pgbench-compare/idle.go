@@ -27,6 +27,11 @@ type idleResult struct {
 	WithKB    int64   // VmRSS with Clients more logged in and idle
 	PerClient float64 // (WithKB-BeforeKB)/Clients, KiB
 	ConnectS  float64 // time to log all of them in (SCRAM each)
+	// AnonPerClient and FilePerClient split PerClient into the growth of
+	// RssAnon (heap, stacks: what the clients cost) and of RssFile (the
+	// executable's pages first run while the clients logged in, which a
+	// larger binary has more of and which no client holds).
+	AnonPerClient, FilePerClient float64
 }
 
 // measureIdle logs n clients in to p (SCRAM, like pgbench), leaves them idle
@@ -48,6 +53,8 @@ func measureIdle(ctx context.Context, p *benchenv.Proc, n int, round int, pprofA
 		return r
 	}
 	r.BeforeKB = before
+	anonBefore, _ := benchenv.StatusKB(p.Pid(), "RssAnon")
+	fileBefore, _ := benchenv.StatusKB(p.Pid(), "RssFile")
 	if heapTo != "" {
 		if err := saveURL("http://"+pprofAddr+"/debug/pprof/heap?debug=1", heapTo+".before"); err != nil {
 			r.Err = "idle heap profile: " + err.Error()
@@ -103,6 +110,10 @@ func measureIdle(ctx context.Context, p *benchenv.Proc, n int, round int, pprofA
 		r.Err = err.Error()
 		return r
 	}
+	anonWith, _ := benchenv.StatusKB(p.Pid(), "RssAnon")
+	fileWith, _ := benchenv.StatusKB(p.Pid(), "RssFile")
+	r.AnonPerClient = float64(anonWith-anonBefore) / float64(n)
+	r.FilePerClient = float64(fileWith-fileBefore) / float64(n)
 	// Every connection still usable? A pooler that dropped idle clients
 	// would look cheap.
 	if err := conns[n-1].Exec(cctx, "SELECT 1").Close(); err != nil {

@@ -258,10 +258,10 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 
 	if len(idle) > 0 {
 		p("## Idle client connections\n\n")
-		p("A fresh instance of each pooler per round; one client logs in and runs a query, then RSS is read (*before*); then %d more clients log in with SCRAM and stay idle, and RSS is read again 3 s later (*with*). Per client = (with − before) ÷ clients.\n\n", o.idleClients)
-		p("| Pooler | Clients | RSS before MiB | RSS with MiB | KiB per client | Logins took s | Rounds OK |\n|---|---|---|---|---|---|---|\n")
+		p("A fresh instance of each pooler per round; one client logs in and runs a query, then RSS is read (*before*); then %d more clients log in with SCRAM and stay idle, and RSS is read again 3 s later (*with*). Per client = (with − before) ÷ clients, split into its anonymous part (RssAnon: heap and stacks, what the clients hold) and its file-backed part (RssFile: pages of the executable run for the first time by the logins, held by no client).\n\n", o.idleClients)
+		p("| Pooler | Clients | RSS before MiB | RSS with MiB | KiB per client | of which anonymous | of which file-backed | Logins took s | Rounds OK |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, tg := range []string{tBouncer, tTurnstile} {
-			var bf, wi, pc, cs []float64
+			var bf, wi, pc, an, fi, cs []float64
 			ok, all, ferr := 0, 0, ""
 			for _, r := range idle {
 				if r.Target != tg {
@@ -278,14 +278,16 @@ func report(o options, in info, ws []workload, rs []runResult, idle []idleResult
 				bf = append(bf, float64(r.BeforeKB)/1024)
 				wi = append(wi, float64(r.WithKB)/1024)
 				pc = append(pc, r.PerClient)
+				an = append(an, r.AnonPerClient)
+				fi = append(fi, r.FilePerClient)
 				cs = append(cs, r.ConnectS)
 			}
 			runs := fmt.Sprintf("%d/%d", ok, all)
 			if ferr != "" {
 				runs += " ⚠ " + shorten(ferr, 140)
 			}
-			p("| %s | %d | %s | %s | %s | %s | %s |\n", tg, o.idleClients, aggregate(bf).cell(1), aggregate(wi).cell(1),
-				aggregate(pc).cell(1), aggregate(cs).cell(1), mdEscape(runs))
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", tg, o.idleClients, aggregate(bf).cell(1), aggregate(wi).cell(1),
+				aggregate(pc).cell(1), aggregate(an).cell(2), aggregate(fi).cell(2), aggregate(cs).cell(1), mdEscape(runs))
 		}
 		p("\n")
 	}
