@@ -470,7 +470,10 @@ func (c *client) useTLS(tc *tls.Conn) {
 	c.conn = tc
 	c.mu.Unlock()
 	c.tls = true
-	c.r = wire.NewReader(tc, clientReadBuffer)
+	if c.r != nil {
+		c.r.FreeBuffer() // the plain reader's: nothing after the SSLRequest is read from it
+	}
+	c.r = wire.NewPooledReader(tc, clientReadBuffer)
 	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(tc, wire.DefaultBufferSize)
 }

@@ -203,7 +203,7 @@ func (c *client) resume(fd int) {
 		return
 	}
 	sio := wire.SocketIO(conn)
-	c.r = wire.NewReader(sio, clientReadBuffer)
+	c.r = wire.NewPooledReader(sio, clientReadBuffer)
 	c.r.SetMaxMessageSize(clientMaxMessage(c.svc.settings()))
 	c.r.SetBudget(c.svc.held)
 	c.w = wire.NewPooledWriter(sio, wire.DefaultBufferSize)

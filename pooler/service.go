@@ -359,7 +359,7 @@ func (s *Service) serveConn(conn net.Conn) {
 		id:        s.socketIDs.Add(1),
 		conn:      conn,
 		plain:     sio,
-		r:         wire.NewReader(sio, clientReadBuffer),
+		r:         wire.NewPooledReader(sio, clientReadBuffer),
 		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
 		connected: s.clock.Now(),
 	}
@@ -399,8 +399,10 @@ func (s *Service) clientClosed(c *client) {
 		parkedSrv.pool.discard(parkedSrv, "client close request")
 	}
 	if c.r != nil {
-		// A message it was sending is held no more.
+		// A message it was sending is held no more, nor its read
+		// buffer, which the next client's login takes.
 		c.r.Release()
+		c.r.FreeBuffer()
 	}
 	s.changes.Notify() // SHUTDOWN WAIT_FOR_CLIENTS counts clients
 	s.wg.Done()

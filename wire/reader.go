@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultBufferSize is the read and write buffer size of a connection. Bodies
@@ -47,6 +48,11 @@ type Reader struct {
 	// reserved is what the current (or last) message holds of it.
 	budget   *Budget
 	reserved int64
+	// pool, when set, lends the buffer (NewPooledReader): taken by the
+	// first read that needs it, given back by DropBuffer, FreeBuffer or a
+	// Grow that replaces it. lent is the pool's box for it while lent.
+	pool *sync.Pool
+	lent *[]byte
 }
 
 // NewReader returns a Reader with a buffer of size bytes.
@@ -55,6 +61,50 @@ func NewReader(r io.Reader, size int) *Reader {
 		size = 64
 	}
 	return &Reader{r: r, buf: make([]byte, size), size: size, consumed: true}
+}
+
+// NewPooledReader is NewReader with a buffer borrowed from a pool shared
+// by all connections of that size, taken by the first read and given back
+// when the connection goes idle for long (DropBuffer) or ends
+// (FreeBuffer). A login then leaves no read buffer behind for the
+// collector, and thousands of logins in a burst reuse a few buffers. The
+// bytes handed out (Body, Peek, Message, Ahead) are valid until the next
+// call on the reader, as always; after DropBuffer or FreeBuffer they are
+// another connection's to overwrite, so nothing may keep them past the
+// message it is handling (the pooler copies what it keeps).
+func NewPooledReader(r io.Reader, size int) *Reader {
+	if size < 64 {
+		size = 64
+	}
+	return &Reader{r: r, size: size, consumed: true, pool: bufPool(size)}
+}
+
+// grab gives the reader its buffer: from the pool, or made.
+func (r *Reader) grab() {
+	if r.pool == nil {
+		r.buf = make([]byte, r.size)
+		return
+	}
+	r.lent = r.pool.Get().(*[]byte)
+	r.buf = (*r.lent)[:r.size]
+}
+
+// giveBack returns a lent buffer to the pool; the reader holds none.
+func (r *Reader) giveBack() {
+	if r.lent != nil {
+		*r.lent = r.buf[:0]
+		r.pool.Put(r.lent)
+		r.lent = nil
+	}
+	r.buf = nil
+}
+
+// FreeBuffer gives the buffer back when the connection is done with:
+// whatever it held is dropped. The pooler calls it when a client leaves.
+// A later read (there should be none) takes a buffer again.
+func (r *Reader) FreeBuffer() {
+	r.giveBack()
+	r.start, r.end = 0, 0
 }
 
 // DropBuffer frees the read buffer of a reader that holds nothing: no
@@ -72,7 +122,8 @@ func (r *Reader) DropBuffer() bool {
 	if r.start != r.end || !r.consumed || r.partial != nil {
 		return false
 	}
-	r.buf, r.start, r.end = nil, 0, 0
+	r.giveBack()
+	r.start, r.end = 0, 0
 	return true
 }
 
@@ -124,7 +175,7 @@ func (r *Reader) fill(need int, midMessage bool) error {
 		return nil
 	}
 	if r.buf == nil {
-		r.buf = make([]byte, r.size) // after DropBuffer
+		r.grab() // the first read, or after DropBuffer
 	}
 	if need > len(r.buf) {
 		return fmt.Errorf("wire: fill %d exceeds buffer %d", need, len(r.buf))
@@ -202,6 +253,7 @@ func (r *Reader) Grow(n int) {
 	buf := make([]byte, n)
 	r.end = copy(buf, r.buf[r.start:r.end])
 	r.start = 0
+	r.giveBack() // a lent buffer goes back; the grown one is the reader's
 	r.buf = buf
 }
 

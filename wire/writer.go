@@ -29,11 +29,17 @@ var bufPools sync.Map // size → *sync.Pool of *[]byte
 // NewPooledWriter is NewWriter with a buffer borrowed only while there is
 // something to write. For the many mostly idle client connections.
 func NewPooledWriter(w io.Writer, size int) *Writer {
+	return &Writer{w: w, pool: bufPool(size), size: size}
+}
+
+// bufPool returns the pool of buffers of capacity size, which pooled
+// writers and readers share.
+func bufPool(size int) *sync.Pool {
 	if size == DefaultBufferSize {
-		// The pooler's only size: no map look-up, whose boxed key and
+		// The pooler's usual size: no map look-up, whose boxed key and
 		// LoadOrStore's argument (a new sync.Pool and its New closure)
 		// were allocated on every call, every login.
-		return &Writer{w: w, pool: &defaultBufPool, size: size}
+		return &defaultBufPool
 	}
 	p, ok := bufPools.Load(size)
 	if !ok {
@@ -42,7 +48,7 @@ func NewPooledWriter(w io.Writer, size int) *Writer {
 			return &b
 		}})
 	}
-	return &Writer{w: w, pool: p.(*sync.Pool), size: size}
+	return p.(*sync.Pool)
 }
 
 // defaultBufPool is bufPools' entry for DefaultBufferSize.

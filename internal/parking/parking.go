@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"syscall"
@@ -226,6 +227,11 @@ func (l *Lot[T]) AfterScan() {
 	l.lastScan = n
 	l.mu.Unlock()
 	if free {
+		// Two collections: buffers the parked connections gave back to
+		// sync.Pools (wire's lent read and write buffers) survive the
+		// first as the pools' victims and are freed by the second, whose
+		// pages FreeOSMemory then returns.
+		runtime.GC()
 		debug.FreeOSMemory()
 	}
 }
