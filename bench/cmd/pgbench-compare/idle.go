@@ -5,9 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,22 +130,4 @@ func measureIdle(ctx context.Context, p *benchenv.Proc, n int, round int, pprofA
 }
 
 // saveURL writes the body of a GET of url to the file path.
-func saveURL(url, path string) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+func saveURL(url, path string) error { return fetchTo(context.Background(), url, path, 0) }

@@ -72,9 +72,14 @@ func (rs *routerShares) during(ctx context.Context, addr, key string, seq int, d
 	return func() { <-done }
 }
 
+// fetchTo writes the body of a GET of url to the file path, giving up
+// after timeout (0: none).
 func fetchTo(ctx context.Context, url, path string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
