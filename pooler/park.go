@@ -19,13 +19,14 @@ import (
 // applications keep thousands of such connections open. A client that has
 // been idle for parkAfter (no server, nothing buffered, plain TCP or Unix
 // socket, no client_idle_timeout to enforce) is parked instead: its read
-// buffer is dropped, its socket is watched by one epoll set for the whole
-// service, and its goroutine ends. When the socket becomes readable (a
-// request, or the client hanging up), a new goroutine picks the client up
-// where it was. Busy clients never park, so the hot path pays nothing: the
-// janitor asks an idle client to park by expiring its read deadline. A
-// client that has just logged in gets that deadline at once, set
-// parkAfterLogin ahead (client.startLoop).
+// buffer goes back to the pool it was lent from (wire.NewPooledReader, as
+// its write buffer does after each flush), its socket is watched by one
+// epoll set for the whole service, and its goroutine ends. When the
+// socket becomes readable (a request, or the client hanging up), a new
+// goroutine picks the client up where it was. Busy clients never park, so
+// the hot path pays nothing: the janitor asks an idle client to park by
+// expiring its read deadline. A client that has just logged in gets that
+// deadline at once, set parkAfterLogin ahead (client.startLoop).
 //
 // The epoll set of parked descriptors, the descriptor duplication and the
 // stand-in for a parked client's conn are internal/parking's. Where it has
