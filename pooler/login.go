@@ -395,12 +395,12 @@ func (c *client) readOptions(opts string, params map[string]string, ignored func
 	for _, kv := range settings {
 		k, v := kv.Name, kv.Value
 		if rest, ok := strings.CutPrefix(strings.ToLower(k), "pgturnstile."); ok {
-			var pin shard.Pin
-			if c.startPin != nil {
-				pin = *c.startPin
+			pin := c.startPin
+			if pin == nil {
+				pin = new(shard.Pin)
 			}
 			if pin.Set(rest, []byte(v)) {
-				c.startPin = &pin
+				c.startPin = pin
 				continue // the router's (shardroute.go)
 			}
 			// Admission tags (-c pgturnstile.priority=low): the pooler's
