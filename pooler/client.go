@@ -36,7 +36,11 @@ type client struct {
 	// without mu (closeSocket): mu may be held by a goroutine waiting on
 	// the client, and closing the socket is what ends that wait. nil
 	// while parked; conn's TLS layer is not in it (see closeSocket).
-	sock  atomic.Pointer[net.Conn]
+	sock atomic.Pointer[net.Conn]
+	// lp is the client's event-loop state (loop.go), made when it first
+	// rests on the loop with its socket; other goroutines use it only to
+	// ask it off (pullFromLoop).
+	lp    atomic.Pointer[clientLoop]
 	raddr netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
 	laddr netip.AddrPort // our end, for TCP
 	// plain is the socket's raw I/O (wire.SocketIO of conn), made once
@@ -182,6 +186,7 @@ func (c *client) closeSocket() {
 	if p := c.sock.Load(); p != nil {
 		(*p).Close()
 	}
+	c.pullFromLoop() // on the loop: its goroutine comes back to see it closed
 }
 
 func (c *client) String() string { return fmt.Sprintf("C-%d", c.id) }

@@ -106,6 +106,7 @@ func (p *serverPool) maintain(now time.Time) {
 	defer func() {
 		for _, s := range evict {
 			s.conn.Close()
+			s.wakeAwaiter()
 		}
 	}()
 	for _, s := range p.idle {

@@ -151,6 +151,10 @@ type link struct {
 	serve struct {
 		// pumpStarted: the link has a pump goroutine (see relayOrPump).
 		pumpStarted bool
+		// onLoop: serve's stages run on the event loop, which must not
+		// wait (loop.go); awaited is the server whose reply it waits for.
+		onLoop  bool
+		awaited *server
 		// recvBytes is the batch's byte count, added to the pool's
 		// statistics when the batch is flushed.
 		recvBytes int64
@@ -234,6 +238,14 @@ func (l *link) unlinkAndClose(reason string) {
 // in line with the client's, and starts the pump.
 func (l *link) linkServer(typ byte, n int) (*server, error) {
 	c := l.c
+	var now *server
+	if l.serve.onLoop {
+		// The event loop takes an idle server or none, before anything
+		// of a wait is begun: a goroutine waits instead.
+		if now = l.linkNow(); now == nil {
+			return nil, errLeaveLoop
+		}
+	}
 	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.setStateLocked(clientWaiting)
@@ -261,7 +273,7 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	// Under an admission policy the transaction first needs a ticket; the
 	// pool's own queue then only covers servers still logging in.
 	var ticket admission.Ticket
-	if gen.adm != nil {
+	if gen.adm != nil && now == nil {
 		if pg := p.gateFor(gen); pg != nil {
 			gen = pg.gen
 			t, err := l.admit(pg.gate, pg.policy, typ, n)
@@ -276,7 +288,10 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 			ticket = t
 		}
 	}
-	s, err := l.acquire(p)
+	s, err := now, error(nil)
+	if s == nil {
+		s, err = l.acquire(p)
+	}
 	if err != nil {
 		l.endWait()
 		if ticket.Valid() {
@@ -332,6 +347,31 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	// No pump yet: serve relays the answer itself when the first batch
 	// ends with a Sync or Query (see relayOrPump).
 	return s, nil
+}
+
+// errLeaveLoop is linkServer's answer on the event loop when no server is
+// at hand at once: the message is run again on a goroutine (loop.go).
+var errLeaveLoop = errors.New("no idle server at once: off the event loop")
+
+// linkNow is linkServer's checkout on the event loop: an idle server of
+// the client's pool whose parameters already match, taken without waiting
+// and without any of a wait's bookkeeping, or nil (none idle, a queue, a
+// PAUSE, an admission gate, SHUTDOWN WAIT_FOR_SERVERS, parameters to set).
+func (l *link) linkNow() *server {
+	c := l.c
+	if l.mu.route != nil || c.svc.waitForServers.Load() {
+		return nil
+	}
+	p := c.pool
+	if gen := c.svc.gen.Load(); gen.adm != nil && p.gateFor(gen) != nil {
+		return nil
+	}
+	s := p.tryAcquireIdle()
+	if s != nil && !s.paramsMatch(c.params) {
+		p.release(s) // untouched: back as it was
+		return nil
+	}
+	return s
 }
 
 // endWait marks a wait for a server that ended without a link.

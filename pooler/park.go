@@ -108,6 +108,9 @@ func (s *Service) requestParks(now time.Time) {
 			c.conn.SetReadDeadline(now)
 		}
 		c.mu.Unlock()
+		if idle {
+			c.pullFromLoop() // on the loop: its goroutine comes back to park
+		}
 	}
 	s.parker.lot.AfterScan()
 }

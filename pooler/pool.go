@@ -214,6 +214,32 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 	}
 }
 
+// tryAcquireIdle is acquire for the event loop, which cannot wait: an
+// idle server now (checked as acquire checks it), or nil when none is
+// idle, clients are queued ahead, or the pool is paused.
+func (p *serverPool) tryAcquireIdle() *server {
+	for {
+		now := p.svc.clock.Now()
+		p.mu.Lock()
+		var s *server
+		if !p.paused && p.queue.len() == 0 {
+			if s = p.nextIdleLocked(); s != nil {
+				p.lastUsed = now
+				p.setServerStateLocked(s, serverActive)
+			}
+		}
+		p.mu.Unlock()
+		if s == nil {
+			return nil
+		}
+		if reason := p.checkServer(s); reason != "" {
+			p.discard(s, reason)
+			continue
+		}
+		return s
+	}
+}
+
 // hasWaiters reports whether clients are queued for this pool's servers,
 // without taking the pool's lock: a hint, stale as soon as it is read.
 func (p *serverPool) hasWaiters() bool { return p.queued.Load() > 0 }

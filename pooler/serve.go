@@ -20,11 +20,13 @@ var errWaitCanceled = errors.New("canceled while waiting for a server")
 type loopStep uint8
 
 const (
-	stepOn      loopStep = iota // go on with this message
-	stepNext                    // the message was dealt with: read the next
-	stepEnd                     // the client is gone (closed or left)
-	stepParked                  // the client parked: another goroutine owns c now
-	stepReroute                 // a paused range let the message go: route it again (shardpause.go)
+	stepOn        loopStep = iota // go on with this message
+	stepNext                      // the message was dealt with: read the next
+	stepEnd                       // the client is gone (closed or left)
+	stepParked                    // the client parked: another goroutine owns c now
+	stepReroute                   // a paused range let the message go: route it again (shardpause.go)
+	stepAwait                     // on the event loop: the request is sent, its reply awaited (loop.go)
+	stepLeaveLoop                 // on the event loop: the message needs a goroutine (loop.go)
 )
 
 // loopVars is what loop carries from one message to the next.
@@ -49,17 +51,23 @@ type loopVars struct {
 // the link and written to the server).
 func (c *client) loop(afterLogin bool) (parked bool) {
 	lv := c.startLoop(afterLogin)
+	return c.serveLoop(&lv)
+}
+
+// serveLoop is loop's body, where a client handed back by the event loop
+// (loop.go) goes on too. Between requests the client rests on the loop
+// when it can (restOnLoop), and this goroutine ends.
+func (c *client) serveLoop(lv *loopVars) (parked bool) {
 	// The link stays while the loop runs: only parking drops it, on this
 	// goroutine, after which the loop ends.
 	l := c.mu.link
 	for {
-		typ, n, step := c.readNext(&lv)
+		if c.restOnLoop(lv) {
+			return true
+		}
+		typ, n, step := c.readNext(lv)
 		if step == stepOn {
-			var r routed
-			r, step = l.route(&lv, typ, n)
-			if step == stepOn {
-				step = l.forward(&lv, r, typ, n)
-			}
+			step = l.runMessage(lv, typ, n)
 		}
 		switch step {
 		case stepEnd:
@@ -68,6 +76,15 @@ func (c *client) loop(afterLogin bool) (parked bool) {
 			return true
 		}
 	}
+}
+
+// runMessage routes the message readNext returned and forwards it.
+func (l *link) runMessage(lv *loopVars, typ byte, n int) loopStep {
+	r, step := l.route(lv, typ, n)
+	if step == stepOn {
+		step = l.forward(lv, r, typ, n)
+	}
+	return step
 }
 
 // startLoop marks the client as relaying and arms the early-park deadline
@@ -382,6 +399,9 @@ func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
 	if err == nil {
 		return s, stepOn
 	}
+	if err == errLeaveLoop {
+		return nil, stepLeaveLoop
+	}
 	if errors.Is(err, errWaitCanceled) {
 		if err := c.queryCanceled(typ); err != nil {
 			c.leave(err)
@@ -463,7 +483,12 @@ func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 	if err != nil {
 		return l.forwardFailed(lv, s, err)
 	}
-	l.flushBatch(s, l.willRelayInline(s, typ))
+	l.flushBatch(s, l.willRelayInline(s, typ) && !l.serve.onLoop)
+	if l.serve.onLoop && !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgQuery || typ == wire.MsgSync) {
+		// The event loop watches the server for the reply (loop.go).
+		l.serve.awaited = s
+		return stepAwait
+	}
 	if l.relayOrPump(s, typ) && s.pool.hasWaiters() {
 		// The reply is out and the server is back in the pool, which has
 		// clients queued: the pooler is busy. Let the runnable goroutines

@@ -41,10 +41,21 @@ type server struct {
 	conn        net.Conn
 	// peekRaw, peekFn, peekBuf and peekDead serve closedByPeer (its
 	// owner only).
-	peekRaw  syscall.RawConn
-	peekFn   func(fd uintptr) bool
-	peekBuf  [1]byte
-	peekDead bool
+	peekRaw syscall.RawConn
+	// loopRC is conn's RawConn for an event loop's watch (loop.go), made
+	// once; awaiter is the client socket whose loop waits for a reply
+	// now, told when conn is closed (wakeAwaiter).
+	loopRC  syscall.RawConn
+	awaiter atomic.Pointer[netpoll.Conn]
+	// loopWatch watches conn for the loop that awaits a reply (loopLP,
+	// the poller's goroutine's), made on first use with its handler
+	// loopH.
+	loopWatch *netpoll.Watch
+	loopH     func(ev uint32)
+	loopLP    *clientLoop
+	peekFn    func(fd uintptr) bool
+	peekBuf   [1]byte
+	peekDead  bool
 	// r is the only reader of conn, for the whole life of the connection,
 	// login included.
 	// While linked, the link's pump goroutine reads; otherwise the goroutine
@@ -370,6 +381,7 @@ func (s *server) close() {
 	s.w.Write(wire.AppendTerminate(nil))
 	s.w.Flush()
 	s.conn.Close()
+	s.wakeAwaiter()
 }
 
 // quoteLiteral quotes v as an SQL string literal.

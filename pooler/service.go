@@ -113,6 +113,11 @@ type Service struct {
 	// workers are the goroutines finished clients left, for the next
 	// client's (internal/workers).
 	workers workers.Pool
+	// loopsOff is set when Serve returns: no client rests on the event
+	// loop from then on (loop.go), as none parks.
+	loopsOff atomic.Bool
+	// loopRelays counts the replies the event loop relayed itself.
+	loopRelays atomic.Uint64
 	// susp is SUSPEND's state (suspend.go).
 	susp suspendState
 	// moved are the clients an online restart took over, adopted when
@@ -271,6 +276,7 @@ func (s *Service) Serve(ctx context.Context) error {
 	defer s.workers.Stop() // after the parker's: resumed clients may use it
 	// Parked clients resume; after the janitor's stop, which parks them.
 	defer s.parker.stop()
+	defer s.stopLoops() // clients on the event loop go back to goroutines
 	jctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s.adoptMoved() // an online restart's clients, before anything else runs

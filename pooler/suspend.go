@@ -142,11 +142,15 @@ func (s *Service) requestRest() int {
 			continue
 		}
 		n++
-		if c.mu.state == clientIdle || sessionIdle {
+		pull := c.mu.state == clientIdle || sessionIdle
+		if pull {
 			c.parkWanted.Store(true)
 			c.conn.SetReadDeadline(now)
 		}
 		c.mu.Unlock()
+		if pull {
+			c.pullFromLoop()
+		}
 	}
 	return n
 }

@@ -491,6 +491,77 @@ func (r *Reader) readBody(dst []byte, limit int) ([]byte, error) {
 	return body, nil
 }
 
+// TryReader is a source that can read without waiting: an event loop's
+// (internal/netpoll's Conn, SocketIO's wrapper of a plain socket).
+type TryReader interface {
+	// TryRead is one read: again when nothing is there now, io.EOF at
+	// the end of the stream.
+	TryRead(p []byte) (n int, again bool, err error)
+}
+
+// ErrCannotTry is FillNow's error for a source that cannot read without
+// waiting.
+var ErrCannotTry = errors.New("wire: the source cannot read without waiting")
+
+// FillNow reads what the source has now, after the bytes buffered, never
+// waiting: an event loop's read. drained reports that the source had no
+// more then (its read found nothing, or less than there was room for), so
+// that an edge-triggered loop knows it will be told of the next bytes. A
+// full buffer reads nothing and is not drained. Only between messages
+// (the last one consumed).
+func (r *Reader) FillNow() (drained bool, err error) {
+	tr, ok := r.r.(TryReader)
+	if !ok {
+		return false, ErrCannotTry
+	}
+	if !r.consumed || r.streamed > 0 {
+		return false, errors.New("wire: BUG: FillNow inside a message")
+	}
+	if r.buf == nil {
+		r.grab()
+	}
+	if r.start == r.end {
+		r.start, r.end = 0, 0
+	} else if r.end == len(r.buf) && r.start > 0 {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.start, r.end = 0, n
+	}
+	room := len(r.buf) - r.end
+	if room == 0 {
+		return false, nil
+	}
+	n, again, err := tr.TryRead(r.buf[r.end:])
+	r.end += n
+	if err != nil {
+		return true, err
+	}
+	return again || n < room, nil
+}
+
+// Full reports whether the buffered bytes fill the buffer: a message that
+// has not all arrived by then never will without a reader that waits
+// (Next, which streams it).
+func (r *Reader) Full() bool { return r.buf != nil && r.end-r.start >= len(r.buf) }
+
+// FrameAt looks at the message that begins off bytes after the next
+// unread one, between messages: its type and where the next one begins,
+// when it is buffered whole (ok). bad reports a length field that Next
+// would refuse (under 4, or over the maximum size).
+func (r *Reader) FrameAt(off int) (typ byte, next int, ok, bad bool) {
+	b := r.buf[r.start+off : r.end]
+	if len(b) < 5 {
+		return 0, 0, false, false
+	}
+	n := int(binary.BigEndian.Uint32(b[1:5]))
+	if n < 4 || r.maxLen > 0 && n+1 > r.maxLen {
+		return b[0], 0, false, true
+	}
+	if len(b) < 1+n {
+		return b[0], 0, false, false
+	}
+	return b[0], off + 1 + n, true, false
+}
+
 // Pending reports whether a whole next message is already buffered, so a
 // relay can keep batching without blocking on the peer. When it is false,
 // reading on may block: flush what was batched first.

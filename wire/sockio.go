@@ -49,6 +49,7 @@ func SocketIO(conn net.Conn) io.ReadWriter {
 	s.readFn = s.readOnce
 	s.writeFn = s.writeOnce
 	s.awaitFn = s.writeThenAwait
+	s.tryFn = s.tryOnce
 	return s
 }
 
@@ -70,6 +71,13 @@ type sockIO struct {
 	wbuf    []byte
 	wn      int
 	werr    error
+
+	// TryRead's own: an event loop's read, never waiting.
+	tryFn  func(fd uintptr)
+	tbuf   []byte
+	tn     int
+	tagain bool
+	terr   error
 
 	// WriteAwaitReply's own, so that a stray Write elsewhere cannot race
 	// with it on the fields above.
@@ -119,6 +127,32 @@ func (s *sockIO) readOnce(fd uintptr) bool {
 	}
 	s.rn, s.rerr = n, err
 	return true
+}
+
+// TryRead is one read(2) that never waits (TryReader): again when the
+// socket has nothing now, io.EOF when the peer closed it. An event loop's,
+// which reads a server's reply as it arrives (Reader.FillNow).
+func (s *sockIO) TryRead(p []byte) (int, bool, error) {
+	if len(p) == 0 {
+		return 0, false, nil
+	}
+	s.tbuf, s.tn, s.tagain, s.terr = p, 0, false, nil
+	err := s.rc.Control(s.tryFn)
+	n, again, terr := s.tn, s.tagain, s.terr
+	s.tbuf, s.terr = nil, nil
+	switch {
+	case err != nil:
+		return 0, false, err
+	case terr != nil:
+		return 0, false, terr
+	case !again && n == 0:
+		return 0, false, io.EOF
+	}
+	return n, again, nil
+}
+
+func (s *sockIO) tryOnce(fd uintptr) {
+	s.tn, s.tagain, s.terr = netpoll.Read(fd, s.tbuf)
 }
 
 // ReplyAwaiter is a connection that can send a request and wait for the

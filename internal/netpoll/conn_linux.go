@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,7 @@ func NewAcceptor(ln net.Listener) (a *Acceptor, ok bool) {
 	if !isTCP {
 		return nil, false
 	}
-	if _, err := thePoller(); err != nil {
+	if _, err := thePollers(); err != nil {
 		return nil, false
 	}
 	lrc, err := tl.SyscallConn()
@@ -102,7 +103,7 @@ func (a *Acceptor) Close() error {
 // deadline (os.ErrDeadlineExceeded), Close (net.ErrClosed), or a
 // *net.OpError for accept4's own.
 func (a *Acceptor) Accept() (*Conn, error) {
-	p, err := thePoller()
+	p, err := nextPoller()
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,9 @@ func (a *Acceptor) Accept() (*Conn, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa), fixedLaddr: a.laddr}
+	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa), fixedLaddr: a.laddr, p: p}
+	c.rready = make(chan struct{}, 1)
+	c.wready = make(chan struct{}, 1)
 	one := int32(1)
 	// net sets TCP_NODELAY on every TCP connection; so does the pooler.
 	syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, uintptr(c.fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY,
@@ -198,6 +201,13 @@ type Conn struct {
 	// seq tells this socket's events from those of an earlier socket that
 	// had the same descriptor number.
 	seq uint32
+	// p is the poller whose epoll set holds the socket (one of one per
+	// core, taken in turn at accept).
+	p *poller
+	// loop is the socket's event loop state while its events go to a
+	// handler on p's goroutine instead of to Read's and Write's waits
+	// (loop_linux.go).
+	loop loopConn
 	// rready and wready hold a token each time the poller saw the socket
 	// turn readable or writable (edge-triggered), or a deadline or Close
 	// wants a waiter to look again. A token may be stale: the waiter then
@@ -243,8 +253,8 @@ func (c *Conn) Close() error {
 	if old&1 != 0 {
 		return errClosed
 	}
-	if p, _ := thePoller(); p != nil {
-		p.del(c)
+	if c.p != nil {
+		c.p.del(c)
 	}
 	wake(c.rready)
 	wake(c.wready)
@@ -308,6 +318,22 @@ func (c *Conn) Write(b []byte) (int, error) {
 		return 0, c.opErr("write", errClosed)
 	}
 	defer c.decref()
+	if len(c.loop.behind) > 0 {
+		// Bytes a loop left behind go first (loop_linux.go).
+		if c.loop.writeBehind {
+			c.loop.behind = append(c.loop.behind, b...)
+			return len(b), nil
+		}
+		if err := c.flushBehindLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return c.writeLocked(b)
+}
+
+// writeLocked writes b whole, waiting for room; on a loop in write-behind
+// mode it keeps what does not fit instead. c.wmu is held.
+func (c *Conn) writeLocked(b []byte) (int, error) {
 	written := 0
 	for written < len(b) {
 		if c.wdl.expired.Load() {
@@ -319,6 +345,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		written += n
 		if again {
+			if c.loop.writeBehind {
+				c.loop.behind = append(c.loop.behind, b[written:]...)
+				return len(b), nil
+			}
 			if err := c.wait(c.wready, &c.wdl); err != nil {
 				return written, c.opErr("write", err)
 			}
@@ -332,6 +362,11 @@ func (c *Conn) Write(b []byte) (int, error) {
 func (c *Conn) wait(ready chan struct{}, dl *deadline) error {
 	if c.closing() {
 		return errClosed
+	}
+	if c.loop.h.Load() != nil {
+		// Its readiness goes to the loop's handler, which runs on the
+		// goroutine that would be waiting: nothing would ever wake it.
+		return errLoopWait
 	}
 	if dl.expired.Load() {
 		return os.ErrDeadlineExceeded
@@ -538,33 +573,66 @@ func rawClose(fd int) {
 	syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
 }
 
-// poller is one epoll set of every Conn, edge-triggered for reading and
-// writing. Its descriptor is itself in the runtime's netpoller (epoll
-// sets nest), so one goroutine sleeps in the runtime until any Conn is
-// ready, then collects the events with a raw epoll_wait and hands each
-// Conn's waiter a token.
+// poller is one epoll set of Conns, edge-triggered for reading and
+// writing; there is one per core (GOMAXPROCS at first use), and an
+// accepted Conn is given to the next in turn. Its descriptor is itself in
+// the runtime's netpoller (epoll sets nest), so one goroutine sleeps in
+// the runtime until any Conn is ready, then collects the events with a
+// raw epoll_wait and hands each Conn's waiter a token, or runs the
+// Conn's handler itself when the Conn is on the loop (loop_linux.go).
 type poller struct {
 	epfd int
 	file *os.File // keeps the descriptor in the runtime's netpoller
 	rc   syscall.RawConn
+	// efd is an eventfd in the set: Post's bell (loop_linux.go).
+	efd int
 
 	mu    sync.Mutex // serialises add and del's table changes
 	table atomic.Pointer[[]atomic.Pointer[Conn]]
 	seq   uint32
 
-	events [128]syscall.EpollEvent
+	postMu sync.Mutex
+	posts  []*Conn // Post's queue, run by dispatch
+	spare  []*Conn
+
+	collectFn func(fd uintptr) bool
+	n         int // events collect found
+	events    [128]syscall.EpollEvent
 }
 
 var (
-	pollerOnce sync.Once
-	pollerVal  *poller
-	pollerErr  error
+	pollersOnce sync.Once
+	pollersVal  []*poller
+	pollersErr  error
+	pollerNext  atomic.Uint32
 )
 
-// thePoller starts the process's poller on first use.
-func thePoller() (*poller, error) {
-	pollerOnce.Do(func() { pollerVal, pollerErr = startPoller() })
-	return pollerVal, pollerErr
+// thePollers starts the process's pollers on first use, one per core.
+func thePollers() ([]*poller, error) {
+	pollersOnce.Do(func() {
+		n := max(1, runtime.GOMAXPROCS(0))
+		for range n {
+			p, err := startPoller()
+			if err != nil {
+				pollersErr = err
+				return
+			}
+			pollersVal = append(pollersVal, p)
+		}
+	})
+	if pollersErr != nil {
+		return nil, pollersErr
+	}
+	return pollersVal, nil
+}
+
+// nextPoller is the poller an accepted Conn goes to: each in turn.
+func nextPoller() (*poller, error) {
+	ps, err := thePollers()
+	if err != nil {
+		return nil, err
+	}
+	return ps[int(pollerNext.Add(1))%len(ps)], nil
 }
 
 func startPoller() (*poller, error) {
@@ -576,13 +644,27 @@ func startPoller() (*poller, error) {
 		syscall.Close(epfd)
 		return nil, os.NewSyscallError("fcntl", err)
 	}
+	r, _, e := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if e != 0 {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("eventfd2", e)
+	}
+	efd := int(r)
+	bell := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLET&0xffffffff, Fd: int32(efd)}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, efd, &bell); err != nil {
+		syscall.Close(efd)
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
 	f := os.NewFile(uintptr(epfd), "pgturnstile-epoll")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
+		syscall.Close(efd)
 		return nil, err
 	}
-	p := &poller{epfd: epfd, file: f, rc: rc}
+	p := &poller{epfd: epfd, file: f, rc: rc, efd: efd}
+	p.collectFn = p.collect
 	t := make([]atomic.Pointer[Conn], 1024)
 	p.table.Store(&t)
 	go p.run()
@@ -590,8 +672,11 @@ func startPoller() (*poller, error) {
 }
 
 func (p *poller) add(c *Conn) error {
-	c.rready = make(chan struct{}, 1)
-	c.wready = make(chan struct{}, 1)
+	return p.addEvents(c, syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP|syscall.EPOLLET&0xffffffff)
+}
+
+// addEvents puts c's descriptor in the set for events.
+func (p *poller) addEvents(c *Conn, events uint32) error {
 	p.mu.Lock()
 	p.seq++
 	c.seq = p.seq
@@ -607,7 +692,7 @@ func (p *poller) add(c *Conn) error {
 	t[c.fd].Store(c)
 	p.mu.Unlock()
 	ev := syscall.EpollEvent{
-		Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff,
+		Events: events,
 		Fd:     int32(c.fd),
 		Pad:    int32(c.seq),
 	}
@@ -636,19 +721,23 @@ func (p *poller) clear(c *Conn) {
 	t[c.fd].CompareAndSwap(c, nil)
 }
 
-// run is the poller's goroutine, for the life of the process.
+// run is the poller's goroutine, for the life of the process. The events
+// are handed out after the runtime's wait returns, not inside it: a loop
+// handler run by dispatch may take its time and wait on other sockets.
 func (p *poller) run() {
-	fn := p.collect
 	for {
-		if err := p.rc.Read(fn); err != nil {
+		p.n = 0
+		if err := p.rc.Read(p.collectFn); err != nil {
 			return
 		}
+		p.dispatch(p.events[:p.n])
 	}
 }
 
-// collect hands out the events ready now; false asks the runtime to wait
-// until the set has more. The runtime reset the set's readiness before
-// the call, so an event that arrives during it wakes the next wait.
+// collect takes the events ready now; false (none) asks the runtime to
+// wait until the set has more. The runtime reset the set's readiness
+// before the call, so an event that arrives after it wakes the next wait.
+// A full batch leaves the rest for the next call, which run makes at once.
 func (p *poller) collect(fd uintptr) bool {
 	for {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
@@ -656,24 +745,23 @@ func (p *poller) collect(fd uintptr) bool {
 		if e == syscall.EINTR {
 			continue
 		}
-		if e != 0 {
+		if e != 0 || r == 0 {
 			return false
 		}
-		n := int(r)
-		p.dispatch(p.events[:n])
-		if n < len(p.events) {
-			return false
-		}
-		// A full batch: more may be waiting, and no new edge would
-		// announce them.
+		p.n = int(r)
+		return true
 	}
 }
 
-// dispatch hands each event's Conn its tokens.
+// dispatch hands each event's Conn its tokens, or runs its handler.
 func (p *poller) dispatch(events []syscall.EpollEvent) {
-	t := *p.table.Load()
 	for i := range events {
 		ev := &events[i]
+		if int(ev.Fd) == p.efd && ev.Pad == 0 {
+			p.runPosts()
+			continue
+		}
+		t := *p.table.Load()
 		if int(ev.Fd) >= len(t) {
 			continue
 		}
@@ -683,6 +771,10 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 		}
 		if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			c.hup.Store(true)
+		}
+		if h := c.loop.h.Load(); h != nil {
+			(*h)(ev.Events)
+			continue
 		}
 		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			wake(c.rready)

@@ -14,11 +14,15 @@
 //   - Acceptor and Conn (conn_linux.go): clients' TCP connections taken
 //     off a listener with a raw accept4 and served without package net:
 //     raw reads, writes, socket options and close, readiness from one
-//     epoll set of the pooler's own (edge-triggered, nested in the
-//     runtime's netpoller, one goroutine handing out its events), net's
-//     semantics for deadlines and for Close from another goroutine. No
-//     system call on a client's path then wakes the runtime's sysmon
-//     thread (see Acceptor);
+//     of the pooler's own epoll sets, one per core (edge-triggered,
+//     nested in the runtime's netpoller, one goroutine each handing out
+//     its events), net's semantics for deadlines and for Close from
+//     another goroutine. No system call on a client's path then wakes
+//     the runtime's sysmon thread (see Acceptor);
+//   - the event loop (loop_linux.go): a Conn given a handler has its
+//     events, and Post's, handled on its poller's goroutine, which
+//     reads it with TryRead (never waiting), writes it in write-behind
+//     mode, and watches a server's socket for it (Watch);
 //   - PeekByte (every Unix, peek_unix.go): wait for a connection's next
 //     byte and return it unconsumed (direct TLS's first-byte test);
 //   - Poller and DupCloexec: a one-shot epoll set of bare descriptors,

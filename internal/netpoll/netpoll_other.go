@@ -5,6 +5,7 @@ package netpoll
 import (
 	"errors"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -82,3 +83,45 @@ type Conn struct{ net.TCPConn }
 
 // Control is never reached (no Conn is made here).
 func (c *Conn) Control(func(fd uintptr)) error { return errUnsupported }
+
+// CanLoop is true where SetHandler works.
+const CanLoop = false
+
+// EvPost is the event a handler gets for a Post (never, here).
+const EvPost uint32 = 1 << 28
+
+// Readable is never reached (CanLoop is false).
+func Readable(ev uint32) bool { return false }
+
+// SetHandler is never reached (CanLoop is false).
+func (c *Conn) SetHandler(h *func(ev uint32)) {}
+
+// TryRead is never reached (CanLoop is false).
+func (c *Conn) TryRead(b []byte) (int, bool, error) { return 0, false, errUnsupported }
+
+// SetWriteBehind is never reached (CanLoop is false).
+func (c *Conn) SetWriteBehind(on bool) {}
+
+// Behind is never reached (CanLoop is false).
+func (c *Conn) Behind() int { return 0 }
+
+// FlushBehind is never reached (CanLoop is false).
+func (c *Conn) FlushBehind() error { return nil }
+
+// Post is never reached (CanLoop is false).
+func (c *Conn) Post() {}
+
+// Watch is never made here (CanLoop is false).
+type Watch struct{}
+
+// NewWatch is never reached (CanLoop is false).
+func NewWatch(h *func(ev uint32)) *Watch { return &Watch{} }
+
+// Start is never reached (CanLoop is false).
+func (w *Watch) Start(on *Conn, rc syscall.RawConn) error { return errUnsupported }
+
+// Stop does nothing here.
+func (w *Watch) Stop(rc syscall.RawConn) {}
+
+// Watching is false here.
+func (w *Watch) Watching() bool { return false }
