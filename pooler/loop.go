@@ -100,7 +100,7 @@ func (c *client) restOnLoop(lv *loopVars) bool {
 		lp.offFor--
 		return false
 	}
-	if c.r.Buffered() > 0 || c.w.Buffered() > 0 || !c.loopable(lv.st) ||
+	if c.r.Buffered() > 0 || !c.loopable(lv.st) ||
 		c.parkWanted.Load() || c.killed.Load() || c.svc.parker.suspended.Load() {
 		return false
 	}
@@ -116,7 +116,9 @@ func (c *client) restOnLoop(lv *loopVars) bool {
 		}
 	}
 	c.mu.Unlock()
-	if !idle {
+	// The client's writer only after the link's pump is known done: it
+	// writes there while it runs.
+	if !idle || c.w.Buffered() > 0 {
 		return false
 	}
 	c.r.DropBuffer()
