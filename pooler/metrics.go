@@ -109,6 +109,7 @@ func (s *Service) writeMetrics(w io.Writer) {
 	s.writeShardSourceMetrics(w, g)
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients", uint64(max(s.clientCount.Load(), 0)))
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
+	metrics.WriteCounterUint64(w, "pgturnstile_event_loop_transactions_total", s.loopRelays.Load())
 	// What clients make the pooler hold: messages being received whole
 	// (held_message_budget) and prepared-statement text
 	// (prepared_statement_budget).

@@ -83,11 +83,12 @@ var Help = map[string]string{
 	"pgturnstile_admission_option_notices_total":   "NOTICEs sent at login for an admission startup option ignored or changed (unknown key, priority that names no tier, priority clamped to max_priority).",
 
 	// The process.
-	"pgturnstile_clients":                  "Client connections open, logged in or not.",
-	"pgturnstile_clients_parked":           "Idle clients parked as bare descriptors, with no goroutine or buffers.",
-	"pgturnstile_held_message_bytes":       "Bytes of client messages held whole in memory (held_message_budget).",
-	"pgturnstile_prepared_statement_bytes": "Bytes of prepared-statement text held (prepared_statement_budget).",
-	"go_gc_heap_live_bytes":                "Heap the last garbage collection found live (runtime/metrics /gc/heap/live:bytes).",
+	"pgturnstile_clients":                       "Client connections open, logged in or not.",
+	"pgturnstile_clients_parked":                "Idle clients parked as bare descriptors, with no goroutine or buffers.",
+	"pgturnstile_event_loop_transactions_total": "Transactions run whole on the event loop (request read, server linked, reply relayed and server released by a poller's goroutine, no goroutine woken).",
+	"pgturnstile_held_message_bytes":            "Bytes of client messages held whole in memory (held_message_budget).",
+	"pgturnstile_prepared_statement_bytes":      "Bytes of prepared-statement text held (prepared_statement_budget).",
+	"go_gc_heap_live_bytes":                     "Heap the last garbage collection found live (runtime/metrics /gc/heap/live:bytes).",
 
 	// The Go runtime (VictoriaMetrics/metrics' collector).
 	"go_sched_latencies_seconds":          "Time goroutines spent runnable before running (runtime/metrics /sched/latencies:seconds).",
