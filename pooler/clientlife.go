@@ -66,6 +66,7 @@ func (c *client) serveLoggedIn(afterLogin bool) {
 			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
 		}
 		if !parked {
+			c.mu.link.dropLoopWait()
 			c.conn.Close()
 			c.svc.clientClosed(c)
 		}

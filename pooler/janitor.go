@@ -133,7 +133,7 @@ func (p *serverPool) maintain(now time.Time) {
 	p.fillMinLocked(now)
 	p.mu.Unlock()
 	for _, w := range expired {
-		w.grant <- grant{err: pgerror.New(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))}
+		w.give(grant{err: pgerror.New(waitTimeoutCode(queryTimeout, now.Sub(w.enqueued)))})
 	}
 	for i, s := range doomed {
 		p.closeServer(s, reasons[i])

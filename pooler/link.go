@@ -155,6 +155,12 @@ type link struct {
 		// wait (loop.go); awaited is the server whose reply it waits for.
 		onLoop  bool
 		awaited *server
+		// loopWait: the event loop began this link's wait for a server
+		// (beginWait; queued, or granted); whoever runs the message
+		// next ends it. granted is a server the loop was given and
+		// hands to a goroutine with the message.
+		loopWait bool
+		granted  *server
 		// recvBytes is the batch's byte count, added to the pool's
 		// statistics when the batch is flushed.
 		recvBytes int64
@@ -238,14 +244,64 @@ func (l *link) unlinkAndClose(reason string) {
 // in line with the client's, and starts the pump.
 func (l *link) linkServer(typ byte, n int) (*server, error) {
 	c := l.c
-	var now *server
-	if l.serve.onLoop {
-		// The event loop takes an idle server or none, before anything
-		// of a wait is begun: a goroutine waits instead.
-		if now = l.linkNow(); now == nil {
-			return nil, errLeaveLoop
+	onLoop := l.serve.onLoop
+	if onLoop && !l.serve.loopWait && !l.loopMayLink() {
+		// What the event loop does not do begins on a goroutine.
+		return nil, errLeaveLoop
+	}
+	if !l.serve.loopWait {
+		l.beginWait()
+	}
+	c.mu.Lock()
+	start, p := l.mu.waitStart, l.mu.pool
+	c.mu.Unlock()
+	// The link runs under one generation, taken once here: its admission
+	// policy and its pool's settings are of the same RELOAD.
+	gen := c.svc.gen.Load()
+	// Under an admission policy the transaction first needs a ticket; the
+	// pool's own queue then only covers servers still logging in. (Never
+	// on the event loop, nor after a wait it began: loopMayLink.)
+	var ticket admission.Ticket
+	if gen.adm != nil && !onLoop && !l.serve.loopWait {
+		if pg := p.gateFor(gen); pg != nil {
+			gen = pg.gen
+			t, err := l.admit(pg.gate, pg.policy, typ, n)
+			if err != nil {
+				l.endWait()
+				var se *admission.ShedError
+				if errors.As(err, &se) {
+					return nil, &shedError{se, pg.policy}
+				}
+				return nil, err
+			}
+			ticket = t
 		}
 	}
+	s, err := l.acquireFor(p)
+	if err == errLoopWaiting {
+		return nil, err
+	}
+	if err != nil {
+		l.endWait()
+		if ticket.Valid() {
+			ticket.Release()
+		}
+		return nil, err
+	}
+	if onLoop && !s.paramsMatch(c.params) {
+		// Setting parameters waits for the server: a goroutine does
+		// it, with this server.
+		l.serve.granted, l.serve.loopWait = s, true
+		return nil, errLeaveLoop
+	}
+	return l.linked(s, p, gen, ticket, start)
+}
+
+// beginWait marks the client waiting for a server of its pool, for a new
+// wait: the start of linkServer, done once even when the event loop
+// begins the wait and a goroutine ends it.
+func (l *link) beginWait() {
+	c := l.c
 	start := c.svc.clock.Now()
 	c.mu.Lock()
 	c.setStateLocked(clientWaiting)
@@ -267,38 +323,12 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	}
 	l.mu.pool = p
 	c.mu.Unlock()
-	// The link runs under one generation, taken once here: its admission
-	// policy and its pool's settings are of the same RELOAD.
-	gen := c.svc.gen.Load()
-	// Under an admission policy the transaction first needs a ticket; the
-	// pool's own queue then only covers servers still logging in.
-	var ticket admission.Ticket
-	if gen.adm != nil && now == nil {
-		if pg := p.gateFor(gen); pg != nil {
-			gen = pg.gen
-			t, err := l.admit(pg.gate, pg.policy, typ, n)
-			if err != nil {
-				l.endWait()
-				var se *admission.ShedError
-				if errors.As(err, &se) {
-					return nil, &shedError{se, pg.policy}
-				}
-				return nil, err
-			}
-			ticket = t
-		}
-	}
-	s, err := now, error(nil)
-	if s == nil {
-		s, err = l.acquire(p)
-	}
-	if err != nil {
-		l.endWait()
-		if ticket.Valid() {
-			ticket.Release()
-		}
-		return nil, err
-	}
+}
+
+// linked ends a wait that got s: it brings s's parameters in line with
+// the client's and links it.
+func (l *link) linked(s *server, p *serverPool, gen *generation, ticket admission.Ticket, start time.Time) (*server, error) {
+	c := l.c
 	if s.pool != p {
 		panic("BUG: server " + s.String() + " of another pool handed out by pool " + p.key.db + "/" + p.key.user)
 	}
@@ -349,29 +379,85 @@ func (l *link) linkServer(typ byte, n int) (*server, error) {
 	return s, nil
 }
 
-// errLeaveLoop is linkServer's answer on the event loop when no server is
-// at hand at once: the message is run again on a goroutine (loop.go).
-var errLeaveLoop = errors.New("no idle server at once: off the event loop")
+// errLeaveLoop is linkServer's answer on the event loop for a link it
+// does not make: the message is run again on a goroutine (loop.go), which
+// takes up a wait the loop began (link.serve.loopWait).
+var errLeaveLoop = errors.New("the link needs a goroutine: off the event loop")
 
-// linkNow is linkServer's checkout on the event loop: an idle server of
-// the client's pool whose parameters already match, taken without waiting
-// and without any of a wait's bookkeeping, or nil (none idle, a queue, a
-// PAUSE, an admission gate, SHUTDOWN WAIT_FOR_SERVERS, parameters to set).
-func (l *link) linkNow() *server {
+// errLoopWaiting is linkServer's answer on the event loop when the client
+// is queued for a server: the loop runs the message again when the pool
+// grants one (poolWaiter.give posts to it).
+var errLoopWaiting = errors.New("queued for a server on the event loop")
+
+// loopMayLink reports whether the event loop may link a server for the
+// client itself: no admission gate (tickets wait), no SHUTDOWN
+// WAIT_FOR_SERVERS, no pool chosen by a route.
+func (l *link) loopMayLink() bool {
 	c := l.c
-	if l.mu.route != nil || c.svc.waitForServers.Load() {
-		return nil
+	if c.svc.waitForServers.Load() {
+		return false
 	}
-	p := c.pool
-	if gen := c.svc.gen.Load(); gen.adm != nil && p.gateFor(gen) != nil {
-		return nil
+	c.mu.Lock()
+	routed := l.mu.route != nil
+	c.mu.Unlock()
+	if routed {
+		return false
 	}
-	s := p.tryAcquireIdle()
-	if s != nil && !s.paramsMatch(c.params) {
-		p.release(s) // untouched: back as it was
-		return nil
+	gen := c.svc.gen.Load()
+	return gen.adm == nil || c.pool.gateFor(gen) == nil
+}
+
+// acquireFor takes a server of p for the client: one granted already, the
+// end of a wait the event loop began, or acquire's. On the loop a wait
+// that has not ended is errLoopWaiting, and a new one is begun without
+// blocking (acquireOrQueue).
+func (l *link) acquireFor(p *serverPool) (*server, error) {
+	c := l.c
+	w := l.mu.poolWait
+	for {
+		if s := l.serve.granted; s != nil {
+			l.serve.granted, l.serve.loopWait = nil, false
+			return s, nil
+		}
+		var s *server
+		var err error
+		switch {
+		case l.serve.loopWait && l.serve.onLoop:
+			select {
+			case g := <-w.grant:
+				s, err = g.s, g.err
+			default:
+				if w.notify != nil {
+					select {
+					case <-w.notify:
+						w.onQueued()
+					default:
+					}
+				}
+				return nil, errLoopWaiting
+			}
+		case l.serve.loopWait:
+			s, err = p.awaitGrant(nil, w)
+		case l.serve.onLoop:
+			var queued bool
+			if s, queued, err = p.acquireOrQueue(w, c.loopConn()); queued {
+				l.serve.loopWait = true
+				return nil, errLoopWaiting
+			}
+			return s, err
+		default:
+			return l.acquire(p)
+		}
+		l.serve.loopWait = false
+		if err != nil {
+			return nil, err
+		}
+		if reason := p.checkServer(s); reason != "" {
+			p.discard(s, reason)
+			continue
+		}
+		return s, nil
 	}
-	return s
 }
 
 // endWait marks a wait for a server that ended without a link.

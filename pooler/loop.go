@@ -45,6 +45,7 @@ type loopState uint8
 const (
 	loopOff   loopState = iota // a goroutine serves the client
 	loopRest                   // on the loop, waiting for a request
+	loopWait                   // on the loop, queued for a server for the message typ, n
 	loopAwait                  // on the loop, waiting for the server's reply
 )
 
@@ -64,6 +65,9 @@ type clientLoop struct {
 	// The poller's goroutine's, while on the loop.
 	state loopState
 	srv   *server // awaited
+	// typ and n are the message that waits for a server (loopWait).
+	typ byte
+	n   int
 	// drained: the client's socket had nothing more at the last read.
 	drained bool
 	// more: the client's socket turned readable while loopAwait.
@@ -187,6 +191,16 @@ func (lp *clientLoop) onClient(ev uint32) {
 		}
 		lp.drained = false
 		lp.serveRequests()
+	case loopWait:
+		switch {
+		case ev == netpoll.EvPost && lp.pull.Load():
+			// The goroutine takes up the wait (link.serve.loopWait).
+			lp.leave(contMessage, lp.typ, lp.n)
+		case ev == netpoll.EvPost:
+			lp.granted()
+		case netpoll.Readable(ev):
+			lp.more = true
+		}
 	case loopAwait:
 		switch {
 		case ev == netpoll.EvPost:
@@ -221,6 +235,7 @@ func (lp *clientLoop) recoverPanic() {
 		c.logger().Error(fmt.Sprintf("panic in client: %v", r))
 		if lp.state != loopOff {
 			lp.off()
+			c.mu.link.dropLoopWait()
 			c.conn.Close()
 			c.svc.clientClosed(c)
 		}
@@ -310,37 +325,83 @@ func (lp *clientLoop) runRequest() bool {
 		return false
 	}
 	lv := loopVars{st: st}
+	return lp.runMessages(&lv)
+}
+
+// runMessages runs the buffered messages of a request, one by one; true
+// when the pooler answered them all without a server and the loop goes
+// on.
+func (lp *clientLoop) runMessages(lv *loopVars) bool {
+	c := lp.c
 	l := c.mu.link
 	for {
-		// onLoop is cleared before anything hands the client over: the
-		// goroutine that takes it up reads the link's serve fields.
 		l.serve.onLoop = true
-		typ, n, step := c.readNext(&lv)
-		if step == stepOn {
-			var r routed
-			if r, step = l.route(&lv, typ, n); step == stepOn {
-				step = l.forward(&lv, r, typ, n)
-			}
-		}
+		typ, n, step := c.readNext(lv)
 		l.serve.onLoop = false
 		switch step {
-		case stepLeaveLoop:
-			lp.leave(contMessage, typ, n)
-			return false
+		case stepOn:
+			if !lp.runMessage(lv, typ, n) {
+				return false
+			}
 		case stepEnd:
 			lp.leave(contEnd, 0, 0)
 			return false
 		case stepParked:
-			lp.off() // parked by SUSPEND on its way (restNow)
-			return false
-		case stepAwait:
-			lp.await(l.serve.awaited)
+			lp.off()
 			return false
 		}
 		if c.r.Buffered() == 0 {
 			return true
 		}
 	}
+}
+
+// runMessage routes and forwards one message with serve's stages; true
+// when the loop goes on with the next.
+func (lp *clientLoop) runMessage(lv *loopVars, typ byte, n int) bool {
+	l := lp.c.mu.link
+	// onLoop is cleared before anything hands the client over: the
+	// goroutine that takes it up reads the link's serve fields.
+	l.serve.onLoop = true
+	step := l.runMessage(lv, typ, n)
+	l.serve.onLoop = false
+	switch step {
+	case stepLeaveLoop:
+		lp.leave(contMessage, typ, n)
+		return false
+	case stepLoopWait:
+		lp.state, lp.typ, lp.n, lp.more = loopWait, typ, n, false
+		return false
+	case stepEnd:
+		lp.leave(contEnd, 0, 0)
+		return false
+	case stepParked:
+		lp.off() // parked by SUSPEND on its way (restNow)
+		return false
+	case stepAwait:
+		lp.await(l.serve.awaited)
+		return false
+	}
+	return true
+}
+
+// granted runs the message that waits for a server again, once the pool
+// has told the loop (a grant, or a notice to send): it links the server
+// granted, or waits on.
+func (lp *clientLoop) granted() {
+	c := lp.c
+	lv := loopVars{st: c.settings()}
+	lp.state = loopRest
+	if !lp.runMessage(&lv, lp.typ, lp.n) {
+		return
+	}
+	if c.r.Buffered() > 0 && !lp.runMessages(&lv) {
+		return
+	}
+	if lp.more {
+		lp.more, lp.drained = false, false
+	}
+	lp.serveRequests()
 }
 
 // await watches s for the reply to the request just sent.
@@ -520,6 +581,7 @@ func (c *client) serveAfterLoop(conn *netpoll.Conn, cont loopCont, s *server, ty
 			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
 		}
 		if !parked {
+			c.mu.link.dropLoopWait()
 			c.conn.Close()
 			c.svc.clientClosed(c)
 		}
@@ -553,5 +615,36 @@ func (s *Service) stopLoops() {
 	s.loopsOff.Store(true)
 	for _, c := range s.allClients() {
 		c.pullFromLoop()
+	}
+}
+
+// loopConn is the client's socket on the event loop, for the pool to tell
+// the loop of a grant (poolWaiter.loop). The poller's goroutine's.
+func (c *client) loopConn() *netpoll.Conn {
+	if lp := c.lp.Load(); lp != nil {
+		return lp.conn
+	}
+	return nil
+}
+
+// dropLoopWait ends a wait for a server that the event loop began and
+// nobody took up, the client having ended first: the waiter leaves the
+// queue, and a server granted meanwhile goes back to its pool. Whoever
+// owns the client, as it ends.
+func (l *link) dropLoopWait() {
+	if s := l.serve.granted; s != nil {
+		l.serve.granted = nil
+		s.pool.release(s)
+	}
+	if !l.serve.loopWait {
+		return
+	}
+	l.serve.loopWait = false
+	c := l.c
+	c.mu.Lock()
+	p, w := l.mu.pool, l.mu.poolWait
+	c.mu.Unlock()
+	if p != nil && w != nil {
+		p.abandon(w, nil)
 	}
 }

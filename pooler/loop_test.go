@@ -1,9 +1,14 @@
 package pooler
 
 import (
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
@@ -48,4 +53,85 @@ func TestLoopRunsRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClientState(t, tp, c, clientClosed, "")
+}
+
+// TestLoopWaitsForServers: with more clients than servers, requests queue
+// for a server on the event loop (granted through a Post when a server is
+// released), every request is answered, and when all is done every server
+// is back idle in the pool, none leaked to a wait that ended.
+func TestLoopWaitsForServers(t *testing.T) {
+	if !netpoll.CanLoop {
+		t.Skip("no event loop on this system")
+	}
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\n")
+	defer tp.shutdown(t, fake)
+
+	const clients, queries = 8, 40
+	conns := make([]net.Conn, clients)
+	for i := range conns {
+		conns[i], _ = dialStateClient(t, tp)
+		defer conns[i].Close()
+		stateQuery(t, conns[i], "SELECT 1", 'I')
+	}
+	before := tp.svc.loopRelays.Load()
+	errs := make(chan error, clients)
+	for _, conn := range conns {
+		go func() {
+			for range queries {
+				if err := queryReady(conn, "SELECT 1"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tp.svc.loopRelays.Load() - before; got < clients*queries/2 {
+		t.Errorf("the loop relayed %d of %d replies", got, clients*queries)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var row *admin.Pool
+		pools := tp.svc.Console().Pools()
+		for i := range pools {
+			if pools[i].Database == "cs" {
+				row = &pools[i]
+			}
+		}
+		if row != nil && row.SvActive == 0 && row.SvIdle >= 1 && row.SvIdle <= 2 && row.ClWaiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("servers not all back idle: %+v", row)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// queryReady sends a simple Query and reads to its ReadyForQuery, which
+// must say idle, with no error on the way.
+func queryReady(conn net.Conn, q string) error {
+	if _, err := conn.Write(encode(&pgproto3.Query{String: q})); err != nil {
+		return err
+	}
+	br := newBackendReader(conn)
+	for {
+		typ, body, err := br.next()
+		switch {
+		case err != nil:
+			return err
+		case typ == 'E':
+			return fmt.Errorf("error: %q", body)
+		case typ == 'Z' && body[0] != 'I':
+			return fmt.Errorf("ReadyForQuery %q", body[0])
+		case typ == 'Z':
+			return nil
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/auth"
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/loginfail"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/internal/sessionattrs"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -191,13 +192,24 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 	if w.grant == nil {
 		w.grant = make(chan grant, 1)
 	}
+	w.loop.Store(nil)
+	p.queueLocked(w, now)
+	p.mu.Unlock()
+	return p.awaitGrant(cancel, w)
+}
+
+// queueLocked puts w at the back of the queue for a new wait.
+func (p *serverPool) queueLocked(w *poolWaiter, now time.Time) {
 	w.newWaitLocked()
 	w.enqueued = now
 	p.queue.push(w)
 	p.queued.Store(int32(p.queue.len()))
 	p.growLocked(now, false)
-	p.mu.Unlock()
+}
 
+// awaitGrant waits for the queued w's grant, telling the client it is
+// queued when the janitor says so (query_wait_notify).
+func (p *serverPool) awaitGrant(cancel <-chan struct{}, w *poolWaiter) (*server, error) {
 	if cancel == nil && w.notify == nil {
 		g := <-w.grant
 		return g.s, g.err
@@ -214,29 +226,37 @@ func (p *serverPool) acquireOnce(cancel <-chan struct{}, w *poolWaiter) (*server
 	}
 }
 
-// tryAcquireIdle is acquire for the event loop, which cannot wait: an
-// idle server now (checked as acquire checks it), or nil when none is
-// idle, clients are queued ahead, or the pool is paused.
-func (p *serverPool) tryAcquireIdle() *server {
+// acquireOrQueue is acquire for the event loop, which cannot wait: an
+// idle server now (checked as acquire checks it), or w queued (queued)
+// with its grants and notices told to the loop of conn (poolWaiter.give),
+// or the error a wait would end with at once.
+func (p *serverPool) acquireOrQueue(w *poolWaiter, conn *netpoll.Conn) (s *server, queued bool, err error) {
+	st := p.svc.settings()
 	for {
 		now := p.svc.clock.Now()
 		p.mu.Lock()
-		var s *server
-		if !p.paused && p.queue.len() == 0 {
-			if s = p.nextIdleLocked(); s != nil {
-				p.lastUsed = now
-				p.setServerStateLocked(s, serverActive)
+		p.lastUsed = now
+		if s = p.nextIdleLocked(); s != nil && !p.paused {
+			p.setServerStateLocked(s, serverActive)
+			p.mu.Unlock()
+			if reason := p.checkServer(s); reason != "" {
+				p.discard(s, reason)
+				continue
 			}
+			return s, false, nil
 		}
+		if p.lastLoginErr != nil && loginfail.FailsWaiters(p.lastLoginErr) && now.Sub(p.lastLoginErrAt) < st.ServerLoginRetry && p.connecting == 0 {
+			err := p.lastLoginErr
+			p.mu.Unlock()
+			return nil, false, loginfail.Cached(err)
+		}
+		if w.grant == nil {
+			w.grant = make(chan grant, 1)
+		}
+		w.loop.Store(conn)
+		p.queueLocked(w, now)
 		p.mu.Unlock()
-		if s == nil {
-			return nil
-		}
-		if reason := p.checkServer(s); reason != "" {
-			p.discard(s, reason)
-			continue
-		}
-		return s
+		return nil, true, nil
 	}
 }
 
@@ -568,7 +588,7 @@ func (p *serverPool) handOffLocked(s *server) {
 		if s.state != serverActive {
 			p.setServerStateLocked(s, serverActive)
 		}
-		w.grant <- grant{s: s}
+		w.give(grant{s: s})
 		return
 	}
 	s.lastUsed = p.svc.clock.Now()

@@ -111,7 +111,7 @@ func (p *serverPool) loginFailed(s *server, err error) {
 	p.metrics.loginFailures.Inc()
 	werr := loginfail.ClientError(err)
 	for _, w := range waiters {
-		w.grant <- grant{err: werr}
+		w.give(grant{err: werr})
 	}
 }
 

@@ -48,6 +48,7 @@ func (p *serverPool) notifyWaitersLocked(now time.Time, after time.Duration) {
 		}
 		w.notified = true
 		w.notify <- struct{}{} // its one slot, emptied at each new wait
+		w.tellLoop()
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 	stepReroute                   // a paused range let the message go: route it again (shardpause.go)
 	stepAwait                     // on the event loop: the request is sent, its reply awaited (loop.go)
 	stepLeaveLoop                 // on the event loop: the message needs a goroutine (loop.go)
+	stepLoopWait                  // on the event loop: queued for a server; the message runs again when one is granted (loop.go)
 )
 
 // loopVars is what loop carries from one message to the next.
@@ -399,8 +400,11 @@ func (l *link) linkFor(typ byte, n int) (*server, loopStep) {
 	if err == nil {
 		return s, stepOn
 	}
-	if err == errLeaveLoop {
+	switch err {
+	case errLeaveLoop:
 		return nil, stepLeaveLoop
+	case errLoopWaiting:
+		return nil, stepLoopWait
 	}
 	if errors.Is(err, errWaitCanceled) {
 		if err := c.queryCanceled(typ); err != nil {

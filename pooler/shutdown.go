@@ -56,7 +56,7 @@ func (s *Service) failWaitersForShutdown() {
 		// Each waiter owns its grant's one slot, emptied when its wait
 		// began: these sends do not block.
 		for _, w := range failed {
-			w.grant <- grant{err: pgerror.New(pgerror.ServerShuttingDown)}
+			w.give(grant{err: pgerror.New(pgerror.ServerShuttingDown)})
 		}
 	}
 }

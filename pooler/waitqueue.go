@@ -3,6 +3,8 @@ package pooler
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 )
 
 // waitQueue holds a pool's clients waiting for a server, in arrival order,
@@ -90,6 +92,25 @@ type poolWaiter struct {
 	notify   chan struct{}
 	notified bool
 	onQueued func()
+	// loop is the client's socket when the wait was begun on the event
+	// loop (loop.go), whose poller is told of each grant and notify
+	// (Post) since nothing there blocks on the channels; nil for a
+	// goroutine's wait.
+	loop atomic.Pointer[netpoll.Conn]
+}
+
+// give hands the waiter its grant, into the channel's one slot, and tells
+// an event loop waiting on it. Any goroutine, with the pool's mu or not.
+func (w *poolWaiter) give(g grant) {
+	w.grant <- g
+	w.tellLoop()
+}
+
+// tellLoop wakes the event loop whose wait w is, if it is one.
+func (w *poolWaiter) tellLoop() {
+	if c := w.loop.Load(); c != nil {
+		c.Post()
+	}
 }
 
 type grant struct {
@@ -108,7 +129,7 @@ func (p *serverPool) cancelWaiter(w *poolWaiter, seq uint64) {
 	}
 	p.queued.Store(int32(p.queue.len()))
 	p.mu.Unlock()
-	w.grant <- grant{err: errWaitCanceled}
+	w.give(grant{err: errWaitCanceled})
 }
 
 // expireWaitersLocked takes the waiters that have waited query_wait_timeout
