@@ -784,3 +784,34 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 		}
 	}
 }
+
+// Adopt makes a Conn of fd, a connected TCP socket's descriptor that the
+// caller hands over (a parked client's, coming back): in the next
+// poller's set, non-blocking, as Accept's are, so that it can rest on the
+// event loop again. false, with fd untouched, for anything else (a Unix
+// socket, no poller), which the caller turns into a net.Conn instead.
+func Adopt(fd int) (*Conn, bool) {
+	var rsa syscall.RawSockaddrAny
+	n := uint32(syscall.SizeofSockaddrAny)
+	if _, _, e := syscall.RawSyscall(syscall.SYS_GETPEERNAME, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n))); e != 0 {
+		return nil, false
+	}
+	if rsa.Addr.Family != syscall.AF_INET && rsa.Addr.Family != syscall.AF_INET6 {
+		return nil, false
+	}
+	raddr := sockaddrTCP(&rsa)
+	p, err := nextPoller()
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return nil, false
+	}
+	c := &Conn{fd: fd, raddr: raddr, p: p}
+	c.rready = make(chan struct{}, 1)
+	c.wready = make(chan struct{}, 1)
+	if err := p.add(c); err != nil {
+		return nil, false
+	}
+	return c, true
+}

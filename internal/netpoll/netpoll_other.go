@@ -125,3 +125,6 @@ func (w *Watch) Stop(rc syscall.RawConn) {}
 
 // Watching is false here.
 func (w *Watch) Watching() bool { return false }
+
+// Adopt is not available here: the caller makes a net.Conn of fd.
+func Adopt(fd int) (*Conn, bool) { return nil, false }
