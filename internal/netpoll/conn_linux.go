@@ -593,6 +593,9 @@ type poller struct {
 
 	postMu sync.Mutex
 	posts  []*Conn // Post's queue, run by dispatch
+	// busy is set while the poller's goroutine hands out events: a Post
+	// then needs no bell, as run looks at the queue afterwards.
+	busy atomic.Bool
 	spare  []*Conn
 
 	collectFn func(fd uintptr) bool
@@ -730,7 +733,15 @@ func (p *poller) run() {
 		if err := p.rc.Read(p.collectFn); err != nil {
 			return
 		}
+		p.busy.Store(true)
 		p.dispatch(p.events[:p.n])
+		// Posts made while busy rang no bell (Post): run them, and
+		// those they make, then once more after busy is cleared, so
+		// that none made in between is missed.
+		for p.runPosts(false) {
+		}
+		p.busy.Store(false)
+		p.runPosts(false)
 	}
 }
 
@@ -758,7 +769,7 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 	for i := range events {
 		ev := &events[i]
 		if int(ev.Fd) == p.efd && ev.Pad == 0 {
-			p.runPosts()
+			p.runPosts(true)
 			continue
 		}
 		t := *p.table.Load()

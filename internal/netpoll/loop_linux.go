@@ -139,15 +139,29 @@ func (c *Conn) Post() {
 	p.postMu.Lock()
 	p.posts = append(p.posts, c)
 	p.postMu.Unlock()
+	if p.busy.Load() {
+		// The poller's goroutine is handing out events (often this
+		// very call is on it: a server released to a waiter on the
+		// same loop) and runs the queue when it is done.
+		return
+	}
 	one := uint64(1)
 	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(p.efd), uintptr(unsafe.Pointer(&one)), 8)
 }
 
-// runPosts runs the handlers of the Conns posted since the last time.
-func (p *poller) runPosts() {
-	var v uint64
-	syscall.RawSyscall(syscall.SYS_READ, uintptr(p.efd), uintptr(unsafe.Pointer(&v)), 8)
+// runPosts runs the handlers of the Conns posted since the last time,
+// reporting whether there were any; bell: the eventfd rang, and is read
+// back to silent.
+func (p *poller) runPosts(bell bool) bool {
+	if bell {
+		var v uint64
+		syscall.RawSyscall(syscall.SYS_READ, uintptr(p.efd), uintptr(unsafe.Pointer(&v)), 8)
+	}
 	p.postMu.Lock()
+	if len(p.posts) == 0 {
+		p.postMu.Unlock()
+		return false
+	}
 	posts := p.posts
 	p.posts = p.spare[:0]
 	p.postMu.Unlock()
@@ -159,6 +173,7 @@ func (p *poller) runPosts() {
 		}
 	}
 	p.spare = posts[:0]
+	return true
 }
 
 // A Watch watches a socket that is not a Conn (a server's, which package
