@@ -595,8 +595,8 @@ type poller struct {
 	posts  []*Conn // Post's queue, run by dispatch
 	// busy is set while the poller's goroutine hands out events: a Post
 	// then needs no bell, as run looks at the queue afterwards.
-	busy atomic.Bool
-	spare  []*Conn
+	busy  atomic.Bool
+	spare []*Conn
 
 	collectFn func(fd uintptr) bool
 	n         int // events collect found
