@@ -17,15 +17,20 @@ import (
 // (internal/netpoll: one epoll set and one goroutine per core) instead of
 // in a goroutine blocked in a read. When its request has arrived whole,
 // the poller's goroutine runs it with serve's own stages (readNext,
-// route, forward) and a server taken from the pool without waiting; the
-// server's socket is then watched on the same poller, and when the reply
-// is in whole its messages are relayed by the pump's own pumpRun, which
-// releases the server at ReadyForQuery. No goroutine wakes for any of it.
+// route, forward) and a server taken from the pool without blocking: an
+// idle one, or the client is queued (state loopWait) and the message runs
+// again when the pool's grant posts to the poller (link.acquireFor,
+// poolWaiter.give). The server's socket is then watched on the same
+// poller, and when the reply is in whole its messages are relayed by the
+// pump's own pumpRun, which releases the server at ReadyForQuery (to the
+// next waiter, whichever loop or goroutine it is). No goroutine wakes for
+// any of it.
 //
 // What the loop does not do it hands to a goroutine at a message
-// boundary, with everything where serve's loop expects it (leave): a
-// request that must wait for a server (none idle, an admission gate, a
-// PAUSE), a server whose parameters differ, a reply larger than the
+// boundary, with everything where serve's loop expects it (leave): an
+// admission gate, SHUTDOWN WAIT_FOR_SERVERS, a server whose parameters
+// must be set first (handed over with it, link.serve.granted), a wait
+// pulled off the loop (the goroutine takes it up), a reply larger than the
 // server's read buffer or one that starts COPY, a transaction block
 // (the pump takes over after its first ReadyForQuery), pipelined
 // requests, timeouts to enforce, TLS, session mode, the sharding router,
@@ -33,7 +38,7 @@ import (
 // service stopping), which post to the loop (pull). The goroutine rests
 // on the loop again at its next idle point.
 //
-// One writer: a client on the loop (state loopRest or loopAwait) is
+// One writer: a client on the loop (loopRest, loopWait or loopAwait) is
 // touched only by its poller's goroutine; the goroutine that put it there
 // let go when it set the handler, and the one it is handed to starts
 // after the handler was taken off.
