@@ -94,9 +94,11 @@
 //	loop.go            the event loop: a client between transactions rests
 //	                   on its socket's poller (internal/netpoll, one per
 //	                   core), which runs a whole request with serve's
-//	                   stages, an idle server taken at once, and relays
-//	                   the reply with pumpRun when it is in whole; what it
-//	                   cannot do without waiting goes to a goroutine
+//	                   stages, a server taken idle or queued for without
+//	                   blocking (the grant posts to the poller), and
+//	                   relays the reply with pumpRun when it is in whole;
+//	                   what it cannot do without waiting goes to a
+//	                   goroutine
 //	park.go            idle clients parked as bare descriptors: when, and
 //	                   how they resume (the epoll set: internal/parking)
 //	suspend.go         SUSPEND/RESUME: accept nothing, read nothing, every

@@ -304,6 +304,20 @@ func (l *link) beginWait() {
 	c := l.c
 	start := c.svc.clock.Now()
 	c.mu.Lock()
+	l.newWaitLocked(start)
+	p := c.pool
+	if l.mu.route != nil {
+		p, l.mu.route = l.mu.route, nil
+	}
+	l.mu.pool = p
+	c.mu.Unlock()
+}
+
+// newWaitLocked marks the client waiting from start, in a new wait: a
+// stale cancel for an earlier one is dropped, and the waiter's number
+// moves on so that cancels of earlier waits miss this one. c.mu is held.
+func (l *link) newWaitLocked(start time.Time) {
+	c := l.c
 	c.setStateLocked(clientWaiting)
 	l.mu.waitStart = start
 	if l.mu.cancelWait == nil {
@@ -316,13 +330,7 @@ func (l *link) beginWait() {
 	if l.mu.poolWait == nil {
 		l.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
 	}
-	l.mu.poolWait.seq.Add(1) // a new wait: cancels of earlier ones miss it
-	p := c.pool
-	if l.mu.route != nil {
-		p, l.mu.route = l.mu.route, nil
-	}
-	l.mu.pool = p
-	c.mu.Unlock()
+	l.mu.poolWait.seq.Add(1)
 }
 
 // linked ends a wait that got s: it brings s's parameters in line with

@@ -247,43 +247,80 @@ func (lp *clientLoop) recoverPanic() {
 	}
 }
 
-// requestKind is what the client's buffered bytes hold.
-type requestKind uint8
+// bufferedKind is what a reader's buffered messages hold, for the loop.
+type bufferedKind uint8
 
 const (
-	requestPartial requestKind = iota // no whole request yet
-	requestWhole                      // one request, whole, ending with Sync or Query
-	requestOther                      // anything the loop leaves to a goroutine
+	bufferedPartial bufferedKind = iota // the last message is not in yet
+	bufferedWhole                       // whole, through the last message
+	bufferedOther                       // anything the loop leaves to a goroutine
 )
 
-// request looks at the client's buffered messages: one request the loop
-// runs is Parse, Bind, Describe, Execute and Close messages ending with a
-// Sync, or a Query, with nothing after it.
-func (lp *clientLoop) request() requestKind {
-	r := lp.c.r
+// frameRole is what one message is to the loop: part of what it runs,
+// the last of it, or something it does not run.
+type frameRole uint8
+
+const (
+	frameOther frameRole = iota
+	framePart
+	frameLast
+)
+
+// scanBuffered walks r's buffered messages, whole ones only, giving each
+// type a role: whole when a last one is in with only parts before it
+// (and, alone, nothing after it); other at a message of another role, a
+// bad length, or a message larger than the buffer (streamed by a
+// goroutine).
+func scanBuffered(r *wire.Reader, role func(byte) frameRole, alone bool) bufferedKind {
 	off := 0
 	for {
 		typ, next, ok, bad := r.FrameAt(off)
 		switch {
-		case bad:
-			return requestOther
-		case !ok && r.Full():
-			return requestOther // larger than the buffer: streamed by serve
+		case bad, !ok && r.Full():
+			return bufferedOther
 		case !ok:
-			return requestPartial
+			return bufferedPartial
 		}
-		switch typ {
-		case wire.MsgSync, wire.MsgQuery:
-			if next != r.Buffered() {
-				return requestOther // pipelined
+		switch role(typ) {
+		case frameLast:
+			if alone && next != r.Buffered() {
+				return bufferedOther // pipelined
 			}
-			return requestWhole
-		case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
+			return bufferedWhole
+		case framePart:
 			off = next
 		default:
-			return requestOther
+			return bufferedOther
 		}
 	}
+}
+
+// requestRole: a request the loop runs is Parse, Bind, Describe, Execute
+// and Close messages ending with a Sync, or a Query, with nothing after
+// it.
+func requestRole(typ byte) frameRole {
+	switch typ {
+	case wire.MsgSync, wire.MsgQuery:
+		return frameLast
+	case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
+		return framePart
+	}
+	return frameOther
+}
+
+// replyRole: a reply the loop relays holds only the messages of a
+// query's or an extended batch's answer, through ReadyForQuery.
+func replyRole(typ byte) frameRole {
+	switch typ {
+	case wire.MsgReadyForQuery:
+		return frameLast
+	case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgCommandComplete,
+		wire.MsgDataRow, wire.MsgErrorResponse, wire.MsgEmptyQueryResponse, wire.MsgNoticeResponse,
+		wire.MsgNoData, wire.MsgPortalSuspended, wire.MsgParameterDescription, wire.MsgRowDescription,
+		wire.MsgParameterStatus, wire.MsgNotificationResponse:
+		return framePart
+	}
+	return frameOther
 }
 
 // serveRequests reads the client's socket and runs each whole request,
@@ -301,11 +338,11 @@ func (lp *clientLoop) serveRequests() {
 			}
 			lp.drained = drained
 		}
-		switch lp.request() {
-		case requestOther:
+		switch scanBuffered(c.r, requestRole, true) {
+		case bufferedOther:
 			lp.leave(contRead, 0, 0)
 			return
-		case requestPartial:
+		case bufferedPartial:
 			if lp.drained {
 				if c.r.Buffered() == 0 {
 					c.r.DropBuffer()
@@ -449,45 +486,6 @@ func (s *server) loopConn() syscall.RawConn {
 	return s.loopRC
 }
 
-// replyKind is what the server's buffered bytes hold.
-type replyKind uint8
-
-const (
-	replyPartial replyKind = iota // ReadyForQuery not in yet
-	replyWhole                    // through ReadyForQuery
-	replyOther                    // anything the loop leaves to a goroutine
-)
-
-// reply looks at the server's buffered messages: the loop relays a reply
-// that is in whole (through ReadyForQuery) and holds only the messages
-// of a query's or an extended batch's answer.
-func (lp *clientLoop) reply() replyKind {
-	r := lp.srv.r
-	off := 0
-	for {
-		typ, next, ok, bad := r.FrameAt(off)
-		switch {
-		case bad:
-			return replyOther
-		case !ok && r.Full():
-			return replyOther // larger than the buffer: the pump streams it
-		case !ok:
-			return replyPartial
-		}
-		switch typ {
-		case wire.MsgReadyForQuery:
-			return replyWhole
-		case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgCommandComplete,
-			wire.MsgDataRow, wire.MsgErrorResponse, wire.MsgEmptyQueryResponse, wire.MsgNoticeResponse,
-			wire.MsgNoData, wire.MsgPortalSuspended, wire.MsgParameterDescription, wire.MsgRowDescription,
-			wire.MsgParameterStatus, wire.MsgNotificationResponse:
-			off = next
-		default:
-			return replyOther
-		}
-	}
-}
-
 // serverReady reads the awaited server and relays its reply once it is
 // in whole.
 func (lp *clientLoop) serverReady() {
@@ -498,11 +496,11 @@ func (lp *clientLoop) serverReady() {
 			lp.leave(contAwait, 0, 0) // the pump's read meets the error
 			return
 		}
-		switch lp.reply() {
-		case replyOther:
+		switch scanBuffered(s.r, replyRole, false) {
+		case bufferedOther:
 			lp.leave(contAwait, 0, 0)
 			return
-		case replyPartial:
+		case bufferedPartial:
 			if drained {
 				return
 			}

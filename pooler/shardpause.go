@@ -79,22 +79,10 @@ func (l *link) waitShardPause(typ byte, t pause.Span) loopStep {
 	c.mu.Lock()
 	l.mu.route = nil
 	l.mu.shardTx = pause.Span{}
-	c.setStateLocked(clientWaiting)
-	l.mu.waitStart = start
-	if l.mu.cancelWait == nil {
-		l.mu.cancelWait = make(chan struct{}, 1)
-	}
-	select {
-	case <-l.mu.cancelWait: // a stale cancel for an earlier wait
-	default:
-	}
-	if l.mu.poolWait == nil {
-		l.mu.poolWait = &poolWaiter{notify: make(chan struct{}, 1), onQueued: c.sendQueuedNotice}
-	}
 	// A cancel request reaches this wait through cancelWait; the pool
 	// queue it also tries (the client's own pool) does not hold this
 	// wait's number.
-	l.mu.poolWait.seq.Add(1)
+	l.newWaitLocked(start)
 	l.mu.pool = c.pool
 	cancel := l.mu.cancelWait
 	c.mu.Unlock()
