@@ -599,7 +599,6 @@ type poller struct {
 	spare []*Conn
 
 	collectFn func(fd uintptr) bool
-	n         int // events collect found
 	events    [128]syscall.EpollEvent
 }
 
@@ -724,31 +723,23 @@ func (p *poller) clear(c *Conn) {
 	t[c.fd].CompareAndSwap(c, nil)
 }
 
-// run is the poller's goroutine, for the life of the process. The events
-// are handed out after the runtime's wait returns, not inside it: a loop
-// handler run by dispatch may take its time and wait on other sockets.
+// run is the poller's goroutine, for the life of the process.
 func (p *poller) run() {
 	for {
-		p.n = 0
 		if err := p.rc.Read(p.collectFn); err != nil {
 			return
 		}
-		p.busy.Store(true)
-		p.dispatch(p.events[:p.n])
-		// Posts made while busy rang no bell (Post): run them, and
-		// those they make, then once more after busy is cleared, so
-		// that none made in between is missed.
-		for p.runPosts(false) {
-		}
-		p.busy.Store(false)
-		p.runPosts(false)
 	}
 }
 
-// collect takes the events ready now; false (none) asks the runtime to
-// wait until the set has more. The runtime reset the set's readiness
-// before the call, so an event that arrives after it wakes the next wait.
-// A full batch leaves the rest for the next call, which run makes at once.
+// collect takes the events ready now and hands them out (dispatch, which
+// may run loop handlers, then the posts they made); false asks the
+// runtime to wait until the set has more. The runtime reset the set's
+// readiness before the first call, so an event that arrives after a
+// collection, during the handing out included, ends the wait at once;
+// when the set is quiet the goroutine sleeps without another epoll_pwait.
+// A full batch is followed by the next at once: no new edge would
+// announce what is left.
 func (p *poller) collect(fd uintptr) bool {
 	for {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&p.events[0])),
@@ -759,8 +750,19 @@ func (p *poller) collect(fd uintptr) bool {
 		if e != 0 || r == 0 {
 			return false
 		}
-		p.n = int(r)
-		return true
+		n := int(r)
+		p.busy.Store(true)
+		p.dispatch(p.events[:n])
+		// Posts made while busy rang no bell (Post): run them, and
+		// those they make, then once more after busy is cleared, so
+		// that none made in between is missed.
+		for p.runPosts(false) {
+		}
+		p.busy.Store(false)
+		p.runPosts(false)
+		if n < len(p.events) {
+			return false
+		}
 	}
 }
 
