@@ -120,6 +120,7 @@ type Settings struct {
 
 	LogFormat     string // pgturnstile extension: "text" or "json"
 	AdmissionFile string // pgturnstile extension, accepted and stored
+	EventLoop     bool   // pgturnstile extension: clients between transactions rest on the event loop (pooler/loop.go)
 	ShardFile     string // pgturnstile extension: the sharding router's map (package shard)
 	// ShardSource (extension) is where the map comes from: "file"
 	// (ShardFile) or "etcd" (package shard/etcdsource, with the

@@ -24,7 +24,7 @@ import (
 func TestEventLoopUnderContention(t *testing.T) {
 	needPG(t)
 	waitNoBackends(t, appDB, appUser)
-	p := startPoolerWithMetrics(t, map[string]string{"default_pool_size": "3"}, "")
+	p := startPoolerWithMetrics(t, map[string]string{"default_pool_size": "3", "event_loop": "1"}, "")
 
 	const clients, queries = 30, 60
 	conns := make([]*pgx.Conn, clients)

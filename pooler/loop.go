@@ -154,10 +154,10 @@ func (c *client) loopOf(conn *netpoll.Conn) *clientLoop {
 }
 
 // loopable says whether c's requests may run on the loop under st:
-// transaction or statement mode, a pool's client over plain TCP, no
+// event_loop on, transaction or statement mode, a pool's client over plain TCP, no
 // router, no timeout that a blocked read or the pump enforces.
 func (c *client) loopable(st *config.Settings) bool {
-	return (c.mode == config.PoolModeTransaction || c.mode == config.PoolModeStatement) &&
+	return st.EventLoop && (c.mode == config.PoolModeTransaction || c.mode == config.PoolModeStatement) &&
 		!c.tls && c.repl == replNone && c.pool != nil && c.dbName != adminDB && c.shard == nil &&
 		st.QueryTimeout == 0 && st.ClientIdleTimeout == 0 && st.IdleTransactionTimeout == 0 &&
 		st.TransactionTimeout == 0 && st.ClientMessageTimeout == 0

@@ -21,7 +21,7 @@ func TestLoopRunsRequests(t *testing.T) {
 		t.Skip("no event loop on this system")
 	}
 	fake := startFakePostgres(t)
-	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\n")
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\nevent_loop = 1\n")
 	defer tp.shutdown(t, fake)
 
 	conn, c := dialStateClient(t, tp)
@@ -64,7 +64,7 @@ func TestLoopWaitsForServers(t *testing.T) {
 		t.Skip("no event loop on this system")
 	}
 	fake := startFakePostgres(t)
-	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\n")
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\nevent_loop = 1\n")
 	defer tp.shutdown(t, fake)
 
 	const clients, queries = 8, 40
