@@ -200,7 +200,7 @@ func (c *client) tryPark() bool {
 // resume brings a parked client back on a new goroutine: a net.Conn again
 // from its descriptor, then the relay loop.
 func (c *client) resume(fd int) {
-	conn, err := parking.Attach(fd)
+	conn, err := parking.Attach(fd, c.settings().EventLoop)
 	if err != nil {
 		c.logger().Warn("resuming a parked client: " + err.Error())
 		c.svc.clientClosed(c)

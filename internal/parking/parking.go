@@ -257,13 +257,15 @@ func Detach(conn net.Conn) (fd int, ok bool) {
 	return fd, true
 }
 
-// Attach makes a net.Conn of a parked connection's descriptor again: a
-// TCP socket becomes an internal/netpoll Conn, which owns fd from then on
-// and can rest on the event loop; anything else a net.Conn of a
-// duplicate, fd itself closed.
-func Attach(fd int) (net.Conn, error) {
-	if c, ok := netpoll.Adopt(fd); ok {
-		return c, nil
+// Attach makes a net.Conn of a parked connection's descriptor again; the
+// descriptor itself is closed (the conn has a duplicate). With loop, a
+// TCP socket becomes an internal/netpoll Conn instead, which owns fd from
+// then on and can rest on the event loop.
+func Attach(fd int, loop bool) (net.Conn, error) {
+	if loop {
+		if c, ok := netpoll.Adopt(fd); ok {
+			return c, nil
+		}
 	}
 	f := os.NewFile(uintptr(fd), "client")
 	conn, err := net.FileConn(f)

@@ -1,6 +1,7 @@
 package parking
 
 import (
+	"io"
 	"net"
 	"runtime"
 	"strings"
@@ -49,7 +50,7 @@ func TestLot(t *testing.T) {
 	var l Lot[string]
 	if err := l.Start(func(fd int, v string) {
 		go func() {
-			if c, err := Attach(fd); err == nil {
+			if c, err := Attach(fd, true); err == nil { // Unix sockets: never adopted
 				c.Close()
 			}
 			woke <- v
@@ -136,5 +137,56 @@ func TestClosedConn(t *testing.T) {
 	}
 	if c.RemoteAddr().String() != "parked" {
 		t.Errorf("RemoteAddr: %v", c.RemoteAddr())
+	}
+}
+
+// Attach with loop makes a parked TCP connection a netpoll Conn (on the
+// event loop's pollers) where the system has them, and without loop a
+// net.Conn of package net; either way the bytes flow both ways.
+func TestAttachTCP(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, ok := Detach(conn)
+		conn.Close()
+		if !ok {
+			t.Fatal("Detach failed")
+		}
+		back, err := Attach(fd, loop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, adopted := back.(*netpoll.Conn)
+		if want := loop && netpoll.CanLoop; adopted != want {
+			t.Errorf("loop %v: a %T, want a netpoll Conn: %v", loop, back, want)
+		}
+		if _, err := peer.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		back.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(back, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("loop %v: read %q, %v", loop, buf, err)
+		}
+		if _, err := back.Write([]byte("pong")); err != nil {
+			t.Fatal(err)
+		}
+		peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "pong" {
+			t.Fatalf("loop %v: peer read %q, %v", loop, buf, err)
+		}
+		back.Close()
+		peer.Close()
 	}
 }
