@@ -97,7 +97,7 @@ const (
 // restOnLoop puts c on its poller's loop if nothing keeps it off; true
 // when it did, and serve's goroutine must end now without touching c.
 func (c *client) restOnLoop(lv *loopVars) bool {
-	if !netpoll.CanLoop || lv.loginGrace || lv.timeouts || c.svc.loopsOff.Load() {
+	if !netpoll.CanLoop || !lv.st.EventLoop || lv.loginGrace || lv.timeouts || c.svc.loopsOff.Load() {
 		return false
 	}
 	conn, ok := c.conn.(*netpoll.Conn)
