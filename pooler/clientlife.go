@@ -61,17 +61,22 @@ func (c *client) serve() {
 // (park.go); a parked client comes back here on a new goroutine.
 func (c *client) serveLoggedIn(afterLogin bool) {
 	parked := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !parked {
-			c.mu.link.dropLoopWait()
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
+	defer c.endServe(&parked)
 	parked = c.loop(afterLogin)
+}
+
+// endServe ends a goroutine that served c (deferred): a panic is logged,
+// and unless c parked (another goroutine or the loop owns it now) the
+// client ends.
+func (c *client) endServe(parked *bool) {
+	if r := recover(); r != nil {
+		c.logger().Error(fmt.Sprintf("panic in client: %v", r))
+	}
+	if !*parked {
+		c.mu.link.dropLoopWait()
+		c.conn.Close()
+		c.svc.clientClosed(c)
+	}
 }
 
 // fail sends err to an unlinked client when it is a pooler error and logs

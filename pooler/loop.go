@@ -247,82 +247,6 @@ func (lp *clientLoop) recoverPanic() {
 	}
 }
 
-// bufferedKind is what a reader's buffered messages hold, for the loop.
-type bufferedKind uint8
-
-const (
-	bufferedPartial bufferedKind = iota // the last message is not in yet
-	bufferedWhole                       // whole, through the last message
-	bufferedOther                       // anything the loop leaves to a goroutine
-)
-
-// frameRole is what one message is to the loop: part of what it runs,
-// the last of it, or something it does not run.
-type frameRole uint8
-
-const (
-	frameOther frameRole = iota
-	framePart
-	frameLast
-)
-
-// scanBuffered walks r's buffered messages, whole ones only, giving each
-// type a role: whole when a last one is in with only parts before it
-// (and, alone, nothing after it); other at a message of another role, a
-// bad length, or a message larger than the buffer (streamed by a
-// goroutine).
-func scanBuffered(r *wire.Reader, role func(byte) frameRole, alone bool) bufferedKind {
-	off := 0
-	for {
-		typ, next, ok, bad := r.FrameAt(off)
-		switch {
-		case bad, !ok && r.Full():
-			return bufferedOther
-		case !ok:
-			return bufferedPartial
-		}
-		switch role(typ) {
-		case frameLast:
-			if alone && next != r.Buffered() {
-				return bufferedOther // pipelined
-			}
-			return bufferedWhole
-		case framePart:
-			off = next
-		default:
-			return bufferedOther
-		}
-	}
-}
-
-// requestRole: a request the loop runs is Parse, Bind, Describe, Execute
-// and Close messages ending with a Sync, or a Query, with nothing after
-// it.
-func requestRole(typ byte) frameRole {
-	switch typ {
-	case wire.MsgSync, wire.MsgQuery:
-		return frameLast
-	case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
-		return framePart
-	}
-	return frameOther
-}
-
-// replyRole: a reply the loop relays holds only the messages of a
-// query's or an extended batch's answer, through ReadyForQuery.
-func replyRole(typ byte) frameRole {
-	switch typ {
-	case wire.MsgReadyForQuery:
-		return frameLast
-	case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgCloseComplete, wire.MsgCommandComplete,
-		wire.MsgDataRow, wire.MsgErrorResponse, wire.MsgEmptyQueryResponse, wire.MsgNoticeResponse,
-		wire.MsgNoData, wire.MsgPortalSuspended, wire.MsgParameterDescription, wire.MsgRowDescription,
-		wire.MsgParameterStatus, wire.MsgNotificationResponse:
-		return framePart
-	}
-	return frameOther
-}
-
 // serveRequests reads the client's socket and runs each whole request,
 // until one awaits its server, the socket is drained, or the client is
 // handed off.
@@ -338,11 +262,11 @@ func (lp *clientLoop) serveRequests() {
 			}
 			lp.drained = drained
 		}
-		switch scanBuffered(c.r, requestRole, true) {
-		case bufferedOther:
+		switch c.r.Scan(wire.RequestRole, true) {
+		case wire.ScanOther:
 			lp.leave(contRead, 0, 0)
 			return
-		case bufferedPartial:
+		case wire.ScanPartial:
 			if lp.drained {
 				if c.r.Buffered() == 0 {
 					c.r.DropBuffer()
@@ -496,11 +420,11 @@ func (lp *clientLoop) serverReady() {
 			lp.leave(contAwait, 0, 0) // the pump's read meets the error
 			return
 		}
-		switch scanBuffered(s.r, replyRole, false) {
-		case bufferedOther:
+		switch s.r.Scan(wire.ReplyRole, false) {
+		case wire.ScanOther:
 			lp.leave(contAwait, 0, 0)
 			return
-		case bufferedPartial:
+		case wire.ScanPartial:
 			if drained {
 				return
 			}
@@ -579,16 +503,7 @@ func (lp *clientLoop) leave(cont loopCont, typ byte, n int) {
 // what the loop kept unsent goes first, then serve goes on at cont.
 func (c *client) serveAfterLoop(conn *netpoll.Conn, cont loopCont, s *server, typ byte, n int) {
 	parked := false
-	defer func() {
-		if r := recover(); r != nil {
-			c.logger().Error(fmt.Sprintf("panic in client: %v", r))
-		}
-		if !parked {
-			c.mu.link.dropLoopWait()
-			c.conn.Close()
-			c.svc.clientClosed(c)
-		}
-	}()
+	defer c.endServe(&parked)
 	if err := conn.FlushBehind(); err != nil || cont == contEnd {
 		return
 	}
