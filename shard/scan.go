@@ -101,6 +101,10 @@ type Key struct {
 	// Value is a literal's text, decoded (quotes and escapes undone). It
 	// lies in the Scanner's memory: valid until its next Scan.
 	Value []byte
+	// At and End: the literal's token in the text (a number's digits
+	// without its sign, a string with its quotes), which Router's memo
+	// of the last statement compares around.
+	At, End int32
 }
 
 // Result is what Scan found in one Query or Parse text.

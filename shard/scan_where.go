@@ -259,6 +259,7 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		i++
 		t = s.toks[i]
 	}
+	k.At, k.End = t.start, t.end
 	switch t.kind {
 	case tokNumber:
 		k.Number = true
