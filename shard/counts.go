@@ -105,10 +105,14 @@ type Tally struct {
 	stripe int
 	seen   map[countKey]*atomic.Uint64
 	// last is the counter of the last decision's key: a client's
-	// statements mostly decide alike, and comparing is cheaper than
-	// hashing the key.
-	lastKey countKey
-	last    *atomic.Uint64
+	// statements mostly decide alike, and comparing what the key is made
+	// of (the colocation by pointer, not its name behind it) is cheaper
+	// than making and hashing the key.
+	lastCluster string
+	lastColo    *Colo
+	lastSource  Source
+	lastReason  Reason
+	last        *atomic.Uint64
 }
 
 // NewTally returns a Tally counting into c.
@@ -119,16 +123,19 @@ func NewTally(c *Counts) *Tally {
 
 // Add counts d, a decision for a statement of cluster.
 func (t *Tally) Add(cluster string, d Decision) {
-	k := keyOf(cluster, d)
-	if t.last != nil && k == t.lastKey {
+	if d.Source != SourceRefused {
+		d.Reason = ReasonNone
+	}
+	if t.last != nil && d.Colo == t.lastColo && d.Source == t.lastSource && d.Reason == t.lastReason && cluster == t.lastCluster {
 		t.last.Add(1)
 		return
 	}
+	k := keyOf(cluster, d)
 	n := t.seen[k]
 	if n == nil {
 		n = t.counts.counter(k, t.stripe)
 		t.seen[k] = n
 	}
-	t.lastKey, t.last = k, n
+	t.lastCluster, t.lastColo, t.lastSource, t.lastReason, t.last = cluster, d.Colo, d.Source, d.Reason, n
 	n.Add(1)
 }
