@@ -83,16 +83,17 @@ func (r *Router) memoRoute(sql []byte, pin Pin) (Decision, bool) {
 	return placeKey(r.cluster.colos[k.Colo], k), true
 }
 
-// remember keeps sql, just routed to d by a scan whose result is still in
-// s, as the memo when one literal key decided it; otherwise the memo stays
+// remember keeps sql, just routed by a scan whose result is still in s,
+// as the memo when one literal key decided it; otherwise the memo stays
 // as it was.
-func (r *Router) remember(s *Scanner, sql []byte, pin Pin, d Decision) {
-	if d.Source != SourceLiteral || len(sql) > maxMemoText || pin.Key != nil || pin.Shard != "" ||
-		r.cluster.Views || s.res.Outcome != Keyed || len(s.res.Keys) != 1 {
+// The caller has checked that d's source is a literal and that sql is at
+// most maxMemoText long.
+func (r *Router) remember(s *Scanner, sql []byte, pin Pin) {
+	if pin.Key != nil || pin.Shard != "" || r.cluster.Views || s.res.Outcome != Keyed || len(s.res.Keys) != 1 {
 		return
 	}
 	k := s.res.Keys[0]
-	at, end := int(k.At), int(k.End)
+	at, end := int(s.lastKeyAt), int(s.lastKeyEnd)
 	if k.Param > 0 || k.Null || at < 1 || end <= at || end > len(sql) || end-at > maxMemoLiteral {
 		return
 	}

@@ -224,7 +224,9 @@ func (r *Router) Route(sql []byte, pin Pin, mayTarget bool) Decision {
 func (r *Router) scan(sql []byte, pin Pin, mayTarget bool) Decision {
 	s := r.scanner()
 	d := r.route(s, sql, pin, mayTarget)
-	r.remember(s, sql, pin, d)
+	if d.Source == SourceLiteral && len(sql) <= maxMemoText {
+		r.remember(s, sql, pin)
+	}
 	r.release(s, &d)
 	return d
 }

@@ -101,10 +101,6 @@ type Key struct {
 	// Value is a literal's text, decoded (quotes and escapes undone). It
 	// lies in the Scanner's memory: valid until its next Scan.
 	Value []byte
-	// At and End: the literal's token in the text (a number's digits
-	// without its sign, a string with its quotes), which Router's memo
-	// of the last statement compares around.
-	At, End int32
 }
 
 // Result is what Scan found in one Query or Parse text.
@@ -166,7 +162,11 @@ type Scanner struct {
 	clauses []int32
 	scratch []byte
 	keys    []Key
-	refs    [maxRefs]tableRef
+	// lastKeyAt and lastKeyEnd: the token of the last literal added to
+	// keys (a number's digits without its sign, a string with its
+	// quotes), which Router's memo compares around (memo.go).
+	lastKeyAt, lastKeyEnd int32
+	refs                  [maxRefs]tableRef
 	nrefs   int
 	// first is the lookup of the first sharded table mentions found,
 	// which is most often the FROM's or the target's first table: tableRef

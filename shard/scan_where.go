@@ -259,7 +259,6 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 		i++
 		t = s.toks[i]
 	}
-	k.At, k.End = t.start, t.end
 	switch t.kind {
 	case tokNumber:
 		k.Number = true
@@ -308,6 +307,7 @@ func (s *Scanner) valueAt(i, e int, set uint32, add bool) bool {
 	}
 	if add {
 		s.keys = append(s.keys, k)
+		s.lastKeyAt, s.lastKeyEnd = t.start, t.end
 	}
 	return true
 }
