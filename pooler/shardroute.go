@@ -62,8 +62,6 @@ type shardSession struct {
 	// Parse or Describe that decides nothing goes.
 	last string
 	out  []byte
-	// tally counts the decisions into Service.routes.
-	tally *shard.Tally
 	// mayTarget: the client may name a shard (admin_users, target_users),
 	// as of the map routerOf is from.
 	mayTarget bool
@@ -94,6 +92,9 @@ type shardSession struct {
 	// Bind still ahead in the read buffer, for that Bind when it is read:
 	// one decision per Bind. Cleared at every message shardDecide reads.
 	memo bindMemo
+	// tally counts the decisions into Service.routes; held here, beside
+	// memo, which shardDecide has just read, rather than apart.
+	tally shard.Tally
 	// rerouted: route decides the current message again after a wait for
 	// a paused range; it was counted the first time.
 	rerouted bool
@@ -210,7 +211,7 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 		pin = *c.startPin
 	}
 	c.shard = &shardSession{cluster: cl.Name, pin: pin, pools: map[string]*serverPool{},
-		tally: shard.NewTally(&c.svc.routes)}
+		tally: shard.MakeTally(&c.svc.routes)}
 	return db, true
 }
 

@@ -52,8 +52,8 @@ type routeMemo struct {
 
 // memoRoute is the decision for sql by the memo, if the memo applies.
 func (r *Router) memoRoute(sql []byte, pin Pin) (Decision, bool) {
-	m := r.memo
-	if m == nil || pin.Key != nil || pin.Shard != "" || m.escape != r.escapeStrings {
+	m := &r.memo
+	if m.text == nil || pin.Key != nil || pin.Shard != "" || m.escape != r.escapeStrings {
 		return Decision{}, false
 	}
 	tail := len(m.text) - m.end
@@ -134,11 +134,7 @@ func (r *Router) remember(s *Scanner, sql []byte, pin Pin) {
 			return
 		}
 	}
-	m := r.memo
-	if m == nil {
-		m = &routeMemo{}
-		r.memo = m
-	}
+	m := &r.memo
 	m.text = append(m.text[:0], sql...)
 	m.at, m.end, m.neg, m.escape = at, end, neg, r.escapeStrings
 	m.key = Key{Colo: k.Colo, Type: k.Type, Number: k.Number}
