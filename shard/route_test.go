@@ -1,8 +1,10 @@
 package shard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,6 +315,29 @@ func BenchmarkRouteShapes(b *testing.B) {
 				r.scan(sql, Pin{}, false) // the memo's comparison would decide a text repeated
 			}
 		})
+		if sh.src != SourceLiteral {
+			continue
+		}
+		// The same shape again with its key's literal changed, as a
+		// client of the simple protocol sends it: the router's memo.
+		lit := []byte("1234567890")
+		at := bytes.Index(sql, lit)
+		texts := make([][]byte, 16)
+		for j := range texts {
+			texts[j] = slices.Concat(sql[:at], []byte(strconv.Itoa(1234567000+j*37)), sql[at+len(lit):])
+		}
+		r.Route(texts[0], Pin{}, false)
+		b.Run(sh.name+"-again", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if d := r.Route(texts[i%len(texts)], Pin{}, false); d.Source != SourceLiteral {
+					b.Fatal(d)
+				}
+			}
+		})
+		if _, ok := r.memoRoute(texts[1], Pin{}); !ok {
+			b.Fatalf("%s: the memo does not decide it again", sh.name)
+		}
 	}
 }
 
