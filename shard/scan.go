@@ -167,7 +167,7 @@ type Scanner struct {
 	// quotes), which Router's memo compares around (memo.go).
 	lastKeyAt, lastKeyEnd int32
 	refs                  [maxRefs]tableRef
-	nrefs   int
+	nrefs                 int
 	// first is the lookup of the first sharded table mentions found,
 	// which is most often the FROM's or the target's first table: tableRef
 	// takes it rather than looking the name up again.
