@@ -84,7 +84,9 @@
 // Files: lex.go (Postgres's tokens as byte ranges; keyword.go names the
 // words the scanner looks for), scan.go, scan_from.go, scan_where.go and
 // scan_write.go (the fast-path shapes, see Scanner), hint.go (comments
-// and SET pgturnstile.*), route.go (Router: the decision).
+// and SET pgturnstile.*), route.go (Router: the decision), memo.go (a
+// Router's last statement decided by one literal, which decides the same
+// text with another literal without a scan, and why that is exact).
 //
 // Router.Route decides, in order: an explicit target (shard=NAME|all, for
 // admins and target_users), an explicit key (a shard_key comment, else the
