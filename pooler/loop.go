@@ -426,6 +426,9 @@ func (lp *clientLoop) serverReady() {
 			return
 		case wire.ScanPartial:
 			if drained {
+				// The rest is yet to come; the event that brought this
+				// part disarmed the one-shot watch.
+				s.loopWatch.Rearm()
 				return
 			}
 			continue

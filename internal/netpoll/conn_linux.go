@@ -707,6 +707,40 @@ func (p *poller) addEvents(c *Conn, events uint32) error {
 	return nil
 }
 
+// arm puts a Watch's Conn c in the table under a new seq and arms its
+// one-shot registration: EPOLL_CTL_MOD where the socket is in the set
+// already (a disarmed registration of an earlier wait), else ADD.
+func (p *poller) arm(c *Conn) error {
+	p.mu.Lock()
+	p.seq++
+	c.seq = p.seq
+	t := *p.table.Load()
+	if c.fd >= len(t) {
+		nt := make([]atomic.Pointer[Conn], max(2*len(t), c.fd+1))
+		for i := range t {
+			nt[i].Store(t[i].Load())
+		}
+		p.table.Store(&nt)
+		t = nt
+	}
+	t[c.fd].Store(c)
+	p.mu.Unlock()
+	c.loop.armed = true
+	ev := syscall.EpollEvent{Events: watchEvents, Fd: int32(c.fd), Pad: int32(c.seq)}
+	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_MOD, uintptr(c.fd),
+		uintptr(unsafe.Pointer(&ev)), 0, 0)
+	if e == syscall.ENOENT {
+		_, _, e = syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_ADD, uintptr(c.fd),
+			uintptr(unsafe.Pointer(&ev)), 0, 0)
+	}
+	if e != 0 {
+		c.loop.armed = false
+		p.clear(c)
+		return os.NewSyscallError("epoll_ctl", e)
+	}
+	return nil
+}
+
 // del takes c out of the set. Its descriptor may live on in a duplicate
 // (a parked client's), which would keep it in the set.
 func (p *poller) del(c *Conn) {
@@ -786,6 +820,13 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 			c.hup.Store(true)
 		}
 		if h := c.loop.h.Load(); h != nil {
+			if c.loop.watch != nil {
+				// One-shot: the event disarmed it. Not read after the
+				// handler: the handler may hand the socket (a server
+				// released) to a loop on another poller, whose Start
+				// takes the Watch.
+				c.loop.armed = false
+			}
 			(*h)(ev.Events)
 			continue
 		}

@@ -42,6 +42,11 @@ func Readable(ev uint32) bool {
 type loopConn struct {
 	h      atomic.Pointer[func(ev uint32)]
 	posted atomic.Bool
+	// watch is the Watch whose socket this is (a Watch's own Conn), nil
+	// for a Conn; armed says its one-shot registration has not fired
+	// since it was last armed. The poller's goroutine's.
+	watch *Watch
+	armed bool
 	// writeBehind and behind are guarded by the Conn's wmu.
 	writeBehind bool
 	behind      []byte
@@ -180,39 +185,56 @@ func (p *poller) runPosts(bell bool) bool {
 // net owns) on a Conn's poller, for a handler run there, from Start to
 // Stop: how a loop waits for a server's reply. One Watch serves one
 // socket at a time; it is made once and started again for each wait.
+// Start, Stop and the handler run on the poller's goroutine.
 //
 // The socket is reached through its syscall.RawConn's Control, which
 // holds net's descriptor open for the call: a socket closed meanwhile by
 // another goroutine left the set with its descriptor, and its number,
 // which a new socket may have taken, is never touched.
+//
+// The registration is one-shot (EPOLLONESHOT): an event disarms it, and
+// it stays in the set disarmed. A wait that ends with its event (a reply
+// read whole) then costs one system call, the epoll_ctl that arms it at
+// Start (EPOLL_CTL_MOD, or ADD the first time on a poller), where adding
+// and deleting it for each wait cost two. A handler that returns to wait
+// for more (a reply read in part) arms it again (Rearm). A disarmed registration left in a poller's set
+// while the socket is watched on another never fires there; the kernel
+// drops it when the socket is closed.
 type Watch struct {
-	c     Conn // only fd, seq, p and loop.h
+	c     Conn // only fd, seq, p and loop
 	on    *poller
+	rc    syscall.RawConn
 	err   error
 	addFn func(fd uintptr)
+	modFn func(fd uintptr)
 	delFn func(fd uintptr)
 }
+
+// watchEvents are a Watch's: readable, hung up; level-triggered, once.
+const watchEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 
 // NewWatch makes a Watch whose events go to h.
 func NewWatch(h *func(ev uint32)) *Watch {
 	w := &Watch{}
 	w.c.fd = -1
 	w.c.loop.h.Store(h)
+	w.c.loop.watch = w
 	w.addFn = w.add
+	w.modFn = w.rearm
 	w.delFn = w.del
 	return w
 }
 
-// Start watches rc's socket (readable, hung up; edge-triggered) on on's
-// poller. A socket that is readable already is reported at once.
+// Start watches rc's socket on on's poller. A socket that is readable
+// already is reported at once.
 func (w *Watch) Start(on *Conn, rc syscall.RawConn) error {
-	w.on, w.err = on.p, nil
+	w.on, w.rc, w.err = on.p, rc, nil
 	if err := rc.Control(w.addFn); err != nil {
-		w.on = nil
+		w.on, w.rc = nil, nil
 		return err
 	}
 	if w.err != nil {
-		w.on = nil
+		w.on, w.rc = nil, nil
 		return w.err
 	}
 	return nil
@@ -220,22 +242,48 @@ func (w *Watch) Start(on *Conn, rc syscall.RawConn) error {
 
 func (w *Watch) add(fd uintptr) {
 	w.c.fd, w.c.p = int(fd), w.on
-	if w.err = w.on.addEvents(&w.c, syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLET&0xffffffff); w.err != nil {
+	if w.err = w.on.arm(&w.c); w.err != nil {
 		w.c.fd, w.c.p = -1, nil
 	}
 }
 
-// Stop stops watching rc's socket, which Start watched.
+// Rearm arms the started Watch again, for a handler that read part of
+// what it waits for and returns to wait for the rest: an event disarmed
+// the one-shot registration. Arming one that is armed does no harm.
+func (w *Watch) Rearm() {
+	if w.c.p != nil {
+		w.rc.Control(w.modFn)
+	}
+}
+
+func (w *Watch) rearm(fd uintptr) {
+	if int(fd) != w.c.fd {
+		return
+	}
+	w.c.loop.armed = true
+	ev := syscall.EpollEvent{Events: watchEvents, Fd: int32(w.c.fd), Pad: int32(w.c.seq)}
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(w.c.p.epfd), syscall.EPOLL_CTL_MOD, fd,
+		uintptr(unsafe.Pointer(&ev)), 0, 0); e != 0 {
+		w.c.loop.armed = false
+	}
+}
+
+// Stop stops watching rc's socket, which Start watched. A registration
+// that fired is disarmed already and only leaves the table; one that did
+// not leaves the set.
 func (w *Watch) Stop(rc syscall.RawConn) {
 	if w.c.p == nil {
 		return
 	}
 	p := w.c.p
-	if rc.Control(w.delFn) != nil {
+	if !w.c.loop.armed {
+		p.clear(&w.c)
+	} else if rc.Control(w.delFn) != nil {
 		// Closed: it left the set then; only the table keeps it.
 		p.clear(&w.c)
 	}
-	w.c.fd, w.c.p, w.on = -1, nil, nil
+	w.c.loop.armed = false
+	w.c.fd, w.c.p, w.on, w.rc = -1, nil, nil, nil
 }
 
 func (w *Watch) del(fd uintptr) {

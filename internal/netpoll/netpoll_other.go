@@ -123,6 +123,9 @@ func (w *Watch) Start(on *Conn, rc syscall.RawConn) error { return errUnsupporte
 // Stop does nothing here.
 func (w *Watch) Stop(rc syscall.RawConn) {}
 
+// Rearm does nothing here.
+func (w *Watch) Rearm() {}
+
 // Watching is false here.
 func (w *Watch) Watching() bool { return false }
 
