@@ -60,6 +60,7 @@ type options struct {
 	idleRounds   int
 	out          string
 	pooler       string
+	poolerINI    string
 	pgbouncer    string
 	pgBin        string
 	only         string
@@ -89,6 +90,7 @@ func main() {
 	flag.IntVar(&o.idleRounds, "idle-rounds", 0, "idle-connection rounds per pooler (default 1: 5,000 SCRAM logins take a while on 2 cores)")
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "report to write")
 	flag.StringVar(&o.pooler, "pgturnstile", "bin/pgturnstile", "pgturnstile binary")
+	flag.StringVar(&o.poolerINI, "pgturnstile-ini", "", "lines added to the [pgbouncer] section of the compared pgturnstiles' ini, ';' between them (e.g. 'event_loop = 1': the event-loop engine, issue 35), logged at the start")
 	flag.StringVar(&o.pgbouncer, "pgbouncer", "", "PgBouncer binary (default: from PATH or /usr/sbin; installed with apt-get if missing)")
 	flag.StringVar(&o.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL server binaries")
 	flag.StringVar(&o.only, "only", "", "run only workloads whose key matches this regexp (e.g. 'S-ext-100|idle|overload')")
@@ -503,7 +505,11 @@ func (e *env) comparedTargets(o options, pooler string, pgb *benchenv.Proc, logf
 		turnEnv = append(turnEnv, "PGTURNSTILE_PPROF="+o.pprof)
 		logf("pgturnstile pprof on http://%s/debug/pprof/", o.pprof)
 	}
-	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv, iniOpts{})
+	extra := iniExtra(o.poolerINI)
+	if extra != "" {
+		logf("pgturnstile ini adds: %s", strings.ReplaceAll(strings.TrimSpace(extra), "\n", "; "))
+	}
+	pgt, err := e.startPooler("pgturnstile", "pgturnstile", pooler, turnEnv, iniOpts{Extra: extra})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -515,7 +521,7 @@ func (e *env) comparedTargets(o options, pooler string, pgb *benchenv.Proc, logf
 	poolers := []*benchenv.Proc{pgb, pgt}
 	logf("PostgreSQL :%d, PgBouncer :%d (pid %d), pgturnstile :%d (pid %d)", e.PGPort, pgb.Port, pgb.Pid(), pgt.Port, pgt.Pid())
 	if o.oneProc {
-		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{})
+		pgt1, err := e.startPooler("pgturnstile-1p", "pgturnstile", pooler, []string{"GOMAXPROCS=1"}, iniOpts{Extra: extra})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -676,4 +682,15 @@ func (o options) roundsOf(key string) int {
 		return max(o.rounds, o.targetRounds)
 	}
 	return o.rounds
+}
+
+// iniExtra turns -pgturnstile-ini's "k = v; k2 = v2" into ini lines.
+func iniExtra(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, ";") {
+		if l = strings.TrimSpace(l); l != "" {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
 }
