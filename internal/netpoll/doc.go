@@ -22,7 +22,8 @@
 //   - the event loop (loop_linux.go): a Conn given a handler has its
 //     events, and Post's, handled on its poller's goroutine, which
 //     reads it with TryRead (never waiting), writes it in write-behind
-//     mode, and watches a server's socket for it (Watch); Adopt makes
+//     mode, and watches a server's socket for it (Watch: one-shot, so
+//     that a wait costs one epoll_ctl to arm it); Adopt makes
 //     a Conn of a parked client's descriptor, so that it can go back on
 //     a loop;
 //   - PeekByte (every Unix, peek_unix.go): wait for a connection's next
