@@ -679,38 +679,16 @@ func (p *poller) add(c *Conn) error {
 
 // addEvents puts c's descriptor in the set for events.
 func (p *poller) addEvents(c *Conn, events uint32) error {
-	p.mu.Lock()
-	p.seq++
-	c.seq = p.seq
-	t := *p.table.Load()
-	if c.fd >= len(t) {
-		nt := make([]atomic.Pointer[Conn], max(2*len(t), c.fd+1))
-		for i := range t {
-			nt[i].Store(t[i].Load())
-		}
-		p.table.Store(&nt)
-		t = nt
-	}
-	t[c.fd].Store(c)
-	p.mu.Unlock()
-	ev := syscall.EpollEvent{
-		Events: events,
-		Fd:     int32(c.fd),
-		Pad:    int32(c.seq),
-	}
-	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_ADD, uintptr(c.fd),
-		uintptr(unsafe.Pointer(&ev)), 0, 0)
-	if e != 0 {
+	p.enter(c)
+	if e := p.ctl(syscall.EPOLL_CTL_ADD, c.fd, events, c.seq); e != 0 {
 		p.clear(c)
 		return os.NewSyscallError("epoll_ctl", e)
 	}
 	return nil
 }
 
-// arm puts a Watch's Conn c in the table under a new seq and arms its
-// one-shot registration: EPOLL_CTL_MOD where the socket is in the set
-// already (a disarmed registration of an earlier wait), else ADD.
-func (p *poller) arm(c *Conn) error {
+// enter puts c in the table, under a new seq that its events carry.
+func (p *poller) enter(c *Conn) {
 	p.mu.Lock()
 	p.seq++
 	c.seq = p.seq
@@ -725,13 +703,17 @@ func (p *poller) arm(c *Conn) error {
 	}
 	t[c.fd].Store(c)
 	p.mu.Unlock()
+}
+
+// arm puts a Watch's Conn c in the table under a new seq and arms its
+// one-shot registration: EPOLL_CTL_MOD where the socket is in the set
+// already (a disarmed registration of an earlier wait), else ADD.
+func (p *poller) arm(c *Conn) error {
+	p.enter(c)
 	c.loop.armed = true
-	ev := syscall.EpollEvent{Events: watchEvents, Fd: int32(c.fd), Pad: int32(c.seq)}
-	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_MOD, uintptr(c.fd),
-		uintptr(unsafe.Pointer(&ev)), 0, 0)
+	e := p.ctl(syscall.EPOLL_CTL_MOD, c.fd, watchEvents, c.seq)
 	if e == syscall.ENOENT {
-		_, _, e = syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_ADD, uintptr(c.fd),
-			uintptr(unsafe.Pointer(&ev)), 0, 0)
+		e = p.ctl(syscall.EPOLL_CTL_ADD, c.fd, watchEvents, c.seq)
 	}
 	if e != 0 {
 		c.loop.armed = false
@@ -745,9 +727,15 @@ func (p *poller) arm(c *Conn) error {
 // (a parked client's), which would keep it in the set.
 func (p *poller) del(c *Conn) {
 	p.clear(c)
-	var ev syscall.EpollEvent
-	syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), syscall.EPOLL_CTL_DEL, uintptr(c.fd),
+	p.ctl(syscall.EPOLL_CTL_DEL, c.fd, 0, 0)
+}
+
+// ctl is epoll_ctl(2) on p's set for fd, whose events carry seq.
+func (p *poller) ctl(op, fd int, events, seq uint32) syscall.Errno {
+	ev := syscall.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(seq)}
+	_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(p.epfd), uintptr(op), uintptr(fd),
 		uintptr(unsafe.Pointer(&ev)), 0, 0)
+	return e
 }
 
 func (p *poller) clear(c *Conn) {

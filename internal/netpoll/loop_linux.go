@@ -260,12 +260,7 @@ func (w *Watch) rearm(fd uintptr) {
 	if int(fd) != w.c.fd {
 		return
 	}
-	w.c.loop.armed = true
-	ev := syscall.EpollEvent{Events: watchEvents, Fd: int32(w.c.fd), Pad: int32(w.c.seq)}
-	if _, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(w.c.p.epfd), syscall.EPOLL_CTL_MOD, fd,
-		uintptr(unsafe.Pointer(&ev)), 0, 0); e != 0 {
-		w.c.loop.armed = false
-	}
+	w.c.loop.armed = w.c.p.ctl(syscall.EPOLL_CTL_MOD, w.c.fd, watchEvents, w.c.seq) == 0
 }
 
 // Stop stops watching rc's socket, which Start watched. A registration
