@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/clientcount"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/wire"
@@ -76,7 +77,7 @@ type client struct {
 	startPin *shard.Pin
 	// caps is what the client counts in the client caps (clientcaps.go),
 	// guarded by the service's caps.mu.
-	caps capCount
+	caps clientcount.Entry
 
 	// mu guards the fields in it, which the client's goroutines (serve,
 	// the pump) share with the console, cancel requests and the janitor,

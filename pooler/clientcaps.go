@@ -1,79 +1,15 @@
 package pooler
 
+// Client caps (max_db_client_connections, max_user_client_connections):
+// the counts are package clientcount's (Service.caps, client.caps); this
+// is when a client takes them and what it is told over a cap.
+
 import (
-	"maps"
 	"slices"
-	"sync"
 
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
-
-// clientCaps counts client connections by database and by login user, for
-// max_db_client_connections and max_user_client_connections and for the
-// current_client_connections of SHOW DATABASES and SHOW USERS. As in
-// PgBouncer 1.25 a client counts from the check at its login (before its
-// password exchange) until it closes, and one refused counts until then
-// too: the count is taken first, then compared with the cap.
-//
-// mu is a leaf, taken under no other lock; it also guards every client's
-// capCount (the client's own goroutine counts it, and whichever goroutine
-// closes the client uncounts it).
-type clientCaps struct {
-	mu     sync.Mutex
-	byDB   map[string]int
-	byUser map[string]int
-}
-
-// capCount is what one client counts in clientCaps: at most one database
-// and one user, each once, whatever the number of checks.
-type capCount struct {
-	db, user     string
-	inDB, inUser bool
-}
-
-// takeLocked counts name in m (once per client, by the flag) and returns the
-// count now. Under mu.
-func (cc *clientCaps) takeLocked(m *map[string]int, counted *bool, as *string, name string) int {
-	if !*counted {
-		if *m == nil {
-			*m = map[string]int{}
-		}
-		(*m)[name]++
-		*counted, *as = true, name
-	}
-	return (*m)[*as]
-}
-
-// release uncounts what k counts. It may run more than once for a client
-// (a failed login releases before it tells the client, then the close).
-func (cc *clientCaps) release(k *capCount) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if k.inDB {
-		dropCount(cc.byDB, k.db)
-		k.inDB = false
-	}
-	if k.inUser {
-		dropCount(cc.byUser, k.user)
-		k.inUser = false
-	}
-}
-
-func dropCount(m map[string]int, name string) {
-	if m[name] <= 1 {
-		delete(m, name)
-		return
-	}
-	m[name]--
-}
-
-// snapshot copies the counts for SHOW DATABASES and SHOW USERS.
-func (cc *clientCaps) snapshot() (byDB, byUser map[string]int) {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	return maps.Clone(cc.byDB), maps.Clone(cc.byUser)
-}
 
 // checkClientCaps counts the client in the database it logs in to (db;
 // nil for the admin console, dbKnown false for a database that does not
@@ -101,10 +37,7 @@ func (c *client) checkClientCaps(cfg *config.Config, db *config.Database, dbKnow
 // the database's cap; an admin_users user on the admin console is let in
 // over it, as PgBouncer lets its admins in.
 func (c *client) checkDBClients(cfg *config.Config, db *config.Database) error {
-	cc := &c.svc.caps
-	cc.mu.Lock()
-	n := cc.takeLocked(&cc.byDB, &c.caps.inDB, &c.caps.db, c.dbName)
-	cc.mu.Unlock()
+	n := c.svc.caps.TakeDB(&c.caps, c.dbName)
 	max := cfg.MaxDBClients(db)
 	if max <= 0 || n <= max || c.capsExempt(cfg) {
 		return nil
@@ -123,10 +56,7 @@ func (c *client) checkUserClients(cfg *config.Config, user string) error {
 	if _, known := c.svc.gen.Load().users.Lookup(user); !known {
 		return nil
 	}
-	cc := &c.svc.caps
-	cc.mu.Lock()
-	n := cc.takeLocked(&cc.byUser, &c.caps.inUser, &c.caps.user, user)
-	cc.mu.Unlock()
+	n := c.svc.caps.TakeUser(&c.caps, user)
 	if c.capsExempt(cfg) {
 		return nil
 	}
@@ -147,5 +77,5 @@ func (c *client) capsExempt(cfg *config.Config) bool {
 // login tells it why, so that whoever it tells sees the counts without it
 // (PgBouncer uncounts before it sends the error).
 func (c *client) releaseCaps() {
-	c.svc.caps.release(&c.caps)
+	c.svc.caps.Release(&c.caps)
 }

@@ -194,7 +194,7 @@ func (v consoleView) Databases() []admin.Database {
 			names[p.key.db] = p.dbEntry() // auto-created from "*"
 		}
 	}
-	clientsByDB, _ := s.caps.snapshot()
+	clientsByDB, _ := s.caps.Snapshot()
 	out := []admin.Database{{
 		Name: "pgbouncer", Port: st.ListenPort, Database: "pgbouncer", ForceUser: "pgbouncer",
 		PoolSize: 2, PoolMode: "statement", ReservePoolSize: 0,
@@ -234,7 +234,7 @@ func (v consoleView) Users() []admin.User {
 	s := v.s
 	g := s.gen.Load()
 	cfg := g.cfg
-	_, clientsByUser := s.caps.snapshot()
+	_, clientsByUser := s.caps.Snapshot()
 	var out []admin.User
 	for _, u := range g.users.Users() {
 		row := admin.User{Name: u.Name, PoolSize: -1, ReservePoolSize: -1,

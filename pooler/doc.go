@@ -393,7 +393,7 @@
 //	client.mu     -> Registry.mu        statement mapping (internal/stmtcache)
 //	any lock      -> the metrics' own locks
 //
-// poolStats.mu, changesignal.Signal's mu, clientCaps.mu, metricrows' live-heap lock and dnscache.Cache.mu
+// poolStats.mu, changesignal.Signal's mu, clientcount.Counts.mu, metricrows' live-heap lock and dnscache.Cache.mu
 // (released for its lookups and for marking servers of a gone address)
 // are leaves taken under nothing. The gate calls its decisions' callbacks after releasing
 // Gate.mu, but still under the pool's mu when SetPool made the decision,

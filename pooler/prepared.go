@@ -1,6 +1,9 @@
 package pooler
 
-import "github.com/pgturnstile/pgturnstile/internal/stmtcache"
+import (
+	"github.com/pgturnstile/pgturnstile/internal/ring"
+	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
+)
 
 // Protocol-level named prepared statements in transaction and statement
 // mode (as PgBouncer ≥ 1.21 does it, max_prepared_statements > 0).
@@ -125,41 +128,28 @@ type op struct {
 	pos int
 }
 
-// opQueue is a FIFO ring; it grows but does not shrink, so steady state
-// does not allocate.
-type opQueue struct {
-	buf        []op
-	head, size int
-}
+// opQueue is the replies a link owes, in order: a ring.Queue of ops
+// (steady state does not allocate) that passes over dead entries.
+type opQueue struct{ ring.Queue[op] }
 
-func (q *opQueue) push(o op) {
-	if q.size == len(q.buf) {
-		nb := make([]op, max(8, 2*len(q.buf)))
-		for i := 0; i < q.size; i++ {
-			nb[i] = q.buf[(q.head+i)%len(q.buf)]
-		}
-		q.buf, q.head = nb, 0
-	}
-	q.buf[(q.head+q.size)%len(q.buf)] = o
-	q.size++
-}
+func (q *opQueue) push(o op) { q.Push(o) }
 
 func (q *opQueue) peek() *op {
-	for q.size > 0 && q.buf[q.head].kind == opDead {
-		q.pop()
+	for q.Len() > 0 && q.At(0).kind == opDead {
+		q.Pop()
 	}
-	if q.size == 0 {
+	if q.Len() == 0 {
 		return nil
 	}
-	return &q.buf[q.head]
+	return q.At(0)
 }
 
 // killSyncs marks the opSync entries at the given positions among the
 // queue's opSync entries (ascending) as dead.
 func (q *opQueue) killSyncs(positions []int) {
 	n := 0
-	for i := 0; i < q.size && len(positions) > 0; i++ {
-		o := &q.buf[(q.head+i)%len(q.buf)]
+	for i := 0; i < q.Len() && len(positions) > 0; i++ {
+		o := q.At(i)
 		if o.kind != opSync {
 			continue
 		}
@@ -172,19 +162,8 @@ func (q *opQueue) killSyncs(positions []int) {
 }
 
 // tail is the entry pushed last; the queue must not be empty.
-func (q *opQueue) tail() *op { return &q.buf[(q.head+q.size-1)%len(q.buf)] }
+func (q *opQueue) tail() *op { return q.Tail() }
 
-func (q *opQueue) pop() op {
-	o := q.buf[q.head]
-	q.buf[q.head] = op{}
-	q.head = (q.head + 1) % len(q.buf)
-	q.size--
-	return o
-}
+func (q *opQueue) pop() op { return q.Pop() }
 
-func (q *opQueue) reset() {
-	for q.size > 0 {
-		q.pop()
-	}
-	q.head = 0
-}
+func (q *opQueue) reset() { q.Reset() }

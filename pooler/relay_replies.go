@@ -61,8 +61,8 @@ func (l *link) errorLocked(s *server, skip bool) {
 // between the COPY's start and it are COPY data and Syncs, whose ops are
 // gone.
 func (l *link) consumedByCopyLocked(s *server, typ byte) {
-	for i := 0; i < l.mu.ops.size; i++ {
-		o := &l.mu.ops.buf[(l.mu.ops.head+i)%len(l.mu.ops.buf)]
+	for i := 0; i < l.mu.ops.Len(); i++ {
+		o := l.mu.ops.At(i)
 		switch {
 		case (typ == wire.MsgParse || typ == wire.MsgClose) &&
 			(o.kind == opParse || o.kind == opParseInjected || o.kind == opClose || o.kind == opCloseInjected),

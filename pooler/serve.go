@@ -334,7 +334,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 func (l *link) followTrackingLocked() {
 	c := l.c
 	on := c.mapsStatements(c.svc.settings())
-	if on == c.tracking || l.mu.skipToSync || l.mu.ops.size > 0 {
+	if on == c.tracking || l.mu.skipToSync || l.mu.ops.Len() > 0 {
 		return
 	}
 	c.tracking = on

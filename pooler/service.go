@@ -15,6 +15,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/config"
 	"github.com/pgturnstile/pgturnstile/internal/cancelpeer"
 	"github.com/pgturnstile/pgturnstile/internal/changesignal"
+	"github.com/pgturnstile/pgturnstile/internal/clientcount"
 	"github.com/pgturnstile/pgturnstile/internal/connlimit"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
@@ -78,7 +79,7 @@ type Service struct {
 	peers cancelpeer.Pools
 
 	// caps counts clients by database and user (clientcaps.go).
-	caps clientCaps
+	caps clientcount.Counts
 
 	// stmts is the pooler-wide registry of mapped prepared statements.
 	stmts *stmtcache.Registry
