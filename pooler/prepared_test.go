@@ -7,35 +7,6 @@ import (
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
-func TestDeallocateTarget(t *testing.T) {
-	cases := []struct {
-		in   string
-		name string
-		ok   bool
-	}{
-		{"DEALLOCATE s1", "s1", true},
-		{"  deallocate   S1 ;\x00", "s1", true},
-		{"DEALLOCATE PREPARE stmt_7", "stmt_7", true},
-		{`DEALLOCATE "MiXed"`, "MiXed", true},
-		{`DEALLOCATE "a""b"`, `a"b`, true},
-		{"DEALLOCATE ALL", "", false},
-		{"DEALLOCATE PREPARE ALL", "", false},
-		{"DEALLOCATE s1; SELECT 1", "", false},
-		{"SELECT 'DEALLOCATE s1'", "", false},
-		{"DEALLOCATE", "", false},
-		{"\t\nDEALLOCATE\ts2", "s2", true},
-		{"DEALLOCAT s1", "", false},
-		{`DEALLOCATE ""`, "", false},
-		{"", "", false},
-	}
-	for _, c := range cases {
-		name, ok := deallocateTarget([]byte(c.in))
-		if name != c.name || ok != c.ok {
-			t.Errorf("%q: got (%q, %v) want (%q, %v)", c.in, name, ok, c.name, c.ok)
-		}
-	}
-}
-
 func TestOpQueueWraps(t *testing.T) {
 	var q opQueue
 	for round := 0; round < 5; round++ {
@@ -77,18 +48,5 @@ func TestParseNamesAllocateNothing(t *testing.T) {
 	})
 	if n != 0 {
 		t.Fatalf("%v allocs per Parse + Bind names, want 0", n)
-	}
-}
-
-// Every simple query is checked for DEALLOCATE; the ones that are not
-// cost no allocation.
-func TestDeallocateTargetOtherQueriesAllocateNothing(t *testing.T) {
-	q := []byte("SELECT abalance FROM pgbench_accounts WHERE aid = 42;\x00")
-	if n := testing.AllocsPerRun(100, func() {
-		if _, ok := deallocateTarget(q); ok {
-			t.Fatal("SELECT taken for DEALLOCATE")
-		}
-	}); n != 0 {
-		t.Fatalf("%v allocs per non-DEALLOCATE query, want 0", n)
 	}
 }

@@ -537,7 +537,7 @@ func (l *link) relayQuery(bodyLen int, s *server) error {
 	c.mu.Lock()
 	name, ok := "", false
 	if len(pre) == bodyLen && len(c.mu.stmts) > 0 {
-		name, ok = deallocateTarget(pre)
+		name, ok = stmtcache.DeallocateTarget(pre)
 	}
 	var cs *stmtcache.ClientStmt
 	if ok {
