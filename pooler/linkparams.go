@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
+	"github.com/pgturnstile/pgturnstile/internal/pgsetting"
 )
 
 // The server's tracked parameters brought to the client's before a link
@@ -27,18 +28,18 @@ func (l *link) syncParams(s *server) error {
 	var sb strings.Builder
 	for name, want := range c.params {
 		if have, reported := s.params[name]; reported {
-			if sameSetting(have, want) {
+			if pgsetting.Same(have, want) {
 				continue
 			}
 		} else if have, ok := s.unreported[name]; ok && have == want && !s.unreportedDirty {
 			continue
 		}
-		appendSetting(&sb, name, want)
+		pgsetting.AppendSet(&sb, name, want)
 	}
 	for name, have := range s.unreported {
 		if _, carried := c.params[name]; !carried && (have != unreportedDefault || s.unreportedDirty) {
 			sb.WriteString("RESET ")
-			sb.WriteString(quoteIdent(name))
+			sb.WriteString(pgsetting.QuoteIdent(name))
 			sb.WriteString(";")
 		}
 	}
@@ -78,47 +79,6 @@ func (l *link) syncParams(s *server) error {
 // unreportedDefault marks a parameter of server.unreported that was RESET:
 // a startup value cannot hold a NUL byte.
 const unreportedDefault = "\x00"
-
-// sameSetting compares a reported value with the client's as PgBouncer
-// does, case-insensitively (client_encoding utf8 is UTF8), except for a
-// value with a quoted identifier, whose case is its meaning.
-func sameSetting(have, want string) bool {
-	if strings.ContainsRune(want, '"') || strings.ContainsRune(have, '"') {
-		return have == want
-	}
-	return strings.EqualFold(have, want)
-}
-
-// scalarSettings are the tracked parameters whose value is one word or a
-// plain string to Postgres: for these "SET name='value'" means what the
-// startup packet's name=value means, and it is PgBouncer's form (its log
-// watchers read varcache_apply lines).
-var scalarSettings = map[string]bool{
-	"client_encoding": true, "DateStyle": true, "TimeZone": true,
-	"standard_conforming_strings": true, "application_name": true,
-	"IntervalStyle": true, "default_transaction_read_only": true,
-}
-
-// appendSetting writes the statement that gives name the value a startup
-// packet's name=value would give it. For a list parameter SET with a
-// quoted string is not that: SET search_path = 'a,b' is the one schema
-// "a,b", while the startup value a,b is two. set_config takes the text as
-// the startup packet does, for any parameter.
-func appendSetting(sb *strings.Builder, name, value string) {
-	if scalarSettings[name] {
-		sb.WriteString("SET ")
-		sb.WriteString(quoteIdent(name))
-		sb.WriteString("=")
-		sb.WriteString(quoteLiteral(value))
-		sb.WriteString(";")
-		return
-	}
-	sb.WriteString("SELECT pg_catalog.set_config(")
-	sb.WriteString(quoteLiteral(name))
-	sb.WriteString(", ")
-	sb.WriteString(quoteLiteral(value))
-	sb.WriteString(", false);")
-}
 
 // setCanonical gives the client the server's spelling of each tracked
 // value that differs only in form after a SET, as PgBouncer's

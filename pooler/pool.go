@@ -85,7 +85,7 @@ type serverPool struct {
 	// idle clients then share one read-only map.
 	paramSets map[string]map[string]string
 	// byStartup finds a client's interned map by its startup parameters
-	// alone (paramSetKey of them), once the pool has its welcome, with
+	// alone (pgsetting.Key of them), once the pool has its welcome, with
 	// the welcome's ParameterStatus messages for it.
 	byStartup map[string]loginParamSet
 	// lastLoginErr is the error of the last failed server login, replayed

@@ -2,9 +2,8 @@ package pooler
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/pgturnstile/pgturnstile/internal/pgsetting"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -44,7 +43,7 @@ func (p *serverPool) loginParams(startup map[string]string) (map[string]string, 
 	// Most logins ask for what an earlier one asked for: their map is
 	// found by the startup parameters alone, without building the merge
 	// and its key again.
-	skey := paramSetKey(startup)
+	skey := pgsetting.Key(startup)
 	p.mu.Lock()
 	if e, ok := p.byStartup[skey]; ok {
 		p.mu.Unlock()
@@ -62,7 +61,7 @@ func (p *serverPool) loginParams(startup map[string]string) (map[string]string, 
 	for k, v := range startup {
 		out[k] = v
 	}
-	key := paramSetKey(out)
+	key := pgsetting.Key(out)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, ok := p.paramSets[key]
@@ -119,29 +118,3 @@ func appendParamStatus(out []byte, welcome, params map[string]string) []byte {
 // maxParamSets bounds a pool's interned parameter maps: clients that each
 // send a different application_name get maps of their own.
 const maxParamSets = 64
-
-// paramSetKey is a canonical string of a parameter map: sorted name=value
-// pairs, each part length-prefixed so no two maps share a key.
-func paramSetKey(m map[string]string) string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	size := 0
-	for _, k := range names {
-		size += len(k) + len(m[k]) + 2*(2+1) // two lengths of (usually) up to 2 digits, two colons
-	}
-	var b strings.Builder
-	b.Grow(size) // one allocation, not one per growth
-	var num [20]byte
-	for _, k := range names {
-		b.Write(strconv.AppendInt(num[:0], int64(len(k)), 10))
-		b.WriteByte(':')
-		b.WriteString(k)
-		b.Write(strconv.AppendInt(num[:0], int64(len(m[k])), 10))
-		b.WriteByte(':')
-		b.WriteString(m[k])
-	}
-	return b.String()
-}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -382,28 +381,6 @@ func (s *server) close() {
 	s.w.Flush()
 	s.conn.Close()
 	s.wakeAwaiter()
-}
-
-// quoteLiteral quotes v as an SQL string literal.
-func quoteLiteral(v string) string {
-	if strings.ContainsRune(v, '\\') {
-		return "E'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", "''") + "'"
-	}
-	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-}
-
-// quoteIdent quotes a parameter name when it is not a plain identifier.
-func quoteIdent(n string) string {
-	plain := n != ""
-	for _, c := range n {
-		if !(c == '_' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			plain = false
-		}
-	}
-	if plain {
-		return n
-	}
-	return `"` + strings.ReplaceAll(n, `"`, `""`) + `"`
 }
 
 // queryRow runs sql with text parameters through the extended protocol on
