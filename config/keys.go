@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"sort"
 	"strings"
 )
@@ -175,6 +176,13 @@ const (
 	// pgturnstile needs no second process to use more cores.
 	reusePortNote = "pgturnstile uses all cores in one process; so_reuseport is for rolling restarts and peering. Linux resets the connections still queued on a listener that closes unless net.ipv4.tcp_migrate_req = 1 (5.14+) moves them to another process of the port: set it for rolling restarts"
 )
+
+// EventLoopDefaultEnv, set to 1 or 0 in the environment, is the default
+// of event_loop when the file does not set it: how the test suites (make
+// test, PgBouncer's) run whole under either engine without a line in
+// each of their configuration files (issue 35: both engines are tested
+// alike). A file's event_loop line still wins.
+const EventLoopDefaultEnv = "PGTURNSTILE_EVENT_LOOP_DEFAULT"
 
 func init() {
 	Keys = []Key{
@@ -473,6 +481,11 @@ func init() {
 			panic("BUG: duplicate config key " + k.Name)
 		}
 		keyIndex[k.Name] = i
+		if k.Name == "event_loop" {
+			if v := os.Getenv(EventLoopDefaultEnv); v == "0" || v == "1" {
+				k.Default = v
+			}
+		}
 		if _, err := k.parse(k.Default); err != nil {
 			panic("BUG: bad default for " + k.Name + ": " + err.Error())
 		}
