@@ -414,7 +414,7 @@ func init() {
 			Note:  "pgturnstile extension, for log pipelines; applies to the logfile and stderr (syslog keeps PgBouncer's text), from the next line after a RELOAD or SET",
 			field: func(s *Settings) any { return &s.LogFormat }},
 		{Name: "event_loop", Kind: KindBool, Default: "0", Doc: "1: a plain-TCP client in transaction or statement mode rests on its core's event loop between transactions, which runs its autocommit requests, queues it for a server and relays the reply without waking a goroutine; 0: a goroutine per active client, as before",
-			Note:  "pgturnstile extension, off by default until it is measured cheaper than the goroutine engine (docs/architecture.md); a RELOAD turning it off sends clients back to goroutines at their next request",
+			Note:  "pgturnstile extension, off by default until it is measured cheaper than the goroutine engine (docs/architecture.md); a RELOAD turning it off sends clients back to goroutines at their next request; PGTURNSTILE_EVENT_LOOP_DEFAULT=1 (or 0) in the environment changes the default, not a line in the file (how make test runs its integration tests under each engine)",
 			field: func(s *Settings) any { return &s.EventLoop }},
 		{Name: "admission_file", Kind: KindString, Doc: "TOML file with the admission policy (priorities, classification, fair-share tree)", Note: "pgturnstile extension",
 			field: func(s *Settings) any { return &s.AdmissionFile }},
