@@ -52,7 +52,8 @@ test: build vet staticcheck test-deps
 	$(MAKE) test-loop
 	$(MAKE) test-pam
 
-# The integration tests and the drivers again with the event-loop engine
+# The tests that start the pooler (the integration tests, the drivers, the
+# pooler's and the binary's own) again with the event-loop engine
 # (event_loop = 1, issue 35) as the default, so that both engines are
 # tested whole (a test's own event_loop line still wins). The tests of
 # sharded clusters are left out of this pass: a sharded cluster's clients
@@ -61,7 +62,7 @@ test: build vet staticcheck test-deps
 # the integration tests' 620 s).
 test-loop: build test-deps
 	PGTURNSTILE_EVENT_LOOP_DEFAULT=1 $(GO) test -race -shuffle=on -count=1 -p 1 -timeout 25m \
-		-skip '^TestShard' ./integration/...
+		-skip '^TestShard' ./pooler/... ./cmd/... ./integration/...
 
 # auth_type = pam lives behind the build tag pam (cgo and libpam0g-dev, which
 # test-deps installs): the default and release builds stay cgo-free.
