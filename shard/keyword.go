@@ -45,7 +45,6 @@ const (
 	kwOrder
 	kwOuter
 	kwOverriding
-	kwPgCatalog
 	kwReturning
 	kwRight
 	kwSelect
@@ -123,7 +122,6 @@ var kwNames = [kwCount]string{
 	kwOrder:       "order",
 	kwOuter:       "outer",
 	kwOverriding:  "overriding",
-	kwPgCatalog:   "pg_catalog",
 	kwReturning:   "returning",
 	kwRight:       "right",
 	kwSelect:      "select",
@@ -151,7 +149,7 @@ var kwNames = [kwCount]string{
 const (
 	kwMinLen   = 2  // the shortest keyword ("as", "in", "on", "or")
 	kwMaxLen   = 11 // the longest ("tablesample")
-	kwSlotBits = 9  // 512 slots for 56 keywords: a multiplier comes quickly
+	kwSlotBits = 9  // 512 slots for 55 keywords: a multiplier comes quickly
 )
 
 type kwEntry struct {

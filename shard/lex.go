@@ -112,6 +112,9 @@ type lexer struct {
 	// nested in it does not count.
 	lastBlock  [2]int
 	lastNested bool
+	// partAt is where the name after a qualifier's '.' starts (0: no
+	// qualifier just read), for ident: see qualifies.
+	partAt int
 }
 
 // Character classes, one table lookup per byte on the lexer's hot path.
@@ -374,7 +377,36 @@ func (l *lexer) ident(t *token, start int) {
 	}
 	l.pos = p
 	l.set(t, tokIdent, start)
+	qual := qualifies(src, p)
+	if qual {
+		l.partAt = p + 1
+	}
+	if qual || start == l.partAt && start > 0 {
+		return // a part of a qualified name is no keyword
+	}
 	t.kw = keywordAt(src, start, p)
+}
+
+// qualifies reports that an unquoted identifier ending at end qualifies
+// the name after it: a '.' follows at once, and then an unquoted
+// identifier (not a string's prefix, E'…', nor U&). Neither that
+// identifier nor the name after its '.' is looked up as a keyword: in
+// t.c, s.t.c, t.order or from.x no part starts a clause, a join, a
+// subquery or a condition (Postgres takes any word after the dot as a
+// name, and a reserved word before it is a syntax error), and looking
+// them up was a third of the keyword lookups of a statement with
+// qualified columns. tokenize and lexer.ident apply the same rule.
+func qualifies(src []byte, end int) bool {
+	if end+1 >= len(src) || src[end] != '.' {
+		return false
+	}
+	switch startClass[src[end+1]] {
+	case startIdent:
+		return true
+	case startPrefix:
+		return end+2 >= len(src) || src[end+2] != '\'' && src[end+2] != '&'
+	}
+	return false
 }
 
 func (l *lexer) peekIs(off int, c byte) bool {

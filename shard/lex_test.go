@@ -82,7 +82,11 @@ func TestTokenizeMatchesLex(t *testing.T) {
 		stmts = append(stmts, sh.sql)
 	}
 	stmts = append(stmts, "a.b.1.5e3 1..2 x::int $1 $a$ $ $a$ u&'x' U&\"y\" e'\\'' n'x' b'1' X'f' ;;",
-		"SELECT 1+-2, a<>b, c*-d, e--x\n, f/*y*/g, h::text[], i[1:2] , 0x1F, 123abc, .5, 5., 1e, 1e+")
+		"SELECT 1+-2, a<>b, c*-d, e--x\n, f/*y*/g, h::text[], i[1:2] , 0x1F, 123abc, .5, 5., 1e, 1e+",
+		// Qualified names, whose parts are no keywords, beside what is not one.
+		"SELECT t.from, s.t.order, a.b.c.d, t .select, t. where, t.e'x', t.E'y', t.u&'z', t.U&\"w\", t.n'v', t.nb, t.u&x, t.b'1'",
+		"SELECT 1.from, $1.select, 'a'.where, \"q\".from, t.\"where\", t.*, t.1, t.$1, t., .t, t..from, t.1e5, x.$a$b$a$.c, end.",
+		"SELECT pg_catalog.int8, PG_CATALOG.BIGINT, t.x$, t$.x, _.a, \x80.b, a.\x80")
 	s := &Scanner{Tables: tables}
 	for _, sql := range stmts {
 		checkTokens(t, s, []byte(sql))

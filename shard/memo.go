@@ -75,7 +75,10 @@ func (r *Router) memoRoute(sql []byte, pin Pin) (Decision, bool) {
 			k.Value = sql[m.at-1 : m.at+n]
 		}
 	} else {
-		if n < 2 || lit[0] != '\'' || lit[n-1] != '\'' || bytes.IndexByte(lit[1:n-1], '\'') >= 0 || bytes.IndexByte(lit[1:n-1], '\\') >= 0 {
+		// A zero byte too leaves it to the scan, which refuses one where
+		// standard_conforming_strings is off (as it does '\000').
+		if n < 2 || lit[0] != '\'' || lit[n-1] != '\'' || bytes.IndexByte(lit[1:n-1], '\'') >= 0 || bytes.IndexByte(lit[1:n-1], '\\') >= 0 ||
+			bytes.IndexByte(lit[1:n-1], 0) >= 0 {
 			return Decision{}, false
 		}
 		k.Value = lit[1 : n-1]

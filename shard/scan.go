@@ -308,8 +308,12 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			}
 			kw := kwNone
 			if filter[min(q-p, 63)]&(1<<(c&31)) != 0 {
-				// A keyword or a table, maybe.
-				if m := q - p; m <= 8 && p+8 <= len(sql) {
+				// A keyword or a table, maybe; but no part of a
+				// qualified name is a keyword (qualifies): neither
+				// one a '.' and a name follow, nor the name after one.
+				if qualifies(sql, q) || n >= 2 && sql[p-1] == '.' && s.afterQualifier(toks, n, p) {
+					// kwNone
+				} else if m := q - p; m <= 8 && p+8 <= len(sql) {
 					// keywordAt's common case without the call, which
 					// costs as much again: one word, folded, and its
 					// slot's keyword compared whole.
@@ -444,6 +448,13 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			}
 		}
 	}
+}
+
+// afterQualifier reports that the identifier at p, token n, is the name
+// after a qualifier's '.' (lexer.ident's partAt): the tokens before it
+// are that '.' and an unquoted identifier, with nothing between.
+func (s *Scanner) afterQualifier(toks []token, n, p int) bool { // n ≥ 2
+	return toks[n-1].ch == '.' && toks[n-2].kind == tokIdent && int(toks[n-2].end) == p-1
 }
 
 // findTrailing notes the comment that ends the text: the last one the

@@ -100,6 +100,12 @@ func TestScanRoutes(t *testing.T) {
 		{`SELECT * FROM files WHERE org_id = ('-5'::int4) AND deleted = ('f'::bool)`, `'-5'`},
 		{`SELECT * FROM files WHERE ('42'::int8) = org_id`, `'42'`},
 		{`SELECT * FROM files WHERE org_id = ( '7'::pg_catalog.int2 )`, `'7'`},
+		{`SELECT * FROM files WHERE org_id = '7'::PG_CATALOG.BIGINT`, `'7'`},
+		// After a qualifier's dot any word is a column (Postgres's
+		// attr_name): f.from, f.order and f.or are columns, not clauses.
+		{`SELECT f.from, f.order, f.limit FROM files f WHERE f.org_id = 1 AND f.or = 2 ORDER BY f.order`, `1`},
+		{`UPDATE files f SET "where" = 1 WHERE f.org_id = 8 AND f.and IS NULL`, `8`},
+		{`SELECT public.files.name FROM public.files WHERE public.files.org_id = 9`, `9`},
 		{`SELECT * FROM files WHERE org_id = (-5)`, `-5`},
 		{`SELECT * FROM files WHERE org_id = ($1)`, `$1`},
 		{`SELECT * FROM files WHERE org_id IN (('1'::int8), ('2'::int8), ('-3'::int8))`, `'1','2','-3'`},

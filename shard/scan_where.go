@@ -334,11 +334,15 @@ func (s *Scanner) castOK(i, e int, typ KeyType) bool {
 	if i >= e {
 		return false
 	}
-	// pg_catalog.int8
-	if i+2 < e && s.toks[i].kw == kwPgCatalog && s.toks[i+1].ch == '.' {
+	// pg_catalog.int8: the parts of a qualified name are not named as
+	// keywords by the lexer (qualifies), so they are named here.
+	if i+2 < e && s.toks[i+1].ch == '.' && s.toks[i].kind == tokIdent && s.nameIs(&s.toks[i], "pg_catalog") {
 		i += 2
 	}
 	t := s.toks[i]
+	if t.kind == tokIdent && t.kw == kwNone {
+		t.kw = keywordAt(s.lx.src, int(t.start), int(t.end))
+	}
 	switch typ {
 	case KeyBigint, KeyInt, KeySmallint:
 		return i+1 == e && (t.kw == kwBigint || t.kw == kwInt8 || t.kw == kwInt || t.kw == kwInteger ||
