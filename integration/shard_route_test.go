@@ -1105,3 +1105,62 @@ func TestShardRouteStandardConformingStringsOff(t *testing.T) {
 		})
 	}
 }
+
+// TestShardRouteQualifiedKeywordColumns: after a qualifier's dot any word
+// is a column to Postgres (f.order, f.from), so such a statement routes by
+// its key like any other rather than being read as ORDER BY or FROM and
+// refused; each row is read and updated on the database that holds it.
+func TestShardRouteQualifiedKeywordColumns(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	for name, conn := range rig.direct {
+		if _, err := conn.Exec(ctx, `ALTER TABLE files ADD COLUMN "order" int, ADD COLUMN "from" text`); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	keys := make([]string, 120)
+	for i := range keys {
+		keys[i] = fmt.Sprint(r.Int64() - r.Int64())
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rig.clear(t)
+			conn := rig.connect(t, mode)
+			for i, k := range keys {
+				if _, err := conn.Exec(ctx, `INSERT INTO files (org_id, "order", "from", v) VALUES ($1, $2, 'x', 0)`, k, i); err != nil {
+					t.Fatalf("insert %s: %v", k, err)
+				}
+			}
+			rig.checkPlacement(t, "org", "files", "org_id", keys)
+			for i, k := range keys {
+				var order int
+				var from string
+				err := conn.QueryRow(ctx, `SELECT f.order, f.from FROM files f WHERE f.org_id = $1 AND f.order >= 0 ORDER BY f.order LIMIT 1`, k).Scan(&order, &from)
+				if err != nil || order != i || from != "x" {
+					t.Fatalf("key %s: %d %q %v, want %d \"x\"", k, order, from, err, i)
+				}
+				tag, err := conn.Exec(ctx, `UPDATE files AS f SET v = f.order + 1 WHERE f.org_id = $1 AND f.from = 'x'`, k)
+				if err != nil || tag.RowsAffected() != 1 {
+					t.Fatalf("update %s: %v %v", k, tag, err)
+				}
+			}
+			// Every row was updated where it lies: v = order + 1 on each
+			// database, read directly.
+			total := 0
+			for name, direct := range rig.direct {
+				var n, bad int
+				if err := direct.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE v <> "order" + 1) FROM files`).Scan(&n, &bad); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if bad != 0 {
+					t.Errorf("%s: %d rows not updated", name, bad)
+				}
+				total += n
+			}
+			if total != len(keys) {
+				t.Fatalf("%d rows in all, want %d", total, len(keys))
+			}
+		})
+	}
+}
