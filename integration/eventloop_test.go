@@ -5,7 +5,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +24,10 @@ import (
 // client, none is lost), most transactions run whole on the event loop
 // (pgturnstile_event_loop_transactions_total: queued for a server there
 // and relayed there), and afterwards no server is left active and no
-// client waiting.
+// client waiting. Where the pooler has two pollers or more (a core each),
+// clients dealt to the second at login move to the first between
+// requests while it has room (pgturnstile_event_loop_moves_total), and
+// their answers stay theirs.
 func TestEventLoopUnderContention(t *testing.T) {
 	needPG(t)
 	waitNoBackends(t, appDB, appUser)
@@ -73,6 +80,12 @@ func TestEventLoopUnderContention(t *testing.T) {
 		t.Errorf("the event loop ran %v of %d transactions, want at least half", onLoop, clients*queries)
 	}
 	t.Logf("MEASURED: %v of %d transactions ran whole on the event loop", onLoop, clients*queries)
+	moves := admissionMetrics(t, p, "pgturnstile_event_loop_moves_total ")
+	pollers := metricLines(t, p, "pgturnstile_event_loop_poller_load{")
+	t.Logf("MEASURED: %v moves between %d pollers", moves, pollers)
+	if runtime.NumCPU() >= 2 && (moves == 0 || pollers < 2) {
+		t.Errorf("%d cores: %v moves between %d pollers; want the clients of the second poller moved to the first", runtime.NumCPU(), moves, pollers)
+	}
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -93,4 +106,25 @@ func TestEventLoopUnderContention(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// metricLines counts the lines of p's /metrics that start with prefix.
+func metricLines(t *testing.T, p *Pooler, prefix string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + p.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -270,6 +270,11 @@ func (lp *clientLoop) serveRequests() {
 			if lp.drained {
 				if c.r.Buffered() == 0 {
 					c.r.DropBuffer()
+					// At rest between requests: the client may move to
+					// another poller (netpoll's placement), and its
+					// next event then runs there. Nothing touches lp
+					// after this, here or in the callers.
+					lp.conn.Rebalance()
 				}
 				return // at rest until the rest arrives
 			}

@@ -86,6 +86,8 @@ var Help = map[string]string{
 	"pgturnstile_clients":                       "Client connections open, logged in or not.",
 	"pgturnstile_clients_parked":                "Idle clients parked as bare descriptors, with no goroutine or buffers.",
 	"pgturnstile_event_loop_transactions_total": "Transactions run whole on the event loop (request read, server linked, reply relayed and server released by a poller's goroutine, no goroutine woken).",
+	"pgturnstile_event_loop_moves_total":        "Clients on the event loop moved to another poller between requests: to the first poller with room, or away from a saturated one.",
+	"pgturnstile_event_loop_poller_load":        "Each poller's share of time spent handing out events (its loop's work), 0 to 1, averaged over about 80 ms; placement fills the first pollers up to 0.6 and spills from one above 0.9.",
 	"pgturnstile_held_message_bytes":            "Bytes of client messages held whole in memory (held_message_budget).",
 	"pgturnstile_prepared_statement_bytes":      "Bytes of prepared-statement text held (prepared_statement_budget).",
 	"go_gc_heap_live_bytes":                     "Heap the last garbage collection found live (runtime/metrics /gc/heap/live:bytes).",

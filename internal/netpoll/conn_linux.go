@@ -117,7 +117,8 @@ func (a *Acceptor) Accept() (*Conn, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa), fixedLaddr: a.laddr, p: p}
+	c := &Conn{fd: a.nfd, raddr: sockaddrTCP(&a.rsa), fixedLaddr: a.laddr}
+	c.p.Store(p)
 	c.rready = make(chan struct{}, 1)
 	c.wready = make(chan struct{}, 1)
 	one := int32(1)
@@ -202,8 +203,8 @@ type Conn struct {
 	// had the same descriptor number.
 	seq uint32
 	// p is the poller whose epoll set holds the socket (one of one per
-	// core, taken in turn at accept).
-	p *poller
+	// core, taken in turn at accept; another one's after Rebalance).
+	p atomic.Pointer[poller]
 	// loop is the socket's event loop state while its events go to a
 	// handler on p's goroutine instead of to Read's and Write's waits
 	// (loop_linux.go).
@@ -253,8 +254,8 @@ func (c *Conn) Close() error {
 	if old&1 != 0 {
 		return errClosed
 	}
-	if c.p != nil {
-		c.p.del(c)
+	if p := c.p.Load(); p != nil {
+		p.del(c)
 	}
 	wake(c.rready)
 	wake(c.wready)
@@ -575,7 +576,8 @@ func rawClose(fd int) {
 
 // poller is one epoll set of Conns, edge-triggered for reading and
 // writing; there is one per core (GOMAXPROCS at first use), and an
-// accepted Conn is given to the next in turn. Its descriptor is itself in
+// accepted Conn is given to the next in turn (a Conn on the loop may move
+// later: Rebalance). Its descriptor is itself in
 // the runtime's netpoller (epoll sets nest), so one goroutine sleeps in
 // the runtime until any Conn is ready, then collects the events with a
 // raw epoll_wait and hands each Conn's waiter a token, or runs the
@@ -600,6 +602,19 @@ type poller struct {
 
 	collectFn func(fd uintptr) bool
 	events    [128]syscall.EpollEvent
+
+	// idx is the poller's place among the process's (Rebalance fills
+	// the first ones first).
+	idx int
+	// load is its goroutine's share of the time spent handing out events,
+	// in thousandths, over the last window of at least loadWindow, and
+	// loadAt when that window ended (the goroutine's own clock: nanotime
+	// below); read by every poller's Rebalance. winStart, winBusy and
+	// movedAt are the goroutine's: the window under way, and when a Conn
+	// last left it by Rebalance.
+	load, loadAt      atomic.Int64
+	winStart, winBusy int64
+	movedAt           int64
 }
 
 var (
@@ -607,20 +622,24 @@ var (
 	pollersVal  []*poller
 	pollersErr  error
 	pollerNext  atomic.Uint32
+	// pollersStarted: pollersVal is complete (PollerLoads reads it
+	// without starting the pollers).
+	pollersStarted atomic.Bool
 )
 
 // thePollers starts the process's pollers on first use, one per core.
 func thePollers() ([]*poller, error) {
 	pollersOnce.Do(func() {
 		n := max(1, runtime.GOMAXPROCS(0))
-		for range n {
-			p, err := startPoller()
+		for i := range n {
+			p, err := startPoller(i)
 			if err != nil {
 				pollersErr = err
 				return
 			}
 			pollersVal = append(pollersVal, p)
 		}
+		pollersStarted.Store(pollersErr == nil)
 	})
 	if pollersErr != nil {
 		return nil, pollersErr
@@ -637,7 +656,7 @@ func nextPoller() (*poller, error) {
 	return ps[int(pollerNext.Add(1))%len(ps)], nil
 }
 
-func startPoller() (*poller, error) {
+func startPoller(idx int) (*poller, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -665,7 +684,7 @@ func startPoller() (*poller, error) {
 		syscall.Close(efd)
 		return nil, err
 	}
-	p := &poller{epfd: epfd, file: f, rc: rc, efd: efd}
+	p := &poller{epfd: epfd, file: f, rc: rc, efd: efd, idx: idx}
 	p.collectFn = p.collect
 	t := make([]atomic.Pointer[Conn], 1024)
 	p.table.Store(&t)
@@ -673,25 +692,29 @@ func startPoller() (*poller, error) {
 	return p, nil
 }
 
-func (p *poller) add(c *Conn) error {
-	return p.addEvents(c, syscall.EPOLLIN|syscall.EPOLLOUT|syscall.EPOLLRDHUP|syscall.EPOLLET&0xffffffff)
-}
+// connEvents are a Conn's: readable, writable, hung up; edge-triggered.
+const connEvents = syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff
+
+func (p *poller) add(c *Conn) error { return p.addEvents(c, connEvents) }
 
 // addEvents puts c's descriptor in the set for events.
 func (p *poller) addEvents(c *Conn, events uint32) error {
-	p.enter(c)
-	if e := p.ctl(syscall.EPOLL_CTL_ADD, c.fd, events, c.seq); e != 0 {
+	seq := p.enter(c)
+	if e := p.ctl(syscall.EPOLL_CTL_ADD, c.fd, events, seq); e != 0 {
 		p.clear(c)
 		return os.NewSyscallError("epoll_ctl", e)
 	}
 	return nil
 }
 
-// enter puts c in the table, under a new seq that its events carry.
-func (p *poller) enter(c *Conn) {
+// enter puts c in the table, under a new seq that its events carry, and
+// returns the seq: once c is in the table another goroutine may handle
+// its events, and move it (Rebalance), which writes c.seq.
+func (p *poller) enter(c *Conn) uint32 {
 	p.mu.Lock()
 	p.seq++
 	c.seq = p.seq
+	seq := c.seq
 	t := *p.table.Load()
 	if c.fd >= len(t) {
 		nt := make([]atomic.Pointer[Conn], max(2*len(t), c.fd+1))
@@ -703,17 +726,18 @@ func (p *poller) enter(c *Conn) {
 	}
 	t[c.fd].Store(c)
 	p.mu.Unlock()
+	return seq
 }
 
 // arm puts a Watch's Conn c in the table under a new seq and arms its
 // one-shot registration: EPOLL_CTL_MOD where the socket is in the set
 // already (a disarmed registration of an earlier wait), else ADD.
 func (p *poller) arm(c *Conn) error {
-	p.enter(c)
 	c.loop.armed = true
-	e := p.ctl(syscall.EPOLL_CTL_MOD, c.fd, watchEvents, c.seq)
+	seq := p.enter(c)
+	e := p.ctl(syscall.EPOLL_CTL_MOD, c.fd, watchEvents, seq)
 	if e == syscall.ENOENT {
-		e = p.ctl(syscall.EPOLL_CTL_ADD, c.fd, watchEvents, c.seq)
+		e = p.ctl(syscall.EPOLL_CTL_ADD, c.fd, watchEvents, seq)
 	}
 	if e != 0 {
 		c.loop.armed = false
@@ -773,6 +797,7 @@ func (p *poller) collect(fd uintptr) bool {
 			return false
 		}
 		n := int(r)
+		t0 := nanotime()
 		p.busy.Store(true)
 		p.dispatch(p.events[:n])
 		// Posts made while busy rang no bell (Post): run them, and
@@ -782,6 +807,7 @@ func (p *poller) collect(fd uintptr) bool {
 		}
 		p.busy.Store(false)
 		p.runPosts(false)
+		p.account(t0, nanotime())
 		if n < len(p.events) {
 			return false
 		}
@@ -849,7 +875,8 @@ func Adopt(fd int) (*Conn, bool) {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		return nil, false
 	}
-	c := &Conn{fd: fd, raddr: raddr, p: p}
+	c := &Conn{fd: fd, raddr: raddr}
+	c.p.Store(p)
 	c.rready = make(chan struct{}, 1)
 	c.wready = make(chan struct{}, 1)
 	if err := p.add(c); err != nil {

@@ -23,7 +23,9 @@
 //     events, and Post's, handled on its poller's goroutine, which
 //     reads it with TryRead (never waiting), writes it in write-behind
 //     mode, and watches a server's socket for it (Watch: one-shot, so
-//     that a wait costs one epoll_ctl to arm it); Adopt makes
+//     that a wait costs one epoll_ctl to arm it); between requests a
+//     Conn on the loop moves to the first poller with room, or away
+//     from a saturated one (Rebalance, place_linux.go); Adopt makes
 //     a Conn of a parked client's descriptor, so that it can go back on
 //     a loop;
 //   - PeekByte (every Unix, peek_unix.go): wait for a connection's next

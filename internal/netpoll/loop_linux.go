@@ -11,7 +11,8 @@ import (
 
 // The event loop's side of a Conn.
 //
-// Every Conn is in one poller's epoll set for life (one poller per core).
+// Every Conn is in one poller's epoll set (one poller per core; a Conn on
+// the loop may move to another between requests: Rebalance, place_linux.go).
 // Normally the poller's goroutine turns readiness into tokens for Read's
 // and Write's waits, and a goroutine per connection does the rest. A Conn
 // given a handler (SetHandler) is on the loop instead: the poller's
@@ -47,6 +48,8 @@ type loopConn struct {
 	// since it was last armed. The poller's goroutine's.
 	watch *Watch
 	armed bool
+	// moving is set while Rebalance moves the Conn (place_linux.go).
+	moving atomic.Bool
 	// writeBehind and behind are guarded by the Conn's wmu.
 	writeBehind bool
 	behind      []byte
@@ -137,7 +140,7 @@ func (c *Conn) flushBehindLocked() error {
 // alone changes its state). Posts not yet run coalesce; a Post while c
 // has no handler is dropped.
 func (c *Conn) Post() {
-	p := c.p
+	p := c.p.Load()
 	if p == nil || !c.loop.posted.CompareAndSwap(false, true) {
 		return
 	}
@@ -173,6 +176,12 @@ func (p *poller) runPosts(bell bool) bool {
 	for i, c := range posts {
 		posts[i] = nil
 		c.loop.posted.Store(false)
+		if c.p.Load() != p {
+			// Posted here before Rebalance moved it: its own poller
+			// runs it.
+			c.Post()
+			continue
+		}
 		if h := c.loop.h.Load(); h != nil {
 			(*h)(EvPost)
 		}
@@ -228,7 +237,7 @@ func NewWatch(h *func(ev uint32)) *Watch {
 // Start watches rc's socket on on's poller. A socket that is readable
 // already is reported at once.
 func (w *Watch) Start(on *Conn, rc syscall.RawConn) error {
-	w.on, w.rc, w.err = on.p, rc, nil
+	w.on, w.rc, w.err = on.p.Load(), rc, nil
 	if err := rc.Control(w.addFn); err != nil {
 		w.on, w.rc = nil, nil
 		return err
@@ -241,9 +250,11 @@ func (w *Watch) Start(on *Conn, rc syscall.RawConn) error {
 }
 
 func (w *Watch) add(fd uintptr) {
-	w.c.fd, w.c.p = int(fd), w.on
+	w.c.fd = int(fd)
+	w.c.p.Store(w.on)
 	if w.err = w.on.arm(&w.c); w.err != nil {
-		w.c.fd, w.c.p = -1, nil
+		w.c.fd = -1
+		w.c.p.Store(nil)
 	}
 }
 
@@ -251,7 +262,7 @@ func (w *Watch) add(fd uintptr) {
 // what it waits for and returns to wait for the rest: an event disarmed
 // the one-shot registration. Arming one that is armed does no harm.
 func (w *Watch) Rearm() {
-	if w.c.p != nil {
+	if w.c.p.Load() != nil {
 		w.rc.Control(w.modFn)
 	}
 }
@@ -260,17 +271,17 @@ func (w *Watch) rearm(fd uintptr) {
 	if int(fd) != w.c.fd {
 		return
 	}
-	w.c.loop.armed = w.c.p.ctl(syscall.EPOLL_CTL_MOD, w.c.fd, watchEvents, w.c.seq) == 0
+	w.c.loop.armed = w.c.p.Load().ctl(syscall.EPOLL_CTL_MOD, w.c.fd, watchEvents, w.c.seq) == 0
 }
 
 // Stop stops watching rc's socket, which Start watched. A registration
 // that fired is disarmed already and only leaves the table; one that did
 // not leaves the set.
 func (w *Watch) Stop(rc syscall.RawConn) {
-	if w.c.p == nil {
+	p := w.c.p.Load()
+	if p == nil {
 		return
 	}
-	p := w.c.p
 	if !w.c.loop.armed {
 		p.clear(&w.c)
 	} else if rc.Control(w.delFn) != nil {
@@ -278,16 +289,17 @@ func (w *Watch) Stop(rc syscall.RawConn) {
 		p.clear(&w.c)
 	}
 	w.c.loop.armed = false
-	w.c.fd, w.c.p, w.on, w.rc = -1, nil, nil, nil
+	w.c.fd, w.on, w.rc = -1, nil, nil
+	w.c.p.Store(nil)
 }
 
 func (w *Watch) del(fd uintptr) {
 	if int(fd) == w.c.fd {
-		w.c.p.del(&w.c)
+		w.c.p.Load().del(&w.c)
 	} else {
-		w.c.p.clear(&w.c)
+		w.c.p.Load().clear(&w.c)
 	}
 }
 
 // Watching reports whether the Watch is started.
-func (w *Watch) Watching() bool { return w.c.p != nil }
+func (w *Watch) Watching() bool { return w.c.p.Load() != nil }

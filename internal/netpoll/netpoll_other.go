@@ -111,6 +111,15 @@ func (c *Conn) FlushBehind() error { return nil }
 // Post is never reached (CanLoop is false).
 func (c *Conn) Post() {}
 
+// Rebalance is never reached (CanLoop is false).
+func (c *Conn) Rebalance() bool { return false }
+
+// Moves is 0: no Conn is on a loop.
+func Moves() uint64 { return 0 }
+
+// PollerLoads is nil: there are no pollers.
+func PollerLoads() []float64 { return nil }
+
 // Watch is never made here (CanLoop is false).
 type Watch struct{}
 
