@@ -826,3 +826,39 @@ func errorsOf(ch <-chan error) []error {
 	}
 	return out
 }
+
+// TestShowClientsAfterClose: a client that closed its connection (pgx
+// sends Terminate, then closes the socket) is not in the SHOW CLIENTS of
+// a console session opened after it, as with PgBouncer, whose one loop
+// handles the close first: PgBouncer's test_kill_db and test_kill_all
+// count the clients right after the console session before closed (over
+// the Unix socket, as here, and over TCP). With a goroutine per client
+// the close could still be unread, which made those two tests fail now
+// and then on a busy machine.
+func TestShowClientsAfterClose(t *testing.T) {
+	sock := t.TempDir()
+	p := startPooler(t, iniSettings(withConsoleUsers(map[string]string{"unix_socket_dir": sock}), ""), opsUserlist)
+	ctx := ctxT(t, time.Minute)
+	viaSocket := func(s string) string { return strings.Replace(s, "host=127.0.0.1", "host="+sock, 1) }
+	for i := range 40 {
+		for _, cs := range []string{p.App(), viaSocket(p.App())} {
+			conn := connectPgx(t, cs)
+			var one int
+			if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+				t.Fatalf("SELECT 1: %d, %v", one, err)
+			}
+			conn.Close(ctx)
+		}
+		for _, cs := range []string{viaSocket(p.ConnString("pgbouncer", adminUser, adminPass)), p.ConnString("pgbouncer", adminUser, adminPass)} {
+			conn := connectPgx(t, cs)
+			res, err := conn.PgConn().Exec(ctx, "SHOW CLIENTS").ReadAll()
+			conn.Close(ctx)
+			if err != nil || len(res) != 1 {
+				t.Fatalf("SHOW CLIENTS: %v", err)
+			}
+			if n := len(res[0].Rows); n != 1 {
+				t.Fatalf("round %d: SHOW CLIENTS lists %d clients; want the console session alone", i, n)
+			}
+		}
+	}
+}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"syscall"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
+	"github.com/pgturnstile/pgturnstile/internal/netpoll"
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/shard/pause"
+	"github.com/pgturnstile/pgturnstile/wire"
 )
 
 // The pooler's side of the admin console: the view admin.Console is, and
@@ -136,6 +139,7 @@ func (v consoleView) Clients() []admin.Conn {
 		}
 		c.mu.Lock()
 		linked := c.mu.link != nil && c.mu.link.mu.srv != nil
+		idle := c.mu.state == clientIdle && !linked
 		row.State = c.mu.state.show(linked)
 		switch {
 		case c.mu.state == clientWaiting:
@@ -148,6 +152,9 @@ func (v consoleView) Clients() []admin.Conn {
 		row.ApplicationName = c.params["application_name"]
 		row.PreparedStatements = len(c.mu.stmts)
 		c.mu.Unlock()
+		if idle && c.saidGoodbye() {
+			continue
+		}
 		out = append(out, row)
 	}
 	return out
@@ -360,4 +367,38 @@ func (v consoleView) Routes() []admin.RouteRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// saidGoodbye reports an idle client whose socket holds a Terminate or
+// its end, that its goroutine has not yet read: the client has left, and
+// SHOW CLIENTS does not list it. PgBouncer's one loop handles a closed
+// client's events before the next statement on the console, so a
+// console session that follows another one's close (psql run twice, a
+// test's KILL then SHOW CLIENTS) never sees it; goroutines give no such
+// order. A non-blocking MSG_PEEK consumes nothing (netpoll.PeekClosed);
+// a TLS client's bytes are records, not messages, and are not looked at.
+func (c *client) saidGoodbye() bool {
+	if c.tls || !netpoll.CanPeek {
+		return false
+	}
+	p := c.sock.Load()
+	if p == nil {
+		return false // parked: the parker sees its close
+	}
+	sc, ok := (*p).(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	gone := false
+	rc.Control(func(fd uintptr) {
+		// buf stays 0 for the end of the stream or an error; a message
+		// never starts with a zero byte.
+		gone = netpoll.PeekClosed(fd, &buf) && (buf[0] == 0 || buf[0] == wire.MsgTerminate)
+	})
+	return gone
 }
