@@ -44,9 +44,8 @@ func startAdmissionPooler(t *testing.T, policy string, settings map[string]strin
 	return startPoolerWithMetrics(t, s, "")
 }
 
-// admissionMetrics sums the samples of p's /metrics whose series starts
-// with prefix (name and the first labels).
-func admissionMetrics(t testing.TB, p *Pooler, prefix string) float64 {
+// metricsLines is p's /metrics, line by line.
+func metricsLines(t testing.TB, p *Pooler) []string {
 	t.Helper()
 	resp, err := http.Get("http://" + p.metricsAddr + "/metrics")
 	if err != nil {
@@ -57,8 +56,15 @@ func admissionMetrics(t testing.TB, p *Pooler, prefix string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strings.Split(string(body), "\n")
+}
+
+// admissionMetrics sums the samples of p's /metrics whose series starts
+// with prefix (name and the first labels).
+func admissionMetrics(t testing.TB, p *Pooler, prefix string) float64 {
+	t.Helper()
 	sum := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range metricsLines(t, p) {
 		if !strings.HasPrefix(line, prefix) {
 			continue
 		}

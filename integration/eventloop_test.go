@@ -5,8 +5,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,17 +111,8 @@ func TestEventLoopUnderContention(t *testing.T) {
 // metricLines counts the lines of p's /metrics that start with prefix.
 func metricLines(t *testing.T, p *Pooler, prefix string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range metricsLines(t, p) {
 		if strings.HasPrefix(line, prefix) {
 			n++
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"syscall"
 
 	"github.com/pgturnstile/pgturnstile/admin"
 	"github.com/pgturnstile/pgturnstile/config"
@@ -375,30 +374,9 @@ func (v consoleView) Routes() []admin.RouteRow {
 // client's events before the next statement on the console, so a
 // console session that follows another one's close (psql run twice, a
 // test's KILL then SHOW CLIENTS) never sees it; goroutines give no such
-// order. A non-blocking MSG_PEEK consumes nothing (netpoll.PeekClosed);
-// a TLS client's bytes are records, not messages, and are not looked at.
+// order. A TLS client's bytes are records, not messages, and are not
+// looked at; a parked client's close is the parker's to see.
 func (c *client) saidGoodbye() bool {
-	if c.tls || !netpoll.CanPeek {
-		return false
-	}
 	p := c.sock.Load()
-	if p == nil {
-		return false // parked: the parker sees its close
-	}
-	sc, ok := (*p).(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var buf [1]byte
-	gone := false
-	rc.Control(func(fd uintptr) {
-		// buf stays 0 for the end of the stream or an error; a message
-		// never starts with a zero byte.
-		gone = netpoll.PeekClosed(fd, &buf) && (buf[0] == 0 || buf[0] == wire.MsgTerminate)
-	})
-	return gone
+	return !c.tls && p != nil && netpoll.PeekLeft(*p, wire.MsgTerminate)
 }

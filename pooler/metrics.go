@@ -112,12 +112,7 @@ func (s *Service) writeMetrics(w io.Writer) {
 	metrics.WriteGaugeUint64(w, "pgturnstile_clients_parked", uint64(s.ParkedClients()))
 	metrics.WriteCounterUint64(w, "pgturnstile_event_loop_transactions_total", s.loopRelays.Load())
 	metrics.WriteCounterUint64(w, "pgturnstile_event_loop_moves_total", netpoll.Moves())
-	if loads := netpoll.PollerLoads(); len(loads) > 0 {
-		metrics.WriteMetadataIfNeeded(w, "pgturnstile_event_loop_poller_load", "gauge")
-		for i, l := range loads {
-			fmt.Fprintf(w, "pgturnstile_event_loop_poller_load{poller=\"%d\"} %g\n", i, l)
-		}
-	}
+	metricrows.WritePollerLoads(w, netpoll.PollerLoads())
 	// What clients make the pooler hold: messages being received whole
 	// (held_message_budget) and prepared-statement text
 	// (prepared_statement_budget).

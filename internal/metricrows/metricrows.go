@@ -225,3 +225,15 @@ func WriteRoutes(w io.Writer, rows []admin.RouteRow, generation uint64, haveMap 
 		}
 	}
 }
+
+// WritePollerLoads writes each event-loop poller's load (0 to 1), by its
+// place among the pollers; nothing before the pollers start.
+func WritePollerLoads(w io.Writer, loads []float64) {
+	if len(loads) == 0 {
+		return
+	}
+	metrics.WriteMetadataIfNeeded(w, "pgturnstile_event_loop_poller_load", "gauge")
+	for i, l := range loads {
+		fmt.Fprintf(w, "pgturnstile_event_loop_poller_load{poller=\"%d\"} %g\n", i, l)
+	}
+}

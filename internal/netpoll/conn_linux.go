@@ -797,7 +797,13 @@ func (p *poller) collect(fd uintptr) bool {
 			return false
 		}
 		n := int(r)
-		t0 := nanotime()
+		// The clock is read only once a Conn has been on the loop:
+		// placement is the loop's alone.
+		measure := loopUsed.Load()
+		var t0 int64
+		if measure {
+			t0 = nanotime()
+		}
 		p.busy.Store(true)
 		p.dispatch(p.events[:n])
 		// Posts made while busy rang no bell (Post): run them, and
@@ -807,7 +813,9 @@ func (p *poller) collect(fd uintptr) bool {
 		}
 		p.busy.Store(false)
 		p.runPosts(false)
-		p.account(t0, nanotime())
+		if measure {
+			p.account(t0, nanotime())
+		}
 		if n < len(p.events) {
 			return false
 		}

@@ -55,6 +55,10 @@ type loopConn struct {
 	behind      []byte
 }
 
+// loopUsed: some Conn has had a handler, so the pollers measure their
+// load (place_linux.go).
+var loopUsed atomic.Bool
+
 var errLoopWait = errors.New("netpoll: wait on the event loop's own goroutine")
 
 // SetHandler puts c on its poller's loop with handler h (non-nil, made
@@ -64,6 +68,9 @@ var errLoopWait = errors.New("netpoll: wait on the event loop's own goroutine")
 // Put on, an event that came before is not replayed: the caller reads
 // (TryRead) first if the socket may hold something.
 func (c *Conn) SetHandler(h *func(ev uint32)) {
+	if h != nil && !loopUsed.Load() {
+		loopUsed.Store(true)
+	}
 	c.loop.h.Store(h)
 	if h == nil {
 		wake(c.rready)

@@ -69,6 +69,28 @@ func PeekClosed(fd uintptr, buf *[1]byte) bool {
 	return false
 }
 
+// PeekLeft reports, without blocking or consuming anything, that conn's
+// socket holds the end of the stream, an error, or next a message of type
+// bye (a Terminate): a peer that has left though its reader has not seen
+// it yet. False for a conn without a descriptor.
+func PeekLeft(conn net.Conn, bye byte) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [1]byte
+	left := false
+	rc.Control(func(fd uintptr) {
+		// buf stays 0 for the end or an error; no message type is 0.
+		left = PeekClosed(fd, &buf) && (buf[0] == 0 || buf[0] == bye)
+	})
+	return left
+}
+
 // PeerUID returns the user id of the process at the other end of a Unix
 // socket (SO_PEERCRED); ok is false when it cannot be told.
 func PeerUID(uc *net.UnixConn) (uid int, ok bool) {

@@ -32,6 +32,9 @@ func Write(fd uintptr, p []byte) (n int, again bool, err error) { return 0, fals
 // as healthy until a read says otherwise.
 func PeekClosed(fd uintptr, buf *[1]byte) bool { return false }
 
+// PeekLeft cannot tell here (CanPeek is false): the peer counts as there.
+func PeekLeft(conn net.Conn, bye byte) bool { return false }
+
 // PeerUID cannot tell here.
 func PeerUID(uc *net.UnixConn) (uid int, ok bool) { return 0, false }
 
