@@ -44,24 +44,23 @@ type client struct {
 	lp    atomic.Pointer[clientLoop]
 	raddr netip.AddrPort // the peer, for TCP (kept: conn goes when parked)
 	laddr netip.AddrPort // our end, for TCP
-	// plain is the socket's raw I/O (wire.SocketIO of conn), made once
-	// for the startup packet and a TLS handshake (plainIO); nil after
-	// the login.
-	plain     io.ReadWriter
-	r         *wire.Reader // nil while parked, as is w
-	w         *wire.Writer
-	connected time.Time
+	r     *wire.Reader   // nil while parked, as is w
+	w     *wire.Writer
+	// connected is when the client connected, in Unix nanoseconds
+	// (connectedAt): a time.Time is 24 bytes, and the struct is every
+	// client's, parked ones included, its size class what each costs.
+	connected int64
 
 	user   string // login user
 	dbName string // database name the client asked for
 	pool   *serverPool
 	mode   config.PoolMode
-	// repl is set for a replication connection (replication.go), with
-	// its options startup parameter as given (nil when there was none):
-	// its server logs in with them. Set at login. (A pointer, as are the
+	// repl (below, with the other one-byte fields) is set for a
+	// replication connection (replication.go), and replOptions is its
+	// options startup parameter as given (nil when there was none): its
+	// server logs in with them. Set at login. (A pointer, as are the
 	// rarely set fields below: the struct is every client's, parked
 	// thousands included, and its size class is what each one costs.)
-	repl        replication
 	replOptions *string
 	key         [8]byte
 	// params are the client's values of tracked parameters, keyed by the
@@ -140,14 +139,6 @@ type client struct {
 	// parkWanted: the janitor (or the login grace) asked serve to park:
 	// a request, not a state.
 	parkWanted atomic.Bool
-	tls        bool // the connection switched to TLS
-	local      bool // connected over the Unix socket
-	// unixPeer is a Unix-socket client's address in the log prefix,
-	// PgBouncer's "unix(pid):port" (logprefix.go); set at accept.
-	unixPeer string
-	// tracking is set when protocol-level prepared statements are mapped
-	// (transaction/statement mode, max_prepared_statements > 0).
-	tracking bool
 	// killed: KILL_CLIENT dropped the client; a parked client ends when
 	// it resumes. A fact apart from the state: a killed client goes on
 	// through its states until its goroutine sees the closed socket.
@@ -155,6 +146,15 @@ type client struct {
 	// before it reads sock, and resume sets sock before it reads killed,
 	// so one of them closes the new socket.
 	killed atomic.Bool
+	tls    bool // the connection switched to TLS
+	local  bool // connected over the Unix socket
+	// tracking is set when protocol-level prepared statements are mapped
+	// (transaction/statement mode, max_prepared_statements > 0).
+	tracking bool
+	repl     replication // see replOptions
+	// unixPeer is a Unix-socket client's address in the log prefix,
+	// PgBouncer's "unix(pid):port" (logprefix.go); set at accept.
+	unixPeer string
 
 	// scratch is serve's buffer for the messages it writes to the client
 	// itself (login, errors). It goes with r and w when the client parks:
@@ -162,6 +162,9 @@ type client struct {
 	// any link exists).
 	scratch []byte
 }
+
+// connectedAt is when the client connected.
+func (c *client) connectedAt() time.Time { return time.Unix(0, c.connected) }
 
 // setSocket records the socket that dropClient closes (nil while
 // parked). serve's goroutine calls it when it makes or drops the conn.

@@ -38,7 +38,6 @@ func (c *client) serve() {
 		return
 	}
 	loggedIn = true
-	c.plain = nil // the login's alone: a parked client must not keep its socket
 	if c.repl != replNone {
 		go c.serveReplication()
 		return
@@ -127,7 +126,7 @@ func (c *client) fail(err error) {
 	if c.svc.logDisconnections() {
 		// PgBouncer's line for every client it closes, with the reason
 		// it told the client.
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(pgerror.Append(c.scratch[:0], pe))
@@ -141,9 +140,9 @@ func (c *client) leave(err error) {
 	if c.closeLogged.Load() {
 		// The pump closed it and said why (closeClient).
 	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 	} else if c.svc.logDisconnections() {
-		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 	}
 	c.mu.link.abandonLink()
 }

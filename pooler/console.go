@@ -129,7 +129,7 @@ func (v consoleView) Clients() []admin.Conn {
 	for _, c := range s.allClients() {
 		row := admin.Conn{
 			Type: "C", User: c.user, Database: c.dbName, Replication: c.repl.show(),
-			ConnectTime: c.connected, Ptr: c.String(), ID: c.id,
+			ConnectTime: c.connectedAt(), Ptr: c.String(), ID: c.id,
 		}
 		row.Addr, row.Port = c.addrParts(c.raddr)
 		row.LocalAddr, row.LocalPort = c.addrParts(c.laddr)

@@ -458,10 +458,13 @@ func (c *client) plainIO() io.ReadWriter {
 	if c.tls {
 		return c.conn
 	}
-	if c.plain == nil {
-		c.plain = wire.SocketIO(c.conn)
+	// c.r reads the socket through serveConn's raw I/O, which writes
+	// too: asked for here, not kept in a field, which would cost every
+	// client, parked ones included, 16 bytes.
+	if rw, ok := c.r.Source().(io.ReadWriter); ok {
+		return rw
 	}
-	return c.plain
+	return wire.SocketIO(c.conn)
 }
 
 // useTLS makes the client's connection the TLS one over it, handshake done.

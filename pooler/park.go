@@ -100,7 +100,7 @@ func (s *Service) requestParks(now time.Time) {
 		}
 		c.mu.Lock()
 		idle := c.mu.state == clientIdle && !c.mu.link.mu.skipToSync &&
-			now.Sub(c.connected) >= parkAfter && (c.mu.queryStart.IsZero() || now.Sub(c.mu.queryStart) >= parkAfter) &&
+			now.Sub(c.connectedAt()) >= parkAfter && (c.mu.queryStart.IsZero() || now.Sub(c.mu.queryStart) >= parkAfter) &&
 			c.settings().ClientIdleTimeout == 0 // a [users] client_idle_timeout: as above
 		if idle {
 			c.parkWanted.Store(true)

@@ -75,6 +75,6 @@ func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 // PgBouncer's disconnect_client does (log_disconnections).
 func (c *client) closingBecause(reason string) {
 	if c.svc.logDisconnections() {
-		c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 	}
 }

@@ -127,7 +127,7 @@ func (c *client) closeClient(code pgerror.Code) {
 		c.logger().Warn("pooler error: " + pe.Message)
 	}
 	if c.svc.logDisconnections() {
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 	}
 	c.closeLogged.Store(true)
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))

@@ -233,11 +233,11 @@ func (c *client) serveReplication() {
 	if c.svc.logDisconnections() {
 		switch {
 		case serverEnded:
-			c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+			c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 		case lastClient != wire.MsgTerminate && !errors.Is(errClient, io.EOF) && !errors.Is(errClient, net.ErrClosed):
-			c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+			c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 		default:
-			c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connected)) + ")")
+			c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
 		}
 	}
 	if serverEnded {

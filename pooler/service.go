@@ -365,10 +365,9 @@ func (s *Service) serveConn(conn net.Conn) {
 		svc:       s,
 		id:        s.socketIDs.Add(1),
 		conn:      conn,
-		plain:     sio,
 		r:         wire.NewPooledReader(sio, clientReadBuffer),
 		w:         wire.NewPooledWriter(sio, wire.DefaultBufferSize),
-		connected: s.clock.Now(),
+		connected: s.clock.Now().UnixNano(),
 	}
 	c.r.SetBudget(s.held)
 	if uc, ok := conn.(*net.UnixConn); ok {

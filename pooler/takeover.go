@@ -219,7 +219,7 @@ func (c *client) fdRow() (r admin.FD, srv *server, sr admin.FD, ok bool) {
 	r.ScramClientKey = cred.ClientKey
 	st := takeover.State{
 		Key: hex.EncodeToString(c.key[:]), Params: c.params,
-		Local: c.local, UnixPeer: c.unixPeer, Connected: c.connected, Cred: &cred,
+		Local: c.local, UnixPeer: c.unixPeer, Connected: c.connectedAt(), Cred: &cred,
 	}
 	if c.raddr.IsValid() {
 		st.Raddr, st.Laddr = c.raddr.String(), c.laddr.String()

@@ -128,7 +128,7 @@ func (s *Service) adopt(m takeover.Row, srv *server) error {
 	st := m.State
 	c := &client{
 		svc: s, id: s.socketIDs.Add(1), user: m.User, dbName: m.Database,
-		connected: st.Connected, local: st.Local, unixPeer: st.UnixPeer,
+		connected: st.Connected.UnixNano(), local: st.Local, unixPeer: st.UnixPeer,
 		params: st.Params, conn: parkedConn{}, shard: probe.shard,
 	}
 	if c.params == nil {

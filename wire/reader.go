@@ -158,6 +158,9 @@ func (r *Reader) release() {
 	}
 }
 
+// Source is what the Reader reads from.
+func (r *Reader) Source() io.Reader { return r.r }
+
 // Buffered reports how many received bytes have not been consumed yet. A
 // relay flushes its writer when this drops to zero: the peer's batch is done.
 func (r *Reader) Buffered() int { return r.end - r.start }
