@@ -431,9 +431,8 @@ func (lp *clientLoop) serverReady() {
 			return
 		case wire.ScanPartial:
 			if drained {
-				// The rest is yet to come; the event that brought this
-				// part disarmed the one-shot watch.
-				s.loopWatch.Rearm()
+				// The rest is yet to come: its arrival is the watch's
+				// next edge (the socket was read until it had no more).
 				return
 			}
 			continue
@@ -479,7 +478,7 @@ func (lp *clientLoop) stopWatch() {
 		s.awaiter.Store(nil)
 		s.loopLP = nil
 		if s.loopWatch != nil && s.loopWatch.Watching() {
-			s.loopWatch.Stop(s.loopRC)
+			s.loopWatch.Stop()
 		}
 	}
 }

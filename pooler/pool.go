@@ -236,7 +236,7 @@ func (p *serverPool) acquireOrQueue(w *poolWaiter, conn *netpoll.Conn) (s *serve
 		now := p.svc.clock.Now()
 		p.mu.Lock()
 		p.lastUsed = now
-		if s = p.nextIdleLocked(); s != nil && !p.paused {
+		if s = p.nextIdleOnLocked(conn); s != nil && !p.paused {
 			p.setServerStateLocked(s, serverActive)
 			p.mu.Unlock()
 			if reason := p.checkServer(s); reason != "" {
@@ -576,6 +576,27 @@ func (p *serverPool) nextIdleLocked() *server {
 	}
 	if p.svc.settings().ServerRoundRobin {
 		return p.idle[0]
+	}
+	return p.idle[n-1]
+}
+
+// idleLookOn is how far down the idle stack nextIdleOnLocked looks.
+const idleLookOn = 4
+
+// nextIdleOnLocked is nextIdleLocked for a client on the event loop
+// (conn): of the few most recently used idle servers, one whose socket is
+// registered on conn's poller already (netpoll.Watch.HomedWith), which a
+// wait there arms with no system call, where any other costs two (the
+// registration moved); the top when none is.
+func (p *serverPool) nextIdleOnLocked(conn *netpoll.Conn) *server {
+	n := len(p.idle)
+	if conn == nil || n < 2 || p.svc.settings().ServerRoundRobin {
+		return p.nextIdleLocked()
+	}
+	for i := n - 1; i >= max(0, n-idleLookOn); i-- {
+		if w := p.idle[i].loopWatch; w != nil && w.HomedWith(conn) {
+			return p.idle[i]
+		}
 	}
 	return p.idle[n-1]
 }

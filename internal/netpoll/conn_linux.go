@@ -729,24 +729,6 @@ func (p *poller) enter(c *Conn) uint32 {
 	return seq
 }
 
-// arm puts a Watch's Conn c in the table under a new seq and arms its
-// one-shot registration: EPOLL_CTL_MOD where the socket is in the set
-// already (a disarmed registration of an earlier wait), else ADD.
-func (p *poller) arm(c *Conn) error {
-	c.loop.armed = true
-	seq := p.enter(c)
-	e := p.ctl(syscall.EPOLL_CTL_MOD, c.fd, watchEvents, seq)
-	if e == syscall.ENOENT {
-		e = p.ctl(syscall.EPOLL_CTL_ADD, c.fd, watchEvents, seq)
-	}
-	if e != 0 {
-		c.loop.armed = false
-		p.clear(c)
-		return os.NewSyscallError("epoll_ctl", e)
-	}
-	return nil
-}
-
 // del takes c out of the set. Its descriptor may live on in a duplicate
 // (a parked client's), which would keep it in the set.
 func (p *poller) del(c *Conn) {
@@ -842,13 +824,6 @@ func (p *poller) dispatch(events []syscall.EpollEvent) {
 			c.hup.Store(true)
 		}
 		if h := c.loop.h.Load(); h != nil {
-			if c.loop.watch != nil {
-				// One-shot: the event disarmed it. Not read after the
-				// handler: the handler may hand the socket (a server
-				// released) to a loop on another poller, whose Start
-				// takes the Watch.
-				c.loop.armed = false
-			}
 			(*h)(ev.Events)
 			continue
 		}

@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"errors"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -43,11 +44,9 @@ func Readable(ev uint32) bool {
 type loopConn struct {
 	h      atomic.Pointer[func(ev uint32)]
 	posted atomic.Bool
-	// watch is the Watch whose socket this is (a Watch's own Conn), nil
-	// for a Conn; armed says its one-shot registration has not fired
-	// since it was last armed. The poller's goroutine's.
+	// watch is the Watch whose socket this is (a Watch's registration),
+	// nil for a Conn.
 	watch *Watch
-	armed bool
 	// moving is set while Rebalance moves the Conn (place_linux.go).
 	moving atomic.Bool
 	// writeBehind and behind are guarded by the Conn's wmu.
@@ -200,113 +199,158 @@ func (p *poller) runPosts(bell bool) bool {
 // A Watch watches a socket that is not a Conn (a server's, which package
 // net owns) on a Conn's poller, for a handler run there, from Start to
 // Stop: how a loop waits for a server's reply. One Watch serves one
-// socket at a time; it is made once and started again for each wait.
-// Start, Stop and the handler run on the poller's goroutine.
+// socket; it is made once and started again for each wait. Start, Stop
+// and the handler run on the poller's goroutine of the Conn Start names.
 //
-// The socket is reached through its syscall.RawConn's Control, which
-// holds net's descriptor open for the call: a socket closed meanwhile by
-// another goroutine left the set with its descriptor, and its number,
-// which a new socket may have taken, is never touched.
+// The socket stays registered, edge-triggered, in the set of the poller
+// of the wait that added it (its home) after the wait ends, as PgBouncer
+// keeps its sockets in its one set: the next wait on the same poller, the
+// common case, costs no system call, where arming a one-shot
+// registration for each wait cost one epoll_ctl per reply (7 % of the
+// loop's CPU at 100 clients, bench/FINDINGS.md §4). An event that comes
+// while no wait of that poller's is active (a reply a goroutine reads, a
+// message the server sent unasked, a wait since begun on another poller)
+// takes the registration out of that set (EPOLL_CTL_DEL), so that such a
+// socket costs one stray event, not one per message; the next wait adds
+// it again, and ADD reports what arrived meanwhile. A wait on another
+// poller moves the registration: out of the old home's set, into its
+// own (two system calls).
 //
-// The registration is one-shot (EPOLLONESHOT): an event disarms it, and
-// it stays in the set disarmed. A wait that ends with its event (a reply
-// read whole) then costs one system call, the epoll_ctl that arms it at
-// Start (EPOLL_CTL_MOD, or ADD the first time on a poller), where adding
-// and deleting it for each wait cost two. A handler that returns to wait
-// for more (a reply read in part) arms it again (Rearm). A disarmed registration left in a poller's set
-// while the socket is watched on another never fires there; the kernel
-// drops it when the socket is closed.
+// Each poller has a registration of its own (regs: its own seq in that
+// poller's table), written only by that poller's goroutine;
+// home and owner (the poller whose wait is active) are atomic, as other
+// pollers read them. The socket is reached through its
+// syscall.RawConn's Control, which holds net's descriptor open for the
+// call: a socket closed meanwhile by another goroutine left every set
+// with its descriptor, and its number, which a new socket may have
+// taken, is never touched.
 type Watch struct {
-	c     Conn // only fd, seq, p and loop
-	on    *poller
-	rc    syscall.RawConn
-	err   error
-	addFn func(fd uintptr)
-	modFn func(fd uintptr)
-	delFn func(fd uintptr)
+	h     *func(ev uint32)
+	regs  []*Conn // one per poller (reg); only fd, seq, p and loop
+	home  atomic.Pointer[poller]
+	owner atomic.Pointer[poller]
+	rc    syscall.RawConn // the watched socket, from the first Start
+	// The wait under way (the owner's goroutine's): its poller, and
+	// Start's result from inside Control.
+	on      *poller
+	err     error
+	startFn func(fd uintptr)
+	// adds counts the registrations Start made (the tests read it).
+	adds int
 }
 
-// watchEvents are a Watch's: readable, hung up; level-triggered, once.
-const watchEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
+// watchEvents are a Watch's registration's: readable, hung up;
+// edge-triggered.
+const watchEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | uint32(1<<31) // EPOLLET, whose constant overflows uint32
 
 // NewWatch makes a Watch whose events go to h.
 func NewWatch(h *func(ev uint32)) *Watch {
-	w := &Watch{}
-	w.c.fd = -1
-	w.c.loop.h.Store(h)
-	w.c.loop.watch = w
-	w.addFn = w.add
-	w.modFn = w.rearm
-	w.delFn = w.del
+	w := &Watch{h: h}
+	w.startFn = w.start
 	return w
+}
+
+// reg is the Watch's registration on p, made on first use. (A few
+// pollers at most: the ones the socket's waits ran on.)
+func (w *Watch) reg(p *poller) *Conn {
+	for _, c := range w.regs {
+		if c.p.Load() == p {
+			return c
+		}
+	}
+	c := &Conn{fd: -1}
+	c.p.Store(p)
+	c.loop.watch = w
+	h := func(ev uint32) { w.event(c, ev) }
+	c.loop.h.Store(&h)
+	w.regs = append(w.regs, c)
+	return c
 }
 
 // Start watches rc's socket on on's poller. A socket that is readable
 // already is reported at once.
 func (w *Watch) Start(on *Conn, rc syscall.RawConn) error {
-	w.on, w.rc, w.err = on.p.Load(), rc, nil
-	if err := rc.Control(w.addFn); err != nil {
-		w.on, w.rc = nil, nil
+	p := on.p.Load()
+	if w.rc == nil {
+		w.rc = rc // the same socket's for the Watch's life
+	}
+	if w.home.Load() == p {
+		// Registered here since an earlier wait: nothing to arm. An
+		// edge since then found no wait and took the registration out,
+		// so none is missed.
+		w.on = p
+		w.owner.Store(p)
+		return nil
+	}
+	w.on, w.err = p, nil
+	if err := rc.Control(w.startFn); err != nil {
+		w.on = nil
 		return err
 	}
 	if w.err != nil {
-		w.on, w.rc = nil, nil
+		w.on = nil
 		return w.err
 	}
+	w.owner.Store(p)
 	return nil
 }
 
-func (w *Watch) add(fd uintptr) {
-	w.c.fd = int(fd)
-	w.c.p.Store(w.on)
-	if w.err = w.on.arm(&w.c); w.err != nil {
-		w.c.fd = -1
-		w.c.p.Store(nil)
+// start registers the socket fd on w.on's set, out of the old home's.
+func (w *Watch) start(fd uintptr) {
+	p := w.on
+	if old := w.home.Load(); old != nil && old != p {
+		// Its table keeps the registration's entry; an event of it
+		// already taken from the set is stray there (event).
+		old.ctl(syscall.EPOLL_CTL_DEL, int(fd), 0, 0)
 	}
-}
-
-// Rearm arms the started Watch again, for a handler that read part of
-// what it waits for and returns to wait for the rest: an event disarmed
-// the one-shot registration. Arming one that is armed does no harm.
-func (w *Watch) Rearm() {
-	if w.c.p.Load() != nil {
-		w.rc.Control(w.modFn)
+	c := w.reg(p)
+	c.fd = int(fd)
+	w.adds++
+	seq := p.enter(c)
+	e := p.ctl(syscall.EPOLL_CTL_ADD, c.fd, watchEvents, seq)
+	if e == syscall.EEXIST {
+		// Left in this set by a wait here before a move away whose DEL
+		// this poller's stray event has not yet repeated.
+		e = p.ctl(syscall.EPOLL_CTL_MOD, c.fd, watchEvents, seq)
 	}
-}
-
-func (w *Watch) rearm(fd uintptr) {
-	if int(fd) != w.c.fd {
+	if e != 0 {
+		p.clear(c)
+		w.home.Store(nil) // out of the old home's set too
+		w.err = os.NewSyscallError("epoll_ctl", e)
 		return
 	}
-	w.c.loop.armed = w.c.p.Load().ctl(syscall.EPOLL_CTL_MOD, w.c.fd, watchEvents, w.c.seq) == 0
+	w.home.Store(p)
 }
 
-// Stop stops watching rc's socket, which Start watched. A registration
-// that fired is disarmed already and only leaves the table; one that did
-// not leaves the set.
-func (w *Watch) Stop(rc syscall.RawConn) {
-	p := w.c.p.Load()
-	if p == nil {
+// event is the handler of the registration c's events, on its poller's
+// goroutine: the wait's, if that poller's wait is active; else stray.
+func (w *Watch) event(c *Conn, ev uint32) {
+	p := c.p.Load()
+	if w.owner.Load() == p {
+		(*w.h)(ev)
 		return
 	}
-	if !w.c.loop.armed {
-		p.clear(&w.c)
-	} else if rc.Control(w.delFn) != nil {
-		// Closed: it left the set then; only the table keeps it.
-		p.clear(&w.c)
-	}
-	w.c.loop.armed = false
-	w.c.fd, w.on, w.rc = -1, nil, nil
-	w.c.p.Store(nil)
-}
-
-func (w *Watch) del(fd uintptr) {
-	if int(fd) == w.c.fd {
-		w.c.p.Load().del(&w.c)
-	} else {
-		w.c.p.Load().clear(&w.c)
+	// No wait of this poller's: out of its set until a wait adds it.
+	p.clear(c)
+	if w.rc != nil && w.home.CompareAndSwap(p, nil) {
+		w.rc.Control(func(fd uintptr) {
+			if int(fd) == c.fd {
+				p.ctl(syscall.EPOLL_CTL_DEL, c.fd, 0, 0)
+			}
+		})
 	}
 }
 
-// Watching reports whether the Watch is started.
-func (w *Watch) Watching() bool { return w.c.p.Load() != nil }
+// Stop ends the wait Start began. The registration stays in the set for
+// the next.
+func (w *Watch) Stop() {
+	w.owner.Store(nil)
+	w.on = nil
+}
+
+// HomedWith reports whether the socket is registered on c's poller, where
+// a wait arms nothing. Any goroutine.
+func (w *Watch) HomedWith(c *Conn) bool { return w.home.Load() == c.p.Load() }
+
+// Watching reports whether a wait is under way.
+func (w *Watch) Watching() bool { return w.on != nil }

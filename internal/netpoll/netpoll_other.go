@@ -133,10 +133,10 @@ func NewWatch(h *func(ev uint32)) *Watch { return &Watch{} }
 func (w *Watch) Start(on *Conn, rc syscall.RawConn) error { return errUnsupported }
 
 // Stop does nothing here.
-func (w *Watch) Stop(rc syscall.RawConn) {}
+func (w *Watch) Stop() {}
 
-// Rearm does nothing here.
-func (w *Watch) Rearm() {}
+// HomedWith is false here.
+func (w *Watch) HomedWith(c *Conn) bool { return false }
 
 // Watching is false here.
 func (w *Watch) Watching() bool { return false }
