@@ -22,8 +22,9 @@
 //   - the event loop (loop_linux.go): a Conn given a handler has its
 //     events, and Post's, handled on its poller's goroutine, which
 //     reads it with TryRead (never waiting), writes it in write-behind
-//     mode, and watches a server's socket for it (Watch: one-shot, so
-//     that a wait costs one epoll_ctl to arm it); between requests a
+//     mode, and watches a server's socket for it (Watch: registered
+//     edge-triggered on the poller of its wait and kept there, so that
+//     the next wait on that poller arms nothing); between requests a
 //     Conn on the loop moves to the first poller with room, or away
 //     from a saturated one (Rebalance, place_linux.go); Adopt makes
 //     a Conn of a parked client's descriptor, so that it can go back on
