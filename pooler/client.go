@@ -204,20 +204,6 @@ func (c *client) addrParts(a netip.AddrPort) (string, int) {
 	return a.Addr().String(), int(a.Port())
 }
 
-// addrPortOf is a TCP address as a value (no allocation to keep), IPv4
-// unmapped; the zero AddrPort for anything else.
-func addrPortOf(a net.Addr) netip.AddrPort {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return netip.AddrPort{}
-	}
-	ip, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return netip.AddrPort{}
-	}
-	return netip.AddrPortFrom(ip.Unmap().WithZone(ta.Zone), uint16(ta.Port))
-}
-
 // setParamLocked records the client's new value of a tracked parameter.
 // Parameter maps are never changed in place: clients with the same
 // parameters share one map (serverPool.loginParams), so a change copies it.

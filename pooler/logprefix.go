@@ -1,13 +1,6 @@
 package pooler
 
-import (
-	"log/slog"
-	"net"
-	"strconv"
-	"strings"
-
-	"github.com/pgturnstile/pgturnstile/internal/netpoll"
-)
+import "log/slog"
 
 // A line about a client or a server carries who it is about as these
 // attributes rather than in its message. The command's line handler
@@ -49,23 +42,4 @@ func (p *serverPool) serverLogger(s *server) *slog.Logger {
 // serverLoggerAt is serverLogger with the peer's address as connected.
 func (p *serverPool) serverLoggerAt(s *server, addr string) *slog.Logger {
 	return p.svc.log.With(LogKeyConn, s.String(), LogKeyDB, p.key.db, LogKeyUser, p.key.user, LogKeyAddr, addr)
-}
-
-// unixPeerAddr is a Unix-socket client's address as PgBouncer's prefix
-// writes it: "unix(pid):port", the peer's process id (SO_PEERCRED; plain
-// "unix" where the system cannot tell) and the port in the socket's name
-// (.s.PGSQL.6432). One getsockopt per Unix-socket connection, at accept.
-func unixPeerAddr(uc *net.UnixConn) string {
-	host := "unix"
-	if pid, ok := netpoll.PeerPID(uc); ok {
-		host = "unix(" + strconv.Itoa(pid) + ")"
-	}
-	port := 0
-	if a := uc.LocalAddr(); a != nil {
-		name := a.String()
-		if i := strings.LastIndexByte(name, '.'); i >= 0 {
-			port, _ = strconv.Atoi(name[i+1:])
-		}
-	}
-	return host + ":" + strconv.Itoa(port)
 }

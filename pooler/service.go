@@ -18,6 +18,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/clientcount"
 	"github.com/pgturnstile/pgturnstile/internal/connlimit"
 	"github.com/pgturnstile/pgturnstile/internal/dnscache"
+	"github.com/pgturnstile/pgturnstile/internal/peeraddr"
 	"github.com/pgturnstile/pgturnstile/internal/stmtcache"
 	"github.com/pgturnstile/pgturnstile/internal/takeover"
 	"github.com/pgturnstile/pgturnstile/internal/workers"
@@ -371,9 +372,9 @@ func (s *Service) serveConn(conn net.Conn) {
 	}
 	c.r.SetBudget(s.held)
 	if uc, ok := conn.(*net.UnixConn); ok {
-		c.local, c.unixPeer = true, unixPeerAddr(uc)
+		c.local, c.unixPeer = true, peeraddr.Unix(uc)
 	}
-	c.raddr, c.laddr = addrPortOf(conn.RemoteAddr()), addrPortOf(conn.LocalAddr())
+	c.raddr, c.laddr = peeraddr.TCP(conn.RemoteAddr()), peeraddr.TCP(conn.LocalAddr())
 	c.mu.link = newLink(c)
 	c.setSocket(conn) // for dropClient (client.sock)
 	s.wg.Add(1)
