@@ -123,14 +123,21 @@ func (c *client) fail(err error) {
 	if c.svc.settings().LogPoolerErrors {
 		c.logger().Warn("pooler error: " + pe.Message)
 	}
-	if c.svc.logDisconnections() {
-		// PgBouncer's line for every client it closes, with the reason
-		// it told the client.
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-	}
+	// PgBouncer's line for every client it closes, with the reason it
+	// told the client.
+	c.closingBecause(pe.Message)
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(pgerror.Append(c.scratch[:0], pe))
 	c.w.Flush()
+}
+
+// closingBecause logs a client's end as PgBouncer's disconnect_client
+// does, with log_disconnections: the reason (as the client was told it,
+// where it was told one) and the connection's age.
+func (c *client) closingBecause(reason string) {
+	if c.svc.logDisconnections() {
+		c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
+	}
 }
 
 // leave handles the client going away. A linked server is drained back to a
@@ -139,10 +146,10 @@ func (c *client) fail(err error) {
 func (c *client) leave(err error) {
 	if c.closeLogged.Load() {
 		// The pump closed it and said why (closeClient).
-	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && c.svc.logDisconnections() {
-		c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-	} else if c.svc.logDisconnections() {
-		c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.closingBecause("client unexpected eof")
+	} else {
+		c.closingBecause("client close request")
 	}
 	c.mu.link.abandonLink()
 }

@@ -70,11 +70,3 @@ func (s *Service) forwardCancel(c *client, owner int, key [8]byte) {
 		c.logger().Warn("sending cancel request failed: " + err.Error())
 	}
 }
-
-// closingBecause logs the end of a cancel request's connection as
-// PgBouncer's disconnect_client does (log_disconnections).
-func (c *client) closingBecause(reason string) {
-	if c.svc.logDisconnections() {
-		c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-	}
-}

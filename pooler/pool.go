@@ -590,10 +590,13 @@ const idleLookOn = 4
 // registration moved); the top when none is.
 func (p *serverPool) nextIdleOnLocked(conn *netpoll.Conn) *server {
 	n := len(p.idle)
-	if conn == nil || n < 2 || p.svc.settings().ServerRoundRobin {
-		return p.nextIdleLocked()
+	if n == 0 {
+		return nil
 	}
-	for i := n - 1; i >= max(0, n-idleLookOn); i-- {
+	if p.svc.settings().ServerRoundRobin {
+		return p.idle[0]
+	}
+	for i := n - 1; conn != nil && i >= max(0, n-idleLookOn); i-- {
 		if w := p.idle[i].loopWatch; w != nil && w.HomedWith(conn) {
 			return p.idle[i]
 		}

@@ -126,9 +126,7 @@ func (c *client) closeClient(code pgerror.Code) {
 	if c.svc.settings().LogPoolerErrors {
 		c.logger().Warn("pooler error: " + pe.Message)
 	}
-	if c.svc.logDisconnections() {
-		c.logger().Info("closing because: " + pe.Message + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-	}
+	c.closingBecause(pe.Message)
 	c.closeLogged.Store(true)
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	c.w.Write(pgerror.Append(nil, pe))

@@ -230,15 +230,13 @@ func (c *client) serveReplication() {
 			reason = *r
 		}
 	}
-	if c.svc.logDisconnections() {
-		switch {
-		case serverEnded:
-			c.logger().Info("closing because: " + reason + " (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-		case lastClient != wire.MsgTerminate && !errors.Is(errClient, io.EOF) && !errors.Is(errClient, net.ErrClosed):
-			c.logger().Info("closing because: client unexpected eof (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-		default:
-			c.logger().Info("closing because: client close request (age=" + formatAge(c.svc.clock.Since(c.connectedAt())) + ")")
-		}
+	switch {
+	case serverEnded:
+		c.closingBecause(reason)
+	case lastClient != wire.MsgTerminate && !errors.Is(errClient, io.EOF) && !errors.Is(errClient, net.ErrClosed):
+		c.closingBecause("client unexpected eof")
+	default:
+		c.closingBecause("client close request")
 	}
 	if serverEnded {
 		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
