@@ -83,6 +83,7 @@ func TestTokenizeMatchesLex(t *testing.T) {
 	}
 	stmts = append(stmts, "a.b.1.5e3 1..2 x::int $1 $a$ $ $a$ u&'x' U&\"y\" e'\\'' n'x' b'1' X'f' ;;",
 		"SELECT 1+-2, a<>b, c*-d, e--x\n, f/*y*/g, h::text[], i[1:2] , 0x1F, 123abc, .5, 5., 1e, 1e+",
+		"SELECT a<=b, a>=b, a!=b, a||b, a<>-1, a<=-b, a||/*c*/b, a|| --c\nb, a<>'x', a=<b, a>=", "a<>", "a||", "a<=",
 		// Qualified names, whose parts are no keywords, beside what is not one.
 		"SELECT t.from, s.t.order, a.b.c.d, t .select, t. where, t.e'x', t.E'y', t.u&'z', t.U&\"w\", t.n'v', t.nb, t.u&x, t.b'1'",
 		"SELECT 1.from, $1.select, 'a'.where, \"q\".from, t.\"where\", t.*, t.1, t.$1, t., .t, t..from, t.1e5, x.$a$b$a$.c, end.",
@@ -128,8 +129,8 @@ func checkTokens(t *testing.T, s *Scanner, src []byte) {
 // TestTokenizePlainStrings: the strings tokenize's loop reads itself
 // (plain '…' with nothing after it that could continue it) and the ones
 // it leaves to the lexer (a doubled quote, a string continued after a
-// newline, a comment or a blank other than space and tab after it, an
-// unclosed one, backslash escapes) come out as lexer.lex makes them, in
+// newline, a comment after its blanks, an unclosed one, backslash
+// escapes) come out as lexer.lex makes them, in
 // either setting of standard_conforming_strings, and a ';' or a key inside
 // one is text.
 func TestTokenizePlainStrings(t *testing.T) {
@@ -139,6 +140,7 @@ func TestTokenizePlainStrings(t *testing.T) {
 		"SELECT 'a' -- c\n'b'", "SELECT 'a'/* c\n*/'b'", "SELECT 'a' --", "SELECT 'a'/",
 		"SELECT 'a'-1", "SELECT 'a'", "SELECT 'a' ", "SELECT 'a", "SELECT '", `SELECT 'a\'`, `SELECT 'a\'' x'`,
 		"SELECT 'x;y' ; SELECT 'org_id = 1'", `SELECT 'a''b' FROM files WHERE org_id = '7'`,
+		"SELECT 'a'\n  AND x", "SELECT 'a'\r\n\tFROM t", "SELECT 'a'\n\n'b'", "SELECT 'a'\n -- c\n'b'", "SELECT 'a'\n/**/'b'", "SELECT 'a'\n",
 	}
 	for _, esc := range []bool{false, true} {
 		s := &Scanner{Tables: tables, EscapeStrings: esc}

@@ -378,8 +378,8 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 			// most strings, read here: lexer.lex is a call, and a call
 			// from this loop spills every register it holds. One with a
 			// doubled quote, or where a comment or another string may
-			// follow (which continues it after a newline), goes to the
-			// lexer.
+			// follow the blanks after it (a string after a newline
+			// continues it), goes to the lexer.
 			if s.lx.escapeStrings {
 				break
 			}
@@ -391,10 +391,10 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 				break // unclosed: the lexer makes it bad
 			}
 			e := q + 1
-			for e < len(sql) && (sql[e] == ' ' || sql[e] == '\t') {
+			for e < len(sql) && charClass[sql[e]]&clSpace != 0 {
 				e++
 			}
-			if e < len(sql) && (sql[e] == '\'' || sql[e] == '-' || sql[e] == '/' || charClass[sql[e]]&clSpace != 0) {
+			if e < len(sql) && (sql[e] == '\'' || sql[e] == '-' || sql[e] == '/') {
 				break
 			}
 			t.start, t.end, t.depth = int32(p), int32(q+1), d
@@ -404,13 +404,23 @@ func (s *Scanner) tokenize(sql []byte) (bad token, ok bool) {
 		case startOp:
 			// An operator of one character (=, <, *, …): what follows is
 			// no operator character, so no run, no comment (-- or /*).
-			if p+1 < len(sql) && isOpChar(sql[p+1]) {
-				break
+			if p+1 >= len(sql) || !isOpChar(sql[p+1]) {
+				t.start, t.end, t.depth = int32(p), int32(p+1), d
+				t.kind, t.kw, t.ch, t.form = tokOp, kwNone, c, 0
+				p++
+				continue
 			}
-			t.start, t.end, t.depth = int32(p), int32(p+1), d
-			t.kind, t.kw, t.ch, t.form = tokOp, kwNone, c, 0
-			p++
-			continue
+			// The comparisons of two (<>, <=, >=, !=) and ||, alone: no
+			// comment starts in them and no + or - ends them, so the
+			// run is the token, as operator reads it.
+			c2 := sql[p+1]
+			if (c2 == '=' && (c == '<' || c == '>' || c == '!') || c == '<' && c2 == '>' || c == '|' && c2 == '|') &&
+				(p+2 >= len(sql) || !isOpChar(sql[p+2])) {
+				t.start, t.end, t.depth = int32(p), int32(p+2), d
+				t.kind, t.kw, t.ch, t.form = tokOp, kwNone, 0, 0
+				p += 2
+				continue
+			}
 		}
 		// Any other token (a comment may come first).
 		*t = token{}
@@ -615,9 +625,13 @@ func (s *Scanner) name(t token) []byte {
 // nameIs reports that an identifier names name: string(s.name(t)) ==
 // name, but for an unquoted one compared in place, folding as it goes,
 // and most often told apart by its length alone.
-func (s *Scanner) nameIs(t *token, name string) bool {
+func (s *Scanner) nameIs(t *token, name string) bool { return nameEq(s, t, name) }
+
+// nameEq is nameIs for a name held as a string (a key column, a word) or
+// as bytes (an alias or table name the scan took from the statement).
+func nameEq[S string | []byte](s *Scanner, t *token, name S) bool {
 	if t.kind == tokQIdent {
-		return string(s.name(*t)) == name
+		return string(s.name(*t)) == string(name)
 	}
 	w := s.lx.src[t.start:t.end]
 	if len(w) != len(name) {

@@ -101,7 +101,10 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 	// The column first: most are no table's key, and their qualifier
 	// then needs no name.
 	last := &s.toks[parts[n-1]]
-	var qual []byte // t of t.c, or of s.t.c
+	var qual *token // t of t.c, or of s.t.c
+	if n > 1 {
+		qual = &s.toks[parts[n-2]]
+	}
 	for j := 0; j < s.nrefs; j++ {
 		r := &s.refs[j]
 		// Most columns are told from the key by their length, without
@@ -113,16 +116,15 @@ func (s *Scanner) colRef(i, e int) (next int, set uint32) {
 			set |= 1 << j
 			continue
 		}
-		if qual == nil {
-			qual = s.name(s.toks[parts[n-2]])
-		}
+		// The qualifier compared in place (nameEq), not named first: most
+		// qualifiers are aliases of a letter or two.
 		switch n {
 		case 2:
-			if r.alias != nil && string(qual) == string(r.alias) || r.alias == nil && string(qual) == string(r.name) {
+			if r.alias != nil && nameEq(s, qual, r.alias) || r.alias == nil && nameEq(s, qual, r.name) {
 				set |= 1 << j
 			}
 		case 3:
-			if r.alias == nil && string(qual) == string(r.name) {
+			if r.alias == nil && nameEq(s, qual, r.name) {
 				set |= 1 << j
 			}
 		}
