@@ -201,9 +201,13 @@ func TestSourceAppliesAndRefuses(t *testing.T) {
 		if db, served := p.served(); db != "s1" || served != revB {
 			t.Fatalf("after a bad map: serving %q at %d, want s1 at %d", db, served, revB)
 		}
-		if l := p.log(); !strings.Contains(l, fmt.Sprintf("revision %d of /pgt-test/map refused, revision %d kept", rev, revB)) || !strings.Contains(l, b.want) {
-			t.Fatalf("log does not say revision %d was refused with %q:\n%s", rev, b.want, l)
+		// The count is visible before the line is written (refuse logs
+		// after it lets go of the lock), so the line is waited for too.
+		logged := func() bool {
+			l := p.log()
+			return strings.Contains(l, fmt.Sprintf("revision %d of /pgt-test/map refused, revision %d kept", rev, revB)) && strings.Contains(l, b.want)
 		}
+		eventually(t, 2*time.Second, fmt.Sprintf("the log says revision %d was refused with %q", rev, b.want), logged, p)
 		eventually(t, 2*time.Second, "the record names the refused revision", func() bool {
 			st := fleet(t, cli)
 			return len(st.Instances) == 1 && st.Instances[0].Revision == revB && st.Instances[0].RejectedRevision == rev &&
