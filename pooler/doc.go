@@ -41,9 +41,11 @@
 //	                   transaction's pool (linkTo), relayOrPump, unlinking
 //	linkparams.go      a server's tracked parameters set to the client's
 //	shardroute.go      the sharding router's glue (shard_file; the rules:
-//	                   package shard): a login to a cluster's name, each
-//	                   statement decided and the transaction's pool chosen
-//	                   at route, a Parse's routing kept for its Binds; a
+//	                   package shard; a client's routing state — pins, a
+//	                   held BEGIN, its statements' routing, a batch's
+//	                   decision: package shard/session): a login to a
+//	                   cluster's name, each statement decided and the
+//	                   transaction's pool chosen at route; a
 //	                   session-mode session pinned by its first deciding
 //	                   statement, released as in transaction mode before
 //	shardtx.go         a sharded cluster's transactions: a BEGIN held until
@@ -51,8 +53,8 @@
 //	                   answers itself, a transaction held to its shard,
 //	                   refusals (0A000)
 //	shardbatch.go      an extended-protocol batch routed whole by its first
-//	                   deciding Bind; a batch of transaction control only
-//	                   answered by the pooler
+//	                   deciding Bind, read on while nothing decides; a
+//	                   batch of transaction control only answered
 //	shardscatter.go    a read on every shard at once, its rows concatenated
 //	                   (shard=all, on_missing_key = scatter), as a Query or
 //	                   an unnamed extended batch; shard=all's

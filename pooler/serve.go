@@ -219,7 +219,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 			return routed{}, step
 		}
 		if sd.active && !rerouted && (typ == wire.MsgQuery || typ == wire.MsgBind || sd.d.Refused() || sd.d.Scattered()) {
-			c.shard.tally.Add(c.shard.cluster, sd.d)
+			c.shard.tally.Add(c.shard.Cluster, sd.d)
 		}
 	}
 	c.mu.Lock()
@@ -277,7 +277,7 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 			return routed{}, step
 		}
 		c.mu.Lock()
-		if c.shard != nil && c.shard.held != nil {
+		if c.shard != nil && c.shard.Held != nil {
 			l.heldLinkedLocked(s, sd)
 		}
 	} else if sd.active && !l.mu.skipToSync {

@@ -213,8 +213,8 @@ func (x *sentIndex) add(typ byte, body []byte) {
 	}
 }
 
-// session is one client connection of FuzzSession.
-type session struct {
+// fuzzClient is one client connection of FuzzSession.
+type fuzzClient struct {
 	h    *sessionHarness
 	plan *sessionPlan
 	conn *net.TCPConn
@@ -253,7 +253,7 @@ func (h *sessionHarness) run(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &session{h: h, plan: plan, conn: c.(*net.TCPConn), br: newBackendReader(c)}
+	s := &fuzzClient{h: h, plan: plan, conn: c.(*net.TCPConn), br: newBackendReader(c)}
 	defer c.Close()
 	s.conn.SetDeadline(time.Now().Add(3 * time.Second))
 	loggedIn := s.login(t)
@@ -266,7 +266,7 @@ func (h *sessionHarness) run(t *testing.T, data []byte) {
 }
 
 // login sends the startup packet and reads up to ReadyForQuery.
-func (s *session) login(t *testing.T) bool {
+func (s *fuzzClient) login(t *testing.T) bool {
 	if _, err := s.conn.Write(startupPacket(s.plan.minor, s.plan.params)); err != nil {
 		t.Fatalf("startup: %v", err)
 	}
@@ -304,7 +304,7 @@ func isBadFrame(err error) bool {
 
 // relay writes the session's messages while a reader collects the
 // replies, then checks invariants 2, 4, 5 and 6.
-func (s *session) relay(t *testing.T) {
+func (s *fuzzClient) relay(t *testing.T) {
 	plan := s.plan
 	if plan.parkFirst {
 		time.Sleep(150 * time.Millisecond)
@@ -343,7 +343,7 @@ func (s *session) relay(t *testing.T) {
 // expect records the frames about to be sent (for checkFake) and returns
 // the acknowledgements they ask for, in order, and whether one of them
 // lets the pooler close the connection.
-func (s *session) expect(frames [][]byte) (wantAcks []byte, mayClose bool) {
+func (s *fuzzClient) expect(frames [][]byte) (wantAcks []byte, mayClose bool) {
 	mayClose = s.plan.mayClose
 	copying := false // after a COPY FROM STDIN, before its CopyDone or CopyFail
 	for _, fr := range frames {
@@ -381,7 +381,7 @@ func closes(typ byte, body []byte) bool {
 // checkNoMarker fails the input when the marker's answer did not arrive
 // and nothing the client sent excuses it: the connection was closed, or
 // the final Sync and Query went unanswered.
-func (s *session) checkNoMarker(t *testing.T, mayClose bool, werr error) {
+func (s *fuzzClient) checkNoMarker(t *testing.T, mayClose bool, werr error) {
 	switch {
 	case isClosed(s.readErr) && mayClose:
 	case isClosed(s.readErr):
@@ -397,7 +397,7 @@ func (s *session) checkNoMarker(t *testing.T, mayClose bool, werr error) {
 
 // checkAcks: the acknowledgements received (ParseComplete, BindComplete,
 // CloseComplete, ReadyForQuery) are a subsequence of those asked for.
-func (s *session) checkAcks(t *testing.T, wantAcks []byte) {
+func (s *fuzzClient) checkAcks(t *testing.T, wantAcks []byte) {
 	var acks []byte
 	for _, typ := range s.got {
 		if typ == '1' || typ == '2' || typ == '3' || typ == 'Z' {
@@ -411,7 +411,7 @@ func (s *session) checkAcks(t *testing.T, wantAcks []byte) {
 
 // checkReleased: after ReadyForQuery 'I' with nothing outstanding, the
 // client gives its server back within a second (outside session mode).
-func (s *session) checkReleased(t *testing.T) {
+func (s *fuzzClient) checkReleased(t *testing.T) {
 	deadline := time.Now().Add(time.Second)
 	for {
 		c := s.h.tp.clientByKey(s.key)
@@ -430,7 +430,7 @@ func (s *session) checkReleased(t *testing.T) {
 
 // write sends the stream as the plan's write mode says: at once, one
 // write per message, or each message in two writes.
-func (s *session) write(stream []byte) error {
+func (s *fuzzClient) write(stream []byte) error {
 	if s.plan.writeMode == 0 {
 		_, err := s.conn.Write(stream)
 		return err
@@ -458,7 +458,7 @@ func (s *session) write(stream []byte) error {
 
 // readReplies reads until the marker's ReadyForQuery, an error, or a bad
 // frame.
-func (s *session) readReplies(done chan struct{}) {
+func (s *fuzzClient) readReplies(done chan struct{}) {
 	defer close(done)
 	markerRow := false
 	for {

@@ -10,6 +10,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/shard/pause"
+	"github.com/pgturnstile/pgturnstile/shard/session"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -54,7 +55,7 @@ import (
 // (waitShardPause's step).
 func (l *link) holdIfPaused(typ byte, t pause.Span) (loopStep, bool) {
 	ps := l.c.svc.shardPauses.Current()
-	if ps == nil || !ps.Holds(l.c.shard.cluster, t) {
+	if ps == nil || !ps.Holds(l.c.shard.Cluster, t) {
 		return stepOn, false
 	}
 	return l.waitShardPause(typ, t), true
@@ -75,7 +76,7 @@ func (l *link) waitShardPause(typ byte, t pause.Span) loopStep {
 	queryTimeout := c.svc.settings().QueryTimeout
 	limit := waitLimit(queryTimeout, c.settings().QueryWaitTimeout)
 	start := c.svc.clock.Now()
-	w := pause.NewWaiter(c.shard.cluster, t)
+	w := pause.NewWaiter(c.shard.Cluster, t)
 	c.mu.Lock()
 	l.mu.route = nil
 	l.mu.shardTx = pause.Span{}
@@ -149,16 +150,16 @@ func (l *link) pausedInTxLocked(typ byte, d shard.Decision) (raise []byte) {
 		return nil
 	}
 	ss := l.c.shard
-	if ss.routerOf != nil && ss.routerOf.Shadow {
+	if cl := ss.Map(); cl != nil && cl.Shadow {
 		return nil
 	}
-	if ps := l.c.svc.shardPauses.Current(); ps != nil && ps.NewlyHeld(ss.cluster, l.mu.shardTx, u) {
-		msg := "pgturnstile: statement for a paused range of cluster " + ss.cluster + " in a transaction that began outside it"
+	if ps := l.c.svc.shardPauses.Current(); ps != nil && ps.NewlyHeld(ss.Cluster, l.mu.shardTx, u) {
+		msg := "pgturnstile: statement for a paused range of cluster " + ss.Cluster + " in a transaction that began outside it"
 		detail := "PAUSE SHARD holds new transactions for its range, and a transaction that did not touch the range may not enter it."
 		hint := "Run it in a transaction of its own: it waits until RESUME SHARD."
 		switch typ {
 		case wire.MsgQuery:
-			return raiseQuery(msg, detail, hint)
+			return session.RaiseQuery(msg, detail, hint)
 		case wire.MsgBind:
 			l.mu.refusal = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
 			return poisonBind

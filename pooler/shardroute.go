@@ -11,6 +11,7 @@ import (
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 	"github.com/pgturnstile/pgturnstile/shard"
 	"github.com/pgturnstile/pgturnstile/shard/pause"
+	"github.com/pgturnstile/pgturnstile/shard/session"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -28,25 +29,11 @@ import (
 // refusal (0A000, nothing sent to any server).
 
 // shardSession is what a client of a sharded cluster keeps between
-// transactions. Only serve's goroutine touches it.
+// transactions: the routing state (package session: pins, the held
+// BEGIN, its statements' routing) and the pooler's part of it. Only
+// serve's goroutine touches it.
 type shardSession struct {
-	cluster string // the cluster's name, as the client gave it
-	// router is the cluster's router under the map it was made from
-	// (routerOf); remade when a RELOAD brings another map.
-	router   *shard.Router
-	routerOf *shard.Cluster
-	// pin is SET pgturnstile.* for the session (and the startup
-	// options); local is SET LOCAL's, for the transaction.
-	pin, local shard.Pin
-	// pins counts changes of pin and local: a statement prepared under
-	// other pins is prepared again at its Bind.
-	pins uint64
-	// held is a BEGIN the pooler answered while no server was linked,
-	// and the SAVEPOINT, RELEASE, ROLLBACK TO and SET LOCAL after it: their
-	// Query messages (heldN of them), sent ahead of the transaction's
-	// first statement.
-	held  []byte
-	heldN int
+	session.Session
 	// pools are the shard pools the client has used, pinned (poolfree.go)
 	// until it leaves.
 	pools map[string]*serverPool
@@ -55,130 +42,30 @@ type shardSession struct {
 	// home pool has them (authenticateForPool).
 	secret    *auth.Secret
 	clientKey []byte
-	// stmts: the routing part of the client's prepared statements, by
-	// the client's name ("" for the unnamed one): what a later Bind needs.
-	stmts stmtRoutes
-	// last is the database of the client's last transaction, where a
-	// Parse or Describe that decides nothing goes.
-	last string
-	out  []byte
-	// mayTarget: the client may name a shard (admin_users, target_users),
-	// as of the map routerOf is from.
-	mayTarget bool
+	out       []byte
 	// sessionPinned: in session mode, the session has run a statement
 	// that decided a shard, and keeps that server to its end. Before, its
 	// transactions are routed and released as in transaction mode (a
 	// driver's Parse/Describe before its first Bind, statements on no colo
 	// table). Atomic: the pump reads it (releaseMode).
 	sessionPinned atomic.Bool
-	// bind is the current Bind's body as stmtRoute.decide hands it to
-	// the router.
-	bind bindParams
 	// routerGen is the generation routerNow last looked the cluster up
 	// in, and routerGenR what it found (nil: the cluster is gone).
 	routerGen  *generation
 	routerGenR *shard.Router
-	// esc is the session's standard_conforming_strings read as the
-	// router needs it (off: '…' takes backslash escapes), from the
-	// parameter map escOf (client parameter maps are never changed in
-	// place: a change makes a new one).
-	esc   bool
+	// escOf is the parameter map the session's Esc was read from (client
+	// parameter maps are never changed in place: a change makes a new
+	// one).
 	escOf map[string]string
 	// lastPool is the pool of database lastPoolDB, the last one pool
 	// returned: most transactions of a client go where its last went.
 	lastPool   *serverPool
 	lastPoolDB string
-	// memo is the decision the batch walk (batchDecisionOnce) made for a
-	// Bind still ahead in the read buffer, for that Bind when it is read:
-	// one decision per Bind. Cleared at every message shardDecide reads.
-	memo bindMemo
-	// tally counts the decisions into Service.routes; held here, beside
-	// memo, which shardDecide has just read, rather than apart.
+	// tally counts the decisions into Service.routes.
 	tally shard.Tally
 	// rerouted: route decides the current message again after a wait for
 	// a paused range; it was counted the first time.
 	rerouted bool
-}
-
-// bindMemo is a Bind's decision, made before the Bind was the current
-// message: at, the first byte of its body in the read buffer, and n, its
-// length, tell it when it is (the messages between it and the walk are
-// already buffered, so it is not moved).
-type bindMemo struct {
-	at *byte
-	n  int
-	d  shard.Decision
-}
-
-// of returns the memo's decision for the Bind body, if it is the Bind.
-func (m *bindMemo) of(body []byte) (shard.Decision, bool) {
-	if m.at == nil || len(body) != m.n || &body[0] != m.at {
-		return shard.Decision{}, false
-	}
-	return m.d, true
-}
-
-// stmtRoute is a Parse's routing (st: final, or decided by its Binds)
-// under the map of cluster of and the session's pins then; a Bind after a
-// RELOAD brought another map, or under other pins, prepares the text
-// again. st is shared with the cluster's other clients when made with no
-// pin (shard.Statements), and never changed.
-type stmtRoute struct {
-	st   *shard.Statement
-	of   *shard.Cluster
-	pins uint64
-}
-
-// text is the statement's text ("" for none).
-func (sr stmtRoute) text() string {
-	if sr.st == nil {
-		return ""
-	}
-	return sr.st.Text
-}
-
-// tx is the statement's transaction control (TxNone for none).
-func (sr stmtRoute) tx() shard.TxControl {
-	if sr.st == nil {
-		return shard.TxNone
-	}
-	return sr.st.Tx
-}
-
-// stmtRoutes is a client's stmtRoute by statement name. The unnamed
-// statement, which most drivers parse again at every transaction, is kept
-// inline: its routing is read from the session's own memory, not from a
-// map's.
-type stmtRoutes struct {
-	unnamed stmtRoute // st nil: none
-	named   map[string]stmtRoute
-}
-
-func (s *stmtRoutes) get(name []byte) (stmtRoute, bool) {
-	if len(name) == 0 {
-		return s.unnamed, s.unnamed.st != nil
-	}
-	sr, ok := s.named[string(name)]
-	return sr, ok
-}
-
-func (s *stmtRoutes) set(name []byte, sr stmtRoute) {
-	if len(name) == 0 {
-		s.unnamed = sr
-		return
-	}
-	if s.named == nil {
-		s.named = map[string]stmtRoute{}
-	}
-	s.named[string(name)] = sr
-}
-
-func (s *stmtRoutes) del(name []byte) {
-	if len(name) == 0 {
-		s.unnamed = stmtRoute{}
-		return
-	}
-	delete(s.named, string(name))
 }
 
 // shardDecision is what route learned before it took c.mu: whether the
@@ -210,7 +97,7 @@ func (c *client) clusterLogin(g *generation) (db *config.Database, ok bool) {
 	if c.startPin != nil {
 		pin = *c.startPin
 	}
-	c.shard = &shardSession{cluster: cl.Name, pin: pin, pools: map[string]*serverPool{},
+	c.shard = &shardSession{Session: session.New(cl.Name, pin), pools: map[string]*serverPool{},
 		tally: shard.MakeTally(&c.svc.routes)}
 	return db, true
 }
@@ -223,12 +110,12 @@ func (c *client) viewsStartupCheck(params map[string]string) error {
 		return nil
 	}
 	g := c.svc.gen.Load()
-	if cl := g.shards.Cluster(c.shard.cluster); cl == nil || !cl.Views {
+	if cl := g.shards.Cluster(c.shard.Cluster); cl == nil || !cl.Views {
 		return nil
 	}
 	for k := range params {
 		if strings.EqualFold(k, "search_path") {
-			return pgerror.New(pgerror.ViewsSearchPath, c.shard.cluster)
+			return pgerror.New(pgerror.ViewsSearchPath, c.shard.Cluster)
 		}
 	}
 	return nil
@@ -247,28 +134,9 @@ func (ss *shardSession) routerNow(c *client, g *generation) *shard.Router {
 func (ss *shardSession) routerIn(c *client, g *generation) *shard.Router {
 	var cl *shard.Cluster
 	if g.shards != nil {
-		cl = g.shards.Cluster(ss.cluster)
+		cl = g.shards.Cluster(ss.Cluster)
 	}
-	if cl == nil {
-		return nil
-	}
-	if ss.routerOf != cl {
-		ss.router, ss.routerOf = shard.NewRouter(cl), cl
-		ss.mayTarget = c.mayTarget(cl)
-	}
-	return ss.router
-}
-
-// pinNow is the pin in force: SET LOCAL's over the session's.
-func (ss *shardSession) pinNow() shard.Pin {
-	p := ss.pin
-	if ss.local.Key != nil {
-		p.Key, p.Colo = ss.local.Key, ss.local.Colo
-	}
-	if ss.local.Shard != "" {
-		p.Shard = ss.local.Shard
-	}
-	return p
+	return ss.Use(cl, c.mayTarget)
 }
 
 // shardDecides reports the messages shardDecide reads: a Query, Parse or
@@ -307,18 +175,15 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 	if !sameMap(ss.escOf, c.params) {
 		// The session's standard_conforming_strings, as the pump last
 		// heard it.
-		ss.esc, ss.escOf = shard.EscapeStrings(c.params["standard_conforming_strings"]), c.params
+		ss.Esc, ss.escOf = shard.EscapeStrings(c.params["standard_conforming_strings"]), c.params
 	}
 	c.mu.Unlock()
-	memo := ss.memo
-	ss.memo = bindMemo{}
+	memo := ss.Memo
+	ss.Memo = session.BindMemo{}
 	if skipping {
 		return shardDecision{}, stepOn // dropped up to the Sync anyway
 	}
-	if idle && ss.held == nil && !ss.local.Empty() {
-		ss.local = shard.Pin{} // SET LOCAL's transaction is over
-		ss.pins++
-	}
+	ss.EndLocal(idle) // SET LOCAL's transaction may be over
 	r := ss.routerNow(c, c.svc.gen.Load())
 	switch typ {
 	case wire.MsgQuery:
@@ -332,8 +197,7 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if step, answered := l.answerShardQuery(text, linked); answered {
 			return shardDecision{}, step
 		}
-		r.SetEscapeStrings(ss.esc) // with off, '…' takes backslash escapes, for the router as for Postgres
-		return shardDecision{active: true, d: r.Route(text, ss.pinNow(), ss.mayTarget)}, stepOn
+		return shardDecision{active: true, d: ss.Route(r, text)}, stepOn
 	case wire.MsgParse:
 		body, err := l.shardText(n)
 		if err != nil {
@@ -346,16 +210,9 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 		if !ok {
 			return shardDecision{}, stepOn // malformed: the pooler's own checks answer it
 		}
-		sr, same := ss.stmts.get(name)
-		if !same || sr.st.Text != string(text) || sr.of != ss.routerOf || sr.pins != ss.pins {
-			// A statement the client has not prepared under this name,
-			// map and pins: the unnamed one of a driver that parses
-			// each time is the same text again, routed once.
-			sr = ss.prepare(r, text)
-			ss.stmts.set(name, sr)
-		}
+		sr := ss.Parse(r, name, text)
 		if linked {
-			return shardDecision{active: true, d: sr.st.Decision}, stepOn
+			return shardDecision{active: true, d: sr.St.Decision}, stepOn
 		}
 		return l.batchStart(typ, body, &sr)
 	case wire.MsgBind:
@@ -367,16 +224,16 @@ func (l *link) shardDecide(typ byte, n int) (shardDecision, loopStep) {
 			return shardDecision{active: true, d: goneCluster}, stepOn
 		}
 		if linked {
-			if d, ok := memo.of(body); ok {
+			if d, ok := memo.Of(body); ok {
 				return shardDecision{active: true, d: d}, stepOn
 			}
-			return shardDecision{active: true, d: l.bindDecision(body)}, stepOn
+			return shardDecision{active: true, d: ss.Bind(body, c.stmtText)}, stepOn
 		}
 		return l.batchStart(typ, body, nil)
 	case wire.MsgClose:
 		if body, err := c.r.Peek(n); err == nil && len(body) > 1 && body[0] == 'S' {
 			if i := bytes.IndexByte(body[1:], 0); i >= 0 {
-				ss.stmts.del(body[1 : 1+i])
+				ss.Stmts.Del(body[1 : 1+i])
 			}
 		}
 	}
@@ -422,90 +279,6 @@ func (c *client) mayTarget(cl *shard.Cluster) bool {
 	return cl.MayTarget(c.user) || slices.Contains(c.svc.config().Settings.AdminUsers, c.user)
 }
 
-// lastDecision sends what decides nothing (a Parse, a Describe) where the
-// client's last transaction ran, or to the default database.
-func (ss *shardSession) lastDecision() shard.Decision {
-	db := ss.last
-	if db == "" && ss.routerOf != nil {
-		db = ss.routerOf.DefaultDatabase
-	}
-	return shard.Decision{Source: shard.SourceDefault, Database: db}
-}
-
-// bindDecision decides a Bind by its statement's routing.
-func (l *link) bindDecision(body []byte) shard.Decision {
-	_, stmt, _, ok := wire.DecodeBindHead(body)
-	if !ok {
-		return shard.Decision{}
-	}
-	sr, ok := l.c.shard.stmtRouteOf(l.c, stmt)
-	if !ok {
-		// Prepared some other way (SQL PREPARE): nothing says where its
-		// rows are.
-		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
-	}
-	return sr.decide(l.c.shard, body)
-}
-
-// stmtRouteOf is the routing of the client's statement stmt, prepared
-// again under the map and pins in force when it was under others.
-func (ss *shardSession) stmtRouteOf(c *client, stmt []byte) (stmtRoute, bool) {
-	sr, known := ss.stmts.get(stmt)
-	if !known {
-		// Not seen by the router (the client came over in an online
-		// restart): the text the mapping keeps for it says where its
-		// rows are.
-		text, ok := c.stmtText(string(stmt))
-		if !ok {
-			return stmtRoute{}, false
-		}
-		sr = stmtRoute{st: &shard.Statement{Text: text}}
-	}
-	if sr.of != ss.routerOf || sr.pins != ss.pins {
-		// Prepared under an earlier map (its ranges may have moved) or
-		// other pins.
-		sr = ss.prepare(ss.router, []byte(sr.st.Text))
-		ss.stmts.set(stmt, sr)
-	}
-	return sr, true
-}
-
-// prepare is a Parse's routing under the map and pins in force: the
-// cluster's shared one when the session has no pin.
-func (ss *shardSession) prepare(r *shard.Router, text []byte) stmtRoute {
-	sr := stmtRoute{of: r.Cluster(), pins: ss.pins}
-	r.SetEscapeStrings(ss.esc)
-	if pin := ss.pinNow(); pin.Empty() {
-		sr.st = r.Statement(text, ss.mayTarget)
-	} else {
-		sr.st = r.PrepareStatement(text, pin, ss.mayTarget)
-	}
-	return sr
-}
-
-// decide is the decision for one Bind of the statement. The body is
-// handed to Bind through the session's bindParams: a []byte converted to
-// the BindParams interface would be copied to the heap at every Bind.
-func (sr stmtRoute) decide(ss *shardSession, body []byte) shard.Decision {
-	if sr.st.Prepared == nil {
-		return sr.st.Decision
-	}
-	ss.bind.body = body
-	d, err := sr.st.Prepared.Bind(&ss.bind)
-	ss.bind.body = nil // the read buffer's: not kept past the message
-	if err != nil {
-		return shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonShape}
-	}
-	return d
-}
-
-// bindParams is a Bind body as shard.Prepared.Bind reads it.
-type bindParams struct{ body []byte }
-
-func (b *bindParams) Param(i int) (value []byte, binary, null, ok bool) {
-	return wire.BindParam(b.body, i)
-}
-
 // shardLink prepares the link of a message that needs a server for the
 // decision d, with no server linked: the pool of d's database becomes the
 // transaction's (link.mu.route). stepNext when the message was refused
@@ -514,7 +287,7 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 	c := l.c
 	ss := c.shard
 	g := c.svc.gen.Load()
-	cl := ss.routerOf
+	cl := ss.Map()
 	db := d.Database
 	switch {
 	case cl != nil && cl.Shadow:
@@ -542,7 +315,7 @@ func (l *link) shardLink(typ byte, d shard.Decision) loopStep {
 	if step, held := l.holdIfPaused(typ, span); held {
 		return step
 	}
-	ss.last = d.Database
+	ss.Last = d.Database
 	if c.mode == config.PoolModeSession && (d.Source != shard.SourceDefault || !c.tracking) {
 		// The session's first statement that decides a shard: the
 		// session stays on it (a held Parse is prepared there again by
@@ -646,7 +419,7 @@ func (c *client) stmtText(name string) (string, bool) {
 // an online restart: a sharded cluster's client only when it holds
 // nothing the new process could not rebuild (a held BEGIN, pins).
 func (ss *shardSession) movable() bool {
-	return ss == nil || ss.held == nil && ss.pin.Empty() && ss.local.Empty() && !ss.sessionPinned.Load()
+	return ss == nil || ss.Movable() && !ss.sessionPinned.Load()
 }
 
 // mapsStatements reports whether the prepared-statement mapping is on for

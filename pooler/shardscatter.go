@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/shard/session"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -44,7 +45,7 @@ func (l *link) shardScatter(typ byte, d shard.Decision) loopStep {
 	ss := c.shard
 	explicit := d.Reason == shard.ReasonNone // shard=all, not on_missing_key
 	refusal := shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonScatterShape, Table: d.Table, Column: d.Column}
-	if typ != wire.MsgQuery && typ != wire.MsgParse && typ != wire.MsgBind || ss.held != nil {
+	if typ != wire.MsgQuery && typ != wire.MsgParse && typ != wire.MsgBind || ss.Held != nil {
 		refusal.Reason = shard.ReasonScatter
 		return l.refuseShard(typ, refusal)
 	}
@@ -56,14 +57,14 @@ func (l *link) shardScatter(typ byte, d shard.Decision) loopStep {
 		return c.leaveStep(err)
 	}
 	kind := shard.Scatterable(text)
-	dbs := ss.routerOf.Databases()
+	dbs := ss.Map().Databases()
 	if kind == shard.ScatterNone && (!explicit || shard.ReturnsRows(text)) {
 		// Rows that are not the union of each shard's, or a read that
 		// would answer with one shard's.
 		return l.refuseShard(typ, refusal)
 	}
 	if !explicit {
-		if t, ok := ss.routerOf.Table(d.Table); ok {
+		if t, ok := ss.Map().Table(d.Table); ok {
 			dbs = t.Colo.Databases()
 		}
 	}
@@ -148,20 +149,20 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 	ss := c.shard
 	named := refusal
 	named.Reason = shard.ReasonScatterNamed
-	var msgs []batchMsg
+	var msgs []session.Msg
 	for {
 		body, err := c.r.Peek(c.r.BodyLen())
 		if err != nil {
 			return c.leaveStep(err)
 		}
-		it := l.batchIter(typ, body)
+		it := l.batch(typ, body)
 		msgs = msgs[:0]
 		flushed := false
-		for m, ok := it.next(); ok; m, ok = it.next() {
+		for m, ok := it.Next(); ok; m, ok = it.Next() {
 			msgs = append(msgs, m)
-			flushed = flushed || m.typ == wire.MsgFlush
+			flushed = flushed || m.Type == wire.MsgFlush
 		}
-		if it.synced {
+		if it.Synced {
 			break
 		}
 		// Not whole yet: the client, which has sent no Sync, waits for
@@ -170,13 +171,13 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 			return l.refuseShard(typ, named)
 		}
 	}
-	dbs := ss.routerOf.Databases()
+	dbs := ss.Map().Databases()
 	if !explicit {
-		if t, ok := ss.routerOf.Table(refusal.Table); ok {
+		if t, ok := ss.Map().Table(refusal.Table); ok {
 			dbs = t.Colo.Databases()
 		}
 	}
-	parse, rest := msgs[0].body, msgs[1:]
+	parse, rest := msgs[0].Body, msgs[1:]
 	replayed := typ == wire.MsgBind
 	if replayed {
 		parse, rest = nil, msgs
@@ -185,14 +186,14 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 			parse = bytes.Clone(c.mu.unnamedParse)
 			c.mu.Unlock()
 		}
-	} else if describesOnly(rest) && len(dbs) > 0 {
+	} else if session.DescribesOnly(rest) && len(dbs) > 0 {
 		// Parse and Describe: nothing runs yet (the client learns the
 		// statement's columns, on one of the databases the scatter will
 		// read); its Bind scatters.
 		return l.shardLink(typ, shard.Decision{Source: shard.SourceDefault, Database: dbs[0]})
 	}
 	name, text, _, ok := wire.DecodeParse(parse)
-	if !ok || len(name) > 0 || !unnamedScatterBatch(rest) || replayed && string(text) != ss.stmts.unnamed.text() {
+	if !ok || len(name) > 0 || !session.UnnamedScatter(rest) || replayed && string(text) != ss.Stmts.Unnamed() {
 		return l.refuseShard(typ, named)
 	}
 	kind := shard.Scatterable(text)
@@ -205,8 +206,8 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 		q = append(q, parse...)
 	}
 	for _, m := range msgs {
-		q = wire.AppendHeader(q, m.typ, len(m.body))
-		q = append(q, m.body...)
+		q = wire.AppendHeader(q, m.Type, len(m.Body))
+		q = append(q, m.Body...)
 	}
 	for i := range msgs { // whole in the buffer: no read waits
 		if i > 0 {
@@ -226,52 +227,6 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 		c.mu.Unlock()
 	}
 	return l.scatterRun(q, kind, dbs, replayed)
-}
-
-// describesOnly: the rest of a batch after its Parse only describes the
-// unnamed statement.
-func describesOnly(msgs []batchMsg) bool {
-	for _, m := range msgs {
-		switch {
-		case m.typ == wire.MsgSync:
-			return true
-		case m.typ != wire.MsgDescribe || len(m.body) != 2 || m.body[0] != 'S' || m.body[1] != 0:
-			return false
-		}
-	}
-	return false
-}
-
-// unnamedScatterBatch: after the Parse, Describes of the unnamed
-// statement or portal, one Bind of the unnamed statement to the unnamed
-// portal, one Execute of it for all its rows, and the Sync.
-func unnamedScatterBatch(msgs []batchMsg) bool {
-	bound, executed := false, false
-	for _, m := range msgs {
-		switch m.typ {
-		case wire.MsgDescribe:
-			if len(m.body) != 2 || m.body[1] != 0 || executed {
-				return false
-			}
-		case wire.MsgBind:
-			portal, stmt, _, ok := wire.DecodeBindHead(m.body)
-			if !ok || bound || len(portal) > 0 || len(stmt) > 0 {
-				return false
-			}
-			bound = true
-		case wire.MsgExecute:
-			// "" then max rows 0: the portal's every row.
-			if !bound || executed || len(m.body) != 5 || m.body[0] != 0 || m.body[1]|m.body[2]|m.body[3]|m.body[4] != 0 {
-				return false
-			}
-			executed = true
-		case wire.MsgSync:
-			return executed
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // scatterRead relays the replies of a scatter's servers, one database

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/pgturnstile/pgturnstile/shard"
+	"github.com/pgturnstile/pgturnstile/shard/session"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
 
@@ -14,63 +15,26 @@ import (
 // first statement and its replies swallowed, a transaction held to the
 // shard of its first statement, and refusals (0A000).
 
-// answerShardQuery answers, with no server linked, the simple queries the
-// pooler answers itself for a cluster's client: SET [LOCAL]
+// answerShardQuery answers the simple queries the pooler answers itself
+// for a cluster's client (session.AnswerQuery): SET [LOCAL]
 // pgturnstile.*, and BEGIN, COMMIT, ROLLBACK while the transaction has
 // not reached a server. answered is false for any other.
 func (l *link) answerShardQuery(text []byte, linked bool) (loopStep, bool) {
-	c := l.c
-	ss := c.shard
-	if !shard.MaybeControl(text) {
-		return stepOn, false // the common case: not looked at again
-	}
-	if sh, found, err := shard.ReadSet(text); found {
-		if err != nil {
-			return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true
-		}
-		var notice []byte
-		inTx := ss.held != nil || linked
-		switch {
-		case sh.Local && !inTx:
-			// As Postgres: a warning, and nothing set.
-			notice = wire.AppendErrorResponse(nil, wire.MsgNoticeResponse, "WARNING", "25P01", "SET LOCAL can only be used in transaction blocks", "", "")
-		case sh.Local:
-			ss.local.Set(sh.Name, pinValue(sh))
-			ss.pins++
-		default:
-			ss.pin.Set(sh.Name, pinValue(sh))
-			ss.pins++
-		}
-		return l.answerShard(append(notice, wire.AppendCommandComplete(nil, "SET")...)), true
-	}
-	if linked {
-		return stepOn, false
-	}
-	kind, start := shard.ReadTxControl(text)
-	held := ss.held != nil
-	if kind == shard.TxBegin || held && kind != shard.TxNone {
-		// A BEGIN, or what a transaction that has not reached a server
-		// says before its first statement, or its end (shardbatch.go's
-		// applyTx, which the extended protocol's answers share).
-		return l.answerShard(l.applyTx(nil, kind, start, string(text))), true
+	out, a := l.c.shard.AnswerQuery(text, linked)
+	switch a {
+	case session.Answered:
+		return l.answerShard(out), true
+	case session.BadHint:
+		return l.refuseShard(wire.MsgQuery, shard.Decision{Source: shard.SourceRefused, Reason: shard.ReasonBadHint}), true
 	}
 	return stepOn, false
-}
-
-// pinValue is a SET's value for a pin (a copy: the statement's buffer
-// is reused), nil for RESET.
-func pinValue(sh shard.SetHint) []byte {
-	if sh.Reset {
-		return nil
-	}
-	return append([]byte(nil), sh.Value...)
 }
 
 // heldStatus is the transaction status a cluster's client without a
 // linked server is in: 'T' while its BEGIN is held.
 func (c *client) heldStatus() byte {
-	if c.shard != nil && c.shard.held != nil {
-		return wire.TxInBlock
+	if c.shard != nil {
+		return c.shard.HeldStatus()
 	}
 	return wire.TxIdle
 }
@@ -93,7 +57,7 @@ func (l *link) refuseShard(typ byte, d shard.Decision) loopStep {
 	if err := c.r.Skip(); err != nil {
 		return c.leaveStep(err)
 	}
-	msg, detail, hint := refusalText(c.shard, d)
+	msg, detail, hint := c.shard.RefusalText(d)
 	out := wire.AppendErrorResponse(c.shard.out[:0], wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
 	if typ == wire.MsgQuery {
 		out = wire.AppendReadyForQuery(out, c.heldStatus())
@@ -111,38 +75,6 @@ func (l *link) refuseShard(typ byte, d shard.Decision) loopStep {
 		return c.leaveStep(err)
 	}
 	return stepNext
-}
-
-// refusalText is a refusal's message, DETAIL and HINT (the router's
-// words), or, for a cluster a RELOAD removed, the word to reconnect.
-func refusalText(ss *shardSession, d shard.Decision) (msg, detail, hint string) {
-	if d.Reason == shard.ReasonShape && len(d.Table) == 0 && ss.routerOf == nil {
-		return "pgturnstile: cluster \"" + ss.cluster + "\" is no longer in the shard file", "", "Reconnect."
-	}
-	return shard.RefusalText(d)
-}
-
-// crossShard is what a linked transaction's server gets in place of a
-// simple Query the router sends to another shard, or refuses: an error
-// Postgres raises itself, so the transaction ends failed on both sides
-// and the client's ROLLBACK works as usual.
-func crossShard(ss *shardSession, d shard.Decision, pinned string) []byte {
-	return raiseQuery(crossShardText(ss, d, pinned))
-}
-
-// raiseQuery is a Query that makes Postgres raise 0A000 with msg, detail
-// and hint.
-func raiseQuery(msg, detail, hint string) []byte {
-	return wire.AppendQuery(nil, shard.RaiseSQL(msg, detail, hint))
-}
-
-// crossShardText is shard.CrossShardText, with refusalText's word for a
-// cluster gone.
-func crossShardText(ss *shardSession, d shard.Decision, pinned string) (msg, detail, hint string) {
-	if d.Source == shard.SourceRefused {
-		return refusalText(ss, d)
-	}
-	return shard.CrossShardText(d, pinned)
 }
 
 // heldLinkedLocked runs on a server just linked while the client's BEGIN
@@ -163,16 +95,15 @@ func (l *link) heldLinkedLocked(s *server, sd shardDecision) {
 // replies (pumpSwallow), which the client had from the pooler. c.mu held.
 func (l *link) replayHeldLocked(s *server) {
 	c := l.c
-	ss := c.shard
 	now := c.svc.clock.Now()
 	c.mu.queryStart, l.mu.xactStart = now, now
-	for range ss.heldN {
+	held, n := c.shard.TakeHeld()
+	for range n {
 		l.mu.ls.FromClient(wire.MsgQuery)
 	}
-	l.pump.swallow += ss.heldN
+	l.pump.swallow += n
 	l.pump.heldErr, l.pump.heldBegun = nil, 0
-	s.w.Write(ss.held)
-	ss.held, ss.heldN = nil, 0
+	s.w.Write(held)
 }
 
 // heldToShardLocked holds a statement of a transaction already on server
@@ -185,7 +116,7 @@ func (l *link) replayHeldLocked(s *server) {
 // and HINT) in place of that error (link.mu.refusal). c.mu held.
 func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise []byte) {
 	ss := l.c.shard
-	if ss.routerOf != nil && ss.routerOf.Shadow {
+	if cl := ss.Map(); cl != nil && cl.Shadow {
 		return nil
 	}
 	pinned := s.pool.key.db
@@ -196,9 +127,9 @@ func (l *link) heldToShardLocked(typ byte, s *server, d shard.Decision) (raise [
 	}
 	switch typ {
 	case wire.MsgQuery:
-		return crossShard(ss, d, pinned)
+		return ss.CrossShardQuery(d, pinned)
 	case wire.MsgBind:
-		msg, detail, hint := crossShardText(ss, d, pinned)
+		msg, detail, hint := ss.CrossShardText(d, pinned)
 		l.mu.refusal = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000", msg, detail, hint)
 		return poisonBind
 	}

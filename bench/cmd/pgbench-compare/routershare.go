@@ -28,8 +28,9 @@ import (
 // says so beside that run's ratios.
 
 // routerFocus names the router's functions: package shard, and the
-// pooler's shard glue (link.shard*, link.batch*, stmtRoute, shardSession).
-const routerFocus = `pgturnstile/pgturnstile/shard\.|pooler\.\(\*link\)\.(shard|batch)|pooler\.stmtRoute|pooler\.\(\*shardSession\)`
+// pooler's shard glue (link.shard*, link.batch*, shardSession); package
+// shard's prefix covers its subpackages (shard/session).
+const routerFocus = `pgturnstile/pgturnstile/shard[./]|pooler\.\(\*link\)\.(shard|batch)|pooler\.\(\*shardSession\)`
 
 // routerShares collects, per workload, the profiles of its map instance
 // and, once the workload's rounds are over, the share read from them.
