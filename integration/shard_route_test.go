@@ -753,13 +753,73 @@ func TestShardRouteScatter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A named statement (pgx's default mode prepares one) is refused with
-	// a HINT that says what scatters.
+	// A named statement (pgx's default mode: Parse and Describe of
+	// stmtcache_…, then a batch of Bind, Describe, Execute and Sync for each
+	// run) scatters at each Bind, with its Parse sent ahead, unnamed, on
+	// every database; the same refusals hold for it.
 	nconn := rig.connect(t, pgx.QueryExecModeCacheStatement)
-	_, err = nconn.Exec(ctx, "SELECT org_id FROM files WHERE name = $1", "n1")
-	wantShardRefused(t, err, "unnamed statement")
-	if !errors.As(err, &pe) || !strings.Contains(pe.Hint, "QueryExecModeExec") {
-		t.Fatalf("named scatter: %v (hint %q)", err, pe.Hint)
+	for _, v := range []string{"n1", "n3", "n1", "n4"} {
+		want = truth("WHERE name = '" + v + "'")
+		rows, tag = gotOn(nconn, "SELECT org_id::text || '/' || name FROM files WHERE name = $1", v)
+		if !slices.Equal(rows, want) || tag != fmt.Sprintf("SELECT %d", len(want)) || len(want) != 12 {
+			t.Fatalf("named scatter of %s: %d rows (%s), want %d: %v vs %v", v, len(rows), tag, len(want), rows, want)
+		}
+	}
+	_, err = nconn.Exec(ctx, "SELECT count(*) FROM files WHERE name = $1", "n1")
+	wantShardRefused(t, err, "")
+	_, err = nconn.Exec(ctx, "SELECT org_id FROM files WHERE name = $1 AND 1 / (v - v) = 1", "n1")
+	if !errors.As(err, &pe) || pe.Code != "22012" {
+		t.Fatalf("a failing named scatter: %v", err)
+	}
+	// pgjdbc's named statement past prepareThreshold: Parse, Bind,
+	// Describe, Execute and Sync in one batch; then Binds of the name
+	// alone. A name in use is Postgres' 42P05.
+	pc := nconn.PgConn()
+	pl := pc.StartPipeline(ctx)
+	pl.SendPrepare("S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", nil)
+	pl.SendQueryPrepared("S_1", [][]byte{[]byte("n2")}, nil, nil)
+	if err := pl.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var piped []string
+	for {
+		res, err := pl.GetResults()
+		if err != nil {
+			t.Fatalf("Parse and Bind of S_1 in one batch: %v (%s)", err, detailOf(err))
+		}
+		if rr, ok := res.(*pgconn.ResultReader); ok {
+			r := rr.Read()
+			if r.Err != nil {
+				t.Fatalf("Parse and Bind of S_1 in one batch: %v (%s)", r.Err, detailOf(r.Err))
+			}
+			for _, row := range r.Rows {
+				piped = append(piped, string(row[0]))
+			}
+		}
+		if _, ok := res.(*pgconn.PipelineSync); ok {
+			break
+		}
+	}
+	if err := pl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(piped)
+	if want = truth("WHERE name = 'n2'"); !slices.Equal(piped, want) {
+		t.Fatalf("Parse and Bind of S_1 in one batch: %d rows, want %d", len(piped), len(want))
+	}
+	for _, v := range []string{"n0", "n2"} {
+		res := pc.ExecPrepared(ctx, "S_1", [][]byte{[]byte(v)}, nil, nil).Read()
+		var got []string
+		for _, row := range res.Rows {
+			got = append(got, string(row[0]))
+		}
+		slices.Sort(got)
+		if want = truth("WHERE name = '" + v + "'"); res.Err != nil || !slices.Equal(got, want) || res.CommandTag.String() != fmt.Sprintf("SELECT %d", len(want)) {
+			t.Fatalf("a later Bind of S_1 (%s): %d rows (%s), %v; want %d", v, len(got), res.CommandTag, res.Err, len(want))
+		}
+	}
+	if _, err := pc.Prepare(ctx, "S_1", "SELECT org_id FROM files WHERE name = $1", nil); err == nil {
+		t.Fatal("a second Parse of S_1 succeeded")
 	}
 	// Both connections go on.
 	for _, c := range append(xconns, nconn) {
@@ -1162,5 +1222,62 @@ func TestShardRouteQualifiedKeywordColumns(t *testing.T) {
 				t.Fatalf("%d rows in all, want %d", total, len(keys))
 			}
 		})
+	}
+}
+
+// TestShardRoutePipelinedPrepare: a named statement parsed, described and
+// bound in one batch (pgx's pipeline, psycopg's pipeline mode) whose text
+// the prepared-statement mapping already knows. The mapping may answer
+// such a Parse without a server; the Describe after it then linked the
+// home pool's server (the default database) and the Bind, keyed for
+// another shard, was refused as a statement for another shard in a
+// transaction on the default database. The batch goes where its Bind's
+// key does, rows and all, as Postgres' own placement says.
+func TestShardRoutePipelinedPrepare(t *testing.T) {
+	rig := startShardRig(t, nil)
+	ctx := ctxT(t, time.Minute)
+	keys := make([]string, 40)
+	for i := range keys {
+		keys[i] = fmt.Sprint(i*7919 + 11)
+	}
+	want := rig.expected(t, "org", keys)
+	const insert = "INSERT INTO files (org_id, name, v) VALUES ($1, 'piped', $2)"
+	conn := rig.connect(t, pgx.QueryExecModeCacheStatement)
+	// The text, prepared and run once the usual way: the mapping knows it.
+	if _, err := conn.Exec(ctx, insert, keys[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	pc := conn.PgConn()
+	for i, k := range keys[1:] {
+		name := fmt.Sprintf("piped_%d", i)
+		pl := pc.StartPipeline(ctx)
+		pl.SendPrepare(name, insert, nil)
+		pl.SendQueryPrepared(name, [][]byte{[]byte(k), []byte(fmt.Sprint(i + 1))}, nil, nil)
+		if err := pl.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			res, err := pl.GetResults()
+			if err != nil {
+				t.Fatalf("key %s (on %s): %v (%s)", k, want[k], err, detailOf(err))
+			}
+			if rr, ok := res.(*pgconn.ResultReader); ok {
+				if r := rr.Read(); r.Err != nil {
+					t.Fatalf("key %s (on %s): %v (%s)", k, want[k], r.Err, detailOf(r.Err))
+				}
+			}
+			if _, ok := res.(*pgconn.PipelineSync); ok {
+				break
+			}
+		}
+		if err := pl.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	landed := rig.landed(t, "files", "org_id")
+	for _, k := range keys {
+		if got := landed[k]; len(got) != 1 || got[0] != want[k] {
+			t.Errorf("key %s: rows on %v, want one on %s", k, got, want[k])
+		}
 	}
 }

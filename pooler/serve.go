@@ -242,7 +242,12 @@ func (l *link) route(lv *loopVars, typ byte, n int) (routed, loopStep) {
 	if s == nil {
 		l.followTrackingLocked()
 	}
-	if s == nil && (c.tracking || l.mu.skipToSync) {
+	// A sharded client's Parse whose batch its Bind has decided links that
+	// shard's server now, not answered by the mapping alone: a Describe
+	// before the Bind would otherwise link the home pool's, and the Bind
+	// find the batch on another shard (a scatter takes the batch whole).
+	decidedParse := sd.active && !sd.undecided && typ == wire.MsgParse
+	if s == nil && !decidedParse && (c.tracking || l.mu.skipToSync) {
 		c.mu.Unlock()
 		handled, err := l.answerUnlinked(typ, n)
 		if errors.Is(err, wire.ErrBudgetExceeded) {

@@ -81,7 +81,7 @@ func (l *link) answerTxMessages(typ byte, body []byte, tb *session.TxBatch) loop
 				// The mapping learns the name too, so that the client may
 				// run it on a server later (a prepared COMMIT of a
 				// transaction that did reach one).
-				c.holdTxStmt(string(name), string(text), types)
+				c.holdStmtName(string(name), string(text), types)
 			}
 		case wire.MsgFlush:
 			if err := c.w.Write(out); err != nil {
@@ -122,10 +122,12 @@ func (c *client) stmtHeld(name string) bool {
 	return held
 }
 
-// holdTxStmt gives the client's name for a transaction-control statement
-// the pooler answered to the mapping, as a Parse a server had run would:
-// the router read it whole, so Postgres will parse it.
-func (c *client) holdTxStmt(name, text string, types []byte) {
+// holdStmtName gives the client's name for a statement no server of the
+// mapping parsed under it to the mapping, as a Parse a server had run
+// would: a transaction-control statement the pooler answered (the router
+// read it whole, so Postgres will parse it), or one a scatter ran unnamed
+// on every database.
+func (c *client) holdStmtName(name, text string, types []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	def := c.svc.stmts.Acquire(text, types, c.svc.settings().PreparedStatementBudget)

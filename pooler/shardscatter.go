@@ -84,20 +84,21 @@ func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 	if err := c.r.Skip(); err != nil {
 		return c.leaveStep(err)
 	}
-	return l.scatterRun(q, kind, dbs, false)
+	step, _ := l.scatterRun(q, kind, dbs, false)
+	return step
 }
 
 // scatterRun runs q (a Query, or an extended batch up to its Sync, the
 // client's consumed) on dbs; replayed: q starts with a Parse the client
 // did not send, whose ParseComplete it does not get.
-func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replayed bool) loopStep {
+func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replayed bool) (step loopStep, answered bool) {
 	c := l.c
 	ss := c.shard
 	select {
 	case c.svc.scatters <- struct{}{}:
 		defer func() { <-c.svc.scatters }()
 	default:
-		return l.answerQueryError("53300", "pgturnstile: too many statements running on every shard at once", "", "Retry later.")
+		return l.answerQueryError("53300", "pgturnstile: too many statements running on every shard at once", "", "Retry later."), false
 	}
 	g := c.svc.gen.Load()
 	jobs := make([]*scatterJob, 0, len(dbs))
@@ -109,22 +110,22 @@ func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replay
 	for _, db := range dbs {
 		p, err := ss.pool(c, g, db)
 		if err != nil {
-			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", "")
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", ""), false
 		}
 		s, err := p.acquire(nil, nil)
 		if err != nil {
-			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", "")
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" unavailable: "+err.Error(), "", ""), false
 		}
 		j := &scatterJob{db: db, pool: p, s: s}
 		jobs = append(jobs, j)
 		s.unnamedOwner = 0 // a scatter's Parse replaces the unnamed statement
 		if err := l.syncParamsUnlessMatch(s); err != nil {
 			j.lost("var change failed")
-			return l.answerQueryError("08006", "pgturnstile: shard "+db+" failed: "+err.Error(), "", "")
+			return l.answerQueryError("08006", "pgturnstile: shard "+db+" failed: "+err.Error(), "", ""), false
 		}
 	}
 	if kind == shard.ScatterNone {
-		return l.scatterEach(jobs, q)
+		return l.scatterEach(jobs, q), false
 	}
 	for _, j := range jobs {
 		j.s.w.Write(q)
@@ -136,14 +137,16 @@ func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replay
 }
 
 // scatterBatch serves a scatter decided at a Parse or a Bind: the batch,
-// whole in the buffer, must be the unnamed statement's Parse, Bind,
-// Execute (all rows) and Sync, with Describes, as pgx's exec mode, psql's
-// \bind and pgjdbc's unnamed statements send it. It runs as it is on
-// every database and the client gets one answer, as for a Query. A batch
-// that only parses and describes runs where an undecided one does; the
-// Bind that follows it (pgx's describe-exec mode) has the Parse the
-// mapping remembers sent ahead of it. A named statement is refused: its
-// later Binds would each need a scatter of their own.
+// whole in the buffer, must be one statement's Parse or Bind, its Bind to
+// the unnamed portal, Execute (all rows) and Sync, with Describes, as
+// pgx's modes, psql's \bind, psycopg and pgjdbc send a query. It runs on
+// every database as the unnamed statement's, and the client gets one
+// answer, as for a Query. A batch that only parses and describes runs
+// where an undecided one does; a Bind that follows it (pgx's
+// describe-exec and default modes) has the statement's Parse, as the
+// mapping keeps it, sent ahead of it on each database, unnamed. So a named
+// statement needs no name on any shard's server: each Bind of it is a
+// scatter of its own, and the mapping holds its name for the client.
 func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loopStep {
 	c := l.c
 	ss := c.shard
@@ -177,24 +180,40 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 			dbs = t.Colo.Databases()
 		}
 	}
+	// stmt: the statement the batch parses or binds ("": the unnamed one).
+	var stmt []byte
 	parse, rest := msgs[0].Body, msgs[1:]
 	replayed := typ == wire.MsgBind
 	if replayed {
-		parse, rest = nil, msgs
-		if c.tracking {
-			c.mu.Lock()
-			parse = bytes.Clone(c.mu.unnamedParse)
-			c.mu.Unlock()
+		_, stmt, _, _ = wire.DecodeBindHead(msgs[0].Body) // it decided the scatter: whole
+		parse, rest = c.scatterParse(stmt), msgs
+	} else if name, _, _, ok := wire.DecodeParse(parse); ok {
+		stmt = name
+		if session.DescribesOnly(rest, stmt) && len(dbs) > 0 {
+			// Parse and Describe: nothing runs yet (the client learns the
+			// statement's columns, on one of the databases the scatter
+			// will read); its Bind scatters.
+			return l.shardLink(typ, shard.Decision{Source: shard.SourceDefault, Database: dbs[0]})
 		}
-	} else if session.DescribesOnly(rest) && len(dbs) > 0 {
-		// Parse and Describe: nothing runs yet (the client learns the
-		// statement's columns, on one of the databases the scatter will
-		// read); its Bind scatters.
-		return l.shardLink(typ, shard.Decision{Source: shard.SourceDefault, Database: dbs[0]})
 	}
-	name, text, _, ok := wire.DecodeParse(parse)
-	if !ok || len(name) > 0 || !session.UnnamedScatter(rest) || replayed && string(text) != ss.Stmts.Unnamed() {
+	name, text, types, ok := wire.DecodeParse(parse)
+	sr, _ := ss.Stmts.Get(stmt)
+	if !ok || replayed && (len(name) > 0 || string(text) != sr.Text()) ||
+		len(stmt) > 0 && (!c.tracking || !replayed && c.stmtHeld(string(stmt))) {
+		// No Parse to send ahead (max_prepared_statements = 0), or not
+		// the one the router decided; a name in use (Postgres: 42P05).
 		return l.refuseShard(typ, named)
+	}
+	session.Unname(rest, stmt)
+	if !session.UnnamedScatter(rest) {
+		return l.refuseShard(typ, named)
+	}
+	if !replayed && len(stmt) > 0 {
+		// The client's named Parse runs unnamed on every database; its
+		// name is held once it has (the client's buffer is read on by
+		// then: copies).
+		msgs[0].Body = wire.AppendParse(nil, "", string(text), types)[5:]
+		stmt, text, types = bytes.Clone(stmt), bytes.Clone(text), bytes.Clone(types)
 	}
 	kind := shard.Scatterable(text)
 	if kind == shard.ScatterNone {
@@ -219,19 +238,45 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 			return c.leaveStep(err)
 		}
 	}
-	if c.tracking && !replayed {
+	if c.tracking && !replayed && len(stmt) == 0 {
 		// The client's unnamed statement is this one now, on no server
 		// the mapping knows of: a later Bind of it alone is not replayed.
 		c.mu.Lock()
 		c.forgetUnnamedLocked()
 		c.mu.Unlock()
 	}
-	return l.scatterRun(q, kind, dbs, replayed)
+	step, answered := l.scatterRun(q, kind, dbs, replayed)
+	if answered && !replayed && len(stmt) > 0 {
+		// Every database parsed it: the client has its name now, which
+		// the mapping holds (on no server yet), for the next Bind.
+		c.holdStmtName(string(stmt), string(text), types)
+	}
+	return step
+}
+
+// scatterParse is the body of the Parse a scatter sends ahead of a Bind of
+// the client's statement stmt, unnamed: the unnamed statement's last Parse,
+// or a named statement's definition, as the mapping keeps them (nil when
+// it does not).
+func (c *client) scatterParse(stmt []byte) []byte {
+	if !c.tracking {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(stmt) == 0 {
+		return bytes.Clone(c.mu.unnamedParse)
+	}
+	cs := c.mu.stmts[string(stmt)]
+	if cs == nil {
+		return nil
+	}
+	return wire.AppendParse(nil, "", cs.Def.Query, cs.Def.Types)[5:]
 }
 
 // scatterRead relays the replies of a scatter's servers, one database
-// after the other, as one answer.
-func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) loopStep {
+// after the other, as one answer; answered: with no error.
+func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) (step loopStep, answered bool) {
 	c := l.c
 	// descs: the first database's RowDescriptions (an extended batch
 	// that describes its statement and its portal has two) or its
@@ -326,7 +371,7 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed 
 	default:
 		out = wire.AppendCommandComplete(out, "SELECT "+strconv.FormatUint(total, 10))
 	}
-	return l.answerQuery(out)
+	return l.answerQuery(out), failed == nil
 }
 
 // scatterEach runs a statement shard=all names on each database in turn

@@ -84,7 +84,7 @@ func (r Reason) Hint() string {
 	case ReasonViewsQualified:
 		return "Name the table without its schema: each shard's role finds its view of the table first."
 	case ReasonScatterNamed:
-		return "Run it unnamed (pgx's QueryExecModeExec, pgjdbc's prepareThreshold=0) or on the simple protocol, or give the key."
+		return "Send it as one batch of Parse or Bind, Describe, Execute of every row and Sync (no fetch size, no named portal), or on the simple protocol, or give the key."
 	}
 	return ""
 }

@@ -20,13 +20,15 @@ const (
 // ReasonScatterShape: a scatter of a text that is not such a read.
 const ReasonScatterShape Reason = ReasonScatter + 1
 
-// ReasonScatterNamed: a scatter through the extended protocol of a named
-// prepared statement, or of a batch that is not one unnamed Parse, Bind,
-// Execute and Sync.
+// ReasonScatterNamed: a scatter through the extended protocol of a batch
+// that is not one statement's Parse or Bind, Describes, Execute of every
+// row and Sync (a named portal, a row limit, several statements, a batch
+// cut by a Flush), or of a named statement the pooler cannot send ahead
+// (max_prepared_statements = 0).
 const ReasonScatterNamed Reason = ReasonScatter + 2
 
 func init() {
-	routeReasonText[ReasonScatterNamed] = "it would run on every shard, which the router does through the extended protocol only for the unnamed statement: Parse, Bind, Describe, Execute (all rows) and Sync in one batch"
+	routeReasonText[ReasonScatterNamed] = "it would run on every shard, which the router does through the extended protocol only for one statement's Parse or Bind, Describe, Execute (all rows) and Sync in one batch, to the unnamed portal, with max_prepared_statements set for a named statement"
 	routeReasonText[ReasonScatterShape] = "it would run on every shard, which the router does only for one SELECT or COPY … TO without ORDER BY, LIMIT, OFFSET, FETCH, GROUP BY, HAVING, DISTINCT, aggregates, window functions, set operations or subqueries"
 }
 

@@ -163,17 +163,45 @@ func (s *Session) StartsWithTx(typ byte, body []byte, cur *Route) bool {
 }
 
 // DescribesOnly: the rest of a batch after its Parse only describes the
-// unnamed statement.
-func DescribesOnly(msgs []Msg) bool {
+// statement it parsed (name, "" for the unnamed one).
+func DescribesOnly(msgs []Msg, name []byte) bool {
 	for _, m := range msgs {
 		switch {
 		case m.Type == wire.MsgSync:
 			return true
-		case m.Type != wire.MsgDescribe || len(m.Body) != 2 || m.Body[0] != 'S' || m.Body[1] != 0:
+		case m.Type != wire.MsgDescribe || len(m.Body) != len(name)+2 || m.Body[0] != 'S' ||
+			string(m.Body[1:1+len(name)]) != string(name) || m.Body[len(m.Body)-1] != 0:
 			return false
 		}
 	}
 	return false
+}
+
+// Unname rewrites a batch's Binds and statement Describes of the named
+// statement name as the unnamed statement's, in place in msgs (the bodies
+// are new; the client's buffer is not written): a scatter runs a named
+// statement's Bind on every shard as the unnamed statement, parsed ahead
+// of it, so no shard's server needs the name.
+func Unname(msgs []Msg, name []byte) {
+	if len(name) == 0 {
+		return
+	}
+	for k, m := range msgs {
+		switch m.Type {
+		case wire.MsgBind:
+			portal, stmt, n, ok := wire.DecodeBindHead(m.Body)
+			if !ok || string(stmt) != string(name) {
+				continue
+			}
+			body := make([]byte, 0, len(m.Body)-len(name))
+			body = append(append(body, portal...), 0, 0)
+			msgs[k].Body = append(body, m.Body[n:]...)
+		case wire.MsgDescribe:
+			if len(m.Body) == len(name)+2 && m.Body[0] == 'S' && string(m.Body[1:1+len(name)]) == string(name) {
+				msgs[k].Body = []byte{'S', 0}
+			}
+		}
+	}
 }
 
 // UnnamedScatter: after the Parse, Describes of the unnamed statement or
