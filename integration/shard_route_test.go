@@ -818,8 +818,37 @@ func TestShardRouteScatter(t *testing.T) {
 			t.Fatalf("a later Bind of S_1 (%s): %d rows (%s), %v; want %d", v, len(got), res.CommandTag, res.Err, len(want))
 		}
 	}
-	if _, err := pc.Prepare(ctx, "S_1", "SELECT org_id FROM files WHERE name = $1", nil); err == nil {
-		t.Fatal("a second Parse of S_1 succeeded")
+	// A name in use gets the mapping's answer, PgBouncer's 08P01, alone
+	// (Parse and Describe) or with a Bind (a scatter's batch).
+	if _, err := pc.Prepare(ctx, "S_1", "SELECT org_id FROM files WHERE name = $1", nil); !errors.As(err, &pe) || pe.Code != "08P01" {
+		t.Fatalf("a second Parse of S_1: %v, want 08P01", err)
+	}
+	pl = pc.StartPipeline(ctx)
+	pl.SendPrepare("S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", nil)
+	pl.SendQueryPrepared("S_1", [][]byte{[]byte("n2")}, nil, nil)
+	if err := pl.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var inUse error
+	for inUse == nil {
+		res, err := pl.GetResults()
+		if err != nil {
+			inUse = err
+			break
+		}
+		if rr, ok := res.(*pgconn.ResultReader); ok {
+			inUse = rr.Read().Err
+		}
+		if _, ok := res.(*pgconn.PipelineSync); ok {
+			break
+		}
+	}
+	pl.Close()
+	if !errors.As(inUse, &pe) || pe.Code != "08P01" {
+		t.Fatalf("a second Parse of S_1 with its Bind: %v, want 08P01", inUse)
+	}
+	if res := pc.ExecPrepared(ctx, "S_1", [][]byte{[]byte("n2")}, nil, nil).Read(); res.Err != nil || len(res.Rows) != 12 {
+		t.Fatalf("S_1 after the refused Parse: %d rows, %v", len(res.Rows), res.Err)
 	}
 	// Both connections go on.
 	for _, c := range append(xconns, nconn) {

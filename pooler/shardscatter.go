@@ -198,11 +198,22 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 	}
 	name, text, types, ok := wire.DecodeParse(parse)
 	sr, _ := ss.Stmts.Get(stmt)
-	if !ok || replayed && (len(name) > 0 || string(text) != sr.Text()) ||
-		len(stmt) > 0 && (!c.tracking || !replayed && c.stmtHeld(string(stmt))) {
+	if !ok || replayed && (len(name) > 0 || string(text) != sr.Text()) || len(stmt) > 0 && !c.tracking {
 		// No Parse to send ahead (max_prepared_statements = 0), or not
-		// the one the router decided; a name in use (Postgres: 42P05).
+		// the one the router decided.
 		return l.refuseShard(typ, named)
+	}
+	if !replayed && len(stmt) > 0 && c.stmtHeld(string(stmt)) {
+		// A name the client holds: the mapping's answer (PgBouncer's
+		// error, in order; answerParse).
+		c.mu.Lock()
+		l.refuseInBatchLocked(errStmtExists)
+		c.mu.Unlock()
+		c.logStmtRefusal("prepared statement '"+string(stmt)+"' was already prepared", errStmtExists)
+		if err := c.r.Skip(); err != nil {
+			return c.leaveStep(err)
+		}
+		return stepNext
 	}
 	session.Unname(rest, stmt)
 	if !session.UnnamedScatter(rest) {
