@@ -850,6 +850,49 @@ func TestShardRouteScatter(t *testing.T) {
 	if res := pc.ExecPrepared(ctx, "S_1", [][]byte{[]byte("n2")}, nil, nil).Read(); res.Err != nil || len(res.Rows) != 12 {
 		t.Fatalf("S_1 after the refused Parse: %d rows, %v", len(res.Rows), res.Err)
 	}
+	// shard=all DDL through the extended protocol (pgjdbc's
+	// Statement.execute, a migration tool's): each database in turn, as
+	// for a Query, with the batch's answers; a failure reports each
+	// database's outcome. Parse, Bind, Describe, Execute and Sync in one
+	// batch, then Parse and Describe before a Bind alone, then a named
+	// statement.
+	xpc := xconns[0].PgConn()
+	ddl := "/* pgturnstile: shard=all */ CREATE INDEX files_v ON files (v)"
+	if res := xpc.ExecParams(ctx, ddl, nil, nil, nil, nil).Read(); res.Err != nil || res.CommandTag.String() != "CREATE INDEX" {
+		t.Fatalf("extended shard=all DDL: %q, %v (%s)", res.CommandTag, res.Err, detailOf(res.Err))
+	}
+	if res := xpc.ExecParams(ctx, ddl, nil, nil, nil, nil).Read(); !errors.As(res.Err, &pe) || !strings.Contains(pe.Message, "failed on 3 of 3") || !strings.Contains(pe.Detail, "already exists") {
+		t.Fatalf("a failing extended shard=all: %v (%s)", res.Err, detailOf(res.Err))
+	}
+	ddl2 := "/* pgturnstile: shard=all */ CREATE INDEX files_v_name ON files (v, name)"
+	if _, err := xpc.Prepare(ctx, "", ddl2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res := xpc.ExecPrepared(ctx, "", nil, nil, nil).Read(); res.Err != nil || res.CommandTag.String() != "CREATE INDEX" {
+		t.Fatalf("extended shard=all DDL, Bind after Parse and Describe: %q, %v (%s)", res.CommandTag, res.Err, detailOf(res.Err))
+	}
+	if _, err := pc.Prepare(ctx, "ddl_1", "/* pgturnstile: shard=all */ DROP INDEX files_v", nil); err != nil {
+		t.Fatal(err)
+	}
+	if res := pc.ExecPrepared(ctx, "ddl_1", nil, nil, nil).Read(); res.Err != nil || res.CommandTag.String() != "DROP INDEX" {
+		t.Fatalf("named shard=all DDL: %q, %v (%s)", res.CommandTag, res.Err, detailOf(res.Err))
+	}
+	for name, dc := range rig.direct {
+		var idx []string
+		rows, err := dc.Query(ctx, "SELECT indexname::text FROM pg_indexes WHERE tablename = 'files' ORDER BY 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var i string
+			rows.Scan(&i)
+			idx = append(idx, i)
+		}
+		rows.Close()
+		if !slices.Equal(idx, []string{"files_name", "files_v_name"}) {
+			t.Fatalf("%s: indexes %v, want files_name, files_v_name", name, idx)
+		}
+	}
 	// Both connections go on.
 	for _, c := range append(xconns, nconn) {
 		if err := c.QueryRow(ctx, "SELECT count(*) FROM files WHERE org_id = $1", 31).Scan(&n); err != nil || n != 1 {

@@ -125,7 +125,7 @@ func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replay
 		}
 	}
 	if kind == shard.ScatterNone {
-		return l.scatterEach(jobs, q), false
+		return l.scatterEach(jobs, q, replayed)
 	}
 	for _, j := range jobs {
 		j.s.w.Write(q)
@@ -146,7 +146,9 @@ func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replay
 // describe-exec and default modes) has the statement's Parse, as the
 // mapping keeps it, sent ahead of it on each database, unnamed. So a named
 // statement needs no name on any shard's server: each Bind of it is a
-// scatter of its own, and the mapping holds its name for the client.
+// scatter of its own, and the mapping holds its name for the client. DDL
+// or a write that shard=all names runs on each database in turn, as a
+// Query's does (scatterEach).
 func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loopStep {
 	c := l.c
 	ss := c.shard
@@ -227,7 +229,9 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 		stmt, text, types = bytes.Clone(stmt), bytes.Clone(text), bytes.Clone(types)
 	}
 	kind := shard.Scatterable(text)
-	if kind == shard.ScatterNone {
+	if kind == shard.ScatterNone && (!explicit || shard.ReturnsRows(text)) {
+		// As for a Query: DDL and writes that shard=all names run on each
+		// database in turn; any other text is refused.
 		return l.refuseShard(typ, refusal)
 	}
 	var q []byte
@@ -388,10 +392,14 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed 
 // scatterEach runs a statement shard=all names on each database in turn
 // (DDL, a write), each in its own transaction: the client gets the first
 // database's CommandComplete when every one succeeded, else an error whose
-// DETAIL says how each database fared.
-func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
+// DETAIL says how each database fared. q is a Query or an extended batch
+// (replayed: its Parse is one the client did not send); a batch's
+// ParseComplete, BindComplete, ParameterDescription and NoData are the
+// first database's, sent ahead of that CommandComplete.
+func (l *link) scatterEach(jobs []*scatterJob, q []byte, replayed bool) (step loopStep, answered bool) {
 	var detail strings.Builder
 	var tag string
+	var acks []byte // the first database's answers to the batch's messages
 	failures := 0
 	for _, j := range jobs {
 		j.s.w.Write(q)
@@ -423,6 +431,10 @@ func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
 				if tag == "" {
 					tag = string(wire.CommandTag(msg[5:]))
 				}
+			case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgParameterDescription, wire.MsgNoData:
+				if j == jobs[0] && !(replayed && typ == wire.MsgParseComplete) {
+					acks = append(acks, msg...)
+				}
 			}
 		}
 		if res != "ok" {
@@ -432,12 +444,12 @@ func (l *link) scatterEach(jobs []*scatterJob, q []byte) loopStep {
 	}
 	if failures > 0 {
 		return l.answerQueryError("XX000", fmt.Sprintf("pgturnstile: failed on %d of %d shards", failures, len(jobs)),
-			strings.TrimSuffix(detail.String(), "; "), "What succeeded stays done: fix the failures and run it again where it failed (shard=NAME).")
+			strings.TrimSuffix(detail.String(), "; "), "What succeeded stays done: fix the failures and run it again where it failed (shard=NAME)."), false
 	}
 	if tag == "" {
-		return l.answerQuery(nil)
+		return l.answerQuery(acks), true
 	}
-	return l.answerQuery(wire.AppendCommandComplete(nil, tag))
+	return l.answerQuery(wire.AppendCommandComplete(acks, tag)), true
 }
 
 // cancel asks the job's server to stop its query.
