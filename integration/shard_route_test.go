@@ -681,9 +681,17 @@ func TestShardRouteScatter(t *testing.T) {
 		"SELECT org_id FROM files ORDER BY org_id LIMIT 3",
 		"/* pgturnstile: shard=all */ SELECT DISTINCT name FROM files",
 		"UPDATE files SET v = 0 WHERE name = 'n1'",
+		// Rows a write returns would be one database's: refused, not run.
+		"/* pgturnstile: shard=all */ UPDATE files SET v = -1 WHERE name = 'n1' RETURNING org_id",
 	} {
 		_, err := conn.Exec(ctx, q)
 		wantShardRefused(t, err, "")
+	}
+	for name, dc := range rig.direct {
+		var n int
+		if err := dc.QueryRow(ctx, "SELECT count(*) FROM files WHERE v = -1").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s: %d rows written by a refused statement (%v)", name, n, err)
+		}
 	}
 	// shard=all runs DDL on each database in turn; a failure is reported
 	// with each database's outcome.

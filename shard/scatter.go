@@ -124,27 +124,44 @@ func Scatterable(sql []byte) ScatterKind {
 	return kind
 }
 
-// ReturnsRows reports a text that starts as a statement returning rows
-// (SELECT, WITH, VALUES, TABLE, SHOW, EXPLAIN, FETCH, COPY): shard=all
-// runs such a text only as a scatter, never on each database in turn,
-// whose answer would be one database's.
+// ReturnsRows reports a text that returns rows: one that starts as such a
+// statement (SELECT, WITH, VALUES, TABLE, SHOW, EXPLAIN, FETCH, COPY), or
+// a write with RETURNING at its top level. shard=all runs such a text only
+// as a scatter, never on each database in turn, whose answer would be one
+// database's (its rows dropped, as a write's RETURNING would be).
 func ReturnsRows(sql []byte) bool {
 	lx := lexer{src: sql}
+	first, depth := true, 0
 	for {
 		t := lx.next()
 		switch {
+		case t.kind == tokEOF || t.kind == tokBad:
+			return false
 		case t.kind == tokPunct && sql[t.start] == '(':
+			depth++
+			continue
+		case t.kind == tokPunct && sql[t.start] == ')':
+			depth--
 			continue
 		case t.kind != tokIdent:
-			return false
+			if first {
+				return false
+			}
+			continue
 		}
 		w := sql[t.start:t.end]
-		for _, k := range []string{"select", "with", "values", "table", "show", "explain", "fetch", "copy"} {
-			if equalFold(w, k) {
-				return true
+		if first {
+			first = false
+			for _, k := range []string{"select", "with", "values", "table", "show", "explain", "fetch", "copy"} {
+				if equalFold(w, k) {
+					return true
+				}
 			}
+			continue
 		}
-		return false
+		if depth == 0 && equalFold(w, "returning") {
+			return true
+		}
 	}
 }
 

@@ -7,6 +7,10 @@ func TestReturnsRows(t *testing.T) {
 		"SELECT count(*) FROM t": true, "(select 1)": true, "with x as (select 1) select * from x": true,
 		"VALUES (1)": true, "table t": true, "SHOW x": true, "explain select 1": true, "COPY t TO STDOUT": true,
 		"CREATE INDEX i ON t (a)": false, "UPDATE t SET a = 1": false, "": false, "'select'": false,
+		"UPDATE t SET a = 1 RETURNING a": true, "delete from t returning *": true,
+		"INSERT INTO t VALUES (1) RETURNING id": true, "UPDATE t SET a = 'returning'": false,
+		"UPDATE t SET \"returning\" = 1": false, "CREATE FUNCTION f() RETURNS int AS $$ UPDATE t SET a = 1 RETURNING a $$ LANGUAGE sql": false,
+		"CREATE RULE r AS ON DELETE TO t DO (DELETE FROM u RETURNING *)": false,
 	} {
 		if got := ReturnsRows([]byte(sql)); got != want {
 			t.Errorf("ReturnsRows(%q) = %v", sql, got)
