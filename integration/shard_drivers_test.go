@@ -194,6 +194,10 @@ func TestShardDrivers(t *testing.T) {
 	// pgjdbc sends extra_float_digits at startup, as PgBouncer's users
 	// know.
 	rig := startShardRig(t, map[string]string{"ignore_startup_parameters": "extra_float_digits"})
+	// The programs' user may name every shard (pgjdbc's scatter read).
+	rig.rewrite(t, func(s string) string {
+		return strings.Replace(s, "logical_shards = 4\n", "logical_shards = 4\ntarget_users = [\""+appUser+"\"]\n", 1)
+	})
 	for i, drv := range []struct {
 		name     string
 		spellAll bool
@@ -263,6 +267,7 @@ func TestShardDrivers(t *testing.T) {
 			// What the program says it did.
 			perV := map[string]map[int]int{} // colo → v → rows
 			read := map[string]int{}
+			scattered := map[int]int{}            // v → org rows a scatter read
 			rolled := map[string]map[string]int{} // colo → mode → rows rolled back
 			for _, l := range lines {
 				f := strings.Fields(l)
@@ -288,6 +293,9 @@ func TestShardDrivers(t *testing.T) {
 					}
 				case len(f) == 3 && f[0] == "read":
 					read[f[1]], _ = strconv.Atoi(f[2])
+				case len(f) == 4 && f[0] == "scattered" && f[1] == "org":
+					v, _ := strconv.Atoi(f[2])
+					scattered[v], _ = strconv.Atoi(f[3])
 				default:
 					t.Errorf("unexpected output line %q", l)
 				}
@@ -319,6 +327,9 @@ func TestShardDrivers(t *testing.T) {
 				if !maps.Equal(gotV, perV[c.colo]) {
 					t.Errorf("%s: rows by mode (v) %v on the databases, the program says %v", c.colo, gotV, perV[c.colo])
 				}
+				if c.colo == "org" && len(scattered) > 0 && !maps.Equal(scattered, gotV) {
+					t.Errorf("org: rows by v a scatter read %v, on the databases %v", scattered, gotV)
+				}
 				if len(rolled[c.colo]) == 0 {
 					t.Errorf("%s: the program rolled back no transaction", c.colo)
 				}
@@ -326,8 +337,11 @@ func TestShardDrivers(t *testing.T) {
 					t.Errorf("%s: the program read back %d rows through the router, want %d", c.colo, read[c.colo], n)
 				}
 			}
-			t.Logf("%s: %d rows (%v by colo and v) in %v; %d misplaced; rolled back first %v; read back %v",
-				drv.name, len(keys), perV, elapsed.Round(time.Millisecond), misplaced, rolled, read)
+			if drv.name == "pgjdbc" && len(scattered) == 0 {
+				t.Error("pgjdbc: no scatter read")
+			}
+			t.Logf("%s: %d rows (%v by colo and v) in %v; %d misplaced; rolled back first %v; read back %v; scattered %v",
+				drv.name, len(keys), perV, elapsed.Round(time.Millisecond), misplaced, rolled, read, scattered)
 		})
 	}
 }

@@ -669,6 +669,32 @@ func TestShardRouteScatter(t *testing.T) {
 	if !slices.Equal(rows, want) || tag != fmt.Sprintf("SELECT %d", len(want)) || len(want) != 12 {
 		t.Fatalf("scatter: %d rows (%s), want %d: %v vs %v", len(rows), tag, len(want), rows, want)
 	}
+	// Plain columns: each database describes them with its own table OID
+	// (a RowDescription field), which the scatter takes as the same
+	// columns.
+	for _, c := range []*pgx.Conn{conn, rig.connect(t, pgx.QueryExecModeExec)} {
+		rows, err := c.Query(ctx, "SELECT org_id, name FROM files WHERE name = 'n1'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plain []string
+		for rows.Next() {
+			var k int64
+			var n string
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			plain = append(plain, fmt.Sprintf("%d/%s", k, n))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("a scatter of plain columns: %v (%s)", err, detailOf(err))
+		}
+		slices.Sort(plain)
+		if want := truth("WHERE name = 'n1'"); !slices.Equal(plain, want) {
+			t.Fatalf("a scatter of plain columns: %v, want %v", plain, want)
+		}
+	}
 	// shard=all names every database.
 	want = truth("")
 	rows, tag = got("/* pgturnstile: shard=all */ SELECT org_id::text || '/' || name FROM files")

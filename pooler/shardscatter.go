@@ -343,7 +343,7 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed 
 				if i == 0 {
 					descs = append(descs, append([]byte(nil), msg...))
 					c.w.Write(msg)
-				} else if nd > len(descs) || !bytes.Equal(descs[nd-1], msg) {
+				} else if nd > len(descs) || !sameDescription(descs[nd-1], msg) {
 					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000",
 						"pgturnstile: the shards answered with different columns", "shard "+j.db+" differs from "+jobs[0].db, "Make the table the same on every shard.")
 					for _, other := range jobs[i+1:] {
@@ -387,6 +387,17 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed 
 		out = wire.AppendCommandComplete(out, "SELECT "+strconv.FormatUint(total, 10))
 	}
 	return l.answerQuery(out), failed == nil
+}
+
+// sameDescription: another database's RowDescription (or CopyOutResponse)
+// says what the first one's does. A RowDescription's table OIDs and column
+// numbers are each database's own (wire.SameColumns); the client gets the
+// first database's.
+func sameDescription(first, msg []byte) bool {
+	if first[0] == wire.MsgRowDescription {
+		return wire.SameColumns(first, msg)
+	}
+	return bytes.Equal(first, msg)
 }
 
 // scatterEach runs a statement shard=all names on each database in turn

@@ -309,3 +309,48 @@ func cut(b []byte) (s []byte, n int, ok bool) {
 	}
 	return b[:i:i], i + 1, true
 }
+
+// SameColumns reports whether two RowDescription messages (whole, header
+// included) describe the same columns as a client reads them: names, type
+// OIDs, sizes, modifiers and formats alike. The source table's OID and
+// column number may differ (the same table in two databases has two
+// OIDs), and so may a type OID that is not built in (an enum or domain
+// made in each database); a built-in type's OID may not. Anything that
+// does not read as a RowDescription is not the same.
+func SameColumns(a, b []byte) bool {
+	if len(a) != len(b) || len(a) < 7 || a[0] != MsgRowDescription || b[0] != MsgRowDescription {
+		return false
+	}
+	n := int(binary.BigEndian.Uint16(a[5:7]))
+	if int(binary.BigEndian.Uint16(b[5:7])) != n {
+		return false
+	}
+	pa, pb := 7, 7
+	for range n {
+		na := bytes.IndexByte(a[pa:], 0)
+		nb := bytes.IndexByte(b[pb:], 0)
+		if na < 0 || na != nb || !bytes.Equal(a[pa:pa+na], b[pb:pb+nb]) {
+			return false
+		}
+		pa, pb = pa+na+1, pb+nb+1
+		if len(a)-pa < 18 || len(b)-pb < 18 {
+			return false
+		}
+		// Table OID (4) and column number (2): not compared.
+		ta := binary.BigEndian.Uint32(a[pa+6:])
+		tb := binary.BigEndian.Uint32(b[pb+6:])
+		if ta != tb && (ta < firstNormalOID || tb < firstNormalOID) {
+			return false
+		}
+		// Type size (2), modifier (4), format (2).
+		if !bytes.Equal(a[pa+10:pa+18], b[pb+10:pb+18]) {
+			return false
+		}
+		pa, pb = pa+18, pb+18
+	}
+	return pa == len(a) && pb == len(b)
+}
+
+// firstNormalOID is PostgreSQL's FirstNormalObjectId: OIDs below it are
+// the built-in objects', the same in every database.
+const firstNormalOID = 16384

@@ -30,6 +30,12 @@
 //                 parenthesised literal, ('42'::int8), ('abc'), ('…'::uuid);
 //                 each key then counted through that connection the same way
 //
+// Then it reads the org rows of each mode on every shard at once: one
+// PreparedStatement "/* pgturnstile: shard=all */ SELECT org_id FROM files
+// WHERE v = ?" executed for v = 1..6, twice, so that pgjdbc runs it as a
+// named server-side statement from its fifth use (a scatter of a named
+// statement), and prints "scattered org <v> <rows>" for each.
+//
 // In v=4 and v=5 the first transaction of each group inserts its keys with
 // v=0 and is rolled back (rollback()), then the same keys are inserted again
 // and committed: a rolled-back row left anywhere is a second row of its key.
@@ -202,6 +208,27 @@ public class Shard {
                 }
                 for (Map.Entry<String, Integer> e : rolled.entrySet()) {
                     System.out.println("rolledback " + colo + " " + e.getKey() + " " + e.getValue());
+                }
+            }
+            try (PreparedStatement ps = c.prepareStatement("/* pgturnstile: shard=all */ SELECT org_id FROM files WHERE v = ?")) {
+                Map<Integer, Long> seen = new TreeMap<>();
+                for (int round = 0; round < 2; round++) {
+                    for (int v = 1; v <= MODES.length; v++) {
+                        ps.setInt(1, v);
+                        long rows = 0;
+                        try (ResultSet rs = ps.executeQuery()) {
+                            while (rs.next()) {
+                                rows++;
+                            }
+                        }
+                        Long before = seen.put(v, rows);
+                        if (before != null && before != rows) {
+                            throw new IllegalStateException("scatter of v=" + v + ": " + before + " rows, then " + rows);
+                        }
+                    }
+                }
+                for (Map.Entry<Integer, Long> e : seen.entrySet()) {
+                    System.out.println("scattered org " + e.getKey() + " " + e.getValue());
                 }
             }
             for (String colo : COLOS) {
