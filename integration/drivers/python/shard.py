@@ -46,6 +46,12 @@ v=5 also runs an empty transaction (BEGIN then ROLLBACK) before each
 committed one: once psycopg prepares that ROLLBACK, the pooler answers its
 Parse, and the later ROLLBACK of a transaction on a server runs it there.
 
+Then it reads the org rows of each mode on every shard at once: a shard=all
+SELECT of plain columns for v = 1..8, twice on the autocommit connection
+(server-side binding: unnamed at first, a named statement from the fifth
+execution on), and prints "scattered org <v> <rows>"; a pipeline of two
+such scatters in one batch is refused (0A000).
+
 It prints "inserted <colo> <mode> <v> <n>" and, for each transaction mode,
 "rolledback <colo> <mode> <n>", then reads every key back through the router
 and prints "read <colo> <rows>". Any error ends it with a traceback and
@@ -198,6 +204,26 @@ def main():
         for mode, n in rolled.items():
             print("rolledback %s %s %d" % (colo, mode, n))
     tconn.close()
+    scatter = "/* pgturnstile: shard=all */ SELECT org_id, name FROM files WHERE v = %s"
+    cur = conn.cursor()
+    seen = {}
+    for _ in range(2):
+        for v in range(1, len(MODES) + 1):
+            cur.execute(scatter, (v,))
+            n = len(cur.fetchall())
+            if seen.setdefault(v, n) != n:
+                raise RuntimeError("scatter of v=%d: %d rows, then %d" % (v, seen[v], n))
+    # A pipeline of several scatters in one batch is refused (0A000):
+    # each must come as a batch of its own.
+    try:
+        with conn.pipeline():
+            for v in (1, 2):
+                conn.cursor().execute(scatter, (v,))
+        raise RuntimeError("a pipeline of two scatters ran")
+    except psycopg.errors.FeatureNotSupported:
+        pass
+    for v in sorted(seen):
+        print("scattered org %d %d" % (v, seen[v]))
     for colo in COLOS:
         table, col = TABLE[colo]
         rows = 0
