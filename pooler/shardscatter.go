@@ -2,9 +2,6 @@ package pooler
 
 import (
 	"bytes"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/shard"
@@ -13,13 +10,15 @@ import (
 )
 
 // Scatter (shard=all, on_missing_key = "scatter"): a read outside a
-// transaction, a simple Query or the unnamed statement's extended batch
-// (Parse, Bind, Execute, Sync), runs on every database at once, and the client
+// transaction, a simple Query or one statement's extended batch (Parse or
+// Bind, Execute, Sync), runs on every database at once, and the client
 // gets one answer: the first database's RowDescription (each other's must
-// be the same), every database's rows, SELECT (or COPY) with their sum.
-// The first error wins; the other databases' queries are cancelled. A
-// statement that is not such a read, sent with shard=all, runs on each
-// database in turn, and each failure is reported. Scatters hold a server of
+// describe the same columns), every database's rows, SELECT (or COPY)
+// with their sum. The first error wins; the other databases' queries are
+// cancelled. A statement that is not such a read, sent with shard=all,
+// runs on each database in turn, and each failure is reported. The
+// answers are composed by package session (Gather, Each); here the
+// servers are taken, written and read. Scatters hold a server of
 // each database at once, so at most maxScatters run at a time, pooler-wide;
 // they skip the admission gate, and a client's cancel request does not
 // reach them (their servers are not linked).
@@ -293,111 +292,56 @@ func (c *client) scatterParse(stmt []byte) []byte {
 // after the other, as one answer; answered: with no error.
 func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) (step loopStep, answered bool) {
 	c := l.c
-	// descs: the first database's RowDescriptions (an extended batch
-	// that describes its statement and its portal has two) or its
-	// CopyOutResponse; each other's must be the same.
-	var descs [][]byte
-	var total uint64
-	var failed []byte // the error the client gets
+	g := session.NewGather(kind, replayed, jobs[0].db)
 	timeout := c.settings().QueryTimeout
 	for i, j := range jobs {
+		g.Next(i)
 		if j.s == nil {
-			if failed == nil {
-				failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "08006", "pgturnstile: shard "+j.db+" was lost", "", "")
-			}
+			g.Lost(j.db, "was lost")
 			continue
 		}
-		if failed != nil {
+		if g.Failed() {
 			j.cancel()
 		}
 		if timeout > 0 {
 			j.s.conn.SetReadDeadline(time.Now().Add(timeout))
 		}
-		nd := 0
 		for !j.done && j.s != nil {
-			typ, _, err := j.s.r.Next()
+			typ, msg, err := j.reply()
 			if err != nil {
-				j.lost("scatter read failed")
-				if failed == nil {
-					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "08006", "pgturnstile: shard "+j.db+" failed: "+err.Error(), "", "")
-				}
+				g.Lost(j.db, "failed: "+err.Error())
 				break
 			}
-			msg, err := j.s.r.Message()
-			if err != nil {
-				j.lost("scatter read failed")
-				break
-			}
-			switch {
-			case typ == wire.MsgReadyForQuery:
+			if typ == wire.MsgReadyForQuery {
 				j.done = true
-			case failed != nil:
-				// Discarded: the answer is the first error.
-			case typ == wire.MsgErrorResponse:
-				failed = append([]byte(nil), msg...)
+				continue
+			}
+			switch g.Reply(j.db, typ, msg) {
+			case session.Relay:
+				c.w.Write(msg)
+			case session.Fail:
 				for _, other := range jobs[i+1:] {
 					other.cancel()
 				}
-			case typ == wire.MsgRowDescription || typ == wire.MsgCopyOutResponse:
-				nd++
-				if i == 0 {
-					descs = append(descs, append([]byte(nil), msg...))
-					c.w.Write(msg)
-				} else if nd > len(descs) || !sameDescription(descs[nd-1], msg) {
-					failed = wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "0A000",
-						"pgturnstile: the shards answered with different columns", "shard "+j.db+" differs from "+jobs[0].db, "Make the table the same on every shard.")
-					for _, other := range jobs[i+1:] {
-						other.cancel()
-					}
-				}
-			case typ == wire.MsgDataRow || typ == wire.MsgCopyData:
-				c.w.Write(msg)
-			case typ == wire.MsgCommandComplete:
-				tag := string(wire.CommandTag(msg[5:]))
-				if k := strings.LastIndexByte(tag, ' '); k >= 0 {
-					m, _ := strconv.ParseUint(tag[k+1:], 10, 64)
-					total += m
-				}
-			case typ == wire.MsgParseComplete || typ == wire.MsgBindComplete || typ == wire.MsgParameterDescription || typ == wire.MsgNoData:
-				// An extended batch's: once, the first database's.
-				if i == 0 && !(replayed && typ == wire.MsgParseComplete) {
-					c.w.Write(msg)
-				}
-			case typ == wire.MsgNoticeResponse || typ == wire.MsgParameterStatus:
-				if typ == wire.MsgNoticeResponse {
-					c.w.Write(msg)
-				}
-			default:
-				// CopyDone once at the end; anything else of a read
-				// (EmptyQueryResponse, a second result) is not relayed.
 			}
 		}
 		if j.s != nil {
 			j.s.conn.SetReadDeadline(time.Time{})
 		}
 	}
-	var out []byte
-	switch {
-	case failed != nil:
-		out = failed
-	case kind == shard.ScatterCopy:
-		out = append(out, wire.MsgCopyDone, 0, 0, 0, 4)
-		out = wire.AppendCommandComplete(out, "COPY "+strconv.FormatUint(total, 10))
-	default:
-		out = wire.AppendCommandComplete(out, "SELECT "+strconv.FormatUint(total, 10))
-	}
-	return l.answerQuery(out), failed == nil
+	return l.answerQuery(g.Answer()), !g.Failed()
 }
 
-// sameDescription: another database's RowDescription (or CopyOutResponse)
-// says what the first one's does. A RowDescription's table OIDs and column
-// numbers are each database's own (wire.SameColumns); the client gets the
-// first database's.
-func sameDescription(first, msg []byte) bool {
-	if first[0] == wire.MsgRowDescription {
-		return wire.SameColumns(first, msg)
+// reply reads the job's server's next message whole; on an error the
+// server is lost.
+func (j *scatterJob) reply() (typ byte, msg []byte, err error) {
+	if typ, _, err = j.s.r.Next(); err == nil {
+		msg, err = j.s.r.Message()
 	}
-	return bytes.Equal(first, msg)
+	if err != nil {
+		j.lost("scatter read failed")
+	}
+	return typ, msg, err
 }
 
 // scatterEach runs a statement shard=all names on each database in turn
@@ -408,59 +352,30 @@ func sameDescription(first, msg []byte) bool {
 // ParseComplete, BindComplete, ParameterDescription and NoData are the
 // first database's, sent ahead of that CommandComplete.
 func (l *link) scatterEach(jobs []*scatterJob, q []byte, replayed bool) (step loopStep, answered bool) {
-	var detail strings.Builder
-	var tag string
-	var acks []byte // the first database's answers to the batch's messages
-	failures := 0
-	for _, j := range jobs {
+	e := session.NewEach(len(jobs), replayed)
+	for i, j := range jobs {
+		e.Next(i)
 		j.s.w.Write(q)
 		if err := j.s.w.Flush(); err != nil {
 			j.lost("scatter write failed")
+			e.Lost(err.Error())
 		}
-		res := "ok"
 		for !j.done && j.s != nil {
-			typ, _, err := j.s.r.Next()
+			typ, msg, err := j.reply()
 			if err != nil {
-				j.lost("scatter read failed")
-				res = "lost: " + err.Error()
+				e.Lost(err.Error())
 				break
 			}
-			msg, err := j.s.r.Message()
-			if err != nil {
-				j.lost("scatter read failed")
-				break
-			}
-			switch typ {
-			case wire.MsgReadyForQuery:
+			if typ == wire.MsgReadyForQuery {
 				j.done = true
-			case wire.MsgErrorResponse:
-				res = "ERROR: (no message)"
-				if f, _ := wire.ParseErrorResponse(msg[5:]); f.Message != "" {
-					res = "ERROR: " + f.Message
-				}
-			case wire.MsgCommandComplete:
-				if tag == "" {
-					tag = string(wire.CommandTag(msg[5:]))
-				}
-			case wire.MsgParseComplete, wire.MsgBindComplete, wire.MsgParameterDescription, wire.MsgNoData:
-				if j == jobs[0] && !(replayed && typ == wire.MsgParseComplete) {
-					acks = append(acks, msg...)
-				}
+				continue
 			}
+			e.Reply(typ, msg)
 		}
-		if res != "ok" {
-			failures++
-		}
-		fmt.Fprintf(&detail, "%s: %s; ", j.db, res)
+		e.Done(j.db)
 	}
-	if failures > 0 {
-		return l.answerQueryError("XX000", fmt.Sprintf("pgturnstile: failed on %d of %d shards", failures, len(jobs)),
-			strings.TrimSuffix(detail.String(), "; "), "What succeeded stays done: fix the failures and run it again where it failed (shard=NAME)."), false
-	}
-	if tag == "" {
-		return l.answerQuery(acks), true
-	}
-	return l.answerQuery(wire.AppendCommandComplete(acks, tag)), true
+	out, ok := e.Answer()
+	return l.answerQuery(out), ok
 }
 
 // cancel asks the job's server to stop its query.
