@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -694,6 +695,58 @@ func TestShardRouteScatter(t *testing.T) {
 		if want := truth("WHERE name = 'n1'"); !slices.Equal(plain, want) {
 			t.Fatalf("a scatter of plain columns: %v, want %v", plain, want)
 		}
+	}
+	// COPY … TO STDOUT: every database's lines, COPY n summed.
+	for _, q := range []string{
+		"/* pgturnstile: shard=all */ COPY files (org_id, name) TO STDOUT",
+		"/* pgturnstile: shard=all */ COPY (SELECT org_id, name FROM files WHERE name = 'n3') TO STDOUT WITH (FORMAT csv)",
+	} {
+		var buf bytes.Buffer
+		tag, err := conn.PgConn().CopyTo(ctx, &buf, q)
+		if err != nil {
+			t.Fatalf("%s: %v (%s)", q, err, detailOf(err))
+		}
+		var direct bytes.Buffer
+		for _, dc := range rig.direct {
+			if _, err := dc.PgConn().CopyTo(ctx, &direct, strings.TrimPrefix(q, "/* pgturnstile: shard=all */ ")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines := func(b []byte) []string {
+			l := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			slices.Sort(l)
+			return l
+		}
+		got, want := lines(buf.Bytes()), lines(direct.Bytes())
+		if !slices.Equal(got, want) || tag.String() != fmt.Sprintf("COPY %d", len(want)) || len(want) < 12 {
+			t.Fatalf("%s: %d lines (%s), want %d", q, len(got), tag, len(want))
+		}
+	}
+	// A column of a type made in each database (an enum): its type OID is
+	// each database's own, and the scatter reads it as the same column.
+	for name, dc := range rig.direct {
+		for _, ddl := range []string{"CREATE TYPE mood AS ENUM ('ok', 'sad')", "CREATE TABLE moods (org_id bigint, m mood)",
+			"INSERT INTO moods SELECT org_id, 'sad' FROM files WHERE name = 'n1'"} {
+			if _, err := dc.Exec(ctx, ddl); err != nil {
+				t.Fatalf("%s: %s: %v", name, ddl, err)
+			}
+		}
+	}
+	rig.rewrite(t, func(s string) string {
+		s = strings.Replace(s, "logical_shards = 4\n", "logical_shards = 4\ntarget_users = [\"app\"]\non_missing_key = \"scatter\"\n", 1)
+		return strings.Replace(s, `tables = { files = "org_id" }`, `tables = { files = "org_id", moods = "org_id" }`, 1)
+	})
+	var moods int
+	mrows, merr := conn.Query(ctx, "SELECT org_id, m FROM moods WHERE m = 'sad'")
+	if merr != nil {
+		t.Fatal(merr)
+	}
+	for mrows.Next() {
+		moods++
+	}
+	mrows.Close()
+	if err := mrows.Err(); err != nil || moods != 12 {
+		t.Fatalf("a scatter of an enum column: %d rows, %v (%s), want 12", moods, err, detailOf(err))
 	}
 	// shard=all names every database.
 	want = truth("")
