@@ -905,6 +905,36 @@ func TestShardRouteScatter(t *testing.T) {
 			t.Fatalf("a later Bind of S_1 (%s): %d rows (%s), %v; want %d", v, len(got), res.CommandTag, res.Err, len(want))
 		}
 	}
+	// A named statement whose Parse ran and whose execution failed exists
+	// for the client, as after a Parse Postgres ran: its next Bind fails
+	// the same way, not as a name never prepared.
+	pl = pc.StartPipeline(ctx)
+	pl.SendPrepare("S_div", "SELECT org_id FROM files WHERE name = $1 AND 1 / (v - v) = 1", nil)
+	pl.SendQueryPrepared("S_div", [][]byte{[]byte("n1")}, nil, nil)
+	if err := pl.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var divErr error
+	for divErr == nil {
+		res, err := pl.GetResults()
+		if err != nil {
+			divErr = err
+			break
+		}
+		if rr, ok := res.(*pgconn.ResultReader); ok {
+			divErr = rr.Read().Err
+		}
+		if _, ok := res.(*pgconn.PipelineSync); ok {
+			break
+		}
+	}
+	pl.Close()
+	if !errors.As(divErr, &pe) || pe.Code != "22012" {
+		t.Fatalf("Parse and Bind of S_div: %v, want 22012", divErr)
+	}
+	if res := pc.ExecPrepared(ctx, "S_div", [][]byte{[]byte("n1")}, nil, nil).Read(); !errors.As(res.Err, &pe) || pe.Code != "22012" {
+		t.Fatalf("a later Bind of S_div: %v, want 22012 again", res.Err)
+	}
 	// A name in use gets the mapping's answer, PgBouncer's 08P01, alone
 	// (Parse and Describe) or with a Bind (a scatter's batch).
 	if _, err := pc.Prepare(ctx, "S_1", "SELECT org_id FROM files WHERE name = $1", nil); !errors.As(err, &pe) || pe.Code != "08P01" {

@@ -89,8 +89,10 @@ func (l *link) scatter(kind shard.ScatterKind, dbs []string) loopStep {
 
 // scatterRun runs q (a Query, or an extended batch up to its Sync, the
 // client's consumed) on dbs; replayed: q starts with a Parse the client
-// did not send, whose ParseComplete it does not get.
-func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replayed bool) (step loopStep, answered bool) {
+// did not send, whose ParseComplete it does not get. parsed: the client
+// got a ParseComplete for the batch's Parse (its statement exists for it,
+// as after a Parse Postgres ran, whatever its execution did).
+func (l *link) scatterRun(q []byte, kind shard.ScatterKind, dbs []string, replayed bool) (step loopStep, parsed bool) {
 	c := l.c
 	ss := c.shard
 	select {
@@ -259,10 +261,10 @@ func (l *link) scatterBatch(typ byte, explicit bool, refusal shard.Decision) loo
 		c.forgetUnnamedLocked()
 		c.mu.Unlock()
 	}
-	step, answered := l.scatterRun(q, kind, dbs, replayed)
-	if answered && !replayed && len(stmt) > 0 {
-		// Every database parsed it: the client has its name now, which
-		// the mapping holds (on no server yet), for the next Bind.
+	step, parsed := l.scatterRun(q, kind, dbs, replayed)
+	if parsed && !replayed && len(stmt) > 0 {
+		// The client got its ParseComplete: it has the name now, which the
+		// mapping holds (on no server yet), for the next Bind.
 		c.holdStmtName(string(stmt), string(text), types)
 	}
 	return step
@@ -289,8 +291,8 @@ func (c *client) scatterParse(stmt []byte) []byte {
 }
 
 // scatterRead relays the replies of a scatter's servers, one database
-// after the other, as one answer; answered: with no error.
-func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) (step loopStep, answered bool) {
+// after the other, as one answer; parsed as for scatterRun.
+func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed bool) (step loopStep, parsed bool) {
 	c := l.c
 	g := session.NewGather(kind, replayed, jobs[0].db)
 	timeout := c.settings().QueryTimeout
@@ -329,7 +331,7 @@ func (l *link) scatterRead(jobs []*scatterJob, kind shard.ScatterKind, replayed 
 			j.s.conn.SetReadDeadline(time.Time{})
 		}
 	}
-	return l.answerQuery(g.Answer()), !g.Failed()
+	return l.answerQuery(g.Answer()), g.ParseAcked()
 }
 
 // reply reads the job's server's next message whole; on an error the
@@ -351,7 +353,7 @@ func (j *scatterJob) reply() (typ byte, msg []byte, err error) {
 // (replayed: its Parse is one the client did not send); a batch's
 // ParseComplete, BindComplete, ParameterDescription and NoData are the
 // first database's, sent ahead of that CommandComplete.
-func (l *link) scatterEach(jobs []*scatterJob, q []byte, replayed bool) (step loopStep, answered bool) {
+func (l *link) scatterEach(jobs []*scatterJob, q []byte, replayed bool) (step loopStep, parsed bool) {
 	e := session.NewEach(len(jobs), replayed)
 	for i, j := range jobs {
 		e.Next(i)

@@ -40,6 +40,8 @@ type Gather struct {
 	nd, db int
 	total  uint64
 	failed []byte // the error the client gets
+	// parsed: the client got the first database's ParseComplete.
+	parsed bool
 }
 
 // NewGather starts the answer of a scatter of kind whose first database
@@ -53,6 +55,11 @@ func (g *Gather) Next(i int) { g.db, g.nd = i, 0 }
 
 // Failed reports that the answer is an error.
 func (g *Gather) Failed() bool { return g.failed != nil }
+
+// ParseAcked reports that the client got a ParseComplete for the batch's
+// own Parse: its statement exists for the client, as after a Parse that
+// Postgres ran, even when the execution after it failed.
+func (g *Gather) ParseAcked() bool { return g.parsed }
 
 // Lost records a database that could not be written or read whole (why:
 // "was lost", "failed: …"); the answer is an error unless it already is.
@@ -93,6 +100,7 @@ func (g *Gather) Reply(db string, typ byte, msg []byte) Act {
 	case typ == wire.MsgParseComplete || typ == wire.MsgBindComplete || typ == wire.MsgParameterDescription || typ == wire.MsgNoData:
 		// An extended batch's: once, the first database's.
 		if g.db == 0 && !(g.replayed && typ == wire.MsgParseComplete) {
+			g.parsed = g.parsed || typ == wire.MsgParseComplete
 			return Relay
 		}
 		return Drop

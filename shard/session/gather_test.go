@@ -62,6 +62,17 @@ func TestGatherRows(t *testing.T) {
 	if !bytes.Equal(answer, wire.AppendCommandComplete(nil, "SELECT 3")) || g.Failed() {
 		t.Errorf("answer %q, want SELECT 3", answer)
 	}
+	if g.ParseAcked() {
+		t.Error("a replayed Parse's ParseComplete taken as the client's")
+	}
+	// The client's own Parse, then an error at execution: the statement
+	// exists for the client (it got the ParseComplete).
+	g = NewGather(shard.ScatterRows, false, "s0")
+	errMsg := wire.AppendErrorResponse(nil, wire.MsgErrorResponse, "ERROR", "22012", "division by zero", "", "")
+	relayed, answer, _ = gathered(g, dbs, [][][]byte{{pc, bc, rowDesc(1, "org_id"), errMsg}, {pc, bc, rowDesc(2, "org_id")}})
+	if !g.ParseAcked() || !bytes.Equal(answer, errMsg) || !bytes.HasPrefix(relayed, slicesConcat(pc, bc)) {
+		t.Errorf("execution error after the Parse: acked %v, answer %q, relayed %q", g.ParseAcked(), answer, relayed)
+	}
 }
 
 func TestGatherFailures(t *testing.T) {
