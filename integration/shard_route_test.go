@@ -294,6 +294,42 @@ func TestShardRouteInserts(t *testing.T) {
 }
 
 // wantRefused checks a 0A000 refusal with a DETAIL and a HINT.
+// pipelinedPrepare sends a named statement's Parse and Describe and its
+// Bind, Describe and Execute (with param) in one batch, as pgx's pipeline
+// and pgjdbc past prepareThreshold do, and returns the rows' first column
+// and the first error.
+func pipelinedPrepare(ctx context.Context, pc *pgconn.PgConn, name, sql, param string) (rows []string, err error) {
+	pl := pc.StartPipeline(ctx)
+	defer func() {
+		if cerr := pl.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	pl.SendPrepare(name, sql, nil)
+	pl.SendQueryPrepared(name, [][]byte{[]byte(param)}, nil, nil)
+	if err := pl.Sync(); err != nil {
+		return nil, err
+	}
+	for {
+		res, err := pl.GetResults()
+		if err != nil {
+			return rows, err
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			rr := r.Read()
+			if rr.Err != nil {
+				return rows, rr.Err
+			}
+			for _, row := range rr.Rows {
+				rows = append(rows, string(row[0]))
+			}
+		case *pgconn.PipelineSync:
+			return rows, nil
+		}
+	}
+}
+
 func wantShardRefused(t *testing.T, err error, detail string) {
 	t.Helper()
 	var pe *pgconn.PgError
@@ -860,35 +896,11 @@ func TestShardRouteScatter(t *testing.T) {
 	}
 	// pgjdbc's named statement past prepareThreshold: Parse, Bind,
 	// Describe, Execute and Sync in one batch; then Binds of the name
-	// alone. A name in use is Postgres' 42P05.
+	// alone.
 	pc := nconn.PgConn()
-	pl := pc.StartPipeline(ctx)
-	pl.SendPrepare("S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", nil)
-	pl.SendQueryPrepared("S_1", [][]byte{[]byte("n2")}, nil, nil)
-	if err := pl.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	var piped []string
-	for {
-		res, err := pl.GetResults()
-		if err != nil {
-			t.Fatalf("Parse and Bind of S_1 in one batch: %v (%s)", err, detailOf(err))
-		}
-		if rr, ok := res.(*pgconn.ResultReader); ok {
-			r := rr.Read()
-			if r.Err != nil {
-				t.Fatalf("Parse and Bind of S_1 in one batch: %v (%s)", r.Err, detailOf(r.Err))
-			}
-			for _, row := range r.Rows {
-				piped = append(piped, string(row[0]))
-			}
-		}
-		if _, ok := res.(*pgconn.PipelineSync); ok {
-			break
-		}
-	}
-	if err := pl.Close(); err != nil {
-		t.Fatal(err)
+	piped, err := pipelinedPrepare(ctx, pc, "S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", "n2")
+	if err != nil {
+		t.Fatalf("Parse and Bind of S_1 in one batch: %v (%s)", err, detailOf(err))
 	}
 	slices.Sort(piped)
 	if want = truth("WHERE name = 'n2'"); !slices.Equal(piped, want) {
@@ -908,27 +920,7 @@ func TestShardRouteScatter(t *testing.T) {
 	// A named statement whose Parse ran and whose execution failed exists
 	// for the client, as after a Parse Postgres ran: its next Bind fails
 	// the same way, not as a name never prepared.
-	pl = pc.StartPipeline(ctx)
-	pl.SendPrepare("S_div", "SELECT org_id FROM files WHERE name = $1 AND 1 / (v - v) = 1", nil)
-	pl.SendQueryPrepared("S_div", [][]byte{[]byte("n1")}, nil, nil)
-	if err := pl.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	var divErr error
-	for divErr == nil {
-		res, err := pl.GetResults()
-		if err != nil {
-			divErr = err
-			break
-		}
-		if rr, ok := res.(*pgconn.ResultReader); ok {
-			divErr = rr.Read().Err
-		}
-		if _, ok := res.(*pgconn.PipelineSync); ok {
-			break
-		}
-	}
-	pl.Close()
+	_, divErr := pipelinedPrepare(ctx, pc, "S_div", "SELECT org_id FROM files WHERE name = $1 AND 1 / (v - v) = 1", "n1")
 	if !errors.As(divErr, &pe) || pe.Code != "22012" {
 		t.Fatalf("Parse and Bind of S_div: %v, want 22012", divErr)
 	}
@@ -940,27 +932,7 @@ func TestShardRouteScatter(t *testing.T) {
 	if _, err := pc.Prepare(ctx, "S_1", "SELECT org_id FROM files WHERE name = $1", nil); !errors.As(err, &pe) || pe.Code != "08P01" {
 		t.Fatalf("a second Parse of S_1: %v, want 08P01", err)
 	}
-	pl = pc.StartPipeline(ctx)
-	pl.SendPrepare("S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", nil)
-	pl.SendQueryPrepared("S_1", [][]byte{[]byte("n2")}, nil, nil)
-	if err := pl.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	var inUse error
-	for inUse == nil {
-		res, err := pl.GetResults()
-		if err != nil {
-			inUse = err
-			break
-		}
-		if rr, ok := res.(*pgconn.ResultReader); ok {
-			inUse = rr.Read().Err
-		}
-		if _, ok := res.(*pgconn.PipelineSync); ok {
-			break
-		}
-	}
-	pl.Close()
+	_, inUse := pipelinedPrepare(ctx, pc, "S_1", "SELECT org_id::text || '/' || name FROM files WHERE name = $1", "n2")
 	if !errors.As(inUse, &pe) || pe.Code != "08P01" {
 		t.Fatalf("a second Parse of S_1 with its Bind: %v, want 08P01", inUse)
 	}

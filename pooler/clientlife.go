@@ -340,12 +340,12 @@ func (c *client) refuse(typ byte, out []byte) error {
 // route.
 func (c *client) judgeHeader(st *config.Settings, typ byte, n int) loopStep {
 	switch {
-	case !isFrontendType(typ):
+	case !wire.IsFrontendType(typ):
 		// Checked on the header alone: the body is not read (a startup
 		// packet sent again reads as type 0 with a length of its own).
 		// Never forwarded: Postgres would end its backend over it.
 		c.closeBadInput(pgerror.New(pgerror.UnknownPacket), fmt.Sprintf("unknown pkt from client: %d/0x%x", typ, typ))
-	case n > largeMessageLimit || n > c.smallLimit(typ) && isSmallMessage(typ):
+	case n > largeMessageLimit || n > c.smallLimit(typ) && wire.IsSmallMessage(typ):
 		// Postgres ends its backend over such a message; refused from
 		// the header, as Postgres does, before any is read.
 		c.closeBadInput(pgerror.New(pgerror.InvalidMessageLength), fmt.Sprintf("%s message of %d bytes", wire.FrontendType(typ), n))
@@ -370,27 +370,4 @@ func (c *client) smallLimit(typ byte) int {
 		return mappedNameLimit
 	}
 	return smallMessageLimit
-}
-
-// isFrontendType reports whether typ is a message a logged-in client may
-// send: the frontend messages of protocol 3.0 after authentication
-// (PasswordMessage 'p' belongs to the login only). Postgres ends the
-// session over any other ("invalid frontend message type"), PgBouncer the
-// client ("unknown pkt").
-func isFrontendType(typ byte) bool {
-	switch typ {
-	case wire.MsgBind, wire.MsgClose, wire.MsgCopyData, wire.MsgCopyDone, wire.MsgCopyFail,
-		wire.MsgDescribe, wire.MsgExecute, wire.MsgFlush, wire.MsgFunctionCall, wire.MsgParse,
-		wire.MsgQuery, wire.MsgSync, wire.MsgTerminate:
-		return true
-	}
-	return false
-}
-
-func isSmallMessage(typ byte) bool {
-	switch typ {
-	case wire.MsgDescribe, wire.MsgClose, wire.MsgSync, wire.MsgFlush, wire.MsgTerminate, wire.MsgCopyDone, wire.MsgCopyFail:
-		return true
-	}
-	return false
 }

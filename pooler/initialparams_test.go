@@ -66,7 +66,7 @@ func TestLoginParamsStatus(t *testing.T) {
 	}
 	// A parameter the welcome lacks (a tracked one the server did not
 	// report) goes after, in name order.
-	extra := appendParamStatus(nil, map[string]string{"b": "1"}, map[string]string{"c": "3", "a": "2"})
+	extra := wire.AppendParameterStatuses(nil, map[string]string{"b": "1"}, map[string]string{"c": "3", "a": "2"})
 	var wantExtra []byte
 	for _, kv := range [][2]string{{"a", "2"}, {"b", "1"}, {"c", "3"}} {
 		wantExtra = wire.AppendParameterStatus(wantExtra, kv[0], kv[1])

@@ -274,7 +274,7 @@ func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams ma
 	c.svc.registerCancel(c)
 	pool.stats.logins.Add(1)
 	if status == nil { // the pool has no welcome yet: the client's parameters alone
-		status = appendParamStatus(nil, pool.welcomeParams(), c.params)
+		status = wire.AppendParameterStatuses(nil, pool.welcomeParams(), c.params)
 	}
 	c.scratch = c.appendWelcome(c.scratch[:0], status)
 	err := c.w.Write(c.scratch)
@@ -293,14 +293,14 @@ func (c *client) welcome(st *config.Settings, pool *serverPool, startupParams ma
 }
 
 // appendWelcome appends the welcome to out: AuthenticationOk, the
-// ParameterStatus messages (appendParamStatus), BackendKeyData, the
+// ParameterStatus messages (wire.AppendParameterStatuses), BackendKeyData, the
 // login_notify_message, ReadyForQuery.
 func (c *client) appendWelcome(out []byte, status []byte) []byte {
 	out = wire.AppendAuthenticationOk(out)
 	out = append(out, status...)
 	out = wire.AppendBackendKeyData(out, c.key)
 	if msg := c.svc.settings().LoginNotifyMessage; msg != "" {
-		out = appendNotice(out, msg)
+		out = wire.AppendNotice(out, msg)
 	}
 	out = c.appendOptionNotices(out)
 	return wire.AppendReadyForQuery(out, wire.TxIdle)

@@ -1,8 +1,6 @@
 package pooler
 
 import (
-	"slices"
-
 	"github.com/pgturnstile/pgturnstile/internal/pgsetting"
 	"github.com/pgturnstile/pgturnstile/wire"
 )
@@ -26,7 +24,7 @@ func (p *serverPool) welcomeParams() map[string]string {
 }
 
 // loginParamSet is an interned parameter map and the ParameterStatus
-// messages a client with it is welcomed with (appendParamStatus).
+// messages a client with it is welcomed with (wire.AppendParameterStatuses).
 type loginParamSet struct {
 	params map[string]string
 	status []byte
@@ -80,7 +78,7 @@ func (p *serverPool) loginParams(startup map[string]string) (map[string]string, 
 	if welcome == nil {
 		return m, nil
 	}
-	status := appendParamStatus(nil, welcome, m)
+	status := wire.AppendParameterStatuses(nil, welcome, m)
 	if len(p.byStartup) < maxParamSets {
 		if p.byStartup == nil {
 			p.byStartup = map[string]loginParamSet{}
@@ -88,31 +86,6 @@ func (p *serverPool) loginParams(startup map[string]string) (map[string]string, 
 		p.byStartup[skey] = loginParamSet{params: m, status: status}
 	}
 	return m, status
-}
-
-// appendParamStatus appends the ParameterStatus messages of a client's
-// welcome: the pool's welcome parameters with the client's values where
-// it has its own, then the client's other parameters; by name, so that
-// every client of a pool sees the same order.
-func appendParamStatus(out []byte, welcome, params map[string]string) []byte {
-	names := make([]string, 0, len(welcome)+len(params))
-	for name := range welcome {
-		names = append(names, name)
-	}
-	for name := range params {
-		if _, ok := welcome[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		value, ok := params[name]
-		if !ok {
-			value = welcome[name]
-		}
-		out = wire.AppendParameterStatus(out, name, value)
-	}
-	return out
 }
 
 // maxParamSets bounds a pool's interned parameter maps: clients that each

@@ -18,12 +18,6 @@ import (
 // msgQueued is PgBouncer's query_wait_notify text (janitor.c).
 const msgQueued = "No server connection available in postgres backend, client being queued"
 
-// appendNotice appends a NoticeResponse with PgBouncer's fields for its
-// own notices: severity NOTICE, SQLSTATE 00000, the message.
-func appendNotice(out []byte, msg string) []byte {
-	return wire.AppendErrorResponse(out, wire.MsgNoticeResponse, "NOTICE", "00000", msg, "", "")
-}
-
 // newWaitLocked readies w for a new wait: a notice signalled for an earlier
 // one that was granted first is dropped. Called with the pool's mu held.
 func (w *poolWaiter) newWaitLocked() {
@@ -57,7 +51,7 @@ func (p *serverPool) notifyWaitersLocked(now time.Time, after time.Duration) {
 // a failed write is the client's loss, found at its next read.
 func (c *client) sendQueuedNotice() {
 	// Not in c.scratch: the message being routed may hold it.
-	if err := c.w.Write(appendNotice(nil, msgQueued)); err == nil {
+	if err := c.w.Write(wire.AppendNotice(nil, msgQueued)); err == nil {
 		c.w.Flush()
 	}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 )
 
 // Frontend (client → pooler) message types the pooler looks at.
@@ -227,4 +228,35 @@ func AppendNegotiateProtocolVersion(dst []byte, minor uint32, unrecognized []str
 		dst = append(dst, 0)
 	}
 	return finish(dst, start)
+}
+
+// AppendNotice appends a NoticeResponse with PgBouncer's fields for its
+// own notices: severity NOTICE, SQLSTATE 00000, the message.
+func AppendNotice(out []byte, msg string) []byte {
+	return AppendErrorResponse(out, MsgNoticeResponse, "NOTICE", "00000", msg, "", "")
+}
+
+// AppendParameterStatuses appends the ParameterStatus messages of a client's
+// welcome: the pool's welcome parameters with the client's values where
+// it has its own, then the client's other parameters; by name, so that
+// every client of a pool sees the same order.
+func AppendParameterStatuses(out []byte, welcome, params map[string]string) []byte {
+	names := make([]string, 0, len(welcome)+len(params))
+	for name := range welcome {
+		names = append(names, name)
+	}
+	for name := range params {
+		if _, ok := welcome[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		value, ok := params[name]
+		if !ok {
+			value = welcome[name]
+		}
+		out = AppendParameterStatus(out, name, value)
+	}
+	return out
 }

@@ -90,3 +90,29 @@ func (t BackendType) String() string {
 func quoteType(b byte) string {
 	return strconv.QuoteRuneToASCII(rune(b))
 }
+
+// IsFrontendType reports whether typ is a message a logged-in client may
+// send: the frontend messages of protocol 3.0 after authentication
+// (PasswordMessage 'p' belongs to the login only). Postgres ends the
+// session over any other ("invalid frontend message type"), PgBouncer the
+// client ("unknown pkt").
+func IsFrontendType(typ byte) bool {
+	switch typ {
+	case MsgBind, MsgClose, MsgCopyData, MsgCopyDone, MsgCopyFail,
+		MsgDescribe, MsgExecute, MsgFlush, MsgFunctionCall, MsgParse,
+		MsgQuery, MsgSync, MsgTerminate:
+		return true
+	}
+	return false
+}
+
+// IsSmallMessage reports a message whose body is small by design (a
+// name, or nothing): the pooler holds it to a tighter length limit than
+// others.
+func IsSmallMessage(typ byte) bool {
+	switch typ {
+	case MsgDescribe, MsgClose, MsgSync, MsgFlush, MsgTerminate, MsgCopyDone, MsgCopyFail:
+		return true
+	}
+	return false
+}

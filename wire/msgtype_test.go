@@ -85,3 +85,16 @@ func TestMessageTypeStringAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocs, want 0", n)
 	}
 }
+
+// Only the frontend messages of protocol 3.0 pass after login.
+func TestFrontendTypes(t *testing.T) {
+	var ok []byte
+	for b := 0; b < 256; b++ {
+		if IsFrontendType(byte(b)) {
+			ok = append(ok, byte(b))
+		}
+	}
+	if got, want := string(ok), "BCDEFHPQSXcdf"; got != want {
+		t.Errorf("accepted %q, want %q", got, want)
+	}
+}
