@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgturnstile/pgturnstile/admin"
+	"github.com/pgturnstile/pgturnstile/internal/parking"
 	"github.com/pgturnstile/pgturnstile/internal/pgerror"
 )
 
@@ -48,7 +49,13 @@ func (s *Service) janitor(ctx context.Context) {
 			s.zoneCheckDue(ctx, now)
 			if now.Sub(lastParkScan) >= parkScanEvery {
 				lastParkScan = now
-				s.requestParks(now)
+				// Client goroutines idle for the whole second end (a
+				// burst's grown stacks); their memory goes back with
+				// the parked clients', or on its own when it is much.
+				ended := s.workers.Shrink()
+				if !s.requestParks(now) && ended >= returnAfterWorkers {
+					parking.ReturnMemory()
+				}
 			}
 		}
 	}

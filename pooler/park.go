@@ -49,6 +49,11 @@ const parkAfterLogin = 100 * time.Millisecond
 // parkScanEvery is how often the janitor looks for clients to park.
 const parkScanEvery = time.Second
 
+// returnAfterWorkers is how many idle client goroutines ending at once
+// (workers.Pool.Shrink: stacks of 8–32 KiB) return memory to the OS by
+// themselves.
+const returnAfterWorkers = 8
+
 // parker is the service's epoll set of parked clients. It lives from the
 // first park to the end of Serve (stop).
 type parker struct {
@@ -84,13 +89,13 @@ func (pk *parker) release(c *client) (fd int, ok bool) { return pk.lot.Take(c) }
 
 // requestParks asks every client idle for parkAfter to park; called by the
 // janitor. It also returns memory to the OS when many clients parked since
-// the last time.
-func (s *Service) requestParks(now time.Time) {
+// the last time (true when it did).
+func (s *Service) requestParks(now time.Time) bool {
 	if !netpoll.CanPark {
-		return // parking is off on this system
+		return false // parking is off on this system
 	}
 	if st := s.settings(); st.ClientIdleTimeout > 0 {
-		return // the idle timeout is enforced by the blocked read
+		return false // the idle timeout is enforced by the blocked read
 	}
 	for _, c := range s.allClients() {
 		// A request whose deadline serve cleared before reading is
@@ -112,7 +117,7 @@ func (s *Service) requestParks(now time.Time) {
 			c.pullFromLoop() // on the loop: its goroutine comes back to park
 		}
 	}
-	s.parker.lot.AfterScan()
+	return s.parker.lot.AfterScan()
 }
 
 // tryPark parks c after its read timed out on a park request; true when

@@ -215,8 +215,8 @@ func (l *Lot[T]) Len() int {
 
 // AfterScan is called after each scan that asked idle connections to
 // park: it returns memory to the OS when many parked since the last time,
-// or when parking has settled after a smaller burst.
-func (l *Lot[T]) AfterScan() {
+// or when parking has settled after a smaller burst; true when it did.
+func (l *Lot[T]) AfterScan() bool {
 	l.mu.Lock()
 	n := len(l.parked)
 	settled := n == l.lastScan && n-l.freedAt >= 32
@@ -227,13 +227,20 @@ func (l *Lot[T]) AfterScan() {
 	l.lastScan = n
 	l.mu.Unlock()
 	if free {
-		// Two collections: buffers the parked connections gave back to
-		// sync.Pools (wire's lent read and write buffers) survive the
-		// first as the pools' victims and are freed by the second, whose
-		// pages FreeOSMemory then returns.
-		runtime.GC()
-		debug.FreeOSMemory()
+		ReturnMemory()
 	}
+	return free
+}
+
+// ReturnMemory frees what the process no longer uses and returns its
+// pages to the OS, at once: after a burst of connections went idle.
+func ReturnMemory() {
+	// Two collections: buffers the parked connections gave back to
+	// sync.Pools (wire's lent read and write buffers) survive the first
+	// as the pools' victims and are freed by the second, whose pages
+	// FreeOSMemory then returns.
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // Detach duplicates conn's socket descriptor, for the connection to live

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,5 +70,61 @@ func TestReuseBoundAndStop(t *testing.T) {
 	<-got
 	if n := idleWorkers(&w); n != 0 {
 		t.Fatalf("%d idle workers after stop", n)
+	}
+}
+
+// Shrink ends the workers idle since the last Shrink but shrinkKeep, and
+// returns once they have ended; a worker taken in between is kept, and
+// the pool goes on reusing those it kept.
+func TestShrink(t *testing.T) {
+	var w Pool
+	w.Start()
+	defer w.Stop()
+	base := runtime.NumGoroutine()
+	burst := func(n, idle int) {
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			w.Run(func() { defer wg.Done(); <-release })
+		}
+		close(release)
+		wg.Wait()
+		eventuallyTrue(t, "the burst's workers idle", func() bool { return idleWorkers(&w) == idle })
+	}
+	burst(20, 20)
+	// The first Shrink after the burst: the burst took every worker there
+	// was, so none was idle all along.
+	if n := w.Shrink(); n != 0 {
+		t.Fatalf("the first Shrink ended %d workers, want 0", n)
+	}
+	// Six are taken and come back: the other fourteen were idle all along.
+	burst(6, 20)
+	w.mu.Lock()
+	kept := slices.Clone(w.idle[14-shrinkKeep:])
+	w.mu.Unlock()
+	if n := w.Shrink(); n != 14-shrinkKeep {
+		t.Fatalf("Shrink ended %d workers, want %d", n, 14-shrinkKeep)
+	}
+	w.mu.Lock()
+	same := slices.Equal(w.idle, kept)
+	w.mu.Unlock()
+	if !same {
+		t.Fatal("Shrink did not keep the most recently idle workers")
+	}
+	eventuallyTrue(t, "the ended workers' goroutines end", func() bool { return runtime.NumGoroutine() <= base+10 })
+	// Nothing taken since: all but shrinkKeep end now.
+	if n := w.Shrink(); n != 10-shrinkKeep {
+		t.Fatalf("the third Shrink ended %d workers, want %d", n, 10-shrinkKeep)
+	}
+	if n := idleWorkers(&w); n != shrinkKeep {
+		t.Fatalf("%d idle workers, want %d", n, shrinkKeep)
+	}
+	got := make(chan string, 1)
+	w.Run(func() { got <- runningOn() })
+	<-got
+	eventuallyTrue(t, "the worker is idle again", func() bool { return idleWorkers(&w) == shrinkKeep })
+	if n := w.Shrink(); n != 0 || idleWorkers(&w) != shrinkKeep {
+		t.Fatalf("Shrink with %d idle ended %d", shrinkKeep, n)
 	}
 }
