@@ -293,7 +293,6 @@ func TestShardRouteInserts(t *testing.T) {
 	}
 }
 
-// wantRefused checks a 0A000 refusal with a DETAIL and a HINT.
 // pipelinedPrepare sends a named statement's Parse and Describe and its
 // Bind, Describe and Execute (with param) in one batch, as pgx's pipeline
 // and pgjdbc past prepareThreshold do, and returns the rows' first column
@@ -330,6 +329,7 @@ func pipelinedPrepare(ctx context.Context, pc *pgconn.PgConn, name, sql, param s
 	}
 }
 
+// wantShardRefused checks a 0A000 refusal with a DETAIL and a HINT.
 func wantShardRefused(t *testing.T, err error, detail string) {
 	t.Helper()
 	var pe *pgconn.PgError

@@ -51,7 +51,9 @@ func (s *Service) janitor(ctx context.Context) {
 				lastParkScan = now
 				// Client goroutines idle for the whole second end (a
 				// burst's grown stacks); their memory goes back with
-				// the parked clients', or on its own when it is much.
+				// the parked clients', or on its own when it is much
+				// (a stack freed while the collection runs goes at its
+				// second, FreeOSMemory's).
 				ended := s.workers.Shrink()
 				if !s.requestParks(now) && ended >= returnAfterWorkers {
 					parking.ReturnMemory()

@@ -14,11 +14,7 @@
 // leave 64 grown stacks behind it.
 package workers
 
-import (
-	"runtime"
-	"slices"
-	"sync"
-)
+import "sync"
 
 // Pool is the idle workers. It is open only between Start and Stop (while
 // the pooler serves); before and after, Run is a plain go statement. Once
@@ -72,7 +68,7 @@ func (w *Pool) work(f func()) {
 		}
 		w.idle = append(w.idle, ch)
 		w.mu.Unlock()
-		f = <-ch // nil: the pool closed
+		f = <-ch // nil: the pool closed, or Shrink ends the worker
 	}
 }
 
@@ -81,38 +77,25 @@ func (w *Pool) work(f func()) {
 const shrinkKeep = 4
 
 // Shrink ends the workers that stayed idle since the last Shrink, but
-// shrinkKeep, and returns how many it ended once they have returned, so
-// that a collection after it frees their stacks. The pooler's janitor
+// shrinkKeep, and returns how many it told to end. The pooler's janitor
 // calls it every second: after a burst of logins the up to maxIdle grown
 // stacks (8–32 KiB each) that the burst left were a fifth of an idle
 // client's memory at 5,000 clients; a steady load keeps its workers,
 // since each is taken within the interval.
 func (w *Pool) Shrink() int {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	// Run takes the most recently idle (the end of the list) and work
 	// appends there, so the first lowIdle were idle all along.
-	n := min(w.lowIdle, len(w.idle)) - shrinkKeep
-	var ends []chan func()
-	if n > 0 {
-		ends = slices.Clone(w.idle[:n])
-		m := copy(w.idle, w.idle[n:])
-		clear(w.idle[m:])
-		w.idle = w.idle[:m]
+	n := max(min(w.lowIdle, len(w.idle))-shrinkKeep, 0)
+	for _, ch := range w.idle[:n] {
+		ch <- nil // as Stop ends them; buffered: never blocks
 	}
-	w.lowIdle = len(w.idle)
-	w.mu.Unlock()
-	if len(ends) == 0 {
-		return 0
-	}
-	var done sync.WaitGroup
-	done.Add(len(ends))
-	for _, ch := range ends {
-		// The worker runs this as its next client: it counts itself out
-		// and ends there (work never sees it return).
-		ch <- func() { done.Done(); runtime.Goexit() }
-	}
-	done.Wait()
-	return len(ends)
+	m := copy(w.idle, w.idle[n:])
+	clear(w.idle[m:])
+	w.idle = w.idle[:m]
+	w.lowIdle = m
+	return n
 }
 
 // Start opens the pool.

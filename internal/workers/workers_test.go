@@ -74,7 +74,7 @@ func TestReuseBoundAndStop(t *testing.T) {
 }
 
 // Shrink ends the workers idle since the last Shrink but shrinkKeep, and
-// returns once they have ended; a worker taken in between is kept, and
+// their goroutines end; a worker taken in between is kept, and
 // the pool goes on reusing those it kept.
 func TestShrink(t *testing.T) {
 	var w Pool
