@@ -255,6 +255,11 @@ func TestChurn(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			for _, q := range []string{"SHOW CLIENTS", "SHOW SERVERS", "SHOW POOLS"} {
+				for _, r := range show(t, admin, q).rows {
+					t.Logf("at the deadline, %s: %v", q, r)
+				}
+			}
 			t.Fatalf("10 s after the kill: %d backends, %d of them new; want %d new", len(now), fresh, poolSize)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -75,6 +75,9 @@ type clientLoop struct {
 	n   int
 	// drained: the client's socket had nothing more at the last read.
 	drained bool
+	// hup: the client's socket reported that the client closed its side
+	// (netpoll.HungUp); a short read is then not drained: no edge follows.
+	hup bool
 	// more: the client's socket turned readable while loopAwait.
 	more bool
 	// offFor counts down loopOffBatches (the client's goroutine's).
@@ -185,6 +188,9 @@ func (s *server) wakeAwaiter() {
 // onClient is the handler of the client's socket events and posts.
 func (lp *clientLoop) onClient(ev uint32) {
 	defer lp.recoverPanic()
+	if netpoll.HungUp(ev) {
+		lp.hup = true
+	}
 	switch lp.state {
 	case loopRest:
 		if lp.pull.Load() {
@@ -210,7 +216,7 @@ func (lp *clientLoop) onClient(ev uint32) {
 		switch {
 		case ev == netpoll.EvPost:
 			// A pull waits for the reply; a closed server is looked at.
-			lp.serverReady()
+			lp.serverReady(false)
 		case netpoll.Readable(ev):
 			lp.more = true // read after the reply, as serve would
 		}
@@ -221,15 +227,17 @@ func (lp *clientLoop) onClient(ev uint32) {
 // reply: that client's loop's.
 func (s *server) onLoopEvent(ev uint32) {
 	if lp := s.loopLP; lp != nil {
-		lp.onServer()
+		lp.onServer(netpoll.HungUp(ev))
 	}
 }
 
-// onServer handles the awaited server's socket turning readable.
-func (lp *clientLoop) onServer() {
+// onServer handles the awaited server's socket turning readable; hup:
+// the event said Postgres closed it (its FATAL and the end often come in
+// one edge).
+func (lp *clientLoop) onServer(hup bool) {
 	defer lp.recoverPanic()
 	if lp.state == loopAwait {
-		lp.serverReady()
+		lp.serverReady(hup)
 	}
 }
 
@@ -254,13 +262,16 @@ func (lp *clientLoop) serveRequests() {
 	c := lp.c
 	for {
 		if !lp.drained {
+			before := c.r.Buffered()
 			drained, err := c.r.FillNow()
 			if err != nil {
 				// The goroutine's read meets the end or the error.
 				lp.leave(contRead, 0, 0)
 				return
 			}
-			lp.drained = drained
+			// After a hang-up a short read that got bytes has not met
+			// the end, and no edge will announce it: read again.
+			lp.drained = drained && !(lp.hup && c.r.Buffered() > before)
 		}
 		switch c.r.Scan(wire.RequestRole, true) {
 		case wire.ScanOther:
@@ -416,10 +427,12 @@ func (s *server) loopConn() syscall.RawConn {
 }
 
 // serverReady reads the awaited server and relays its reply once it is
-// in whole.
-func (lp *clientLoop) serverReady() {
+// in whole. hup: the socket's last edge came (the server closed it), so a
+// read that got bytes is followed by another, which meets the end.
+func (lp *clientLoop) serverReady(hup bool) {
 	s := lp.srv
 	for {
+		before := s.r.Buffered()
 		drained, err := s.r.FillNow()
 		if err != nil {
 			lp.leave(contAwait, 0, 0) // the pump's read meets the error
@@ -430,7 +443,7 @@ func (lp *clientLoop) serverReady() {
 			lp.leave(contAwait, 0, 0)
 			return
 		case wire.ScanPartial:
-			if drained {
+			if drained && !(hup && s.r.Buffered() > before) {
 				// The rest is yet to come: its arrival is the watch's
 				// next edge (the socket was read until it had no more).
 				return

@@ -1,7 +1,10 @@
 package pooler
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -133,5 +136,87 @@ func queryReady(conn net.Conn, q string) error {
 		case typ == 'Z':
 			return nil
 		}
+	}
+}
+
+// TestLoopSeesHangUps: a peer's last bytes and its end often come in one
+// edge-triggered event. A client on the loop that sends part of a message
+// and shuts its side, and a server that sends FATAL and closes while the
+// loop awaits its reply, are both seen to their end: the client is closed
+// (its read meets EOF), and the client of the dead server gets the FATAL
+// and is closed, with no request left hanging on a wait for an edge that
+// no socket will give.
+func TestLoopSeesHangUps(t *testing.T) {
+	if !netpoll.CanLoop {
+		t.Skip("no event loop on this system")
+	}
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 4\nevent_loop = 1\n")
+	defer tp.shutdown(t, fake)
+
+	const rounds = 30
+	// onLoop logs a client in and runs queries until it rests on the loop.
+	onLoop := func() (net.Conn, *client) {
+		conn, c := dialStateClient(t, tp)
+		before := tp.svc.loopRelays.Load()
+		for i := 0; tp.svc.loopRelays.Load() == before; i++ {
+			if i == 100 {
+				t.Fatal("no reply relayed by the loop after 100 queries")
+			}
+			stateQuery(t, conn, "SELECT 1", 'I')
+		}
+		return conn, c
+	}
+	// ends reads conn to its end: a clean EOF within the deadline, after
+	// a FATAL when wantFatal.
+	ends := func(conn net.Conn, wantFatal bool) error {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := newBackendReader(conn)
+		fatal := false
+		for {
+			typ, body, err := br.next()
+			switch {
+			case errors.Is(err, io.EOF):
+				if wantFatal && !fatal {
+					return errors.New("closed without the server's FATAL")
+				}
+				return nil
+			case err != nil:
+				return err
+			case typ == 'E' && bytes.Contains(body, []byte("FATAL")):
+				fatal = true
+			}
+		}
+	}
+
+	// A partial message, then the client's end, in one write burst. The
+	// janitor's park request (after parkAfter) would pull such a client
+	// off the loop and end it too: the loop must have ended it itself.
+	for i := range rounds {
+		conn, c := onLoop()
+		frame := encode(&pgproto3.Query{String: "SELECT 1"})
+		if _, err := conn.Write(frame[:len(frame)-3]); err != nil {
+			t.Fatal(err)
+		}
+		conn.(*net.TCPConn).CloseWrite()
+		if err := ends(conn, false); err != nil {
+			t.Fatalf("round %d: the pooler did not close a client that hung up mid-message: %v", i, err)
+		}
+		waitClientState(t, tp, c, clientClosed, "")
+		if c.parkWanted.Load() {
+			t.Fatalf("round %d: a client that hung up mid-message was ended by the janitor's park request, not by the loop", i)
+		}
+		conn.Close()
+	}
+	// The server's FATAL and its end, while the loop awaits the reply.
+	for i := range rounds {
+		conn, _ := onLoop()
+		if _, err := conn.Write(encode(&pgproto3.Query{String: "SELECT 1 -- fail_fatal"})); err != nil {
+			t.Fatal(err)
+		}
+		if err := ends(conn, true); err != nil {
+			t.Fatalf("round %d: the client of a server that sent FATAL and closed: %v", i, err)
+		}
+		conn.Close()
 	}
 }

@@ -509,9 +509,11 @@ var ErrCannotTry = errors.New("wire: the source cannot read without waiting")
 // FillNow reads what the source has now, after the bytes buffered, never
 // waiting: an event loop's read. drained reports that the source had no
 // more then (its read found nothing, or less than there was room for), so
-// that an edge-triggered loop knows it will be told of the next bytes. A
-// full buffer reads nothing and is not drained. Only between messages
-// (the last one consumed).
+// that an edge-triggered loop knows it will be told of the next bytes.
+// Not of the end: a peer's close that came in the same edge as its last
+// bytes gives no other, so a loop told of a hang-up reads on after a short
+// read until the end is met. A full buffer reads nothing and is not
+// drained. Only between messages (the last one consumed).
 func (r *Reader) FillNow() (drained bool, err error) {
 	tr, ok := r.r.(TryReader)
 	if !ok {

@@ -40,6 +40,15 @@ func Readable(ev uint32) bool {
 	return ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
 }
 
+// HungUp reports whether an event mask from the poller says the peer
+// closed its side or the socket failed. Such an event is the last edge the
+// socket gives: a read that then returns less than there was room for has
+// not found the end yet, and must be followed by another (which meets it)
+// rather than by a wait for an edge that will not come.
+func HungUp(ev uint32) bool {
+	return ev != EvPost && ev&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
+}
+
 // loopConn is a Conn's loop state.
 type loopConn struct {
 	h      atomic.Pointer[func(ev uint32)]

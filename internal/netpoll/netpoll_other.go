@@ -96,6 +96,9 @@ const EvPost uint32 = 1 << 28
 // Readable is never reached (CanLoop is false).
 func Readable(ev uint32) bool { return false }
 
+// HungUp is never reached (CanLoop is false).
+func HungUp(ev uint32) bool { return false }
+
 // SetHandler is never reached (CanLoop is false).
 func (c *Conn) SetHandler(h *func(ev uint32)) {}
 
