@@ -67,10 +67,17 @@ func runMixed(t *testing.T, p *Pooler, warm, measure time.Duration, atStart, atE
 // a measurement that misses the criteria is taken again, baseline and
 // all, up to three times, and the test fails only if every one misses;
 // each is logged.
+//
+// The p99's 10 ms is scaled by machineSlowness (machine_test.go): on a
+// machine whose cores run 2.2× slower than the one the figure was set on,
+// every service time in that tail is 2.2× longer. Beside it, a criterion
+// no machine's speed moves: with the policy, high priority's p99 is at
+// most a tenth of what it is without one in the same attempt.
 func TestAdmissionOverloadWorkConserving(t *testing.T) {
+	slowness := machineSlowness(t)
 	var failures []string
 	for attempt := 1; attempt <= 3; attempt++ {
-		failures = measureWorkConserving(t, attempt)
+		failures = measureWorkConserving(t, attempt, slowness)
 		if len(failures) == 0 {
 			return
 		}
@@ -84,7 +91,7 @@ func TestAdmissionOverloadWorkConserving(t *testing.T) {
 
 // measureWorkConserving runs the baseline and the policy once and returns
 // the criteria they missed (none: met).
-func measureWorkConserving(t *testing.T, attempt int) (failures []string) {
+func measureWorkConserving(t *testing.T, attempt int, slowness float64) (failures []string) {
 	const warm = 2 * time.Second
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
 
@@ -131,8 +138,12 @@ func measureWorkConserving(t *testing.T, attempt int) (failures []string) {
 	if float64(high.ok) < 0.999*float64(high.attempts) {
 		fail("high priority: %d of %d succeeded (%.3f %%), want ≥ 99.9 %%", high.ok, high.attempts, high.successPct())
 	}
-	if p99 := high.pct(99); p99 > 10*time.Millisecond {
-		fail("high priority p99 %v, want ≤ 10 ms", p99)
+	limit := time.Duration(slowness * float64(10*time.Millisecond))
+	if p99 := high.pct(99); p99 > limit {
+		fail("high priority p99 %v, want ≤ 10 ms × the machine's slowness %.2f = %v", p99, slowness, limit.Round(time.Microsecond))
+	}
+	if p99, base99 := high.pct(99), bHigh.pct(99); p99 > base99/10 {
+		fail("high priority p99 %v with the policy, %v without: want ≤ a tenth", p99, base99)
 	}
 	if goodput < 0.7*baseGoodput {
 		fail("low-priority goodput %.1f tx/s with the policy, %.1f without: want ≥ 70 %%", goodput, baseGoodput)
