@@ -51,7 +51,8 @@ func machineSlowness(t testing.TB) float64 {
 // KiB (loads and stores that stay in the core's caches, as a pooler's
 // and a parser's do) mixed with integer arithmetic. The race detector
 // (the integration tests run under -race) would measure itself instead:
-// go:norace keeps it out, and the work calls nothing it instruments.
+// the norace directive keeps it out, and the work calls nothing it
+// instruments.
 //
 //go:norace
 func calibrate() time.Duration {
