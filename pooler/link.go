@@ -151,6 +151,12 @@ type link struct {
 	serve struct {
 		// pumpStarted: the link has a pump goroutine (see relayOrPump).
 		pumpStarted bool
+		// unsynced: an extended-protocol message went to the server
+		// since the last Sync. A Query after it is not answered if that
+		// message failed (the server skips to the next Sync), so its
+		// reply is not awaited inline or on the loop, which would read
+		// the client's Sync only after it: a pump relays it.
+		unsynced bool
 		// onLoop: serve's stages run on the event loop, which must not
 		// wait (loop.go); awaited is the server whose reply it waits for.
 		onLoop  bool
@@ -380,6 +386,7 @@ func (l *link) linked(s *server, p *serverPool, gen *generation, ticket admissio
 	l.mu.pumpDone = nil
 	l.mu.pumpFreed = nil
 	l.serve.pumpStarted = false
+	l.serve.unsynced = false
 	l.mu.detach = false
 	c.mu.Unlock()
 	// No pump yet: serve relays the answer itself when the first batch
@@ -495,7 +502,7 @@ func (l *link) relayOrPump(s *server, typ byte) (relayed bool) {
 	if c.r.Pending() || l.serve.pumpStarted {
 		return false
 	}
-	if typ != wire.MsgSync && typ != wire.MsgQuery {
+	if typ != wire.MsgSync && (typ != wire.MsgQuery || l.serve.unsynced) {
 		l.startPump(s)
 		return false
 	}

@@ -75,9 +75,6 @@ type clientLoop struct {
 	n   int
 	// drained: the client's socket had nothing more at the last read.
 	drained bool
-	// hup: the client's socket reported that the client closed its side
-	// (netpoll.HungUp); a short read is then not drained: no edge follows.
-	hup bool
 	// more: the client's socket turned readable while loopAwait.
 	more bool
 	// offFor counts down loopOffBatches (the client's goroutine's).
@@ -94,6 +91,7 @@ const (
 	contRead    loopCont = iota // read the next message
 	contMessage                 // route the message Next returned (typ, n)
 	contAwait                   // read the server's reply (srv)
+	contPump                    // leave the reply to a pump, read the client
 	contEnd                     // the client ended on the loop
 )
 
@@ -188,9 +186,6 @@ func (s *server) wakeAwaiter() {
 // onClient is the handler of the client's socket events and posts.
 func (lp *clientLoop) onClient(ev uint32) {
 	defer lp.recoverPanic()
-	if netpoll.HungUp(ev) {
-		lp.hup = true
-	}
 	switch lp.state {
 	case loopRest:
 		if lp.pull.Load() {
@@ -217,6 +212,8 @@ func (lp *clientLoop) onClient(ev uint32) {
 		case ev == netpoll.EvPost:
 			// A pull waits for the reply; a closed server is looked at.
 			lp.serverReady(false)
+		case lp.conn.HungUp():
+			lp.leave(contPump, 0, 0)
 		case netpoll.Readable(ev):
 			lp.more = true // read after the reply, as serve would
 		}
@@ -271,7 +268,7 @@ func (lp *clientLoop) serveRequests() {
 			}
 			// After a hang-up a short read that got bytes has not met
 			// the end, and no edge will announce it: read again.
-			lp.drained = drained && !(lp.hup && c.r.Buffered() > before)
+			lp.drained = drained && !(lp.conn.HungUp() && c.r.Buffered() > before)
 		}
 		switch c.r.Scan(wire.RequestRole, true) {
 		case wire.ScanOther:
@@ -386,10 +383,21 @@ func (lp *clientLoop) granted() {
 	lp.serveRequests()
 }
 
-// await watches s for the reply to the request just sent.
+// await watches s for the reply to the request just sent, unless the
+// client has hung up: then a pump relays the reply while the client's
+// goroutine reads it to its end, as serve does. A client that hangs up
+// may have left a request whose reply never ends (an error in an
+// extended-protocol batch without a Sync: the server skips the rest,
+// a Query too, until one comes); the loop, which reads the client only
+// after the reply, would wait on it for good. So would a client still
+// there whose Sync comes after such a Query (link.serve.unsynced).
 func (lp *clientLoop) await(s *server) {
 	rc := s.loopConn()
 	lp.srv = s
+	if lp.conn.HungUp() || lp.c.mu.link.serve.unsynced {
+		lp.leave(contPump, 0, 0)
+		return
+	}
 	if rc == nil {
 		lp.leave(contAwait, 0, 0)
 		return
@@ -543,6 +551,8 @@ func (c *client) serveAfterLoop(conn *netpoll.Conn, cont loopCont, s *server, ty
 		if l.pumpRun(s, true) != pumpLinkOver {
 			l.startPump(s)
 		}
+	case contPump:
+		l.startPump(s)
 	}
 	parked = c.serveLoop(&lv)
 }

@@ -492,6 +492,12 @@ func (l *link) forward(lv *loopVars, r routed, typ byte, n int) loopStep {
 	if err != nil {
 		return l.forwardFailed(lv, s, err)
 	}
+	switch typ {
+	case wire.MsgSync:
+		l.serve.unsynced = false
+	case wire.MsgParse, wire.MsgBind, wire.MsgDescribe, wire.MsgExecute, wire.MsgClose:
+		l.serve.unsynced = true
+	}
 	l.flushBatch(s, l.willRelayInline(s, typ) && !l.serve.onLoop)
 	if l.serve.onLoop && !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgQuery || typ == wire.MsgSync) {
 		// The event loop watches the server for the reply (loop.go).
@@ -606,7 +612,7 @@ func (l *link) flushBatch(s *server, awaitReply bool) {
 // earlier reply is left unread in the server's buffer.
 func (l *link) willRelayInline(s *server, typ byte) bool {
 	c := l.c
-	return !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery) && s.r.Buffered() == 0
+	return !c.r.Pending() && !l.serve.pumpStarted && (typ == wire.MsgSync || typ == wire.MsgQuery && !l.serve.unsynced) && s.r.Buffered() == 0
 }
 
 // doneWriting hands the linked server's writer back: from here on the pump

@@ -49,6 +49,11 @@ func HungUp(ev uint32) bool {
 	return ev != EvPost && ev&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
 }
 
+// HungUp reports whether the socket has reported a hang-up or an error,
+// in any event since it was accepted or adopted: one a goroutine's wait
+// took before the loop had the Conn too, which no later event repeats.
+func (c *Conn) HungUp() bool { return c.hup.Load() }
+
 // loopConn is a Conn's loop state.
 type loopConn struct {
 	h      atomic.Pointer[func(ev uint32)]

@@ -105,6 +105,9 @@ func (c *Conn) SetHandler(h *func(ev uint32)) {}
 // TryRead is never reached (CanLoop is false).
 func (c *Conn) TryRead(b []byte) (int, bool, error) { return 0, false, errUnsupported }
 
+// HungUp is never reached (CanLoop is false).
+func (c *Conn) HungUp() bool { return false }
+
 // SetWriteBehind is never reached (CanLoop is false).
 func (c *Conn) SetWriteBehind(on bool) {}
 
