@@ -259,16 +259,13 @@ func (lp *clientLoop) serveRequests() {
 	c := lp.c
 	for {
 		if !lp.drained {
-			before := c.r.Buffered()
-			drained, err := c.r.FillNow()
+			drained, err := c.r.FillNow(lp.conn.HungUp())
 			if err != nil {
 				// The goroutine's read meets the end or the error.
 				lp.leave(contRead, 0, 0)
 				return
 			}
-			// After a hang-up a short read that got bytes has not met
-			// the end, and no edge will announce it: read again.
-			lp.drained = drained && !(lp.conn.HungUp() && c.r.Buffered() > before)
+			lp.drained = drained
 		}
 		switch c.r.Scan(wire.RequestRole, true) {
 		case wire.ScanOther:
@@ -440,8 +437,7 @@ func (s *server) loopConn() syscall.RawConn {
 func (lp *clientLoop) serverReady(hup bool) {
 	s := lp.srv
 	for {
-		before := s.r.Buffered()
-		drained, err := s.r.FillNow()
+		drained, err := s.r.FillNow(hup)
 		if err != nil {
 			lp.leave(contAwait, 0, 0) // the pump's read meets the error
 			return
@@ -451,7 +447,7 @@ func (lp *clientLoop) serverReady(hup bool) {
 			lp.leave(contAwait, 0, 0)
 			return
 		case wire.ScanPartial:
-			if drained && !(hup && s.r.Buffered() > before) {
+			if drained {
 				// The rest is yet to come: its arrival is the watch's
 				// next edge (the socket was read until it had no more).
 				return

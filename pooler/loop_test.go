@@ -24,12 +24,7 @@ import (
 // block leaves it for its goroutine and pump and comes back, and the
 // answers are the server's either way.
 func TestLoopRunsRequests(t *testing.T) {
-	if !netpoll.CanLoop {
-		t.Skip("no event loop on this system")
-	}
-	fake := startFakePostgres(t)
-	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\nevent_loop = 1\n")
-	defer tp.shutdown(t, fake)
+	tp := startLoopPooler(t, "default_pool_size = 2\n")
 
 	conn, c := dialStateClient(t, tp)
 	defer conn.Close()
@@ -67,12 +62,7 @@ func TestLoopRunsRequests(t *testing.T) {
 // released), every request is answered, and when all is done every server
 // is back idle in the pool, none leaked to a wait that ended.
 func TestLoopWaitsForServers(t *testing.T) {
-	if !netpoll.CanLoop {
-		t.Skip("no event loop on this system")
-	}
-	fake := startFakePostgres(t)
-	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 2\nevent_loop = 1\n")
-	defer tp.shutdown(t, fake)
+	tp := startLoopPooler(t, "default_pool_size = 2\n")
 
 	const clients, queries = 8, 40
 	conns := make([]net.Conn, clients)
@@ -155,14 +145,9 @@ func queryReady(conn net.Conn, q string) error {
 // loop, which reads the client after the reply, waited on the server for
 // good (found by FuzzSession under PGTURNSTILE_EVENT_LOOP_DEFAULT=1).
 func TestLoopSeesHangUps(t *testing.T) {
-	if !netpoll.CanLoop {
-		t.Skip("no event loop on this system")
-	}
-	fake := startFakePostgres(t)
 	// Prepared statements mapped, as in FuzzSession's Service: the third
 	// case showed there, and shows within these rounds only so.
-	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "default_pool_size = 4\nevent_loop = 1\nmax_prepared_statements = 3\n")
-	defer tp.shutdown(t, fake)
+	tp := startLoopPooler(t, "default_pool_size = 4\nmax_prepared_statements = 3\n")
 
 	const rounds = 30
 	// onLoop logs a client in and runs queries until it rests on the loop.
@@ -278,4 +263,18 @@ func TestFuzzSessionRepeats(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", name, i), func(t *testing.T) { h.run(t, []byte(data)) })
 		}
 	}
+}
+
+// startLoopPooler starts a Service with event_loop = 1 and the settings
+// in ini, in front of a fake, with one transaction-mode database, cs;
+// both end with the test. It skips where there is no event loop.
+func startLoopPooler(t *testing.T, ini string) *testPooler {
+	t.Helper()
+	if !netpoll.CanLoop {
+		t.Skip("no event loop on this system")
+	}
+	fake := startFakePostgres(t)
+	tp := startTestPooler(t, fake, map[string]string{"cs": "user=cs pool_mode=transaction"}, "event_loop = 1\n"+ini)
+	t.Cleanup(func() { tp.shutdown(t, fake) })
+	return tp
 }

@@ -64,7 +64,7 @@ func FuzzFillNow(f *testing.F) {
 			if round > 4*len(stream)+4*len(sizes)+8 {
 				t.Fatalf("no progress after %d rounds at offset %d", round, pos)
 			}
-			_, err := r.FillNow()
+			_, err := r.FillNow(false)
 			if err != nil && err != io.EOF {
 				t.Fatalf("FillNow: %v", err)
 			}

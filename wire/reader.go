@@ -511,10 +511,11 @@ var ErrCannotTry = errors.New("wire: the source cannot read without waiting")
 // more then (its read found nothing, or less than there was room for), so
 // that an edge-triggered loop knows it will be told of the next bytes.
 // Not of the end: a peer's close that came in the same edge as its last
-// bytes gives no other, so a loop told of a hang-up reads on after a short
-// read until the end is met. A full buffer reads nothing and is not
-// drained. Only between messages (the last one consumed).
-func (r *Reader) FillNow() (drained bool, err error) {
+// bytes gives no other, so with hup (the loop was told of a hang-up) a
+// read that got bytes is not drained: the next one meets the end. A full
+// buffer reads nothing and is not drained. Only between messages (the
+// last one consumed).
+func (r *Reader) FillNow(hup bool) (drained bool, err error) {
 	tr, ok := r.r.(TryReader)
 	if !ok {
 		return false, ErrCannotTry
@@ -540,7 +541,7 @@ func (r *Reader) FillNow() (drained bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	return again || n < room, nil
+	return again || n < room && !(hup && n > 0), nil
 }
 
 // Full reports whether the buffered bytes fill the buffer: a message that

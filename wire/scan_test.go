@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"io"
 	"testing"
 )
 
@@ -30,11 +31,31 @@ func TestScan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		r := NewReader(&tryChunks{data: tc.in, sizes: []byte{255}}, 256)
-		if _, err := r.FillNow(); err != nil {
+		if _, err := r.FillNow(false); err != nil {
 			t.Fatalf("%s: FillNow: %v", tc.name, err)
 		}
 		if got := r.Scan(tc.role, tc.alone); got != tc.want {
 			t.Errorf("%s: Scan = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFillNowHangUp: a short read is drained unless the caller was told of
+// a hang-up: then a read that got bytes is not, and the next meets the end.
+func TestFillNowHangUp(t *testing.T) {
+	for _, hup := range []bool{false, true} {
+		r := NewReader(&tryChunks{data: frame(MsgQuery, []byte("SELECT 1\x00")), sizes: []byte{255}}, 256)
+		drained, err := r.FillNow(hup)
+		if err != nil || drained == hup {
+			t.Fatalf("hup %v: first FillNow = drained %v, %v; want drained %v", hup, drained, err, !hup)
+		}
+		if r.Buffered() != 14 {
+			t.Fatalf("hup %v: %d bytes buffered, want 14", hup, r.Buffered())
+		}
+		if hup {
+			if _, err := r.FillNow(hup); err != io.EOF {
+				t.Fatalf("second FillNow after a hang-up: %v, want EOF", err)
+			}
 		}
 	}
 }
